@@ -1,0 +1,305 @@
+// The DevicePluginConfig spec (dpo.dev/v1beta1): the single source of truth for its TypeScript types,
+// runtime validation and the generated CRD schema. Keep it structural: no object unions, a `type`
+// discriminator with one optional member per backend, bounds and enums on every field.
+import { z } from "zod";
+
+/** Kubernetes label/annotation-style qualified name limits used by resource names. */
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const QUALIFIED_NAME_PART = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
+
+/**
+ * Checks an extended resource name the way the kubelet's device manager and the API server do:
+ * `<domain>/<name>`, the domain a DNS subdomain outside `kubernetes.io`, the name a qualified name
+ * part of at most 63 characters, and `requests.<resourceName>` must stay a qualified name.
+ * Returns a message for the first rule broken, or undefined when the name is valid.
+ */
+export function checkExtendedResourceName(name: string): string | undefined {
+  const slash = name.indexOf("/");
+  if (slash <= 0 || slash !== name.lastIndexOf("/") || slash === name.length - 1) {
+    return "must be <domain>/<name> with exactly one '/'";
+  }
+  const domain = name.slice(0, slash);
+  const short = name.slice(slash + 1);
+  if (domain.length > 253 || !DNS_SUBDOMAIN.test(domain)) {
+    return `domain '${domain}' must be a lowercase DNS subdomain (RFC 1123) of at most 253 characters`;
+  }
+  if (domain === "kubernetes.io" || domain.endsWith(".kubernetes.io") || name.includes("kubernetes.io/")) {
+    return "must not be in the kubernetes.io domain (reserved for Kubernetes resources)";
+  }
+  if (name.startsWith("requests.")) {
+    return "must not start with 'requests.'";
+  }
+  if (short.length > 63 || !QUALIFIED_NAME_PART.test(short)) {
+    return `name '${short}' must be at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric`;
+  }
+  return undefined;
+}
+
+const absolutePath = z
+  .string()
+  .min(1)
+  .max(4096)
+  .regex(/^\//, "must be an absolute path")
+  .refine((p) => !p.split("/").includes(".."), "must not contain '..'");
+
+/** A device id as the kubelet sees it: no whitespace, no commas (ids are joined into env values). */
+const idPrefix = z
+  .string()
+  .min(1)
+  .max(48)
+  .regex(/^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$/, "must be lowercase alphanumerics, '-', '_' or '.'");
+
+export const MockBackendSchema = z
+  .object({
+    devices: z.number().int().min(1).max(4096).describe("Number of simulated physical devices."),
+    idPrefix: idPrefix.default("mock").describe("Prefix of device ids: <idPrefix>-<index>."),
+    numaNodes: z
+      .number()
+      .int()
+      .min(0)
+      .max(64)
+      .default(1)
+      .describe("NUMA nodes the devices are spread over round-robin; 0 means no topology information."),
+    healthFile: absolutePath
+      .optional()
+      .describe(
+        'JSON file mapping device id to "Healthy"|"Unhealthy" or {health, reason}; watched for changes.',
+      ),
+    attributes: z
+      .record(z.string().max(63), z.string().max(256))
+      .default({})
+      .describe("Attributes reported for every device."),
+  })
+  .strict();
+
+export const DevFSPathSchema = z
+  .object({
+    glob: absolutePath.describe(
+      "Glob of device files relative to the backend root, e.g. /dev/ttyUSB*; * and ? match within a path segment.",
+    ),
+    type: z
+      .enum(["CharDevice", "BlockDevice", "File"])
+      .default("CharDevice")
+      .describe("What a matching path must be to count as healthy."),
+    permissions: z
+      .string()
+      .regex(/^(?=.)r?w?m?$/, "must be a combination of r, w and m in that order, e.g. rw")
+      .default("rw")
+      .describe("cgroup device permissions given to the container."),
+    maxContainersPerDevice: z
+      .number()
+      .int()
+      .min(1)
+      .max(1024)
+      .default(1)
+      .describe("How many containers may share one matching path."),
+  })
+  .strict();
+
+export const DevFSBackendSchema = z
+  .object({
+    root: absolutePath.default("/").describe("Host directory the globs are resolved under."),
+    paths: z.array(DevFSPathSchema).min(1).max(64),
+  })
+  .strict();
+
+export const PCIBackendSchema = z
+  .object({
+    vendor: z
+      .string()
+      .regex(/^[0-9a-f]{4}$/, "must be a 4-digit lowercase hexadecimal PCI vendor id, e.g. 10de")
+      .describe("PCI vendor id."),
+    devices: z
+      .array(z.string().regex(/^[0-9a-f]{4}$/, "must be a 4-digit lowercase hexadecimal PCI device id"))
+      .max(256)
+      .default([])
+      .describe("PCI device ids to include; empty means all of the vendor's."),
+    classPrefix: z
+      .string()
+      .regex(/^[0-9a-f]{2,6}$/, "must be 2 to 6 lowercase hexadecimal digits, e.g. 0302")
+      .optional()
+      .describe("Prefix of the PCI class code (without 0x), e.g. 0302 for 3D controllers."),
+    sysfsRoot: absolutePath.default("/sys").describe("Where sysfs is mounted."),
+    devRoot: absolutePath.default("/dev").describe("Where the host's /dev is mounted."),
+  })
+  .strict();
+
+export const BACKEND_TYPES = ["Mock", "DevFS", "PCI"] as const;
+export type BackendType = (typeof BACKEND_TYPES)[number];
+
+/** Which member of `backend` belongs to each `type`. */
+export const BACKEND_MEMBER: Record<BackendType, "mock" | "devFS" | "pci"> = {
+  Mock: "mock",
+  DevFS: "devFS",
+  PCI: "pci",
+};
+
+export const BackendSchema = z
+  .object({
+    type: z.enum(BACKEND_TYPES).describe("Which backend discovers the devices; its member must be set."),
+    mock: MockBackendSchema.optional(),
+    devFS: DevFSBackendSchema.optional(),
+    pci: PCIBackendSchema.optional(),
+  })
+  .strict()
+  .superRefine((backend, ctx) => {
+    const want = BACKEND_MEMBER[backend.type];
+    if (backend[want] === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: [want],
+        message: `must be set when type is ${backend.type}`,
+      });
+    }
+    for (const member of Object.values(BACKEND_MEMBER)) {
+      if (member !== want && backend[member] !== undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: [member],
+          message: `must not be set when type is ${backend.type}`,
+        });
+      }
+    }
+  });
+
+export const SharingSchema = z
+  .object({
+    strategy: z.enum(["None", "TimeSlicing"]).default("None"),
+    replicas: z
+      .number()
+      .int()
+      .min(1)
+      .max(1024)
+      .optional()
+      .describe("With TimeSlicing: how many containers share each physical device (>= 2)."),
+    failRequestsGreaterThanOne: z
+      .boolean()
+      .default(false)
+      .describe("With TimeSlicing: reject a container asking for more than one replica."),
+  })
+  .strict()
+  .superRefine((sharing, ctx) => {
+    if (sharing.strategy === "TimeSlicing" && (sharing.replicas === undefined || sharing.replicas < 2)) {
+      ctx.addIssue({ code: "custom", path: ["replicas"], message: "must be >= 2 when strategy is TimeSlicing" });
+    }
+    if (sharing.strategy === "None" && sharing.replicas !== undefined && sharing.replicas !== 1) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["replicas"],
+        message: "must be unset (or 1) when strategy is None",
+      });
+    }
+  });
+
+export const ALLOCATION_POLICIES = ["None", "Packed", "Spread", "NUMAAligned"] as const;
+export type AllocationPolicy = (typeof ALLOCATION_POLICIES)[number];
+
+export const TopologySchema = z
+  .object({
+    allocationPolicy: z
+      .enum(ALLOCATION_POLICIES)
+      .default("None")
+      .describe("How the plugin answers GetPreferredAllocation; None leaves the choice to the kubelet."),
+  })
+  .strict();
+
+const labelValue = z
+  .string()
+  .max(63)
+  .regex(/^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/, "must be a valid label value");
+
+export const TolerationSchema = z
+  .object({
+    key: z.string().max(316).optional(),
+    operator: z.enum(["Exists", "Equal"]).optional(),
+    value: z.string().max(63).optional(),
+    effect: z.enum(["NoSchedule", "PreferNoSchedule", "NoExecute"]).optional(),
+    tolerationSeconds: z.number().int().optional(),
+  })
+  .strict()
+  .superRefine((t, ctx) => {
+    if (t.operator === "Exists" && t.value !== undefined && t.value !== "") {
+      ctx.addIssue({ code: "custom", path: ["value"], message: "must be empty when operator is Exists" });
+    }
+    if (t.tolerationSeconds !== undefined && t.effect !== "NoExecute") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["tolerationSeconds"],
+        message: "may only be set when effect is NoExecute",
+      });
+    }
+  });
+
+const quantity = z
+  .string()
+  .regex(
+    /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|n|u)?$/,
+    "must be a Kubernetes quantity, e.g. 100m or 64Mi",
+  );
+
+export const ResourceRequirementsSchema = z
+  .object({
+    requests: z.record(z.string(), quantity).optional(),
+    limits: z.record(z.string(), quantity).optional(),
+  })
+  .strict();
+
+export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error"] as const;
+
+export const PluginSchema = z
+  .object({
+    image: z.string().max(1024).default("").describe("Plugin image; empty means the operator's own image."),
+    priorityClassName: z.string().max(253).default("system-node-critical"),
+    resources: ResourceRequirementsSchema.default({}),
+    logLevel: z.enum(LOG_LEVELS).default("info"),
+  })
+  .strict();
+
+export const CDISchema = z
+  .object({
+    enabled: z.boolean().default(false).describe("Return CDI device names in Allocate responses."),
+    kind: z
+      .string()
+      .regex(
+        /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\/[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$/,
+        "must be a CDI kind <vendor>/<class>, e.g. vendor.example/foo",
+      )
+      .optional()
+      .describe("CDI kind; defaults to the resource name."),
+  })
+  .strict();
+
+export const DevicePluginConfigSpecSchema = z
+  .object({
+    resourceName: z
+      .string()
+      .max(316)
+      .superRefine((name, ctx) => {
+        const problem = checkExtendedResourceName(name);
+        if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+      })
+      .describe("Extended resource name the kubelet advertises, <domain>/<name>. Immutable."),
+    backend: BackendSchema,
+    sharing: SharingSchema.default({ strategy: "None", failRequestsGreaterThanOne: false }),
+    topology: TopologySchema.default({ allocationPolicy: "None" }),
+    cdi: CDISchema.default({ enabled: false }),
+    nodeSelector: z.record(z.string().max(316), labelValue).default({}),
+    tolerations: z.array(TolerationSchema).max(64).default([]),
+    plugin: PluginSchema.default({
+      image: "",
+      priorityClassName: "system-node-critical",
+      resources: {},
+      logLevel: "info",
+    }),
+  })
+  .strict();
+
+export type DevicePluginConfigSpec = z.infer<typeof DevicePluginConfigSpecSchema>;
+export type DevicePluginConfigSpecInput = z.input<typeof DevicePluginConfigSpecSchema>;
+export type MockBackend = z.infer<typeof MockBackendSchema>;
+export type DevFSBackend = z.infer<typeof DevFSBackendSchema>;
+export type DevFSPath = z.infer<typeof DevFSPathSchema>;
+export type PCIBackend = z.infer<typeof PCIBackendSchema>;
+export type Sharing = z.infer<typeof SharingSchema>;
+export type Toleration = z.infer<typeof TolerationSchema>;
+export type LogLevel = (typeof LOG_LEVELS)[number];

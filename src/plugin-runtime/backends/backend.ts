@@ -1,0 +1,31 @@
+// The interface every hardware backend implements: discovery, health events, allocation details and
+// an optional pre-start hook. The gRPC server never talks to hardware; it talks to this.
+import type { ContainerAllocation, PhysicalDevice } from "../devices/types.js";
+
+/** Called with the complete, current device list whenever discovery or health changes. */
+export type DeviceListener = (devices: readonly PhysicalDevice[]) => void;
+
+export interface DeviceBackend {
+  /** Backend type as written in the config (`Mock`, `DevFS`, `PCI`). */
+  readonly type: string;
+  /** True when containers must go through preStart before they start (advertised to the kubelet). */
+  readonly preStartRequired: boolean;
+  /**
+   * Discovers the devices and starts watching them. Resolves with the first device list; later
+   * changes (health, hot-plug, recovery) are delivered to subscribers.
+   */
+  start(): Promise<readonly PhysicalDevice[]>;
+  /** The current device list (the last one delivered). */
+  devices(): readonly PhysicalDevice[];
+  /** Registers a listener for device-list changes; returns a function that unsubscribes it. */
+  subscribe(listener: DeviceListener): () => void;
+  /**
+   * What a container needs for these physical devices (device nodes, mounts, env, annotations).
+   * Ids are known physical ids; the caller has already checked them. Must not block.
+   */
+  allocate(physicalIds: readonly string[]): ContainerAllocation;
+  /** Prepares devices before a container starts; only called when preStartRequired. */
+  preStart?(physicalIds: readonly string[], signal: AbortSignal): Promise<void>;
+  /** Stops watching; idempotent. */
+  stop(): Promise<void>;
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds (or reuses) kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and kwok
+# from the Go module proxy into a cache outside the repo, and prints the directory that holds them.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+. "$here/versions.env"
+
+cache_root="${DPO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dpo}"
+bin="$cache_root/k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}/bin"
+# The stamp covers every input of the build, so an edited go.mod or a new Go rebuilds.
+stamp_value="$(cat "$here/versions.env" "$here/build.sh" "$here"/k8s/go.mod "$here"/k8s/go.sum \
+  "$here"/etcd/go.mod "$here"/etcd/go.sum "$here"/etcd/main.go | sha256sum | cut -d' ' -f1) $(go env GOVERSION)"
+
+if [[ -f "$bin/.stamp" && "$(cat "$bin/.stamp")" == "$stamp_value" ]]; then
+  echo "$bin"
+  exit 0
+fi
+
+log() { echo "cluster-tools: $*" >&2; }
+mkdir -p "$bin"
+rm -f "$bin/.stamp"
+start=$(date +%s)
+
+minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+ldflags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $pkg.gitVersion=${KUBERNETES_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor}"
+  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${build_date}"
+done
+
+export CGO_ENABLED=0 GOFLAGS=-mod=mod
+log "building Kubernetes ${KUBERNETES_VERSION} (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)"
+(cd "$here/k8s" && go build -trimpath -ldflags "-s -w $ldflags" -o "$bin/" \
+  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+
+log "building etcd ${ETCD_VERSION}"
+(cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" .)
+
+log "building kwok ${KWOK_VERSION}"
+(cd "$bin" && GOFLAGS= GOBIN="$bin" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}")
+
+echo "$stamp_value" > "$bin/.stamp"
+log "built in $(( $(date +%s) - start ))s; $(du -sh "$bin" | cut -f1) in $bin"
+echo "$bin"
