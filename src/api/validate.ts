@@ -49,7 +49,8 @@ export function validateDevicePluginConfig(obj: unknown): ValidationResult<Devic
 }
 
 /** A manifest document parsed from YAML (JSON is YAML too), or the reason it could not be parsed. */
-export type ParsedDocument = { ok: true; value: unknown; index: number } | { ok: false; index: number; error: string };
+export type ParsedDocument =
+  { ok: true; value: unknown; index: number } | { ok: false; index: number; error: string };
 
 /** Splits a YAML stream into documents; empty documents (`---` separators only) are skipped. */
 export function parseManifestDocuments(text: string): ParsedDocument[] {
@@ -79,7 +80,9 @@ export function loadDevicePluginConfig(text: string): ValidationResult<DevicePlu
   if (docs.length !== 1) {
     return {
       ok: false,
-      errors: [{ path: "<document>", message: `expected exactly one DevicePluginConfig, found ${docs.length}` }],
+      errors: [
+        { path: "<document>", message: `expected exactly one DevicePluginConfig, found ${docs.length}` },
+      ],
     };
   }
   const [doc] = docs;

@@ -180,7 +180,11 @@ export const SharingSchema = z
   .strict()
   .superRefine((sharing, ctx) => {
     if (sharing.strategy === "TimeSlicing" && (sharing.replicas === undefined || sharing.replicas < 2)) {
-      ctx.addIssue({ code: "custom", path: ["replicas"], message: "must be >= 2 when strategy is TimeSlicing" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["replicas"],
+        message: "must be >= 2 when strategy is TimeSlicing",
+      });
     }
     if (sharing.strategy === "None" && sharing.replicas !== undefined && sharing.replicas !== 1) {
       ctx.addIssue({

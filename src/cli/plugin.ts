@@ -1,0 +1,163 @@
+// `dpo plugin`: runs the device-plugin runtime for one DevicePluginConfig on this node.
+import { readFile } from "node:fs/promises";
+import { loadDevicePluginConfig } from "../api/validate.js";
+import { createLogger, type LogLevelName } from "../log.js";
+import { listenProbes, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
+import { PluginRuntime, type RegistrationMode } from "../plugin-runtime/runtime.js";
+import { formatFlagHelp, parseListenAddress, resolveFlags, UsageError, type FlagSpec } from "./flags.js";
+
+export const PLUGIN_FLAGS: readonly FlagSpec[] = [
+  { name: "config", env: "DPO_CONFIG", description: "DevicePluginConfig manifest (YAML or JSON) to serve." },
+  {
+    name: "device-plugin-dir",
+    env: "DPO_DEVICE_PLUGIN_DIR",
+    description: "The kubelet's device-plugins directory (holds kubelet.sock).",
+    default: "/var/lib/kubelet/device-plugins",
+  },
+  {
+    name: "plugins-registry-dir",
+    env: "DPO_PLUGINS_REGISTRY_DIR",
+    description: "The kubelet's plugin-watcher directory (used with --registration watcher).",
+    default: "/var/lib/kubelet/plugins_registry",
+  },
+  {
+    name: "registration",
+    env: "DPO_REGISTRATION",
+    description: "How to register: kubelet (Register on kubelet.sock) or watcher (plugins_registry).",
+    default: "kubelet",
+    choices: ["kubelet", "watcher"],
+  },
+  {
+    name: "node-name",
+    env: "NODE_NAME",
+    description: "Name of this node (the downward API sets NODE_NAME).",
+  },
+  {
+    name: "metrics-addr",
+    env: "DPO_METRICS_ADDR",
+    description: "HOST:PORT serving /metrics (and the probes); 0 disables.",
+    default: ":8080",
+  },
+  {
+    name: "health-addr",
+    env: "DPO_HEALTH_ADDR",
+    description: "HOST:PORT serving /healthz and /readyz; 0 disables.",
+    default: ":8081",
+  },
+  {
+    name: "log-level",
+    env: "DPO_LOG_LEVEL",
+    description: "trace, debug, info, warn or error; defaults to spec.plugin.logLevel.",
+    choices: ["trace", "debug", "info", "warn", "error", "silent"],
+  },
+];
+
+const SHUTDOWN_BUDGET_MS = 5_000;
+
+export async function runPluginCommand(argv: readonly string[]): Promise<number> {
+  if (argv.includes("--help") || argv.includes("-h")) {
+    process.stdout.write(
+      `Usage: dpo plugin --config FILE [flags]\n\nFlags:\n${formatFlagHelp(PLUGIN_FLAGS)}\n`,
+    );
+    return 0;
+  }
+  const { values, positionals } = resolveFlags(PLUGIN_FLAGS, argv, process.env);
+  if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+  const configPath = values["config"];
+  if (!configPath) throw new UsageError("--config (or DPO_CONFIG) is required");
+  const metricsAddr = parseListenAddress("metrics-addr", values["metrics-addr"] ?? "0");
+  const healthAddr = parseListenAddress("health-addr", values["health-addr"] ?? "0");
+
+  // The config is checked before anything touches a socket: a bad config must not disturb the node.
+  let text: string;
+  try {
+    text = await readFile(configPath, "utf8");
+  } catch (err) {
+    process.stderr.write(`dpo plugin: cannot read --config ${configPath}: ${(err as Error).message}\n`);
+    return 2;
+  }
+  const loaded = loadDevicePluginConfig(text);
+  if (!loaded.ok) {
+    process.stderr.write(
+      `dpo plugin: invalid config ${configPath}:\n` +
+        loaded.errors.map((e) => `${configPath}: ${e.path}: ${e.message}`).join("\n") +
+        "\n",
+    );
+    return 1;
+  }
+  const config = loaded.value;
+  const nodeName = values["node-name"] ?? "";
+  const level = (values["log-level"] ?? config.spec.plugin.logLevel) as LogLevelName;
+  const logger = createLogger(level, { component: "plugin", config: config.metadata.name });
+
+  const runtime = new PluginRuntime({
+    config,
+    devicePluginDir: values["device-plugin-dir"]!,
+    pluginsRegistryDir: values["plugins-registry-dir"]!,
+    registration: values["registration"] as RegistrationMode,
+    nodeName,
+    logger,
+  });
+
+  const probes: ProbeHandlers = {
+    healthy: () => {
+      const s = runtime.status();
+      return { ok: s.serving, detail: s.serving ? "serving" : "not serving" };
+    },
+    ready: () => {
+      const s = runtime.status();
+      const ok = s.serving && s.registered;
+      return {
+        ok,
+        detail: ok
+          ? "registered"
+          : `not registered${s.lastRegistrationError ? `: ${s.lastRegistrationError}` : ""}`,
+      };
+    },
+    metrics: () => runtime.metrics.registry.expose(),
+  };
+  const listeners: ListeningEndpoint[] = [];
+  const sameAddress =
+    metricsAddr && healthAddr && metricsAddr.host === healthAddr.host && metricsAddr.port === healthAddr.port;
+
+  let stopping: Promise<number> | undefined;
+  const shutdown = (signal: string): Promise<number> => {
+    stopping ??= (async () => {
+      logger.info({ signal }, "shutting down");
+      const force = setTimeout(() => {
+        logger.error({ budgetMs: SHUTDOWN_BUDGET_MS }, "shutdown took too long; exiting");
+        process.exit(1);
+      }, SHUTDOWN_BUDGET_MS);
+      force.unref();
+      await runtime.stop();
+      await Promise.all(listeners.map((l) => l.close()));
+      clearTimeout(force);
+      return 0;
+    })();
+    return stopping;
+  };
+  const done = new Promise<number>((resolve) => {
+    process.once("SIGTERM", () => void shutdown("SIGTERM").then(resolve));
+    process.once("SIGINT", () => void shutdown("SIGINT").then(resolve));
+  });
+
+  try {
+    if (metricsAddr) listeners.push(await listenProbes(metricsAddr, probes));
+    if (healthAddr && !sameAddress)
+      listeners.push(await listenProbes(healthAddr, { ...probes, metrics: undefined }));
+    await runtime.start();
+  } catch (err) {
+    logger.error({ err: (err as Error).message }, "plugin runtime failed to start");
+    await shutdown("startup-failure");
+    return 1;
+  }
+  logger.info(
+    {
+      socket: runtime.status().socketPath,
+      registration: values["registration"],
+      metrics: listeners.map((l) => l.port),
+    },
+    "plugin runtime started",
+  );
+  return done;
+}

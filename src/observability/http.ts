@@ -1,0 +1,65 @@
+// HTTP endpoints for probes and scraping: /healthz, /readyz and /metrics, on one or two listeners.
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export interface ProbeHandlers {
+  /** Liveness: the process is able to make progress. */
+  healthy(): { ok: boolean; detail: string };
+  /** Readiness: the component is doing its job (for the plugin: serving and registered). */
+  ready(): { ok: boolean; detail: string };
+  /** Prometheus text; absent on a listener that serves only probes. */
+  metrics?: () => string;
+}
+
+export interface ListeningEndpoint {
+  readonly server: Server;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** Starts an HTTP listener serving the given handlers; resolves once it is listening. */
+export async function listenProbes(
+  address: { host: string; port: number },
+  handlers: ProbeHandlers,
+): Promise<ListeningEndpoint> {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? "/").split("?")[0];
+    const send = (status: number, body: string, type = "text/plain; charset=utf-8"): void => {
+      res.writeHead(status, { "content-type": type, "cache-control": "no-store" });
+      res.end(body);
+    };
+    try {
+      if (path === "/healthz" || path === "/livez") {
+        const r = handlers.healthy();
+        send(r.ok ? 200 : 503, `${r.detail}\n`);
+      } else if (path === "/readyz") {
+        const r = handlers.ready();
+        send(r.ok ? 200 : 503, `${r.detail}\n`);
+      } else if (path === "/metrics" && handlers.metrics) {
+        send(200, handlers.metrics(), "text/plain; version=0.0.4; charset=utf-8");
+      } else {
+        send(404, "not found\n");
+      }
+    } catch (err) {
+      send(500, `${(err as Error).message}\n`);
+    }
+  });
+  // Keep-alive sockets from scrapers must not hold shutdown up.
+  server.keepAliveTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(address.port, address.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  return {
+    server,
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,106 @@
+// The node's current devices as the kubelet sees them: backend snapshots expanded by the sharing policy,
+// versioned, with change notifications for ListAndWatch streams and the node report.
+import type { Sharing } from "../../api/v1beta1/spec.js";
+import type { DeviceBackend } from "../backends/backend.js";
+import { advertiseDevices } from "./sharing.js";
+import type { AdvertisedDevice, PhysicalDevice } from "./types.js";
+
+export interface DeviceSetSnapshot {
+  /** Increases by one on every change the kubelet must hear about. */
+  readonly version: number;
+  readonly physical: readonly PhysicalDevice[];
+  readonly advertised: readonly AdvertisedDevice[];
+  readonly byId: ReadonlyMap<string, AdvertisedDevice>;
+  /** When this snapshot was taken (performance.now()), for health-latency measurements. */
+  readonly changedAt: number;
+}
+
+export type DeviceSetListener = (snapshot: DeviceSetSnapshot) => void;
+
+function sameAdvertised(a: readonly AdvertisedDevice[], b: readonly AdvertisedDevice[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!;
+    const y = b[i]!;
+    if (x.id !== y.id || x.health !== y.health || x.numaNode !== y.numaNode || x.reason !== y.reason)
+      return false;
+  }
+  return true;
+}
+
+function samePhysical(a: readonly PhysicalDevice[], b: readonly PhysicalDevice[]): boolean {
+  if (a.length !== b.length) return false;
+  return a.every((x, i) => {
+    const y = b[i]!;
+    return (
+      x.id === y.id &&
+      x.health === y.health &&
+      x.reason === y.reason &&
+      x.numaNode === y.numaNode &&
+      JSON.stringify(x.attributes) === JSON.stringify(y.attributes)
+    );
+  });
+}
+
+export class DeviceSet {
+  private current: DeviceSetSnapshot;
+  private readonly listeners = new Set<DeviceSetListener>();
+  private unsubscribe: (() => void) | undefined;
+
+  constructor(
+    private readonly backend: DeviceBackend,
+    private readonly sharing: Sharing,
+  ) {
+    this.current = this.snapshotOf([], 0);
+  }
+
+  /** Starts the backend and follows its device lists. */
+  async start(): Promise<DeviceSetSnapshot> {
+    const initial = await this.backend.start();
+    this.current = this.snapshotOf(initial, 1);
+    this.unsubscribe = this.backend.subscribe((devices) => this.update(devices));
+    // A change delivered between start() resolving and subscribe() is picked up here.
+    this.update(this.backend.devices());
+    return this.current;
+  }
+
+  snapshot(): DeviceSetSnapshot {
+    return this.current;
+  }
+
+  /** Registers a listener for changes; returns a function that removes it. */
+  onChange(listener: DeviceSetListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async stop(): Promise<void> {
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    this.listeners.clear();
+    await this.backend.stop();
+  }
+
+  private update(physical: readonly PhysicalDevice[]): void {
+    const next = this.snapshotOf(physical, this.current.version + 1);
+    if (
+      sameAdvertised(next.advertised, this.current.advertised) &&
+      samePhysical(physical, this.current.physical)
+    ) {
+      return;
+    }
+    this.current = next;
+    for (const listener of [...this.listeners]) listener(next);
+  }
+
+  private snapshotOf(physical: readonly PhysicalDevice[], version: number): DeviceSetSnapshot {
+    const advertised = advertiseDevices(physical, this.sharing);
+    return {
+      version,
+      physical: [...physical],
+      advertised,
+      byId: new Map(advertised.map((d) => [d.id, d])),
+      changedAt: performance.now(),
+    };
+  }
+}

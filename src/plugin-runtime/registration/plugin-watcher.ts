@@ -1,0 +1,95 @@
+// Registration through the kubelet's plugin watcher: serve pluginregistration.Registration on a socket in
+// plugins_registry; the kubelet calls GetInfo, connects to our device-plugin endpoint and reports back.
+import * as grpc from "@grpc/grpc-js";
+import { unlink } from "node:fs/promises";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import {
+  DEVICE_PLUGIN_TYPE,
+  PluginRegistrationService,
+  type PluginInfo,
+  type PluginRegistrationServer,
+} from "../proto/index.js";
+
+export interface PluginWatcherOptions {
+  registryDir: string;
+  /** Socket file name for this registration socket (unique per start, see sockets.ts). */
+  socketName: () => string;
+  resourceName: string;
+  /** Absolute path of the device-plugin socket currently served (it changes after a kubelet restart). */
+  endpointPath: () => string;
+  supportedVersions: readonly string[];
+  logger: Logger;
+  /** Called with the kubelet's verdict from NotifyRegistrationStatus. */
+  onStatus: (registered: boolean, error: string) => void;
+  /** Called when the kubelet asks GetInfo, i.e. the watcher has found the socket. */
+  onInfoRequested?: () => void;
+}
+
+export class PluginWatcherRegistration {
+  private server: grpc.Server | undefined;
+  private path: string | undefined;
+
+  constructor(private readonly opts: PluginWatcherOptions) {}
+
+  get socketPath(): string | undefined {
+    return this.path;
+  }
+
+  /** Serves the registration service on a fresh socket; the old one (if any) is closed and removed first. */
+  async serve(): Promise<string> {
+    await this.close();
+    const path = join(this.opts.registryDir, this.opts.socketName());
+    const server = new grpc.Server();
+    const implementation: PluginRegistrationServer = {
+      getInfo: (_call, callback) => {
+        this.opts.onInfoRequested?.();
+        const info: PluginInfo = {
+          type: DEVICE_PLUGIN_TYPE,
+          name: this.opts.resourceName,
+          endpoint: this.opts.endpointPath(),
+          supportedVersions: [...this.opts.supportedVersions],
+        };
+        callback(null, info);
+      },
+      notifyRegistrationStatus: (call, callback) => {
+        const { pluginRegistered, error } = call.request;
+        callback(null, {});
+        this.opts.onStatus(pluginRegistered, error);
+      },
+    };
+    server.addService(PluginRegistrationService, implementation);
+    await new Promise<void>((resolve, reject) =>
+      server.bindAsync(`unix://${path}`, grpc.ServerCredentials.createInsecure(), (err) =>
+        err ? reject(err) : resolve(),
+      ),
+    );
+    this.server = server;
+    this.path = path;
+    this.opts.logger.info(
+      { resource: this.opts.resourceName, socket: path },
+      "serving plugin-watcher registration",
+    );
+    return path;
+  }
+
+  async close(): Promise<void> {
+    const server = this.server;
+    const path = this.path;
+    this.server = undefined;
+    this.path = undefined;
+    if (server) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, 500);
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    if (path) await unlink(path).catch(() => undefined);
+  }
+}

@@ -1,0 +1,348 @@
+// The plugin runtime's lifecycle: devices, the DevicePlugin socket, kubelet registration (direct or via
+// the plugin watcher), kubelet-restart detection, probes and metrics, and a clean shutdown.
+import { watch, type FSWatcher } from "node:fs";
+import { mkdir, unlink } from "node:fs/promises";
+import { join } from "node:path";
+import { EventEmitter } from "node:events";
+import type { Logger } from "pino";
+import type { DevicePluginConfig } from "../api/v1beta1/config.js";
+import type { DeviceBackend } from "./backends/backend.js";
+import { createBackend } from "./backends/index.js";
+import { DeviceSet, type DeviceSetSnapshot } from "./devices/device-set.js";
+import { PluginMetrics } from "./metrics.js";
+import { KUBELET_API_VERSION, KUBELET_SOCKET_NAME, SUPPORTED_KUBELET_API_VERSIONS } from "./proto/index.js";
+import { registerRequest, registerWithKubelet } from "./registration/kubelet-registration.js";
+import { PluginWatcherRegistration } from "./registration/plugin-watcher.js";
+import { fileIdentity, removeStaleSockets, socketFileName, socketPrefix } from "./registration/sockets.js";
+import { DevicePluginEndpoint } from "./server/device-plugin-server.js";
+
+export type RegistrationMode = "kubelet" | "watcher";
+
+export interface PluginRuntimeOptions {
+  config: DevicePluginConfig;
+  devicePluginDir: string;
+  pluginsRegistryDir: string;
+  registration: RegistrationMode;
+  nodeName: string;
+  logger: Logger;
+  /** Replaces the backend built from the config (tests). */
+  backend?: DeviceBackend;
+  /** How often to re-check the kubelet's directory when file-system events are missed. */
+  pollIntervalMs?: number;
+  /** First and largest delay between registration attempts. */
+  retryBaseMs?: number;
+  retryMaxMs?: number;
+}
+
+/** What the runtime is doing, for probes, the node report and tests. */
+export interface RuntimeStatus {
+  serving: boolean;
+  registered: boolean;
+  socketPath: string | undefined;
+  registrationSocketPath: string | undefined;
+  kubeletAPIVersion: string;
+  lastRegistrationError: string | undefined;
+  kubeletRestarts: number;
+}
+
+export interface PluginRuntimeEvents {
+  registered: [RuntimeStatus];
+  unregistered: [RuntimeStatus];
+  devices: [DeviceSetSnapshot];
+}
+
+export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
+  readonly metrics = new PluginMetrics();
+  readonly devices: DeviceSet;
+  private readonly log: Logger;
+  private readonly resourceName: string;
+  private readonly prefix: string;
+  private readonly startedAtMs = Date.now();
+  private sequence = 0;
+
+  private endpoint: DevicePluginEndpoint | undefined;
+  private socketName: string | undefined;
+  private watcherRegistration: PluginWatcherRegistration | undefined;
+  /** Identity of the kubelet.sock we registered with; undefined while not registered. */
+  private registeredWith: string | undefined;
+  private watcherRegistered = false;
+  private lastRegistrationError: string | undefined;
+  private kubeletRestarts = 0;
+
+  private fsWatcher: FSWatcher | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryDelayMs: number;
+  private running: Promise<void> | undefined;
+  private dirty = false;
+  private stopped = false;
+
+  constructor(private readonly opts: PluginRuntimeOptions) {
+    super();
+    const spec = opts.config.spec;
+    this.resourceName = spec.resourceName;
+    this.prefix = socketPrefix(spec.resourceName);
+    this.log = opts.logger.child({ resource: spec.resourceName, node: opts.nodeName });
+    this.retryDelayMs = opts.retryBaseMs ?? 100;
+    const backend =
+      opts.backend ??
+      createBackend(spec, {
+        logger: this.log,
+        resourceName: spec.resourceName,
+        cdi: { enabled: spec.cdi.enabled, kind: spec.cdi.kind ?? spec.resourceName },
+      });
+    this.devices = new DeviceSet(backend, spec.sharing);
+    this.backend = backend;
+  }
+
+  private readonly backend: DeviceBackend;
+
+  status(): RuntimeStatus {
+    return {
+      serving: this.endpoint !== undefined,
+      registered:
+        this.opts.registration === "kubelet" ? this.registeredWith !== undefined : this.watcherRegistered,
+      socketPath: this.socketName ? join(this.opts.devicePluginDir, this.socketName) : undefined,
+      registrationSocketPath: this.watcherRegistration?.socketPath,
+      kubeletAPIVersion: KUBELET_API_VERSION,
+      lastRegistrationError: this.lastRegistrationError,
+      kubeletRestarts: this.kubeletRestarts,
+    };
+  }
+
+  /** Discovers devices, serves the socket and starts registering; resolves once serving. */
+  async start(): Promise<void> {
+    await mkdir(this.opts.devicePluginDir, { recursive: true });
+    if (this.opts.registration === "watcher") await mkdir(this.opts.pluginsRegistryDir, { recursive: true });
+    const removed = await removeStaleSockets(this.opts.devicePluginDir, this.prefix, new Set());
+    if (this.opts.registration === "watcher") {
+      removed.push(...(await removeStaleSockets(this.opts.pluginsRegistryDir, this.prefix, new Set())));
+    }
+    if (removed.length > 0) this.log.info({ sockets: removed }, "removed stale sockets of earlier instances");
+
+    const snap = await this.devices.start();
+    this.recordDevices(snap);
+    this.devices.onChange((s) => {
+      this.recordDevices(s);
+      this.emit("devices", s);
+    });
+
+    if (this.opts.registration === "watcher") {
+      this.watcherRegistration = new PluginWatcherRegistration({
+        registryDir: this.opts.pluginsRegistryDir,
+        socketName: () => socketFileName(this.prefix, this.startedAtMs, ++this.sequence, "-reg.sock"),
+        resourceName: this.resourceName,
+        endpointPath: () => this.status().socketPath ?? "",
+        supportedVersions: SUPPORTED_KUBELET_API_VERSIONS,
+        logger: this.log,
+        onStatus: (registered, error) => this.onWatcherStatus(registered, error),
+      });
+    }
+
+    this.watchKubeletDir();
+    await this.reconcile();
+    this.pollTimer = setInterval(() => this.trigger(), this.opts.pollIntervalMs ?? 500);
+    this.pollTimer.unref();
+  }
+
+  /** Stops serving, ends streams, removes our sockets; safe to call twice. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    clearInterval(this.pollTimer);
+    clearTimeout(this.retryTimer);
+    this.fsWatcher?.close();
+    await this.running?.catch(() => undefined);
+    const socketPath = this.status().socketPath;
+    await this.endpoint?.close(1_000);
+    this.endpoint = undefined;
+    if (socketPath) await unlink(socketPath).catch(() => undefined);
+    await this.watcherRegistration?.close();
+    await this.devices.stop();
+    this.setRegistered(false);
+    this.log.info("plugin runtime stopped");
+  }
+
+  private recordDevices(snap: DeviceSetSnapshot): void {
+    let healthy = 0;
+    for (const d of snap.advertised) if (d.health === "Healthy") healthy++;
+    this.metrics.devices.replaceAll([
+      { labels: { resource: this.resourceName, health: "Healthy" }, value: healthy },
+      {
+        labels: { resource: this.resourceName, health: "Unhealthy" },
+        value: snap.advertised.length - healthy,
+      },
+    ]);
+  }
+
+  private watchKubeletDir(): void {
+    try {
+      this.fsWatcher = watch(this.opts.devicePluginDir, (_event, filename) => {
+        const name = filename?.toString();
+        if (name === undefined || name === KUBELET_SOCKET_NAME || name === this.socketName) this.trigger();
+      });
+      this.fsWatcher.on("error", (err) => {
+        this.log.warn({ err: err.message }, "watching the device-plugins directory failed; polling only");
+        this.fsWatcher?.close();
+        this.fsWatcher = undefined;
+      });
+    } catch (err) {
+      this.log.warn(
+        { err: (err as Error).message },
+        "cannot watch the device-plugins directory; polling only",
+      );
+    }
+  }
+
+  /** Runs reconcile, serialized: a trigger during a run makes exactly one more run afterwards. */
+  private trigger(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.dirty = true;
+      return;
+    }
+    this.running = this.reconcile()
+      .catch((err: unknown) => this.log.error({ err: String(err) }, "registration loop failed"))
+      .finally(() => {
+        this.running = undefined;
+        if (this.dirty) {
+          this.dirty = false;
+          this.trigger();
+        }
+      });
+  }
+
+  /** Level-triggered: makes the socket and the registration match what is on disk now. */
+  private async reconcile(): Promise<void> {
+    if (this.stopped) return;
+    if (!this.fsWatcher) this.watchKubeletDir();
+    const dir = this.opts.devicePluginDir;
+    const kubeletId = await fileIdentity(join(dir, KUBELET_SOCKET_NAME));
+    const ownSocketGone =
+      this.socketName === undefined || (await fileIdentity(join(dir, this.socketName))) === undefined;
+    const kubeletRecreated =
+      this.opts.registration === "kubelet" &&
+      this.registeredWith !== undefined &&
+      kubeletId !== this.registeredWith;
+
+    if (ownSocketGone || kubeletRecreated) {
+      if (this.endpoint !== undefined) {
+        this.kubeletRestarts++;
+        this.metrics.kubeletRestarts.inc({ resource: this.resourceName });
+        this.log.warn(
+          { socketRemoved: ownSocketGone, kubeletSocketRecreated: kubeletRecreated },
+          "kubelet restart detected; serving on a fresh socket",
+        );
+      }
+      this.setRegistered(false);
+      await this.serveFreshSocket();
+      if (this.watcherRegistration) await this.watcherRegistration.serve();
+    }
+
+    if (this.opts.registration !== "kubelet" || this.registeredWith !== undefined) return;
+    if (kubeletId === undefined) {
+      this.log.debug("kubelet.sock absent; waiting for the kubelet");
+      return;
+    }
+    await this.registerOnce(kubeletId);
+  }
+
+  private async serveFreshSocket(): Promise<void> {
+    const old = this.endpoint;
+    const oldName = this.socketName;
+    this.endpoint = undefined;
+    if (old) await old.close(200);
+    if (oldName) await unlink(join(this.opts.devicePluginDir, oldName)).catch(() => undefined);
+    const spec = this.opts.config.spec;
+    const endpoint = new DevicePluginEndpoint({
+      resourceName: this.resourceName,
+      devices: this.devices,
+      backend: this.backend,
+      sharing: spec.sharing,
+      allocationPolicy: spec.topology.allocationPolicy,
+      cdi: { enabled: spec.cdi.enabled, kind: spec.cdi.kind ?? spec.resourceName },
+      logger: this.log,
+      metrics: this.metrics,
+    });
+    const name = socketFileName(this.prefix, this.startedAtMs, ++this.sequence);
+    await endpoint.listen(join(this.opts.devicePluginDir, name));
+    this.endpoint = endpoint;
+    this.socketName = name;
+    this.log.info({ socket: name }, "serving DevicePlugin");
+  }
+
+  private async registerOnce(kubeletId: string): Promise<void> {
+    const socketName = this.socketName;
+    if (!socketName) return;
+    const spec = this.opts.config.spec;
+    try {
+      await registerWithKubelet({
+        kubeletSocketPath: join(this.opts.devicePluginDir, KUBELET_SOCKET_NAME),
+        request: registerRequest(KUBELET_API_VERSION, socketName, this.resourceName, {
+          preStartRequired: this.backend.preStartRequired,
+          getPreferredAllocationAvailable: spec.topology.allocationPolicy !== "None",
+        }),
+      });
+    } catch (err) {
+      const message = (err as Error).message;
+      this.lastRegistrationError = message;
+      this.metrics.registrations.inc({ resource: this.resourceName, path: "kubelet", result: "error" });
+      this.log.warn({ err: message, retryInMs: this.retryDelayMs }, "registration with the kubelet failed");
+      this.scheduleRetry();
+      return;
+    }
+    this.lastRegistrationError = undefined;
+    this.retryDelayMs = this.opts.retryBaseMs ?? 100;
+    this.metrics.registrations.inc({ resource: this.resourceName, path: "kubelet", result: "ok" });
+    this.registeredWith = kubeletId;
+    this.setRegistered(true);
+    this.log.info({ socket: socketName, version: KUBELET_API_VERSION }, "registered with the kubelet");
+  }
+
+  private scheduleRetry(): void {
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => this.trigger(), this.retryDelayMs);
+    this.retryDelayMs = Math.min(this.retryDelayMs * 2, this.opts.retryMaxMs ?? 5_000);
+  }
+
+  private onWatcherStatus(registered: boolean, error: string): void {
+    this.metrics.registrations.inc({
+      resource: this.resourceName,
+      path: "watcher",
+      result: registered ? "ok" : "error",
+    });
+    if (registered) {
+      this.lastRegistrationError = undefined;
+      this.retryDelayMs = this.opts.retryBaseMs ?? 100;
+      this.log.info({ socket: this.socketName }, "registered through the plugin watcher");
+      this.setRegistered(true);
+      return;
+    }
+    this.lastRegistrationError = error;
+    this.log.error(
+      { err: error, retryInMs: this.retryDelayMs },
+      "kubelet refused the plugin-watcher registration",
+    );
+    this.setRegistered(false);
+    // The watcher registers a socket once; a fresh socket makes it try again.
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => {
+      if (this.stopped || !this.watcherRegistration) return;
+      this.watcherRegistration.serve().catch((err: unknown) => {
+        this.log.error({ err: String(err) }, "re-creating the registration socket failed");
+      });
+    }, this.retryDelayMs);
+    this.retryDelayMs = Math.min(this.retryDelayMs * 2, this.opts.retryMaxMs ?? 5_000);
+  }
+
+  private setRegistered(registered: boolean): void {
+    const was = this.status().registered;
+    if (this.opts.registration === "kubelet") {
+      if (!registered) this.registeredWith = undefined;
+    } else {
+      this.watcherRegistered = registered;
+    }
+    this.metrics.registered.set({ resource: this.resourceName }, registered ? 1 : 0);
+    if (was !== registered) this.emit(registered ? "registered" : "unregistered", this.status());
+  }
+}

@@ -1,0 +1,372 @@
+// The kubelet DevicePlugin gRPC service (v1beta1): protocol only. Device state comes from the DeviceSet,
+// container details from the backend, choices from the allocation policies; nothing here knows hardware.
+import * as grpc from "@grpc/grpc-js";
+import type { Logger } from "pino";
+import type { AllocationPolicy, Sharing } from "../../api/v1beta1/spec.js";
+import type { DeviceBackend } from "../backends/backend.js";
+import { checkAllocateRequest, preferredAllocation } from "../devices/allocation.js";
+import type { DeviceSet, DeviceSetSnapshot } from "../devices/device-set.js";
+import { resourceEnvName } from "../devices/env.js";
+import type { AdvertisedDevice } from "../devices/types.js";
+import type { PluginMetrics } from "../metrics.js";
+import {
+  DevicePluginService,
+  type AllocateRequest,
+  type AllocateResponse,
+  type ContainerAllocateResponse,
+  type Device,
+  type DevicePluginOptions,
+  type DevicePluginServer,
+  type Empty,
+  type ListAndWatchResponse,
+  type PreferredAllocationRequest,
+  type PreferredAllocationResponse,
+  type PreStartContainerRequest,
+  type PreStartContainerResponse,
+  PRE_START_CONTAINER_TIMEOUT_MS,
+} from "../proto/index.js";
+
+export interface DevicePluginServiceOptions {
+  resourceName: string;
+  devices: DeviceSet;
+  backend: DeviceBackend;
+  sharing: Sharing;
+  allocationPolicy: AllocationPolicy;
+  cdi: { enabled: boolean; kind: string };
+  logger: Logger;
+  metrics: PluginMetrics;
+  /** Budget for the backend's pre-start hook; kept under the kubelet's 30 s. */
+  preStartTimeoutMs?: number;
+}
+
+/** Largest request the runtime accepts; anything bigger is a malformed request, not a real pod. */
+const MAX_IDS_PER_REQUEST = 100_000;
+
+/** A request the runtime refuses, with the gRPC status the kubelet gets. */
+class RequestError extends Error {
+  constructor(
+    readonly code: grpc.status,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function toServiceError(err: unknown): Partial<grpc.StatusObject> {
+  if (err instanceof RequestError) return { code: err.code, details: err.message };
+  return { code: grpc.status.INTERNAL, details: `internal error: ${(err as Error)?.message ?? String(err)}` };
+}
+
+export function toProtoDevice(d: AdvertisedDevice): Device {
+  return {
+    ID: d.id,
+    health: d.health,
+    topology: d.numaNode === undefined ? undefined : { nodes: [{ ID: d.numaNode }] },
+  };
+}
+
+function statusName(code: grpc.status): string {
+  return grpc.status[code] ?? String(code);
+}
+
+/** Builds the DevicePlugin service implementation plus a way to end its open streams. */
+export function createDevicePluginService(opts: DevicePluginServiceOptions): {
+  implementation: DevicePluginServer;
+  endStreams(): void;
+} {
+  const { logger, metrics, resourceName } = opts;
+  const envName = resourceEnvName(resourceName);
+  const streams = new Set<grpc.ServerWritableStream<Empty, ListAndWatchResponse>>();
+  const preStartTimeoutMs = Math.min(
+    opts.preStartTimeoutMs ?? 25_000,
+    PRE_START_CONTAINER_TIMEOUT_MS - 1_000,
+  );
+
+  function options(): DevicePluginOptions {
+    return {
+      preStartRequired: opts.backend.preStartRequired,
+      getPreferredAllocationAvailable: opts.allocationPolicy !== "None",
+    };
+  }
+
+  function allocateContainer(ids: readonly string[], snap: DeviceSetSnapshot): ContainerAllocateResponse {
+    if (!Array.isArray(ids) || ids.length > MAX_IDS_PER_REQUEST) {
+      throw new RequestError(
+        grpc.status.INVALID_ARGUMENT,
+        "devices_ids must be a list of at most 100000 ids",
+      );
+    }
+    const check = checkAllocateRequest(ids, snap.byId, opts.sharing);
+    switch (check.kind) {
+      case "Ok":
+        break;
+      case "Unknown":
+        throw new RequestError(
+          grpc.status.INVALID_ARGUMENT,
+          `unknown device ids for ${resourceName}: ${check.ids.join(", ")}`,
+        );
+      case "Unhealthy":
+        throw new RequestError(
+          grpc.status.FAILED_PRECONDITION,
+          `unhealthy devices for ${resourceName}: ${check.ids.join(", ")}`,
+        );
+      case "Duplicate":
+        throw new RequestError(
+          grpc.status.INVALID_ARGUMENT,
+          `device ids requested twice: ${check.ids.join(", ")}`,
+        );
+      case "TooManyReplicas":
+        throw new RequestError(
+          grpc.status.INVALID_ARGUMENT,
+          `${resourceName} is time-sliced with failRequestsGreaterThanOne: a container may request only 1, got ${ids.length}`,
+        );
+      case "Empty":
+        throw new RequestError(
+          grpc.status.INVALID_ARGUMENT,
+          "a container request must name at least one device id",
+        );
+    }
+    const details = opts.backend.allocate(check.physicalIds);
+    return {
+      envs: { ...details.envs, [envName]: ids.join(",") },
+      mounts: details.mounts.map((m) => ({ ...m })),
+      devices: details.devices.map((d) => ({ ...d })),
+      annotations: { ...details.annotations },
+      cdiDevices: opts.cdi.enabled ? check.physicalIds.map((id) => ({ name: `${opts.cdi.kind}=${id}` })) : [],
+    };
+  }
+
+  const implementation: DevicePluginServer = {
+    getDevicePluginOptions(_call, callback) {
+      callback(null, options());
+    },
+
+    listAndWatch(call) {
+      const send = (snap: DeviceSetSnapshot): void => {
+        if (call.cancelled || call.writableEnded) return;
+        call.write({ devices: snap.advertised.map(toProtoDevice) });
+        metrics.deviceListUpdates.inc({ resource: resourceName });
+      };
+      streams.add(call);
+      metrics.listAndWatchStreams.set({ resource: resourceName }, streams.size);
+      logger.info({ resource: resourceName, streams: streams.size }, "ListAndWatch stream opened");
+      const unsubscribe = opts.devices.onChange(send);
+      const close = (): void => {
+        if (!streams.delete(call)) return;
+        unsubscribe();
+        metrics.listAndWatchStreams.set({ resource: resourceName }, streams.size);
+        logger.info({ resource: resourceName, streams: streams.size }, "ListAndWatch stream closed");
+      };
+      call.on("cancelled", close);
+      call.on("close", close);
+      call.on("finish", close);
+      call.on("error", (err: Error) => {
+        logger.warn({ resource: resourceName, err: err.message }, "ListAndWatch stream error");
+        close();
+      });
+      send(opts.devices.snapshot());
+    },
+
+    getPreferredAllocation(call, callback) {
+      try {
+        const req: PreferredAllocationRequest = call.request;
+        const snap = opts.devices.snapshot();
+        const containerResponses = req.containerRequests.map((r, i) => {
+          const size = r.allocationSize;
+          if (!Number.isInteger(size) || size < 0 || size > MAX_IDS_PER_REQUEST) {
+            throw new RequestError(
+              grpc.status.INVALID_ARGUMENT,
+              `container_requests[${i}].allocation_size: must be between 0 and ${MAX_IDS_PER_REQUEST}, got ${size}`,
+            );
+          }
+          if (
+            r.availableDeviceIDs.length > MAX_IDS_PER_REQUEST ||
+            r.mustIncludeDeviceIDs.length > MAX_IDS_PER_REQUEST
+          ) {
+            throw new RequestError(
+              grpc.status.INVALID_ARGUMENT,
+              `container_requests[${i}]: too many device ids`,
+            );
+          }
+          return {
+            deviceIDs: preferredAllocation(opts.allocationPolicy, snap.byId, {
+              available: r.availableDeviceIDs,
+              mustInclude: r.mustIncludeDeviceIDs,
+              size,
+            }),
+          };
+        });
+        metrics.preferredAllocations.inc({ resource: resourceName, result: "OK" });
+        const res: PreferredAllocationResponse = { containerResponses };
+        callback(null, res);
+      } catch (err) {
+        const e = toServiceError(err);
+        metrics.preferredAllocations.inc({
+          resource: resourceName,
+          result: statusName(e.code ?? grpc.status.UNKNOWN),
+        });
+        logger.warn(
+          { resource: resourceName, code: e.code, err: e.details },
+          "GetPreferredAllocation refused",
+        );
+        callback(e, null);
+      }
+    },
+
+    allocate(call, callback) {
+      const started = performance.now();
+      const req: AllocateRequest = call.request;
+      try {
+        if (req.containerRequests.length === 0) {
+          throw new RequestError(grpc.status.INVALID_ARGUMENT, "container_requests is empty");
+        }
+        const snap = opts.devices.snapshot();
+        const containerResponses = req.containerRequests.map((r, i) => {
+          try {
+            return allocateContainer(r.devicesIds, snap);
+          } catch (err) {
+            if (err instanceof RequestError) {
+              throw new RequestError(err.code, `container_requests[${i}]: ${err.message}`);
+            }
+            throw err;
+          }
+        });
+        const res: AllocateResponse = { containerResponses };
+        metrics.allocations.inc({ resource: resourceName, result: "OK" }, containerResponses.length);
+        logger.debug(
+          { resource: resourceName, devices: req.containerRequests.map((r) => r.devicesIds) },
+          "Allocate answered",
+        );
+        callback(null, res);
+      } catch (err) {
+        const e = toServiceError(err);
+        metrics.allocations.inc({
+          resource: resourceName,
+          result: statusName(e.code ?? grpc.status.UNKNOWN),
+        });
+        logger.warn(
+          { resource: resourceName, code: statusName(e.code ?? 2), err: e.details },
+          "Allocate refused",
+        );
+        callback(e, null);
+      } finally {
+        metrics.allocateDuration.observe({ resource: resourceName }, (performance.now() - started) / 1000);
+      }
+    },
+
+    preStartContainer(call, callback) {
+      const req: PreStartContainerRequest = call.request;
+      const hook = opts.backend.preStart?.bind(opts.backend);
+      if (!hook) {
+        const empty: PreStartContainerResponse = {};
+        callback(null, empty);
+        return;
+      }
+      let physicalIds: string[];
+      const check = checkAllocateRequest(req.devicesIds, opts.devices.snapshot().byId, {
+        ...opts.sharing,
+        failRequestsGreaterThanOne: false,
+      });
+      if (check.kind === "Ok" || check.kind === "Unhealthy") {
+        physicalIds = check.kind === "Ok" ? [...check.physicalIds] : [];
+      } else {
+        const e = toServiceError(
+          new RequestError(grpc.status.INVALID_ARGUMENT, `PreStartContainer: ${check.kind} device ids`),
+        );
+        callback(e, null);
+        return;
+      }
+      if (check.kind === "Unhealthy") {
+        callback(
+          { code: grpc.status.FAILED_PRECONDITION, details: `unhealthy devices: ${check.ids.join(", ")}` },
+          null,
+        );
+        return;
+      }
+      // Answer before the kubelet's deadline even when the hook hangs: abort it and report the timeout.
+      const controller = new AbortController();
+      let answered = false;
+      const timer = setTimeout(() => {
+        controller.abort(new Error("pre-start hook timed out"));
+        if (answered) return;
+        answered = true;
+        logger.warn({ resource: resourceName, devices: physicalIds }, "PreStartContainer hook timed out");
+        callback(
+          { code: grpc.status.DEADLINE_EXCEEDED, details: `pre-start hook exceeded ${preStartTimeoutMs} ms` },
+          null,
+        );
+      }, preStartTimeoutMs);
+      hook(physicalIds, controller.signal).then(
+        () => {
+          clearTimeout(timer);
+          if (answered) return;
+          answered = true;
+          callback(null, {});
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          if (answered) return;
+          answered = true;
+          logger.warn(
+            { resource: resourceName, devices: physicalIds, err: String(err) },
+            "PreStartContainer failed",
+          );
+          callback({ code: grpc.status.INTERNAL, details: `pre-start hook failed: ${String(err)}` }, null);
+        },
+      );
+    },
+  };
+
+  return {
+    implementation,
+    endStreams() {
+      for (const call of [...streams]) {
+        try {
+          call.end();
+        } catch {
+          // The stream may already be gone with its client.
+        }
+      }
+    },
+  };
+}
+
+/** A gRPC server on one unix socket serving the DevicePlugin service. */
+export class DevicePluginEndpoint {
+  private server: grpc.Server | undefined;
+  private service: ReturnType<typeof createDevicePluginService> | undefined;
+
+  constructor(private readonly opts: DevicePluginServiceOptions) {}
+
+  /** Binds the socket and starts serving; resolves once the socket accepts connections. */
+  async listen(socketPath: string): Promise<void> {
+    const server = new grpc.Server({ "grpc.max_receive_message_length": 4 * 1024 * 1024 });
+    const service = createDevicePluginService(this.opts);
+    server.addService(DevicePluginService, service.implementation);
+    await new Promise<void>((resolve, reject) => {
+      server.bindAsync(`unix://${socketPath}`, grpc.ServerCredentials.createInsecure(), (err) =>
+        err ? reject(err) : resolve(),
+      );
+    });
+    this.server = server;
+    this.service = service;
+  }
+
+  /** Ends open streams cleanly, then stops the server (forcefully after graceMs). */
+  async close(graceMs = 1_000): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    if (!server) return;
+    this.service?.endStreams();
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        server.forceShutdown();
+        resolve();
+      }, graceMs);
+      server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+}
