@@ -1,0 +1,220 @@
+// Mock backend: N simulated devices whose health follows an optional JSON file, so demos and tests can
+// inject failures and recoveries the way real hardware produces them.
+import { readFile } from "node:fs/promises";
+import { dirname } from "node:path";
+import type { Logger } from "pino";
+import { z } from "zod";
+import type { MockBackend } from "../../api/v1beta1/spec.js";
+import type { ContainerAllocation, PhysicalDevice } from "../devices/types.js";
+import type { DeviceBackend, DeviceListener } from "./backend.js";
+import { DeviceListPublisher, UnknownDevicesError, logDeviceChanges } from "./device-list.js";
+import { DirectoryWatcher, SerialRunner } from "./watch.js";
+
+/** Env var listing the mock device ids a container got (comma-separated). */
+export const MOCK_DEVICE_IDS_ENV = "MOCK_DEVICE_IDS";
+/** Reason of a device the health file marks Unhealthy without giving one. */
+export const REASON_MARKED_UNHEALTHY = "MarkedUnhealthy";
+export const DEFAULT_MOCK_POLL_INTERVAL_MS = 1000;
+
+const HealthSchema = z.enum(["Healthy", "Unhealthy"]);
+const HealthEntrySchema = z.union([
+  HealthSchema,
+  z.object({ health: HealthSchema, reason: z.string().max(256).optional() }).strict(),
+]);
+/** The health file: device id → "Healthy" | "Unhealthy" | { health, reason }. Absent ids are Healthy. */
+export const MockHealthFileSchema = z.record(z.string(), HealthEntrySchema);
+export type MockHealthFile = z.infer<typeof MockHealthFileSchema>;
+
+export type HealthFileParse = { ok: true; file: MockHealthFile } | { ok: false; problem: string };
+
+/** Parses the health file's text; a problem names the offending entry. Pure. */
+export function parseHealthFile(text: string): HealthFileParse {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    return { ok: false, problem: `not JSON: ${(error as Error).message}` };
+  }
+  const parsed = MockHealthFileSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue === undefined || issue.path.length === 0 ? "file" : issue.path.join(".");
+    return {
+      ok: false,
+      problem: `${where}: ${issue?.message ?? "invalid"} (want id → "Healthy" | "Unhealthy" | {health, reason})`,
+    };
+  }
+  return { ok: true, file: parsed.data };
+}
+
+/** The configured devices, all healthy: `<idPrefix>-<i>` on NUMA node i % numaNodes. Pure. */
+export function mockDevices(config: MockBackend): PhysicalDevice[] {
+  return Array.from({ length: config.devices }, (_, index) => ({
+    id: `${config.idPrefix}-${index}`,
+    numaNode: config.numaNodes > 0 ? index % config.numaNodes : undefined,
+    health: "Healthy" as const,
+    reason: "",
+    attributes: { ...config.attributes, index: String(index) },
+  }));
+}
+
+/** Applies the health file to the devices; returns the result and the file's ids that are no device. Pure. */
+export function applyHealthFile(
+  devices: readonly PhysicalDevice[],
+  file: MockHealthFile,
+): { devices: PhysicalDevice[]; unknownIds: string[] } {
+  const known = new Set(devices.map((device) => device.id));
+  const unknownIds = Object.keys(file)
+    .filter((id) => !known.has(id))
+    .sort();
+  const result = devices.map((device): PhysicalDevice => {
+    const entry = Object.hasOwn(file, device.id) ? file[device.id] : undefined;
+    if (entry === undefined) return { ...device, health: "Healthy", reason: "" };
+    const health = typeof entry === "string" ? entry : entry.health;
+    const given = typeof entry === "string" ? undefined : entry.reason;
+    const reason = given ?? (health === "Unhealthy" ? REASON_MARKED_UNHEALTHY : "");
+    return { ...device, health, reason };
+  });
+  return { devices: result, unknownIds };
+}
+
+export interface MockBackendOptions {
+  readonly logger: Logger;
+  /** How often the health file is re-read even without a file-system event (fallback). */
+  readonly pollIntervalMs?: number;
+}
+
+export class MockDeviceBackend implements DeviceBackend {
+  readonly type = "Mock";
+  readonly preStartRequired = false;
+
+  private readonly logger: Logger;
+  private readonly publisher: DeviceListPublisher;
+  private readonly baseDevices: readonly PhysicalDevice[];
+  private readonly knownIds: ReadonlySet<string>;
+  private readonly runner: SerialRunner;
+  private readonly watcher: DirectoryWatcher;
+  private readonly pollIntervalMs: number;
+  private timer: NodeJS.Timeout | undefined;
+  private started: Promise<readonly PhysicalDevice[]> | undefined;
+  private stopped = false;
+  /** What the last read of the health file saw, so an unchanged file is neither re-applied nor re-warned. */
+  private lastSeen: string | undefined;
+  private health: MockHealthFile = {};
+  private readonly warnedUnknownIds = new Set<string>();
+
+  constructor(
+    private readonly config: MockBackend,
+    options: MockBackendOptions,
+  ) {
+    this.logger = options.logger.child({ backend: this.type });
+    this.publisher = new DeviceListPublisher(this.logger);
+    this.baseDevices = mockDevices(config);
+    this.knownIds = new Set(this.baseDevices.map((device) => device.id));
+    this.pollIntervalMs = options.pollIntervalMs ?? DEFAULT_MOCK_POLL_INTERVAL_MS;
+    this.runner = new SerialRunner(() => this.refresh(), this.logger);
+    this.watcher = new DirectoryWatcher(() => this.runner.request(), this.logger);
+  }
+
+  start(): Promise<readonly PhysicalDevice[]> {
+    this.started ??= this.begin();
+    return this.started;
+  }
+
+  devices(): readonly PhysicalDevice[] {
+    return this.publisher.current();
+  }
+
+  subscribe(listener: DeviceListener): () => void {
+    return this.publisher.subscribe(listener);
+  }
+
+  allocate(physicalIds: readonly string[]): ContainerAllocation {
+    const unknown = physicalIds.filter((id) => !this.knownIds.has(id));
+    if (unknown.length > 0) throw new UnknownDevicesError(this.type, unknown);
+    return {
+      envs: { [MOCK_DEVICE_IDS_ENV]: physicalIds.join(",") },
+      mounts: [],
+      devices: [],
+      annotations: {},
+    };
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.watcher.close();
+    await this.runner.stop();
+    this.publisher.clear();
+  }
+
+  private async begin(): Promise<readonly PhysicalDevice[]> {
+    const healthFile = this.config.healthFile;
+    if (healthFile === undefined) {
+      this.publisher.publish(this.baseDevices);
+      logDeviceChanges(this.logger, [], this.baseDevices);
+      return this.publisher.current();
+    }
+    // Watching the directory, not the file: an atomic rename-replace swaps the file's inode, which
+    // would silently end a watch on the file itself. Armed before the first read so no change slips by.
+    await this.watcher.watch([dirname(healthFile)]);
+    await this.runner.runNow();
+    if (!this.stopped) {
+      this.timer = setInterval(() => this.runner.request(), this.pollIntervalMs);
+      this.timer.unref();
+    }
+    return this.publisher.current();
+  }
+
+  private async refresh(): Promise<void> {
+    const path = this.config.healthFile;
+    if (path === undefined || this.stopped) return;
+    let seen: string;
+    let text: string | undefined;
+    try {
+      text = await readFile(path, "utf8");
+      seen = `content:${text}`;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? "unknown";
+      seen = code === "ENOENT" ? "missing" : `error:${code}`;
+      if (seen !== this.lastSeen && code !== "ENOENT") {
+        this.logger.warn({ path, err: error }, "cannot read health file; keeping the last known health");
+      }
+    }
+    if (this.stopped) return;
+    // The directory watch may have been lost (directory re-created); re-arm it on every look.
+    void this.watcher.watch([dirname(path)]);
+    if (seen === this.lastSeen) return;
+    this.lastSeen = seen;
+
+    if (seen === "missing") {
+      this.health = {};
+    } else if (text === undefined) {
+      return;
+    } else if (text.trim() === "") {
+      // A writer that truncates then writes shows us an empty file for a moment; wait for the content.
+      this.logger.debug({ path }, "health file is empty; keeping the last known health");
+      return;
+    } else {
+      const parsed = parseHealthFile(text);
+      if (!parsed.ok) {
+        this.logger.warn(
+          { path, problem: parsed.problem },
+          "health file is invalid; keeping the last known health",
+        );
+        return;
+      }
+      this.health = parsed.file;
+    }
+
+    const { devices, unknownIds } = applyHealthFile(this.baseDevices, this.health);
+    for (const id of unknownIds) {
+      if (this.warnedUnknownIds.has(id)) continue;
+      this.warnedUnknownIds.add(id);
+      this.logger.warn({ path, device: id }, "health file names a device this backend does not have");
+    }
+    const before = this.publisher.current();
+    if (this.publisher.publish(devices)) logDeviceChanges(this.logger, before, devices);
+  }
+}
