@@ -1,0 +1,349 @@
+// DevFS backend: device files matched by globs under a root directory, with hot-plug (new matches appear,
+// removed ones turn unhealthy and then go) and a file-type health check.
+import type { Dirent, Stats } from "node:fs";
+import { lstat, readdir, stat } from "node:fs/promises";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import type { DevFSBackend, DevFSPath } from "../../api/v1beta1/spec.js";
+import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";
+import type { DeviceBackend, DeviceListener } from "./backend.js";
+import {
+  DeviceListPublisher,
+  type TrackedDevice,
+  UnknownDevicesError,
+  logDeviceChanges,
+  trackRemovals,
+} from "./device-list.js";
+import { DirectoryWatcher, SerialRunner } from "./watch.js";
+
+export const DEFAULT_DEVFS_RESCAN_INTERVAL_MS = 5000;
+export const DEFAULT_REMOVED_GRACE_PERIOD_MS = 60_000;
+/** Reason of a matched path that is not the configured file type (say, a regular file where a char device belongs). */
+export const REASON_WRONG_FILE_TYPE = "WrongFileType";
+
+export type DevFSFileType = DevFSPath["type"];
+/** What a path turned out to be; `Directory` and `Other` never satisfy a configured type. */
+export type ObservedFileType = DevFSFileType | "Directory" | "Other";
+
+/**
+ * Matches one path segment against a glob segment: `*` is any run of characters, `?` exactly one, both
+ * within the segment. Like a shell, a wildcard does not match a leading `.` (hidden entries). Pure.
+ */
+export function matchGlobSegment(pattern: string, name: string): boolean {
+  if (name.startsWith(".") && !pattern.startsWith(".")) return false;
+  let p = 0;
+  let n = 0;
+  // Where the last `*` was, and where in `name` it currently stops, for backtracking.
+  let star = -1;
+  let starEnd = 0;
+  while (n < name.length) {
+    const want = pattern[p];
+    if (want === "?" || (want !== undefined && want !== "*" && want === name[n])) {
+      p += 1;
+      n += 1;
+    } else if (want === "*") {
+      star = p;
+      starEnd = n;
+      p += 1;
+    } else if (star >= 0) {
+      starEnd += 1;
+      p = star + 1;
+      n = starEnd;
+    } else {
+      return false;
+    }
+  }
+  while (pattern[p] === "*") p += 1;
+  return p === pattern.length;
+}
+
+export function hasWildcard(segment: string): boolean {
+  return segment.includes("*") || segment.includes("?");
+}
+
+/** The segments of an absolute glob, without empty and `.` segments. Pure. */
+export function globSegments(glob: string): string[] {
+  return glob.split("/").filter((segment) => segment !== "" && segment !== ".");
+}
+
+/**
+ * A stable device id from the path as the glob names it: without a leading `/dev/`, `/` turned into `_`
+ * and anything outside [A-Za-z0-9_.-] into `_` (`/dev/ttyUSB0` → `ttyUSB0`, `/dev/bus/usb/001/002` →
+ * `bus_usb_001_002`), so ids survive being joined into env values and replica ids. Pure.
+ */
+export function devfsDeviceId(containerPath: string): string {
+  const relative = containerPath.replace(/^\/+/, "").replace(/^dev\/(?=.)/, "");
+  return relative.replace(/[^A-Za-z0-9_.-]/g, "_");
+}
+
+export function observedFileType(
+  info: Pick<Stats, "isCharacterDevice" | "isBlockDevice" | "isFile" | "isDirectory">,
+): ObservedFileType {
+  if (info.isCharacterDevice()) return "CharDevice";
+  if (info.isBlockDevice()) return "BlockDevice";
+  if (info.isFile()) return "File";
+  if (info.isDirectory()) return "Directory";
+  return "Other";
+}
+
+/** One path a glob matched, as found on disk. */
+export interface DevFSMatch {
+  /** Index of the `paths` entry whose glob matched. */
+  readonly pathIndex: number;
+  /** The path as the glob names it, without the root (`/dev/ttyUSB0`). */
+  readonly containerPath: string;
+  readonly observed: ObservedFileType;
+}
+
+export interface DevFSDevice {
+  readonly device: PhysicalDevice;
+  readonly spec: ContainerDeviceSpec;
+}
+
+/**
+ * Turns matches into devices: one per (path, slot), `maxContainersPerDevice` slots per path, ids `<id>`
+ * with one slot and `<id>-<slot>` with more, all slots pointing at the same host path. A path matched by
+ * several globs, or two paths mapping to one id, keeps the first and reports the rest. Pure.
+ */
+export function devfsDevices(
+  config: DevFSBackend,
+  matches: readonly DevFSMatch[],
+): { devices: DevFSDevice[]; duplicates: DevFSMatch[] } {
+  const devices: DevFSDevice[] = [];
+  const duplicates: DevFSMatch[] = [];
+  const takenIds = new Set<string>();
+  for (const match of matches) {
+    const entry = config.paths[match.pathIndex];
+    if (entry === undefined) continue;
+    const baseId = devfsDeviceId(match.containerPath);
+    const slots = entry.maxContainersPerDevice;
+    const ids = slots === 1 ? [baseId] : Array.from({ length: slots }, (_, slot) => `${baseId}-${slot}`);
+    if (ids.some((id) => takenIds.has(id))) {
+      duplicates.push(match);
+      continue;
+    }
+    const healthy = match.observed === entry.type;
+    const spec: ContainerDeviceSpec = {
+      containerPath: match.containerPath,
+      hostPath: join(config.root, match.containerPath),
+      permissions: entry.permissions,
+    };
+    ids.forEach((id, slot) => {
+      takenIds.add(id);
+      const attributes: Record<string, string> = { path: match.containerPath, type: entry.type };
+      if (slots > 1) attributes.slot = String(slot);
+      devices.push({
+        device: {
+          id,
+          numaNode: undefined,
+          health: healthy ? "Healthy" : "Unhealthy",
+          reason: healthy ? "" : REASON_WRONG_FILE_TYPE,
+          attributes,
+        },
+        spec,
+      });
+    });
+  }
+  return { devices, duplicates };
+}
+
+const byNaturalId = (a: PhysicalDevice, b: PhysicalDevice): number =>
+  a.id.localeCompare(b.id, "en", { numeric: true });
+
+/**
+ * Finds the paths under `root` that `glob` matches, in a stable order. Every directory looked into is
+ * added to `lookedIn`, so the caller can watch exactly where a new match could appear.
+ */
+export async function resolveGlob(root: string, glob: string, lookedIn: Set<string>): Promise<string[]> {
+  const segments = globSegments(glob);
+  let candidates = [""];
+  for (const [index, segment] of segments.entries()) {
+    const last = index === segments.length - 1;
+    const next: string[] = [];
+    for (const relative of candidates) {
+      const dir = join(root, relative);
+      lookedIn.add(dir);
+      const names = hasWildcard(segment) ? await matchingNames(dir, segment) : [segment];
+      for (const name of names) {
+        const child = `${relative}/${name}`;
+        if (last ? await exists(join(root, child)) : await isDirectory(join(root, child))) next.push(child);
+      }
+    }
+    candidates = next;
+  }
+  return candidates;
+}
+
+async function matchingNames(dir: string, pattern: string): Promise<string[]> {
+  let entries: Dirent[];
+  try {
+    entries = await readdir(dir, { withFileTypes: true });
+  } catch {
+    return [];
+  }
+  return entries
+    .map((entry) => entry.name)
+    .filter((name) => matchGlobSegment(pattern, name))
+    .sort((a, b) => a.localeCompare(b, "en", { numeric: true }));
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await lstat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function isDirectory(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** The type of what `path` points at (symlinks followed, as the container runtime does); undefined if gone. */
+async function observe(path: string): Promise<ObservedFileType | undefined> {
+  try {
+    return observedFileType(await stat(path));
+  } catch {
+    return undefined;
+  }
+}
+
+export interface DevFSBackendOptions {
+  readonly logger: Logger;
+  /** Full rescan period; file-system events trigger scans sooner. */
+  readonly rescanIntervalMs?: number;
+  /** How long a removed path stays listed as unhealthy (reason DeviceRemoved) before it is dropped. */
+  readonly removedGracePeriodMs?: number;
+}
+
+export class DevFSDeviceBackend implements DeviceBackend {
+  readonly type = "DevFS";
+  readonly preStartRequired = false;
+
+  private readonly logger: Logger;
+  private readonly publisher: DeviceListPublisher;
+  private readonly runner: SerialRunner;
+  private readonly watcher: DirectoryWatcher;
+  private readonly rescanIntervalMs: number;
+  private readonly removedGracePeriodMs: number;
+  private tracked = new Map<string, TrackedDevice>();
+  private specs = new Map<string, ContainerDeviceSpec>();
+  private readonly warnedDuplicates = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private started: Promise<readonly PhysicalDevice[]> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly config: DevFSBackend,
+    options: DevFSBackendOptions,
+  ) {
+    this.logger = options.logger.child({ backend: this.type });
+    this.publisher = new DeviceListPublisher(this.logger);
+    this.rescanIntervalMs = options.rescanIntervalMs ?? DEFAULT_DEVFS_RESCAN_INTERVAL_MS;
+    this.removedGracePeriodMs = options.removedGracePeriodMs ?? DEFAULT_REMOVED_GRACE_PERIOD_MS;
+    this.runner = new SerialRunner(() => this.rescan(), this.logger);
+    this.watcher = new DirectoryWatcher(() => this.runner.request(), this.logger, { entriesOnly: true });
+  }
+
+  start(): Promise<readonly PhysicalDevice[]> {
+    this.started ??= this.begin();
+    return this.started;
+  }
+
+  devices(): readonly PhysicalDevice[] {
+    return this.publisher.current();
+  }
+
+  subscribe(listener: DeviceListener): () => void {
+    return this.publisher.subscribe(listener);
+  }
+
+  allocate(physicalIds: readonly string[]): ContainerAllocation {
+    const unknown = physicalIds.filter((id) => !this.specs.has(id));
+    if (unknown.length > 0) throw new UnknownDevicesError(this.type, unknown);
+    // Several slots of one path in one container need the device node once.
+    const byHostPath = new Map<string, ContainerDeviceSpec>();
+    for (const id of physicalIds) {
+      const spec = this.specs.get(id);
+      if (spec !== undefined && !byHostPath.has(spec.hostPath)) byHostPath.set(spec.hostPath, spec);
+    }
+    return { envs: {}, mounts: [], devices: [...byHostPath.values()], annotations: {} };
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.watcher.close();
+    await this.runner.stop();
+    this.publisher.clear();
+  }
+
+  private async begin(): Promise<readonly PhysicalDevice[]> {
+    await this.runner.runNow();
+    if (!this.stopped) {
+      // The periodic scan also ends the grace period of removed devices when no event comes.
+      this.timer = setInterval(() => this.runner.request(), this.rescanIntervalMs);
+      this.timer.unref();
+    }
+    return this.publisher.current();
+  }
+
+  private async rescan(): Promise<void> {
+    if (this.stopped) return;
+    const lookedIn = new Set<string>();
+    const matches: DevFSMatch[] = [];
+    for (const [pathIndex, entry] of this.config.paths.entries()) {
+      for (const containerPath of await resolveGlob(this.config.root, entry.glob, lookedIn)) {
+        const observed = await observe(join(this.config.root, containerPath));
+        // A dangling symlink or a path gone since the directory listing is not (or no longer) a device.
+        if (observed !== undefined) matches.push({ pathIndex, containerPath, observed });
+      }
+    }
+    if (this.stopped) return;
+    // Watch before publishing so a device plugged in right after this scan triggers the next one.
+    await this.watcher.watch(lookedIn);
+
+    const { devices, duplicates } = devfsDevices(this.config, matches);
+    for (const duplicate of duplicates) {
+      if (this.warnedDuplicates.has(duplicate.containerPath)) continue;
+      this.warnedDuplicates.add(duplicate.containerPath);
+      this.logger.warn(
+        { path: duplicate.containerPath, device: devfsDeviceId(duplicate.containerPath) },
+        "path already provides a device with this id (matched by an earlier glob or a similar path); ignored",
+      );
+    }
+    for (const { device, spec } of devices) {
+      if (device.reason === REASON_WRONG_FILE_TYPE && !this.tracked.has(device.id)) {
+        const observed = matches.find((match) => match.containerPath === spec.containerPath)?.observed;
+        this.logger.warn(
+          { device: device.id, path: spec.hostPath, observed },
+          "matched path has the wrong file type",
+        );
+      }
+    }
+
+    this.tracked = trackRemovals(
+      this.tracked,
+      devices.map(({ device }) => device),
+      Date.now(),
+      this.removedGracePeriodMs,
+    );
+    const specs = new Map<string, ContainerDeviceSpec>();
+    for (const { device, spec } of devices) specs.set(device.id, spec);
+    for (const id of this.tracked.keys()) {
+      const kept = this.specs.get(id);
+      if (!specs.has(id) && kept !== undefined) specs.set(id, kept);
+    }
+    this.specs = specs;
+
+    const before = this.publisher.current();
+    const next = [...this.tracked.values()].map(({ device }) => device).sort(byNaturalId);
+    if (this.publisher.publish(next)) logDeviceChanges(this.logger, before, next);
+  }
+}
