@@ -1,0 +1,298 @@
+// PCI backend: devices found in sysfs by vendor, device id and class; NUMA node from sysfs; VFIO group
+// device nodes for devices bound to vfio-pci; hot-plug and removal picked up by rescans.
+import { readFile, readdir, readlink, stat } from "node:fs/promises";
+import { basename, join } from "node:path";
+import type { Logger } from "pino";
+import type { PCIBackend } from "../../api/v1beta1/spec.js";
+import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";
+import type { DeviceBackend, DeviceListener } from "./backend.js";
+import {
+  DeviceListPublisher,
+  type TrackedDevice,
+  UnknownDevicesError,
+  logDeviceChanges,
+  trackRemovals,
+} from "./device-list.js";
+import { DirectoryWatcher, SerialRunner } from "./watch.js";
+
+export const DEFAULT_PCI_RESCAN_INTERVAL_MS = 5000;
+export const DEFAULT_PCI_REMOVED_GRACE_PERIOD_MS = 60_000;
+export const VFIO_DRIVER = "vfio-pci";
+/** Bound to vfio-pci but sysfs shows no IOMMU group: the device cannot be passed through. */
+export const REASON_NO_IOMMU_GROUP = "NoIOMMUGroup";
+/** Bound to vfio-pci but `/dev/vfio/<group>` is missing. */
+export const REASON_VFIO_DEVICE_MISSING = "VFIODeviceMissing";
+
+/** A PCI function as sysfs describes it; hex values lowercase without `0x`. */
+export interface PciDeviceInfo {
+  readonly address: string;
+  readonly vendor: string;
+  readonly device: string;
+  /** The 6-digit class code (class, subclass, programming interface), e.g. `030200`. */
+  readonly classCode: string;
+  readonly numaNode: number | undefined;
+  /** Bound driver's name; undefined when unbound. */
+  readonly driver: string | undefined;
+  readonly iommuGroup: string | undefined;
+}
+
+/** `0x10de\n` → `10de`. Pure. */
+export function parseSysfsHex(text: string): string {
+  return text.trim().toLowerCase().replace(/^0x/, "");
+}
+
+/** sysfs `numa_node`: a node number, or -1 (or garbage) when the platform does not say. Pure. */
+export function parseNumaNode(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number.parseInt(text.trim(), 10);
+  return Number.isInteger(value) && value >= 0 ? value : undefined;
+}
+
+/** Whether a device is one the config asks for: vendor, then device ids (if any), then class prefix. Pure. */
+export function matchesPciSelector(
+  config: PCIBackend,
+  info: Pick<PciDeviceInfo, "vendor" | "device" | "classCode">,
+): boolean {
+  if (info.vendor !== config.vendor) return false;
+  if (config.devices.length > 0 && !config.devices.includes(info.device)) return false;
+  return config.classPrefix === undefined || info.classCode.startsWith(config.classPrefix);
+}
+
+/** The device as reported; `vfioGroupPresent` says whether `/dev/vfio/<group>` exists. Pure. */
+export function pciPhysicalDevice(info: PciDeviceInfo, vfioGroupPresent: boolean): PhysicalDevice {
+  const attributes: Record<string, string> = {
+    vendor: info.vendor,
+    device: info.device,
+    address: info.address,
+    class: info.classCode,
+  };
+  if (info.driver !== undefined) attributes.driver = info.driver;
+  if (info.iommuGroup !== undefined) attributes.iommuGroup = info.iommuGroup;
+  let reason = "";
+  if (info.driver === VFIO_DRIVER) {
+    if (info.iommuGroup === undefined) reason = REASON_NO_IOMMU_GROUP;
+    else if (!vfioGroupPresent) reason = REASON_VFIO_DEVICE_MISSING;
+  }
+  return {
+    id: info.address,
+    numaNode: info.numaNode,
+    health: reason === "" ? "Healthy" : "Unhealthy",
+    reason,
+    attributes,
+  };
+}
+
+/**
+ * Device nodes a container needs for these devices: `/dev/vfio/<group>` for each IOMMU group of a
+ * vfio-pci device (once per group: functions of one group share it) and the `/dev/vfio/vfio` container
+ * node. Devices on other drivers contribute nothing; their nodes are driver-specific. Pure.
+ */
+export function vfioDeviceSpecs(devRoot: string, devices: readonly PciDeviceInfo[]): ContainerDeviceSpec[] {
+  const groups = [
+    ...new Set(
+      devices.flatMap((info) =>
+        info.driver === VFIO_DRIVER && info.iommuGroup !== undefined ? [info.iommuGroup] : [],
+      ),
+    ),
+  ];
+  if (groups.length === 0) return [];
+  const node = (name: string): ContainerDeviceSpec => ({
+    containerPath: `/dev/vfio/${name}`,
+    hostPath: join(devRoot, "vfio", name),
+    permissions: "rw",
+  });
+  return [...groups.map(node), node("vfio")];
+}
+
+/**
+ * The variable listing the allocated PCI addresses (comma-separated), named the way KubeVirt looks
+ * for externally provided host devices: `PCI_RESOURCE_` + the resource name upper-cased with `/` and `.`
+ * turned into `_` (`hardware-vendor.example/foo` → `PCI_RESOURCE_HARDWARE-VENDOR_EXAMPLE_FOO`). Pure.
+ */
+export function pciAddressesEnvName(resourceName: string): string {
+  return `PCI_RESOURCE_${resourceName.toUpperCase().replace(/[/.]/g, "_")}`;
+}
+
+async function readOptional(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
+async function linkName(path: string): Promise<string | undefined> {
+  try {
+    return basename(await readlink(path));
+  } catch {
+    return undefined;
+  }
+}
+
+async function pathExists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Reads one sysfs device directory; undefined when it is not the vendor's or is gone mid-read. */
+async function readPciDevice(
+  dir: string,
+  address: string,
+  vendor: string,
+): Promise<PciDeviceInfo | undefined> {
+  const vendorText = await readOptional(join(dir, "vendor"));
+  // Most of a host's PCI functions are someone else's; read the rest only for the vendor's.
+  if (vendorText === undefined || parseSysfsHex(vendorText) !== vendor) return undefined;
+  const [deviceText, classText, numaText, driver, iommuGroup] = await Promise.all([
+    readOptional(join(dir, "device")),
+    readOptional(join(dir, "class")),
+    readOptional(join(dir, "numa_node")),
+    linkName(join(dir, "driver")),
+    linkName(join(dir, "iommu_group")),
+  ]);
+  if (deviceText === undefined || classText === undefined) return undefined;
+  return {
+    address,
+    vendor: parseSysfsHex(vendorText),
+    device: parseSysfsHex(deviceText),
+    classCode: parseSysfsHex(classText).padStart(6, "0"),
+    numaNode: parseNumaNode(numaText),
+    driver,
+    iommuGroup,
+  };
+}
+
+export interface PCIBackendOptions {
+  readonly logger: Logger;
+  /** Resource name; names the env var listing PCI addresses. */
+  readonly resourceName: string;
+  /** Full rescan period; sysfs sends no file-system events, so this is how hot-plug is seen. */
+  readonly rescanIntervalMs?: number;
+  /** How long a removed device stays listed as unhealthy (reason DeviceRemoved) before it is dropped. */
+  readonly removedGracePeriodMs?: number;
+}
+
+export class PCIDeviceBackend implements DeviceBackend {
+  readonly type = "PCI";
+  readonly preStartRequired = false;
+
+  private readonly logger: Logger;
+  private readonly publisher: DeviceListPublisher;
+  private readonly runner: SerialRunner;
+  private readonly watcher: DirectoryWatcher;
+  private readonly rescanIntervalMs: number;
+  private readonly removedGracePeriodMs: number;
+  private readonly envName: string;
+  private tracked = new Map<string, TrackedDevice>();
+  private infos = new Map<string, PciDeviceInfo>();
+  private timer: NodeJS.Timeout | undefined;
+  private started: Promise<readonly PhysicalDevice[]> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly config: PCIBackend,
+    options: PCIBackendOptions,
+  ) {
+    this.logger = options.logger.child({ backend: this.type });
+    this.publisher = new DeviceListPublisher(this.logger);
+    this.envName = pciAddressesEnvName(options.resourceName);
+    this.rescanIntervalMs = options.rescanIntervalMs ?? DEFAULT_PCI_RESCAN_INTERVAL_MS;
+    this.removedGracePeriodMs = options.removedGracePeriodMs ?? DEFAULT_PCI_REMOVED_GRACE_PERIOD_MS;
+    this.runner = new SerialRunner(() => this.rescan(), this.logger);
+    this.watcher = new DirectoryWatcher(() => this.runner.request(), this.logger, { entriesOnly: true });
+  }
+
+  start(): Promise<readonly PhysicalDevice[]> {
+    this.started ??= this.begin();
+    return this.started;
+  }
+
+  devices(): readonly PhysicalDevice[] {
+    return this.publisher.current();
+  }
+
+  subscribe(listener: DeviceListener): () => void {
+    return this.publisher.subscribe(listener);
+  }
+
+  allocate(physicalIds: readonly string[]): ContainerAllocation {
+    const unknown = physicalIds.filter((id) => !this.infos.has(id));
+    if (unknown.length > 0) throw new UnknownDevicesError(this.type, unknown);
+    const infos = physicalIds.map((id) => this.infos.get(id)).filter((info) => info !== undefined);
+    return {
+      envs: { [this.envName]: physicalIds.join(",") },
+      mounts: [],
+      devices: vfioDeviceSpecs(this.config.devRoot, infos),
+      annotations: {},
+    };
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.watcher.close();
+    await this.runner.stop();
+    this.publisher.clear();
+  }
+
+  private async begin(): Promise<readonly PhysicalDevice[]> {
+    await this.runner.runNow();
+    if (!this.stopped) {
+      this.timer = setInterval(() => this.runner.request(), this.rescanIntervalMs);
+      this.timer.unref();
+    }
+    return this.publisher.current();
+  }
+
+  private async rescan(): Promise<void> {
+    if (this.stopped) return;
+    const devicesDir = join(this.config.sysfsRoot, "bus", "pci", "devices");
+    const vfioDir = join(this.config.devRoot, "vfio");
+    // Real sysfs sends no events; the watch helps where the tree is an ordinary directory, /dev/vfio included.
+    await this.watcher.watch([devicesDir, vfioDir]);
+
+    let addresses: string[];
+    try {
+      addresses = (await readdir(devicesDir)).sort();
+    } catch (error) {
+      this.logger.warn(
+        { path: devicesDir, err: error },
+        "cannot list PCI devices; keeping the last known devices",
+      );
+      return;
+    }
+    const found: PciDeviceInfo[] = [];
+    for (const address of addresses) {
+      const info = await readPciDevice(join(devicesDir, address), address, this.config.vendor);
+      if (info !== undefined && matchesPciSelector(this.config, info)) found.push(info);
+    }
+    const devices: PhysicalDevice[] = [];
+    for (const info of found) {
+      const groupPresent =
+        info.driver === VFIO_DRIVER && info.iommuGroup !== undefined
+          ? await pathExists(join(vfioDir, info.iommuGroup))
+          : false;
+      devices.push(pciPhysicalDevice(info, groupPresent));
+    }
+    if (this.stopped) return;
+
+    this.tracked = trackRemovals(this.tracked, devices, Date.now(), this.removedGracePeriodMs);
+    const infos = new Map(found.map((info) => [info.address, info]));
+    for (const id of this.tracked.keys()) {
+      const kept = this.infos.get(id);
+      if (!infos.has(id) && kept !== undefined) infos.set(id, kept);
+    }
+    this.infos = infos;
+
+    const before = this.publisher.current();
+    const next = [...this.tracked.values()]
+      .map(({ device }) => device)
+      .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    if (this.publisher.publish(next)) logDeviceChanges(this.logger, before, next);
+  }
+}
