@@ -18,6 +18,7 @@ deps: node_modules/.install-stamp
 
 build: deps
 	npx tsc -p tsconfig.build.json
+	printf '{"gitCommit":"%s"}\n' "$$(git rev-parse HEAD 2>/dev/null || echo unknown)" > dist/build-info.json
 	chmod +x dist/cli/main.js
 
 typecheck: deps

@@ -88,7 +88,12 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
   const config = loaded.value;
   const nodeName = values["node-name"] ?? "";
   const level = (values["log-level"] ?? config.spec.plugin.logLevel) as LogLevelName;
-  const logger = createLogger(level, { component: "plugin", config: config.metadata.name });
+  const logger = createLogger(level, {
+    component: "plugin",
+    config: config.metadata.name,
+    resource: config.spec.resourceName,
+    node: nodeName,
+  });
 
   const runtime = new PluginRuntime({
     config,

@@ -24,6 +24,7 @@ export interface PluginRuntimeOptions {
   pluginsRegistryDir: string;
   registration: RegistrationMode;
   nodeName: string;
+  /** Carries the `config`, `resource` and `node` bindings; the runtime adds none of its own. */
   logger: Logger;
   /** Replaces the backend built from the config (tests). */
   backend?: DeviceBackend;
@@ -32,6 +33,8 @@ export interface PluginRuntimeOptions {
   /** First and largest delay between registration attempts. */
   retryBaseMs?: number;
   retryMaxMs?: number;
+  /** Budget for the backend's pre-start hook (kept under the kubelet's 30 s). */
+  preStartTimeoutMs?: number;
 }
 
 /** What the runtime is doing, for probes, the node report and tests. */
@@ -82,7 +85,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     const spec = opts.config.spec;
     this.resourceName = spec.resourceName;
     this.prefix = socketPrefix(spec.resourceName);
-    this.log = opts.logger.child({ resource: spec.resourceName, node: opts.nodeName });
+    this.log = opts.logger;
     this.retryDelayMs = opts.retryBaseMs ?? 100;
     const backend =
       opts.backend ??
@@ -263,6 +266,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       cdi: { enabled: spec.cdi.enabled, kind: spec.cdi.kind ?? spec.resourceName },
       logger: this.log,
       metrics: this.metrics,
+      preStartTimeoutMs: this.opts.preStartTimeoutMs,
     });
     const name = socketFileName(this.prefix, this.startedAtMs, ++this.sequence);
     await endpoint.listen(join(this.opts.devicePluginDir, name));

@@ -1,0 +1,178 @@
+// The built `dpo` binary as a process: invalid-config exit before any socket, registration with probes and
+// metrics, SIGTERM cleanup, and the validate/version commands.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
+import { RESOURCE, tempDir, waitFor } from "./support.js";
+
+const repo = join(import.meta.dirname, "..", "..");
+const dpo = join(repo, "dist", "cli", "main.js");
+const fixtures = join(repo, "test", "fixtures");
+
+beforeAll(() => {
+  if (!existsSync(dpo)) throw new Error(`${dpo} is missing: run 'make build' first`);
+});
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+interface Running {
+  child: ChildProcess;
+  stdout: string[];
+  stderr: string[];
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+function start(args: string[], env: Record<string, string> = {}): Running {
+  const child = spawn(process.execPath, [dpo, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  child.stdout.setEncoding("utf8").on("data", (d: string) => stdout.push(d));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => stderr.push(d));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("exit", (code, signal) => resolve({ code, signal })),
+  );
+  cleanups.push(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  });
+  return { child, stdout, stderr, exited };
+}
+
+function logEvents(r: Running): Record<string, unknown>[] {
+  return r.stdout
+    .join("")
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+describe("dpo plugin", () => {
+  it("exits non-zero on an invalid config with field paths, before touching any socket", async () => {
+    const tmp = tempDir("invalid");
+    cleanups.push(tmp.cleanup);
+    const dir = join(tmp.dir, "dp");
+    const r = start([
+      "plugin",
+      "--config",
+      join(fixtures, "invalid", "sharing-timeslicing-without-replicas.yaml"),
+      "--device-plugin-dir",
+      dir,
+      "--metrics-addr",
+      "0",
+      "--health-addr",
+      "0",
+    ]);
+    const { code } = await r.exited;
+    expect(code).toBe(1);
+    expect(r.stderr.join("")).toContain("spec.sharing.replicas: must be >= 2 when strategy is TimeSlicing");
+    expect(existsSync(dir)).toBe(false);
+  });
+
+  it("rejects an unknown flag and a bad registration mode with exit 2", async () => {
+    const bad = start(["plugin", "--config", "x.yaml", "--registration", "magic"]);
+    expect((await bad.exited).code).toBe(2);
+    expect(bad.stderr.join("")).toContain(
+      "--registration (or DPO_REGISTRATION): must be one of kubelet, watcher",
+    );
+    const unknown = start(["plugin", "--nope"]);
+    expect((await unknown.exited).code).toBe(2);
+    expect(unknown.stderr.join("")).toMatch(/nope/);
+  });
+
+  it("registers, reports ready and metrics, and cleans up on SIGTERM within 5 s", async () => {
+    const tmp = tempDir("proc");
+    cleanups.push(tmp.cleanup);
+    const dir = join(tmp.dir, "dp");
+    const kubelet = new SimulatedDeviceManager({ dir });
+    await kubelet.start();
+    cleanups.push(() => kubelet.stop());
+    const config = join(tmp.dir, "config.yaml");
+    writeFileSync(
+      config,
+      [
+        "apiVersion: dpo.dev/v1beta1",
+        "kind: DevicePluginConfig",
+        "metadata: { name: proc }",
+        "spec:",
+        `  resourceName: ${RESOURCE}`,
+        "  backend: { type: Mock, mock: { devices: 3, idPrefix: foo } }",
+      ].join("\n"),
+    );
+    // Flags may come from the environment too.
+    const r = start(["plugin", "--config", config, "--metrics-addr", "127.0.0.1:0"], {
+      DPO_DEVICE_PLUGIN_DIR: dir,
+      DPO_HEALTH_ADDR: "0",
+      NODE_NAME: "node-p",
+    });
+    const res = await waitFor(
+      "the plugin process to register",
+      (observe) => {
+        const cur = kubelet.resources.get(RESOURCE);
+        observe({
+          connected: cur?.connected,
+          stdout: r.stdout.join("").slice(-500),
+          stderr: r.stderr.join(""),
+        });
+        return cur?.connected && cur.devices.length === 3 ? cur : undefined;
+      },
+      { timeoutMs: 15_000, intervalMs: 20 },
+    );
+    const started = await waitFor("the 'plugin runtime started' log line", () =>
+      logEvents(r).find((e) => e["msg"] === "plugin runtime started"),
+    );
+    expect(started).toMatchObject({ resource: RESOURCE, node: "node-p" });
+    const port = (started["metrics"] as number[])[0]!;
+    const ready = await waitFor("/readyz to say ready", async () => {
+      const resp = await fetch(`http://127.0.0.1:${port}/readyz`);
+      return resp.status === 200 ? resp.text() : undefined;
+    });
+    expect(ready).toContain("registered");
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    expect(metrics).toContain(`dpo_plugin_devices{health="Healthy",resource="${RESOURCE}"} 3`);
+    expect(metrics).toContain(`dpo_plugin_registered{resource="${RESOURCE}"} 1`);
+
+    const disconnected = new Promise<void>((resolve) => kubelet.once("disconnected", () => resolve()));
+    const sentAt = Date.now();
+    r.child.kill("SIGTERM");
+    const { code } = await r.exited;
+    expect(code).toBe(0);
+    expect(Date.now() - sentAt).toBeLessThan(5_000);
+    await disconnected;
+    expect(existsSync(join(dir, res.endpoint))).toBe(false);
+    expect(readdirSync(dir).filter((n) => n.startsWith("dpo-"))).toEqual([]);
+  });
+});
+
+describe("dpo validate and dpo version", () => {
+  it("validate exits 0, 1 and 2 and names the field", () => {
+    const ok = spawnSync(process.execPath, [dpo, "validate", join(fixtures, "valid", "mock-basic.yaml")]);
+    expect(ok.status).toBe(0);
+    const bad = spawnSync(
+      process.execPath,
+      [dpo, "validate", join(fixtures, "invalid", "pci-vendor-uppercase.yaml")],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain("spec.backend.pci.vendor:");
+    const missing = spawnSync(process.execPath, [dpo, "validate", join(fixtures, "nope.yaml")]);
+    expect(missing.status).toBe(2);
+  });
+
+  it("version prints the version, commit and kubelet API versions", () => {
+    const out = spawnSync(process.execPath, [dpo, "version", "--json"], { encoding: "utf8" });
+    expect(out.status).toBe(0);
+    const v = JSON.parse(out.stdout) as Record<string, unknown>;
+    expect(v).toMatchObject({ kubeletDevicePluginAPIVersions: ["v1beta1"] });
+    expect(v["version"]).toMatch(/^\d+\.\d+\.\d+/);
+    expect(v["gitCommit"]).toMatch(/^([0-9a-f]{40}|unknown)$/);
+  });
+});
