@@ -2,3 +2,5 @@
 export * from "./v1beta1/spec.js";
 export * from "./v1beta1/config.js";
 export * from "./validate.js";
+export * from "./v1beta1/status.js";
+export * from "./v1beta1/devicenodestate.js";

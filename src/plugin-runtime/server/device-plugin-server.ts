@@ -4,6 +4,7 @@ import * as grpc from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { AllocationPolicy, Sharing } from "../../api/v1beta1/spec.js";
 import type { DeviceBackend } from "../backends/backend.js";
+import { UnknownDevicesError } from "../backends/device-list.js";
 import { checkAllocateRequest, preferredAllocation } from "../devices/allocation.js";
 import type { DeviceSet, DeviceSetSnapshot } from "../devices/device-set.js";
 import { resourceEnvName } from "../devices/env.js";
@@ -54,6 +55,8 @@ class RequestError extends Error {
 
 function toServiceError(err: unknown): Partial<grpc.StatusObject> {
   if (err instanceof RequestError) return { code: err.code, details: err.message };
+  // A device vanished between the check and the backend call (hot-unplug): the ids are unknown now.
+  if (err instanceof UnknownDevicesError) return { code: grpc.status.INVALID_ARGUMENT, details: err.message };
   return { code: grpc.status.INTERNAL, details: `internal error: ${(err as Error)?.message ?? String(err)}` };
 }
 

@@ -1,0 +1,75 @@
+// DevicePluginConfig status (dpo.dev/v1beta1): kstatus conditions, node and device totals, problem nodes.
+import { z } from "zod";
+
+export const CONDITION_TYPES = ["Ready", "Reconciling", "Stalled", "Degraded"] as const;
+export type ConditionType = (typeof CONDITION_TYPES)[number];
+
+/** A standard Kubernetes condition (metav1.Condition). */
+export const ConditionSchema = z
+  .object({
+    type: z.string().min(1).max(316),
+    status: z.enum(["True", "False", "Unknown"]),
+    reason: z
+      .string()
+      .min(1)
+      .max(1024)
+      .regex(/^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/, "must be a CamelCase reason"),
+    message: z.string().max(32768),
+    lastTransitionTime: z.string().describe("RFC 3339 time of the last status change."),
+    observedGeneration: z.number().int().min(0).optional(),
+  })
+  .strict();
+export type Condition = z.infer<typeof ConditionSchema>;
+
+export const PROBLEM_REASONS = [
+  "NoCapacity",
+  "CapacityMismatch",
+  "UnhealthyDevices",
+  "PluginNotRegistered",
+  "PluginNotReady",
+] as const;
+export type ProblemReason = (typeof PROBLEM_REASONS)[number];
+
+/** At most this many problem nodes are listed; the rest are counted. */
+export const MAX_PROBLEMS = 20;
+/** At most this many device ids are listed per problem node. */
+export const MAX_PROBLEM_DEVICES = 32;
+
+export const NodeProblemSchema = z
+  .object({
+    node: z.string().max(253),
+    reason: z.enum(PROBLEM_REASONS),
+    message: z.string().max(1024).optional(),
+    devices: z.array(z.string().max(253)).max(MAX_PROBLEM_DEVICES).optional(),
+  })
+  .strict();
+export type NodeProblem = z.infer<typeof NodeProblemSchema>;
+
+export const DevicePluginConfigStatusSchema = z
+  .object({
+    observedGeneration: z.number().int().min(0).optional(),
+    conditions: z.array(ConditionSchema).max(16).optional(),
+    nodes: z
+      .object({
+        desired: z.number().int().min(0),
+        ready: z.number().int().min(0),
+        updated: z.number().int().min(0),
+        summary: z.string().max(64).describe("ready/desired, for printer columns."),
+      })
+      .strict()
+      .optional(),
+    devices: z
+      .object({
+        capacity: z.number().int().min(0),
+        allocatable: z.number().int().min(0),
+        unhealthy: z.number().int().min(0),
+        summary: z.string().max(64).describe("allocatable/capacity, for printer columns."),
+      })
+      .strict()
+      .optional(),
+    problems: z.array(NodeProblemSchema).max(MAX_PROBLEMS).optional(),
+    problemsOmitted: z.number().int().min(0).optional().describe("Problem nodes beyond the listed ones."),
+    daemonSetName: z.string().max(253).optional(),
+  })
+  .strict();
+export type DevicePluginConfigStatus = z.infer<typeof DevicePluginConfigStatusSchema>;
