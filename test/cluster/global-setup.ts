@@ -1,0 +1,70 @@
+// Vitest global setup for the cluster project: one real control plane per run, or the one named by DPO_TEST_KUBECONFIG.
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { pino } from "pino";
+import type { TestProject } from "vitest/node";
+import {
+  buildOrReuseBinaries,
+  readPinnedVersions,
+  SIMULATED_NODE_SELECTOR,
+  startCluster,
+} from "../../tools/cluster/cluster.js";
+import "./provided-context.js";
+
+const NODES = 3;
+
+/**
+ * A dedicated variable, not KUBECONFIG, so tests never run against a developer's real cluster by
+ * accident. Point it at `.local/cluster/kubeconfig` to reuse a cluster from `make cluster-up`.
+ */
+const REUSE_KUBECONFIG_ENV = "DPO_TEST_KUBECONFIG";
+/** Set to keep the state directory (logs, etcd data) of the cluster this setup started. */
+const KEEP_STATE_ENV = "DPO_TEST_KEEP_CLUSTER_STATE";
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const log = pino({ level: process.env.DPO_CLUSTER_LOG_LEVEL ?? "warn" }, pino.destination(2));
+  const binDir = process.env.DPO_CLUSTER_BIN_DIR ?? (await buildOrReuseBinaries());
+  const versions = await readPinnedVersions();
+  project.provide("clusterBinDir", binDir);
+  project.provide("clusterKubernetesVersion", versions.kubernetes);
+
+  const reused = process.env[REUSE_KUBECONFIG_ENV];
+  if (reused) {
+    const kubeconfigPath = resolve(reused);
+    project.provide("clusterKubeconfig", kubeconfigPath);
+    project.provide("clusterNodeNames", await simulatedNodeNames(kubeconfigPath));
+    log.info({ kubeconfig: kubeconfigPath }, "reusing a running cluster");
+    return () => Promise.resolve();
+  }
+
+  const stateDir = await mkdtemp(join(tmpdir(), "dpo-test-cluster-"));
+  const cluster = await startCluster({ nodes: NODES, stateDir, binDir, log });
+  log.info({ ms: cluster.startupMs, stateDir }, "test cluster started");
+  project.provide("clusterKubeconfig", cluster.kubeconfigPath);
+  project.provide("clusterNodeNames", [...cluster.nodeNames].sort());
+  return async () => {
+    await cluster.stop();
+    if (process.env[KEEP_STATE_ENV]) {
+      log.warn({ stateDir }, "cluster state kept");
+    } else {
+      await rm(stateDir, { recursive: true, force: true });
+    }
+  };
+}
+
+async function simulatedNodeNames(kubeconfigPath: string): Promise<string[]> {
+  const kubeconfig = new KubeConfig();
+  kubeconfig.loadFromFile(kubeconfigPath);
+  const nodes = await kubeconfig
+    .makeApiClient(CoreV1Api)
+    .listNode({ labelSelector: SIMULATED_NODE_SELECTOR });
+  const names = nodes.items.map((node) => node.metadata?.name ?? "").filter((name) => name !== "");
+  if (names.length === 0) {
+    throw new Error(
+      `${REUSE_KUBECONFIG_ENV}=${kubeconfigPath}: the cluster has no nodes labelled ${SIMULATED_NODE_SELECTOR}`,
+    );
+  }
+  return names.sort();
+}

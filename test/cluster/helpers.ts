@@ -1,0 +1,101 @@
+// Helpers for tests against the cluster from the global setup: clients, kubectl, unique names, waiting.
+import { ApiException, KubeConfig } from "@kubernetes/client-node";
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { inject } from "vitest";
+import "./provided-context.js";
+
+export { waitFor, type WaitOptions } from "../../tools/cluster/wait.js";
+export {
+  NODE_INDEX_LABEL,
+  SIMULATED_NODE_LABEL,
+  SIMULATED_NODE_SELECTOR,
+  TEST_FEATURE_LABEL,
+  ZONE_LABEL,
+} from "../../tools/cluster/cluster.js";
+
+export interface InjectedCluster {
+  kubeconfigPath: string;
+  binDir: string;
+  kubernetesVersion: string;
+  nodeNames: string[];
+}
+
+export function injectedCluster(): InjectedCluster {
+  return {
+    kubeconfigPath: inject("clusterKubeconfig"),
+    binDir: inject("clusterBinDir"),
+    kubernetesVersion: inject("clusterKubernetesVersion"),
+    nodeNames: inject("clusterNodeNames"),
+  };
+}
+
+/** An admin KubeConfig for the cluster under test. */
+export function kubeConfigFromInjected(): KubeConfig {
+  const kubeconfig = new KubeConfig();
+  kubeconfig.loadFromFile(inject("clusterKubeconfig"));
+  return kubeconfig;
+}
+
+/** A KubeConfig for the same API server that authenticates with a bearer token instead. */
+export function kubeConfigWithToken(token: string): KubeConfig {
+  const admin = kubeConfigFromInjected();
+  const cluster = admin.getCurrentCluster();
+  if (!cluster) throw new Error("the injected kubeconfig has no current cluster");
+  const kubeconfig = new KubeConfig();
+  kubeconfig.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name: "token", token }],
+    contexts: [{ name: "token", cluster: cluster.name, user: "token" }],
+    currentContext: "token",
+  });
+  return kubeconfig;
+}
+
+/** A DNS-1123 label, unique per call, so tests never collide even on a reused cluster. */
+export function uniqueName(prefix: string): string {
+  const suffix = randomBytes(4).toString("hex");
+  return `${prefix
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, "-")
+    .slice(0, 63 - suffix.length - 1)}-${suffix}`;
+}
+
+/** The HTTP status of a failed client-node call, or undefined for other errors. */
+export function apiStatusCode(error: unknown): number | undefined {
+  return error instanceof ApiException ? error.code : undefined;
+}
+
+export interface KubectlResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+}
+
+export interface KubectlOptions {
+  /** Written to kubectl's stdin (e.g. a manifest for `apply -f -`). */
+  input?: string;
+  /** Return a non-zero exit instead of throwing (e.g. `auth can-i` answers "no" with exit code 1). */
+  allowFailure?: boolean;
+}
+
+/** Runs the built kubectl against the cluster under test. */
+export async function kubectl(args: string[], options: KubectlOptions = {}): Promise<KubectlResult> {
+  const executable = join(inject("clusterBinDir"), "kubectl");
+  const fullArgs = [`--kubeconfig=${inject("clusterKubeconfig")}`, ...args];
+  const result = await new Promise<KubectlResult>((resolve, reject) => {
+    const child = execFile(executable, fullArgs, { timeout: 60_000 }, (error, stdout, stderr) => {
+      if (error && typeof error.code !== "number") {
+        reject(new Error(`cannot run ${executable}: ${error.message}`, { cause: error }));
+        return;
+      }
+      resolve({ stdout, stderr, exitCode: typeof error?.code === "number" ? error.code : 0 });
+    });
+    child.stdin?.end(options.input ?? "");
+  });
+  if (result.exitCode !== 0 && !options.allowFailure) {
+    throw new Error(`kubectl ${args.join(" ")} exited with ${result.exitCode}: ${result.stderr.trim()}`);
+  }
+  return result;
+}

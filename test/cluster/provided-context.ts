@@ -1,0 +1,15 @@
+// Types of the values the cluster global setup hands to test files through vitest's provide/inject.
+export {};
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** Admin kubeconfig of the cluster under test (client certificate in system:masters). */
+    clusterKubeconfig: string;
+    /** Directory with kubectl and the control-plane binaries. */
+    clusterBinDir: string;
+    /** The Kubernetes release the binaries were built from; simulated nodes report it as kubelet version. */
+    clusterKubernetesVersion: string;
+    /** Simulated (KWOK) nodes, sorted by name. */
+    clusterNodeNames: string[];
+  }
+}
