@@ -28,6 +28,8 @@ async function main(argv: string[]): Promise<number> {
       stream.write(out.lines.join("\n") + "\n");
       return out.exitCode;
     }
+    case "crds":
+      return (await import("./crds.js")).runCrdsCommand(rest);
     case "version": {
       const { formatVersion } = await import("./version.js");
       process.stdout.write(formatVersion(rest.includes("--json")));

@@ -2,10 +2,19 @@
 // runtime validation and the generated CRD schema. Keep it structural: no object unions, a `type`
 // discriminator with one optional member per backend, bounds and enums on every field.
 import { z } from "zod";
+import { celRules } from "./cel.crd.js";
 
 /** Kubernetes label/annotation-style qualified name limits used by resource names. */
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const QUALIFIED_NAME_PART = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
+
+/**
+ * The shape of an extended resource name for the CRD schema (RE2, no lookarounds): one DNS
+ * subdomain, one '/', a qualified name part of at most 63 characters. The CEL rules on
+ * `resourceName` carry the rest of checkExtendedResourceName.
+ */
+export const EXTENDED_RESOURCE_NAME_PATTERN =
+  "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$";
 
 /**
  * Checks an extended resource name the way the kubelet's device manager and the API server do:
@@ -40,7 +49,13 @@ const absolutePath = z
   .min(1)
   .max(4096)
   .regex(/^\//, "must be an absolute path")
-  .refine((p) => !p.split("/").includes(".."), "must not contain '..'");
+  .refine((p) => !p.split("/").includes(".."), "must not contain '..'")
+  .meta(
+    celRules({
+      rule: "!(self == '..' || self.startsWith('../') || self.contains('/../') || self.endsWith('/..'))",
+      message: "must not contain '..'",
+    }),
+  );
 
 /** A device id as the kubelet sees it: no whitespace, no commas (ids are joined into env values). */
 const idPrefix = z
@@ -83,7 +98,7 @@ export const DevFSPathSchema = z
       .describe("What a matching path must be to count as healthy."),
     permissions: z
       .string()
-      .regex(/^(?=.)r?w?m?$/, "must be a combination of r, w and m in that order, e.g. rw")
+      .regex(/^(rw?m?|wm?|m)$/, "must be a combination of r, w and m in that order, e.g. rw")
       .default("rw")
       .describe("cgroup device permissions given to the container."),
     maxContainersPerDevice: z
@@ -160,7 +175,29 @@ export const BackendSchema = z
         });
       }
     }
-  });
+  })
+  // The superRefine above as CEL, so the API server refuses the same manifests at the same paths.
+  .meta(
+    celRules(
+      ...BACKEND_TYPES.flatMap((type) => {
+        const member = BACKEND_MEMBER[type];
+        return [
+          {
+            rule: `self.type != '${type}' || has(self.${member})`,
+            message: `must be set when type is ${type}`,
+            fieldPath: `.${member}`,
+            reason: "FieldValueRequired" as const,
+          },
+          {
+            rule: `self.type == '${type}' || !has(self.${member})`,
+            messageExpression: "'must not be set when type is ' + self.type",
+            fieldPath: `.${member}`,
+            reason: "FieldValueForbidden" as const,
+          },
+        ];
+      }),
+    ),
+  );
 
 export const SharingSchema = z
   .object({
@@ -193,7 +230,21 @@ export const SharingSchema = z
         message: "must be unset (or 1) when strategy is None",
       });
     }
-  });
+  })
+  .meta(
+    celRules(
+      {
+        rule: "self.strategy != 'TimeSlicing' || (has(self.replicas) && self.replicas >= 2)",
+        message: "must be >= 2 when strategy is TimeSlicing",
+        fieldPath: ".replicas",
+      },
+      {
+        rule: "self.strategy != 'None' || !has(self.replicas) || self.replicas == 1",
+        message: "must be unset (or 1) when strategy is None",
+        fieldPath: ".replicas",
+      },
+    ),
+  );
 
 export const ALLOCATION_POLICIES = ["None", "Packed", "Spread", "NUMAAligned"] as const;
 export type AllocationPolicy = (typeof ALLOCATION_POLICIES)[number];
@@ -232,7 +283,21 @@ export const TolerationSchema = z
         message: "may only be set when effect is NoExecute",
       });
     }
-  });
+  })
+  .meta(
+    celRules(
+      {
+        rule: "!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",
+        message: "must be empty when operator is Exists",
+        fieldPath: ".value",
+      },
+      {
+        rule: "!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+        message: "may only be set when effect is NoExecute",
+        fieldPath: ".tolerationSeconds",
+      },
+    ),
+  );
 
 const quantity = z
   .string()
@@ -282,7 +347,23 @@ export const DevicePluginConfigSpecSchema = z
         const problem = checkExtendedResourceName(name);
         if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
       })
-      .describe("Extended resource name the kubelet advertises, <domain>/<name>. Immutable."),
+      .describe("Extended resource name the kubelet advertises, <domain>/<name>. Immutable.")
+      // For the API server only: a zod .regex() here would report each bad name twice in `dpo validate`.
+      .meta({
+        pattern: EXTENDED_RESOURCE_NAME_PATTERN,
+        ...celRules(
+          {
+            rule: "!self.contains('/') || self.indexOf('/') <= 253",
+            message: "domain must be a DNS subdomain of at most 253 characters",
+          },
+          {
+            rule: "!self.contains('kubernetes.io/')",
+            message: "must not be in the kubernetes.io domain (reserved for Kubernetes resources)",
+          },
+          { rule: "!self.startsWith('requests.')", message: "must not start with 'requests.'" },
+          { rule: "self == oldSelf", message: "is immutable" },
+        ),
+      }),
     backend: BackendSchema,
     sharing: SharingSchema.default({ strategy: "None", failRequestsGreaterThanOne: false }),
     topology: TopologySchema.default({ allocationPolicy: "None" }),

@@ -1,5 +1,6 @@
 // DevicePluginConfig status (dpo.dev/v1beta1): kstatus conditions, node and device totals, problem nodes.
 import { z } from "zod";
+import { listMapKeys } from "./cel.crd.js";
 
 export const CONDITION_TYPES = ["Ready", "Reconciling", "Stalled", "Degraded"] as const;
 export type ConditionType = (typeof CONDITION_TYPES)[number];
@@ -48,7 +49,7 @@ export type NodeProblem = z.infer<typeof NodeProblemSchema>;
 export const DevicePluginConfigStatusSchema = z
   .object({
     observedGeneration: z.number().int().min(0).optional(),
-    conditions: z.array(ConditionSchema).max(16).optional(),
+    conditions: z.array(ConditionSchema).max(16).meta(listMapKeys("type")).optional(),
     nodes: z
       .object({
         desired: z.number().int().min(0),

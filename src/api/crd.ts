@@ -1,0 +1,579 @@
+// Generates the apiextensions.k8s.io/v1 CustomResourceDefinitions of the dpo.dev API from its zod schemas.
+import { stringify } from "yaml";
+import { z } from "zod";
+import { CEL_RULES_KEY, type CelRule } from "./v1beta1/cel.crd.js";
+import { GROUP, KIND, PLURAL, VERSION } from "./v1beta1/config.js";
+import {
+  DEVICE_NODE_STATE_KIND,
+  DEVICE_NODE_STATE_PLURAL,
+  DeviceNodeStateSpecSchema,
+  DeviceNodeStateStatusSchema,
+} from "./v1beta1/devicenodestate.js";
+import { DevicePluginConfigSpecSchema } from "./v1beta1/spec.js";
+import { DevicePluginConfigStatusSchema } from "./v1beta1/status.js";
+
+export type SchemaType = "object" | "array" | "string" | "integer" | "number" | "boolean";
+
+/**
+ * A node of a structural OpenAPI v3 schema as the API server accepts it in a CRD: a type on every
+ * node, no unions or references, and either `properties` or `additionalProperties`, never both.
+ */
+export interface StructuralSchema {
+  type: SchemaType;
+  description?: string;
+  format?: string;
+  nullable?: boolean;
+  default?: unknown;
+  enum?: unknown[];
+  pattern?: string;
+  minLength?: number;
+  maxLength?: number;
+  minimum?: number;
+  maximum?: number;
+  exclusiveMinimum?: boolean;
+  exclusiveMaximum?: boolean;
+  multipleOf?: number;
+  minItems?: number;
+  maxItems?: number;
+  minProperties?: number;
+  maxProperties?: number;
+  properties?: Record<string, StructuralSchema>;
+  required?: string[];
+  additionalProperties?: StructuralSchema;
+  items?: StructuralSchema;
+  "x-kubernetes-list-type"?: "atomic" | "set" | "map";
+  "x-kubernetes-list-map-keys"?: string[];
+  "x-kubernetes-map-type"?: "granular" | "atomic";
+  "x-kubernetes-validations"?: CelRule[];
+}
+
+export interface PrinterColumn {
+  name: string;
+  type: "string" | "integer" | "number" | "boolean" | "date";
+  jsonPath: string;
+  description?: string;
+  priority?: number;
+}
+
+export interface CustomResourceDefinitionVersion {
+  name: string;
+  served: boolean;
+  storage: boolean;
+  schema: { openAPIV3Schema: StructuralSchema };
+  subresources?: { status?: Record<string, never> };
+  additionalPrinterColumns?: PrinterColumn[];
+}
+
+export interface CustomResourceDefinition {
+  apiVersion: "apiextensions.k8s.io/v1";
+  kind: "CustomResourceDefinition";
+  metadata: { name: string };
+  spec: {
+    group: string;
+    names: {
+      kind: string;
+      listKind: string;
+      plural: string;
+      singular: string;
+      shortNames?: string[];
+      categories?: string[];
+    };
+    scope: "Cluster" | "Namespaced";
+    versions: CustomResourceDefinitionVersion[];
+  };
+}
+
+/** A zod construct the generator cannot express as a structural schema, located by its path. */
+export class CrdSchemaError extends Error {
+  constructor(
+    readonly schemaPath: string,
+    problem: string,
+  ) {
+    super(`${schemaPath}: ${problem}`);
+    this.name = "CrdSchemaError";
+  }
+}
+
+/** Formats the API server validates `format` against; anything else is refused or ignored by it. */
+const KUBERNETES_FORMATS = new Set([
+  "int32",
+  "int64",
+  "float",
+  "double",
+  "byte",
+  "date",
+  "date-time",
+  "datetime",
+  "duration",
+  "uri",
+  "email",
+  "hostname",
+  "ipv4",
+  "ipv6",
+  "cidr",
+  "mac",
+  "uuid",
+]);
+
+/** zod's `.int()` bounds; meaningless for the API server, which stores integers as int64. */
+const SAFE_INTEGER_BOUND = Number.MAX_SAFE_INTEGER;
+
+/** RE2 (Go regexp) escapes; JS escapes outside this set (\u, \c, \k, backreferences) do not compile there. */
+const RE2_ESCAPE_LETTERS = new Set("aAbBdDfnrsStvwWzxpPQE".split(""));
+/** RE2 refuses repetition counts above this. */
+const RE2_MAX_REPEAT = 1000;
+
+/**
+ * Why a pattern would not compile with Go's regexp (RE2), which the API server uses for `pattern`
+ * and CEL `matches()`, or undefined when it does: no lookarounds, atomic groups, backreferences or
+ * JS-only escapes, and no repetition counts above 1000.
+ */
+export function re2Incompatibility(pattern: string): string | undefined {
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === "\\") {
+      const next = pattern[i + 1] ?? "";
+      if (/[1-9]/.test(next) && !inClass) return `backreference \\${next} at ${i}`;
+      if (/[A-Za-z]/.test(next) && !RE2_ESCAPE_LETTERS.has(next)) return `escape \\${next} at ${i}`;
+      i++;
+    } else if (inClass) {
+      if (c === "]") inClass = false;
+    } else if (c === "[") {
+      inClass = true;
+      // A ']' right after '[' or '[^' is a literal member, not the end of the class.
+      if (pattern[i + 1] === "^") i++;
+      if (pattern[i + 1] === "]") i++;
+    } else if (c === "(" && pattern[i + 1] === "?") {
+      const rest = pattern.slice(i + 2);
+      if (rest.startsWith("=") || rest.startsWith("!")) return `lookahead at ${i}`;
+      if (rest.startsWith("<=") || rest.startsWith("<!")) return `lookbehind at ${i}`;
+      if (rest.startsWith(">")) return `atomic group at ${i}`;
+    } else if (c === "{") {
+      const repeat = /^\{(\d+)(,(\d*))?\}/.exec(pattern.slice(i));
+      const counts = [repeat?.[1], repeat?.[3]].filter((n): n is string => n !== undefined && n !== "");
+      if (counts.some((n) => Number(n) > RE2_MAX_REPEAT))
+        return `repetition count above ${RE2_MAX_REPEAT} at ${i}`;
+    }
+  }
+  return undefined;
+}
+
+type JsonObject = Record<string, unknown>;
+
+function isJsonObject(value: unknown): value is JsonObject {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function celString(text: string): string {
+  return `'${text.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
+}
+
+function numberAt(node: JsonObject, key: string, path: string): number {
+  const value = node[key];
+  if (typeof value !== "number") throw new CrdSchemaError(path, `${key} is not a number`);
+  return value;
+}
+
+/** Map keys cannot be constrained by a structural schema; zod's key checks become CEL rules over the keys. */
+function keyRules(propertyNames: unknown, path: string): CelRule[] {
+  if (!isJsonObject(propertyNames)) throw new CrdSchemaError(path, "propertyNames is not a schema");
+  const rules: CelRule[] = [];
+  for (const [key, value] of Object.entries(propertyNames)) {
+    if (key === "type" && value === "string") continue;
+    if (key === "maxLength") {
+      const max = numberAt(propertyNames, key, path);
+      rules.push({
+        rule: `self.all(k, size(k) <= ${max})`,
+        message: `keys must be at most ${max} characters`,
+      });
+    } else if (key === "minLength") {
+      const min = numberAt(propertyNames, key, path);
+      rules.push({
+        rule: `self.all(k, size(k) >= ${min})`,
+        message: `keys must be at least ${min} characters`,
+      });
+    } else if (key === "pattern" && typeof value === "string") {
+      const problem = re2Incompatibility(value);
+      if (problem) throw new CrdSchemaError(path, `key pattern ${value} is not RE2: ${problem}`);
+      rules.push({
+        rule: `self.all(k, k.matches(${celString(value)}))`,
+        message: `keys must match ${value}`,
+      });
+    } else {
+      throw new CrdSchemaError(path, `propertyNames.${key} has no structural equivalent`);
+    }
+  }
+  return rules;
+}
+
+function jsonTypeOf(value: unknown): SchemaType | "null" | undefined {
+  if (value === null) return "null";
+  if (typeof value === "string") return "string";
+  if (typeof value === "boolean") return "boolean";
+  if (typeof value === "number") return Number.isInteger(value) ? "integer" : "number";
+  if (Array.isArray(value)) return "array";
+  if (isJsonObject(value)) return "object";
+  return undefined;
+}
+
+const SCHEMA_TYPES: readonly string[] = ["object", "array", "string", "integer", "number", "boolean"];
+
+function isSchemaType(value: unknown): value is SchemaType {
+  return typeof value === "string" && SCHEMA_TYPES.includes(value);
+}
+
+/** Type of a node: its own, or for `const`/`enum` without one, the type of its values. */
+function nodeType(node: JsonObject, path: string): { type: SchemaType; nullable: boolean } {
+  const declared = node.type;
+  if (isSchemaType(declared)) return { type: declared, nullable: false };
+  if (Array.isArray(declared)) {
+    const types = (declared as unknown[]).filter((t) => t !== "null");
+    const [only] = types;
+    if (types.length === 1 && isSchemaType(only))
+      return { type: only, nullable: types.length < declared.length };
+    throw new CrdSchemaError(path, `type ${JSON.stringify(declared)}: ${UNION_PROBLEM}`);
+  }
+  if (declared !== undefined)
+    throw new CrdSchemaError(path, `type ${JSON.stringify(declared)} is not supported`);
+  const values = "const" in node ? [node.const] : Array.isArray(node.enum) ? node.enum : [];
+  const types = new Set(values.map(jsonTypeOf).filter((t) => t !== "null"));
+  const [only] = [...types];
+  if (types.size === 1 && isSchemaType(only)) return { type: only, nullable: values.includes(null) };
+  throw new CrdSchemaError(path, "has no type (z.unknown() and z.any() are not structural)");
+}
+
+const UNION_PROBLEM = "unions are not structural: use a `type` discriminator with optional members";
+
+/** `anyOf: [X, {type: null}]` is how zod writes `.nullable()` on some schemas; other unions are refused. */
+function unwrapNullable(node: JsonObject, path: string): { node: JsonObject; nullable: boolean } {
+  const branches = node.anyOf;
+  if (branches === undefined) return { node, nullable: node.nullable === true };
+  if (!Array.isArray(branches)) throw new CrdSchemaError(path, "anyOf is not a list");
+  const nonNull = (branches as unknown[]).filter((b) => !(isJsonObject(b) && b.type === "null"));
+  const [inner] = nonNull;
+  if (nonNull.length !== 1 || nonNull.length === branches.length || !isJsonObject(inner)) {
+    throw new CrdSchemaError(path, UNION_PROBLEM);
+  }
+  const outer = Object.fromEntries(Object.entries(node).filter(([key]) => key !== "anyOf"));
+  return { node: { ...inner, ...outer }, nullable: true };
+}
+
+/** Keys zod emits that a CRD does not carry: the dialect marker, and `additionalProperties: false` (unknown fields are pruned, or refused with fieldValidation=Strict). */
+const IGNORED_KEYS = new Set([
+  "$schema",
+  "anyOf",
+  "nullable",
+  "type",
+  "const",
+  "enum",
+  "additionalProperties",
+]);
+
+function sortKeys(schema: StructuralSchema): StructuralSchema {
+  const entries = Object.entries(schema).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return Object.fromEntries(entries) as unknown as StructuralSchema;
+}
+
+/**
+ * Converts one node of zod's JSON Schema (draft 2020-12) output into a structural schema node,
+ * refusing what the API server would reject rather than emitting a CRD that differs from zod.
+ */
+function toStructural(raw: unknown, path: string): StructuralSchema {
+  if (!isJsonObject(raw)) throw new CrdSchemaError(path, "is not a schema object");
+  if ("$ref" in raw) throw new CrdSchemaError(path, "$ref is not allowed: the schema must be inlined");
+  const { node, nullable: unionNullable } = unwrapNullable(raw, path);
+  const { type, nullable: typeNullable } = nodeType(node, path);
+  const out: StructuralSchema = { type };
+  if (unionNullable || typeNullable) out.nullable = true;
+  if ("const" in node) out.enum = [structuredClone(node.const)];
+  if (Array.isArray(node.enum)) {
+    out.enum = (node.enum as unknown[]).filter((v) => v !== null).map((v) => structuredClone(v));
+  }
+
+  for (const [key, value] of Object.entries(node)) {
+    if (IGNORED_KEYS.has(key)) continue;
+    switch (key) {
+      case "description":
+      case "format":
+        if (typeof value !== "string") throw new CrdSchemaError(path, `${key} is not a string`);
+        if (key === "format" && !KUBERNETES_FORMATS.has(value)) {
+          throw new CrdSchemaError(path, `format ${value} is not one the API server knows`);
+        }
+        out[key] = value;
+        break;
+      case "pattern": {
+        if (typeof value !== "string") throw new CrdSchemaError(path, "pattern is not a string");
+        const problem = re2Incompatibility(value);
+        if (problem) throw new CrdSchemaError(path, `pattern ${value} is not RE2 (Go regexp): ${problem}`);
+        out.pattern = value;
+        break;
+      }
+      case "minimum":
+      case "maximum": {
+        const bound = numberAt(node, key, path);
+        if (Math.abs(bound) < SAFE_INTEGER_BOUND) out[key] = bound;
+        break;
+      }
+      case "exclusiveMinimum":
+      case "exclusiveMaximum": {
+        const bound = numberAt(node, key, path);
+        out[key === "exclusiveMinimum" ? "minimum" : "maximum"] = bound;
+        out[key] = true;
+        break;
+      }
+      case "minLength":
+      case "maxLength":
+      case "minItems":
+      case "maxItems":
+      case "minProperties":
+      case "maxProperties":
+      case "multipleOf":
+        out[key] = numberAt(node, key, path);
+        break;
+      case "default":
+        out.default = structuredClone(value);
+        break;
+      case "properties": {
+        if (!isJsonObject(value)) throw new CrdSchemaError(path, "properties is not an object");
+        const properties: Record<string, StructuralSchema> = {};
+        for (const [name, child] of Object.entries(value)) {
+          properties[name] = toStructural(child, `${path}.${name}`);
+        }
+        // An empty object stays empty: the API server prunes every field, as zod strips them.
+        if (Object.keys(properties).length > 0) out.properties = properties;
+        break;
+      }
+      case "required":
+        if (!Array.isArray(value) || !value.every((v) => typeof v === "string")) {
+          throw new CrdSchemaError(path, "required is not a list of names");
+        }
+        if (value.length > 0) out.required = [...value];
+        break;
+      case "prefixItems":
+        throw new CrdSchemaError(path, "tuples are not structural");
+      case "items":
+        if (Array.isArray(value)) throw new CrdSchemaError(path, "tuples are not structural");
+        out.items = toStructural(value, `${path}[*]`);
+        break;
+      case "propertyNames": {
+        const rules = keyRules(value, path);
+        if (rules.length > 0) out[CEL_RULES_KEY] = [...(out[CEL_RULES_KEY] ?? []), ...rules];
+        break;
+      }
+      case CEL_RULES_KEY:
+        if (!Array.isArray(value)) throw new CrdSchemaError(path, `${CEL_RULES_KEY} is not a list`);
+        out[CEL_RULES_KEY] = [
+          ...(value as CelRule[]).map((rule) => ({ ...rule })),
+          ...(out[CEL_RULES_KEY] ?? []),
+        ];
+        break;
+      case "x-kubernetes-list-type":
+      case "x-kubernetes-map-type":
+        out[key] = value as never;
+        break;
+      case "x-kubernetes-list-map-keys":
+        out[key] = [...(value as string[])];
+        break;
+      default:
+        throw new CrdSchemaError(path, `keyword ${key} has no structural equivalent`);
+    }
+  }
+
+  const additional = node.additionalProperties;
+  if (additional === true || (isJsonObject(additional) && Object.keys(additional).length === 0)) {
+    throw new CrdSchemaError(
+      path,
+      "an open object (additionalProperties: true) would need x-kubernetes-preserve-unknown-fields",
+    );
+  }
+  if (isJsonObject(additional)) {
+    if (out.properties) throw new CrdSchemaError(path, "has both properties and additionalProperties");
+    out.additionalProperties = toStructural(additional, `${path}.*`);
+  }
+  if (type === "array" && out.items === undefined) throw new CrdSchemaError(path, "an array needs items");
+  return sortKeys(out);
+}
+
+/** The structural schema of a zod schema as the API server sees input: defaults filled in, not required. */
+export function structuralSchemaOf(schema: z.ZodType, path: string): StructuralSchema {
+  const jsonSchema = z.toJSONSchema(schema, {
+    io: "input",
+    target: "draft-2020-12",
+    reused: "inline",
+    cycles: "throw",
+    unrepresentable: "throw",
+  });
+  return toStructural(jsonSchema, path);
+}
+
+/** The root of a CRD schema, following the conventions kubectl explain and other tools expect. */
+function objectSchema(
+  description: string,
+  spec: StructuralSchema,
+  status: StructuralSchema,
+): StructuralSchema {
+  return sortKeys({
+    type: "object",
+    description,
+    required: ["spec"],
+    properties: {
+      apiVersion: sortKeys({
+        type: "string",
+        description:
+          "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values.",
+      }),
+      kind: sortKeys({
+        type: "string",
+        description:
+          "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. In CamelCase.",
+      }),
+      metadata: { type: "object" },
+      spec,
+      status,
+    },
+  });
+}
+
+function withDescription(schema: StructuralSchema, description: string): StructuralSchema {
+  return sortKeys({ ...schema, description: schema.description ?? description });
+}
+
+const READY = `.status.conditions[?(@.type=="Ready")]`;
+
+/** The DevicePluginConfig CRD: cluster-scoped, `kubectl get dpc` shows what a user checks first. */
+export function devicePluginConfigCrd(): CustomResourceDefinition {
+  return {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: `${PLURAL}.${GROUP}` },
+    spec: {
+      group: GROUP,
+      names: {
+        kind: KIND,
+        listKind: `${KIND}List`,
+        plural: PLURAL,
+        singular: KIND.toLowerCase(),
+        shortNames: ["dpc"],
+        categories: ["devices"],
+      },
+      scope: "Cluster",
+      versions: [
+        {
+          name: VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: [
+            { name: "Resource", type: "string", jsonPath: ".spec.resourceName" },
+            { name: "Backend", type: "string", jsonPath: ".spec.backend.type" },
+            {
+              name: "Nodes",
+              type: "string",
+              jsonPath: ".status.nodes.summary",
+              description: "Nodes with a ready plugin / nodes the config targets.",
+            },
+            {
+              name: "Devices",
+              type: "string",
+              jsonPath: ".status.devices.summary",
+              description: "Allocatable / capacity, summed over the nodes as the kubelets advertise them.",
+            },
+            { name: "Unhealthy", type: "integer", jsonPath: ".status.devices.unhealthy" },
+            { name: "Ready", type: "string", jsonPath: `${READY}.status` },
+            { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+            { name: "Sharing", type: "string", jsonPath: ".spec.sharing.strategy", priority: 1 },
+            { name: "Policy", type: "string", jsonPath: ".spec.topology.allocationPolicy", priority: 1 },
+            { name: "Reason", type: "string", jsonPath: `${READY}.reason`, priority: 1 },
+          ],
+          schema: {
+            openAPIV3Schema: objectSchema(
+              "DevicePluginConfig describes one extended resource, the backend that discovers its devices on the nodes, and how the bundled plugin advertises and shares them.",
+              withDescription(
+                structuralSchemaOf(DevicePluginConfigSpecSchema, "spec"),
+                "The desired plugin: resource name, backend, sharing, topology, the nodes it runs on.",
+              ),
+              withDescription(
+                structuralSchemaOf(DevicePluginConfigStatusSchema, "status"),
+                "What the operator observed: conditions, node counts, device totals and problem nodes.",
+              ),
+            ),
+          },
+        },
+      ],
+    },
+  };
+}
+
+/** The DeviceNodeState CRD: one per config and node in the operator's namespace, written by the plugin. */
+export function deviceNodeStateCrd(): CustomResourceDefinition {
+  return {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: `${DEVICE_NODE_STATE_PLURAL}.${GROUP}` },
+    spec: {
+      group: GROUP,
+      names: {
+        kind: DEVICE_NODE_STATE_KIND,
+        listKind: `${DEVICE_NODE_STATE_KIND}List`,
+        plural: DEVICE_NODE_STATE_PLURAL,
+        singular: DEVICE_NODE_STATE_KIND.toLowerCase(),
+        shortNames: ["dnstate"],
+        categories: ["devices"],
+      },
+      scope: "Namespaced",
+      versions: [
+        {
+          name: VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: [
+            { name: "Config", type: "string", jsonPath: ".spec.configName" },
+            { name: "Node", type: "string", jsonPath: ".spec.nodeName" },
+            { name: "Registration", type: "string", jsonPath: ".status.registration.state" },
+            { name: "Healthy", type: "integer", jsonPath: ".status.healthy" },
+            { name: "Advertised", type: "integer", jsonPath: ".status.advertised" },
+            { name: "Version", type: "string", jsonPath: ".status.pluginVersion" },
+            { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+          ],
+          schema: {
+            openAPIV3Schema: objectSchema(
+              "DeviceNodeState is the plugin's report of its node: registration with the kubelet and every device with its health.",
+              withDescription(
+                structuralSchemaOf(DeviceNodeStateSpecSchema, "spec"),
+                "Which config and node this report is about.",
+              ),
+              withDescription(
+                structuralSchemaOf(DeviceNodeStateStatusSchema, "status"),
+                "The plugin's view of its node, written with server-side apply on /status.",
+              ),
+            ),
+          },
+        },
+      ],
+    },
+  };
+}
+
+/** Every CRD of the API, in a fixed order. */
+export function allCrds(): CustomResourceDefinition[] {
+  return [devicePluginConfigCrd(), deviceNodeStateCrd()];
+}
+
+/** The conventional file name, `<group>_<plural>.yaml`. */
+export function crdFileName(crd: CustomResourceDefinition): string {
+  return `${crd.spec.group}_${crd.spec.names.plural}.yaml`;
+}
+
+/** One CRD as a YAML document; key order is the construction order, so output is byte-for-byte stable. */
+export function renderCrdYaml(crd: CustomResourceDefinition): string {
+  return stringify(crd, { lineWidth: 0, aliasDuplicateObjects: false });
+}
+
+/** Every CRD as one YAML stream, for `dpo crds | kubectl apply -f -`. */
+export function renderCrdsYamlStream(): string {
+  return allCrds()
+    .map((crd) => `---\n${renderCrdYaml(crd)}`)
+    .join("");
+}
