@@ -1,0 +1,15 @@
+// What rendering needs to know about the operator's own deployment, as opposed to the config.
+import type { RegistrationMode } from "../../plugin-runtime/runtime.js";
+
+export type { RegistrationMode };
+
+export interface RenderContext {
+  /** Namespace the operator runs in; the plugin ConfigMaps and DaemonSets live there. */
+  namespace: string;
+  /** The operator's own image, the plugin image when `spec.plugin.image` is empty. */
+  operatorImage: string;
+  /** ServiceAccount of the plugin pods (allowed to write their DeviceNodeStates). */
+  pluginServiceAccount: string;
+  /** How plugins register with the kubelet: kubelet.sock `Register`, or the plugin-watcher directory. */
+  registrationMode: RegistrationMode;
+}

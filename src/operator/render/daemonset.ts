@@ -1,0 +1,196 @@
+// Renders the plugin DaemonSet of a DevicePluginConfig: one `dpo plugin` pod on every node the config targets.
+import type {
+  V1Container,
+  V1DaemonSet,
+  V1EnvVar,
+  V1ResourceRequirements,
+  V1SecurityContext,
+  V1Volume,
+  V1VolumeMount,
+} from "@kubernetes/client-node";
+import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
+import { backendPodNeeds, type HostPathMount } from "./backends.js";
+import { PLUGIN_CONFIG_DIR, PLUGIN_CONFIG_PATH, pluginConfigHash } from "./configmap.js";
+import type { RenderContext } from "./context.js";
+import {
+  ANNOTATION_CONFIG_HASH,
+  configOwnerReference,
+  pluginLabels,
+  pluginObjectName,
+  pluginSelectorLabels,
+} from "./names.js";
+
+export const PLUGIN_CONTAINER_NAME = "plugin";
+export const METRICS_PORT = 8080;
+export const HEALTH_PORT = 8081;
+/** Fixed by the kubelet: `--root-dir` does not move it. */
+export const DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins";
+export const PLUGINS_REGISTRY_DIR = "/var/lib/kubelet/plugins_registry";
+
+/** The plugin flags, in the order `dpo plugin --help` lists them. */
+function pluginArgs(ctx: RenderContext): string[] {
+  return [
+    "plugin",
+    "--config",
+    PLUGIN_CONFIG_PATH,
+    "--registration",
+    ctx.registrationMode,
+    "--metrics-addr",
+    `:${METRICS_PORT}`,
+    "--health-addr",
+    `:${HEALTH_PORT}`,
+  ];
+}
+
+/**
+ * Root, but nothing more. The kubelet's device-plugins directory (and plugins_registry) is root-owned
+ * 0750 and the plugin must create its socket there and connect to kubelet.sock: uid 0 does that as the
+ * owner, with no capability at all (no DAC override is needed for one's own directory). Everything
+ * else a backend does is reading and stat(): so no privilege, no escalation, no capabilities, a
+ * read-only root filesystem and the runtime's default seccomp profile.
+ */
+function containerSecurityContext(
+  privileged: boolean,
+  addCapabilities: readonly string[],
+): V1SecurityContext {
+  return {
+    runAsUser: 0,
+    runAsGroup: 0,
+    runAsNonRoot: false,
+    privileged,
+    allowPrivilegeEscalation: privileged,
+    readOnlyRootFilesystem: true,
+    capabilities: {
+      drop: ["ALL"],
+      ...(addCapabilities.length > 0 ? { add: [...addCapabilities] } : {}),
+    },
+    seccompProfile: { type: "RuntimeDefault" },
+  };
+}
+
+function hostPathVolume(mount: HostPathMount): V1Volume {
+  return { name: mount.name, hostPath: { path: mount.hostPath, type: mount.type } };
+}
+
+function hostPathVolumeMount(mount: HostPathMount): V1VolumeMount {
+  return { name: mount.name, mountPath: mount.mountPath, readOnly: mount.readOnly };
+}
+
+function resourcesOf(config: DevicePluginConfig): V1ResourceRequirements | undefined {
+  const { requests, limits } = config.spec.plugin.resources;
+  if (requests === undefined && limits === undefined) return undefined;
+  return { ...(requests ? { requests: { ...requests } } : {}), ...(limits ? { limits: { ...limits } } : {}) };
+}
+
+export function renderPluginDaemonSet(config: DevicePluginConfig, ctx: RenderContext): V1DaemonSet {
+  const name = pluginObjectName(config.metadata.name);
+  const labels = pluginLabels(config.metadata.name);
+  const { spec } = config;
+  const backend = backendPodNeeds(spec.backend);
+
+  // The kubelet's directories are written (sockets), so they are the only read-write mounts.
+  const kubeletMounts: HostPathMount[] = [
+    {
+      name: "device-plugins",
+      hostPath: DEVICE_PLUGINS_DIR,
+      mountPath: DEVICE_PLUGINS_DIR,
+      type: "Directory",
+      readOnly: false,
+    },
+    ...(ctx.registrationMode === "watcher"
+      ? [
+          {
+            name: "plugins-registry",
+            hostPath: PLUGINS_REGISTRY_DIR,
+            mountPath: PLUGINS_REGISTRY_DIR,
+            type: "Directory" as const,
+            readOnly: false,
+          },
+        ]
+      : []),
+  ];
+  const hostMounts = [...kubeletMounts, ...backend.hostPaths];
+
+  const env: V1EnvVar[] = [
+    { name: "NODE_NAME", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "spec.nodeName" } } },
+    { name: "POD_NAMESPACE", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" } } },
+    { name: "DPO_LOG_LEVEL", value: spec.plugin.logLevel },
+    ...backend.env,
+  ];
+
+  const resources = resourcesOf(config);
+  const container: V1Container = {
+    name: PLUGIN_CONTAINER_NAME,
+    image: spec.plugin.image !== "" ? spec.plugin.image : ctx.operatorImage,
+    imagePullPolicy: "IfNotPresent",
+    args: pluginArgs(ctx),
+    env,
+    ports: [
+      { name: "metrics", containerPort: METRICS_PORT, protocol: "TCP" },
+      { name: "health", containerPort: HEALTH_PORT, protocol: "TCP" },
+    ],
+    // Ready means registered with the kubelet; live means the gRPC server is serving. Liveness waits
+    // longer, so a slow first registration is reported as not ready rather than killed.
+    readinessProbe: {
+      httpGet: { path: "/readyz", port: "health", scheme: "HTTP" },
+      periodSeconds: 5,
+      timeoutSeconds: 2,
+      failureThreshold: 3,
+      successThreshold: 1,
+    },
+    livenessProbe: {
+      httpGet: { path: "/healthz", port: "health", scheme: "HTTP" },
+      initialDelaySeconds: 10,
+      periodSeconds: 10,
+      timeoutSeconds: 2,
+      failureThreshold: 3,
+      successThreshold: 1,
+    },
+    ...(resources ? { resources } : {}),
+    securityContext: containerSecurityContext(backend.privileged, backend.addCapabilities),
+    volumeMounts: [
+      { name: "config", mountPath: PLUGIN_CONFIG_DIR, readOnly: true },
+      ...hostMounts.map(hostPathVolumeMount),
+    ],
+  };
+
+  return {
+    apiVersion: "apps/v1",
+    kind: "DaemonSet",
+    metadata: {
+      name,
+      namespace: ctx.namespace,
+      labels,
+      ownerReferences: [configOwnerReference(config)],
+    },
+    spec: {
+      selector: { matchLabels: pluginSelectorLabels(config.metadata.name) },
+      // Upgrades move to OnDelete with the operator replacing pods node by node; until then the
+      // DaemonSet controller rolls one node at a time.
+      updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } },
+      revisionHistoryLimit: 5,
+      template: {
+        metadata: {
+          labels,
+          annotations: { [ANNOTATION_CONFIG_HASH]: pluginConfigHash(config) },
+        },
+        spec: {
+          serviceAccountName: ctx.pluginServiceAccount,
+          automountServiceAccountToken: true,
+          enableServiceLinks: false,
+          ...(spec.plugin.priorityClassName !== ""
+            ? { priorityClassName: spec.plugin.priorityClassName }
+            : {}),
+          ...(Object.keys(spec.nodeSelector).length > 0 ? { nodeSelector: { ...spec.nodeSelector } } : {}),
+          ...(spec.tolerations.length > 0 ? { tolerations: spec.tolerations.map((t) => ({ ...t })) } : {}),
+          terminationGracePeriodSeconds: 10,
+          containers: [container],
+          volumes: [
+            { name: "config", configMap: { name, defaultMode: 0o444 } },
+            ...hostMounts.map(hostPathVolume),
+          ],
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,6 @@
+// Pure rendering of a DevicePluginConfig into the objects the operator applies.
+export * from "./backends.js";
+export * from "./configmap.js";
+export * from "./context.js";
+export * from "./daemonset.js";
+export * from "./names.js";

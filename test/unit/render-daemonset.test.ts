@@ -1,0 +1,299 @@
+// The plugin DaemonSet: what runs on each node, with which host access and which privileges, per backend.
+import type { V1DaemonSet, V1Volume, V1VolumeMount } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import {
+  DevicePluginConfigSchema,
+  type DevicePluginConfig,
+  type DevicePluginConfigInput,
+} from "../../src/api/v1beta1/config.js";
+import type { DevicePluginConfigSpecInput } from "../../src/api/v1beta1/spec.js";
+import { devfsHostDirectories } from "../../src/operator/render/backends.js";
+import { configHash, renderPluginConfigMap } from "../../src/operator/render/configmap.js";
+import type { RenderContext } from "../../src/operator/render/context.js";
+import { renderPluginDaemonSet } from "../../src/operator/render/daemonset.js";
+
+const ctx: RenderContext = {
+  namespace: "dpo-system",
+  operatorImage: "registry.example/dpo:1.2.3",
+  pluginServiceAccount: "dpo-plugin",
+  registrationMode: "kubelet",
+};
+
+function config(spec: Partial<DevicePluginConfigSpecInput> = {}, name = "example-foo"): DevicePluginConfig {
+  const input: DevicePluginConfigInput = {
+    apiVersion: "dpo.dev/v1beta1",
+    kind: "DevicePluginConfig",
+    metadata: { name, uid: "uid-1", generation: 1 },
+    spec: {
+      resourceName: "hardware-vendor.example/foo",
+      backend: { type: "Mock", mock: { devices: 4 } },
+      ...spec,
+    },
+  };
+  return DevicePluginConfigSchema.parse(input);
+}
+
+function podSpec(ds: V1DaemonSet) {
+  return ds.spec!.template.spec!;
+}
+function container(ds: V1DaemonSet) {
+  return podSpec(ds).containers[0]!;
+}
+/** hostPath volumes joined with their mounts, the way a reviewer reads them. */
+function hostMounts(ds: V1DaemonSet) {
+  const mounts = new Map<string, V1VolumeMount>((container(ds).volumeMounts ?? []).map((m) => [m.name, m]));
+  return (podSpec(ds).volumes ?? [])
+    .filter((v: V1Volume) => v.hostPath !== undefined)
+    .map((v) => ({
+      host: v.hostPath!.path,
+      type: v.hostPath!.type,
+      at: mounts.get(v.name)?.mountPath,
+      readOnly: mounts.get(v.name)?.readOnly,
+    }));
+}
+
+const kubeletDir = {
+  host: "/var/lib/kubelet/device-plugins",
+  type: "Directory",
+  at: "/var/lib/kubelet/device-plugins",
+  readOnly: false,
+};
+
+describe("renderPluginDaemonSet per backend", () => {
+  it.each<{ backend: string; spec: Partial<DevicePluginConfigSpecInput>; mounts: unknown[] }>([
+    { backend: "Mock without a health file", spec: {}, mounts: [kubeletDir] },
+    {
+      backend: "Mock with a health file",
+      spec: { backend: { type: "Mock", mock: { devices: 2, healthFile: "/run/dpo/health.json" } } },
+      mounts: [kubeletDir, { host: "/run/dpo", type: "DirectoryOrCreate", at: "/run/dpo", readOnly: true }],
+    },
+    {
+      backend: "DevFS under / (top directory of each glob)",
+      spec: {
+        backend: {
+          type: "DevFS",
+          devFS: {
+            paths: [{ glob: "/dev/ttyUSB*" }, { glob: "/dev/serial/by-id/*" }, { glob: "/opt/x/dev*" }],
+          },
+        },
+      },
+      mounts: [
+        kubeletDir,
+        { host: "/dev", type: "Directory", at: "/dev", readOnly: true },
+        { host: "/opt", type: "Directory", at: "/opt", readOnly: true },
+      ],
+    },
+    {
+      backend: "DevFS under another root (the root, whole)",
+      spec: { backend: { type: "DevFS", devFS: { root: "/host", paths: [{ glob: "/dev/ttyUSB*" }] } } },
+      mounts: [kubeletDir, { host: "/host", type: "Directory", at: "/host", readOnly: true }],
+    },
+    {
+      backend: "PCI",
+      spec: { backend: { type: "PCI", pci: { vendor: "10de" } } },
+      mounts: [
+        kubeletDir,
+        { host: "/dev", type: "Directory", at: "/dev", readOnly: true },
+        { host: "/sys", type: "Directory", at: "/sys", readOnly: true },
+      ],
+    },
+    {
+      backend: "PCI with custom roots",
+      spec: {
+        backend: { type: "PCI", pci: { vendor: "10de", sysfsRoot: "/host/sys", devRoot: "/host/dev" } },
+      },
+      mounts: [
+        kubeletDir,
+        { host: "/host/dev", type: "Directory", at: "/host/dev", readOnly: true },
+        { host: "/host/sys", type: "Directory", at: "/host/sys", readOnly: true },
+      ],
+    },
+  ])("$backend: host mounts at the same path, read-only except the kubelet's", ({ spec, mounts }) => {
+    expect(hostMounts(renderPluginDaemonSet(config(spec), ctx))).toEqual(mounts);
+  });
+
+  it.each<{ backend: string; spec: Partial<DevicePluginConfigSpecInput> }>([
+    { backend: "Mock", spec: {} },
+    { backend: "DevFS", spec: { backend: { type: "DevFS", devFS: { paths: [{ glob: "/dev/tty*" }] } } } },
+    { backend: "PCI", spec: { backend: { type: "PCI", pci: { vendor: "10de" } } } },
+  ])("$backend runs as uid 0 without privilege, capabilities or a writable root", ({ spec }) => {
+    expect(container(renderPluginDaemonSet(config(spec), ctx)).securityContext).toEqual({
+      runAsUser: 0,
+      runAsGroup: 0,
+      runAsNonRoot: false,
+      privileged: false,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ["ALL"] },
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+  });
+
+  it("mounts the plugin-watcher directory only in watcher mode, and tells the plugin", () => {
+    const watcher = renderPluginDaemonSet(config(), { ...ctx, registrationMode: "watcher" });
+    expect(hostMounts(watcher)).toContainEqual({
+      host: "/var/lib/kubelet/plugins_registry",
+      type: "Directory",
+      at: "/var/lib/kubelet/plugins_registry",
+      readOnly: false,
+    });
+    expect(container(watcher).args).toContain("watcher");
+    const kubelet = renderPluginDaemonSet(config(), ctx);
+    expect(hostMounts(kubelet).map((m) => m.host)).not.toContain("/var/lib/kubelet/plugins_registry");
+  });
+});
+
+describe("devfsHostDirectories", () => {
+  it.each([
+    { root: "/", globs: ["/dev/ttyUSB*", "/dev/bus/usb/*/*"], want: ["/dev"] },
+    { root: "/", globs: ["/top*", "/*/x"], want: [] },
+    { root: "/host/", globs: ["/dev/ttyUSB*"], want: ["/host"] },
+  ])("root $root, globs $globs → $want", ({ root, globs, want }) => {
+    const dirs = devfsHostDirectories({
+      root,
+      paths: globs.map((glob) => ({
+        glob,
+        type: "CharDevice",
+        permissions: "rw",
+        maxContainersPerDevice: 1,
+      })),
+    });
+    expect(dirs).toEqual(want);
+  });
+});
+
+describe("renderPluginDaemonSet", () => {
+  it("lives in the operator namespace, labelled, owned by the config and selecting its pods", () => {
+    const ds = renderPluginDaemonSet(config(), ctx);
+    expect(ds.apiVersion).toBe("apps/v1");
+    expect(ds.kind).toBe("DaemonSet");
+    expect(ds.metadata?.name).toBe("dpo-example-foo");
+    expect(ds.metadata?.namespace).toBe("dpo-system");
+    expect(ds.metadata?.ownerReferences).toEqual([
+      {
+        apiVersion: "dpo.dev/v1beta1",
+        kind: "DevicePluginConfig",
+        name: "example-foo",
+        uid: "uid-1",
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+    ]);
+    expect(ds.spec?.selector.matchLabels).toEqual({ "dpo.dev/config": "example-foo" });
+    // The API server refuses a selector that does not match the template's labels.
+    expect(ds.spec?.template.metadata?.labels).toMatchObject(ds.spec!.selector.matchLabels!);
+    expect(ds.spec?.template.metadata?.labels).toEqual(ds.metadata?.labels);
+    expect(ds.spec?.updateStrategy).toEqual({ type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } });
+    expect(ds.spec?.revisionHistoryLimit).toBe(5);
+    expect(podSpec(ds).terminationGracePeriodSeconds).toBe(10);
+    expect(podSpec(ds).serviceAccountName).toBe("dpo-plugin");
+    expect(podSpec(ds).priorityClassName).toBe("system-node-critical");
+  });
+
+  it("runs `dpo plugin` on the mounted config with the node name from the downward API", () => {
+    const c = container(renderPluginDaemonSet(config({ plugin: { logLevel: "debug" } }), ctx));
+    expect(c.name).toBe("plugin");
+    expect(c.imagePullPolicy).toBe("IfNotPresent");
+    expect(c.args).toEqual([
+      "plugin",
+      "--config",
+      "/etc/dpo/config.yaml",
+      "--registration",
+      "kubelet",
+      "--metrics-addr",
+      ":8080",
+      "--health-addr",
+      ":8081",
+    ]);
+    expect(c.env).toEqual([
+      { name: "NODE_NAME", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "spec.nodeName" } } },
+      {
+        name: "POD_NAMESPACE",
+        valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" } },
+      },
+      { name: "DPO_LOG_LEVEL", value: "debug" },
+    ]);
+    expect(c.ports).toEqual([
+      { name: "metrics", containerPort: 8080, protocol: "TCP" },
+      { name: "health", containerPort: 8081, protocol: "TCP" },
+    ]);
+    expect(c.readinessProbe?.httpGet).toEqual({ path: "/readyz", port: "health", scheme: "HTTP" });
+    expect(c.livenessProbe?.httpGet).toEqual({ path: "/healthz", port: "health", scheme: "HTTP" });
+    expect(c.volumeMounts?.[0]).toEqual({ name: "config", mountPath: "/etc/dpo", readOnly: true });
+    const ds = renderPluginDaemonSet(config(), ctx);
+    expect(podSpec(ds).volumes?.[0]).toEqual({
+      name: "config",
+      configMap: { name: "dpo-example-foo", defaultMode: 0o444 },
+    });
+  });
+
+  it.each([
+    { image: "", want: "registry.example/dpo:1.2.3" },
+    { image: "registry.example/custom:9", want: "registry.example/custom:9" },
+  ])("uses image '$image' → $want", ({ image, want }) => {
+    expect(container(renderPluginDaemonSet(config({ plugin: { image } }), ctx)).image).toBe(want);
+  });
+
+  it("passes nodeSelector, tolerations, priority class and resources through, and leaves empty ones out", () => {
+    const ds = renderPluginDaemonSet(
+      config({
+        nodeSelector: { "feature.example/foo": "true" },
+        tolerations: [{ key: "gpu", operator: "Exists", effect: "NoSchedule" }],
+        plugin: {
+          priorityClassName: "custom-priority",
+          resources: { requests: { cpu: "10m", memory: "32Mi" }, limits: { memory: "64Mi" } },
+        },
+      }),
+      ctx,
+    );
+    expect(podSpec(ds).nodeSelector).toEqual({ "feature.example/foo": "true" });
+    expect(podSpec(ds).tolerations).toEqual([{ key: "gpu", operator: "Exists", effect: "NoSchedule" }]);
+    expect(podSpec(ds).priorityClassName).toBe("custom-priority");
+    expect(container(ds).resources).toEqual({
+      requests: { cpu: "10m", memory: "32Mi" },
+      limits: { memory: "64Mi" },
+    });
+
+    const bare = renderPluginDaemonSet(config({ plugin: { priorityClassName: "" } }), ctx);
+    expect(podSpec(bare)).not.toHaveProperty("nodeSelector");
+    expect(podSpec(bare)).not.toHaveProperty("tolerations");
+    expect(podSpec(bare)).not.toHaveProperty("priorityClassName");
+    expect(container(bare)).not.toHaveProperty("resources");
+  });
+
+  it("annotates the pod template with the ConfigMap's hash, so a spec change rolls the pods", () => {
+    const c = config();
+    const ds = renderPluginDaemonSet(c, ctx);
+    const hash = ds.spec?.template.metadata?.annotations?.["dpo.dev/config-hash"];
+    expect(hash).toBe(configHash(renderPluginConfigMap(c, ctx).data!));
+    const changed = renderPluginDaemonSet(config({ sharing: { strategy: "TimeSlicing", replicas: 2 } }), ctx);
+    expect(changed.spec?.template.metadata?.annotations?.["dpo.dev/config-hash"]).not.toBe(hash);
+  });
+
+  it("gives every mount a volume and every volume a unique name", () => {
+    const ds = renderPluginDaemonSet(config({ backend: { type: "PCI", pci: { vendor: "10de" } } }), {
+      ...ctx,
+      registrationMode: "watcher",
+    });
+    const names = (podSpec(ds).volumes ?? []).map((v) => v.name);
+    expect(new Set(names).size).toBe(names.length);
+    for (const mount of container(ds).volumeMounts ?? []) expect(names).toContain(mount.name);
+  });
+
+  it("bounds the names of a config with a long name", () => {
+    const ds = renderPluginDaemonSet(config({}, `${"n".repeat(70)}.example.com`), ctx);
+    expect(ds.metadata!.name!.length).toBeLessThanOrEqual(63);
+    expect(podSpec(ds).volumes?.[0]?.configMap?.name).toBe(ds.metadata?.name);
+  });
+
+  it("renders the same object every time", () => {
+    const spec: Partial<DevicePluginConfigSpecInput> = {
+      backend: { type: "DevFS", devFS: { paths: [{ glob: "/dev/ttyUSB*" }, { glob: "/dev/ttyACM*" }] } },
+      tolerations: [{ operator: "Exists" }],
+    };
+    const a = renderPluginDaemonSet(config(spec), ctx);
+    const b = renderPluginDaemonSet(config(spec), ctx);
+    expect(b).toEqual(a);
+    expect(JSON.stringify(b)).toBe(JSON.stringify(a));
+  });
+});
