@@ -1,0 +1,366 @@
+// Aggregates the kubelet's and the plugins' truths for one DevicePluginConfig into its status and the
+// Events its transitions deserve.
+import type { V1DaemonSet, V1Node, V1Pod } from "@kubernetes/client-node";
+import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
+import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
+import {
+  DevicePluginConfigStatusSchema,
+  MAX_PROBLEMS,
+  type Condition,
+  type DevicePluginConfigStatus,
+  type NodeProblem,
+  type ProblemReason,
+} from "../../api/v1beta1/status.js";
+import { pluginConfigHash } from "../render/configmap.js";
+import { ANNOTATION_CONFIG_HASH, LABEL_CONFIG, configLabelValue, pluginObjectName } from "../render/names.js";
+import { withTransitionTimes, type ConditionDraft } from "./conditions.js";
+import { PROBLEM_PRIORITY, evaluateNode, type NodeHealth } from "./node-health.js";
+import { pluginRunsOnNode } from "./selection.js";
+
+export interface AggregateStatusInput {
+  /** The config as parsed (defaults applied); its metadata.generation becomes observedGeneration. */
+  config: DevicePluginConfig;
+  /** Nodes from the cache: all of them or any superset of those the config targets. */
+  nodes: readonly V1Node[];
+  /** The config's plugin pods (others are ignored by their `dpo.dev/config` label). */
+  pods: readonly V1Pod[];
+  /** DeviceNodeStates (others are ignored by spec.configName). */
+  reports: readonly DeviceNodeState[];
+  /** The config's DaemonSet from the cache; undefined when it does not exist (yet). */
+  daemonSet: V1DaemonSet | undefined;
+  /** The config this one yields to for its resourceName (see findResourceNameConflicts). */
+  conflictWith?: string | undefined;
+  /** Why applying the ConfigMap/DaemonSet failed, when it failed for good (not a retry in progress). */
+  applyError?: string | undefined;
+  /** The status as last written, for transition times and events. */
+  previous: DevicePluginConfigStatus | undefined;
+  now: Date;
+}
+
+export interface StatusEvent {
+  type: "Normal" | "Warning";
+  reason: string;
+  message: string;
+}
+
+export interface AggregateStatusResult {
+  status: DevicePluginConfigStatus;
+  events: StatusEvent[];
+}
+
+/** How many not-ready nodes the Ready message names. */
+const NOT_READY_NAMED = 5;
+const MAX_CONDITION_MESSAGE = 1024;
+
+function boundMessage(message: string): string {
+  return message.length <= MAX_CONDITION_MESSAGE
+    ? message
+    : `${message.slice(0, MAX_CONDITION_MESSAGE - 1)}…`;
+}
+
+/** The status stored on a config, or undefined when there is none or it is not ours to read. */
+export function previousStatusOf(config: { status?: unknown }): DevicePluginConfigStatus | undefined {
+  const parsed = DevicePluginConfigStatusSchema.safeParse(config.status);
+  return parsed.success ? parsed.data : undefined;
+}
+
+function groupBy<T>(items: readonly T[], key: (item: T) => string | undefined): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    if (k === undefined || k === "") continue;
+    const group = groups.get(k);
+    if (group) group.push(item);
+    else groups.set(k, [item]);
+  }
+  return groups;
+}
+
+function byName(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+interface Rollout {
+  reconciling: boolean;
+  reason: string;
+  message: string;
+}
+
+/** Where the DaemonSet is on its way to running the current config on every node it targets. */
+function rolloutOf(daemonSet: V1DaemonSet | undefined, name: string, configHash: string): Rollout {
+  if (daemonSet === undefined) {
+    return {
+      reconciling: true,
+      reason: "DaemonSetPending",
+      message: `waiting for DaemonSet ${name} to exist`,
+    };
+  }
+  // A cache that has not caught up with the last apply still holds the previous template.
+  if (daemonSet.spec?.template.metadata?.annotations?.[ANNOTATION_CONFIG_HASH] !== configHash) {
+    return {
+      reconciling: true,
+      reason: "Progressing",
+      message: `DaemonSet ${name} does not carry the current plugin config yet`,
+    };
+  }
+  const generation = daemonSet.metadata?.generation;
+  const observed = daemonSet.status?.observedGeneration;
+  if (daemonSet.status === undefined || (generation !== undefined && (observed ?? 0) < generation)) {
+    return {
+      reconciling: true,
+      reason: "Progressing",
+      message: `waiting for the DaemonSet controller to observe generation ${generation ?? "?"} of DaemonSet ${name}`,
+    };
+  }
+  const desired = daemonSet.status.desiredNumberScheduled ?? 0;
+  const updated = daemonSet.status.updatedNumberScheduled ?? 0;
+  if (updated < desired) {
+    return {
+      reconciling: true,
+      reason: "RollingOut",
+      message: `${updated}/${desired} plugin pods run the current template`,
+    };
+  }
+  return {
+    reconciling: false,
+    reason: "RolloutComplete",
+    message: `${desired}/${desired} plugin pods run the current template`,
+  };
+}
+
+/** The reason most problem nodes share; ties go to the more fundamental reason. */
+function dominantReason(counts: ReadonlyMap<ProblemReason, number>): ProblemReason | undefined {
+  let best: ProblemReason | undefined;
+  for (const reason of PROBLEM_PRIORITY) {
+    const count = counts.get(reason) ?? 0;
+    if (count > 0 && (best === undefined || count > (counts.get(best) ?? 0))) best = reason;
+  }
+  return best;
+}
+
+function problemCountsMessage(
+  counts: ReadonlyMap<ProblemReason, number>,
+  total: number,
+  desired: number,
+): string {
+  const parts = PROBLEM_PRIORITY.filter((r) => (counts.get(r) ?? 0) > 0)
+    .sort((a, b) => (counts.get(b) ?? 0) - (counts.get(a) ?? 0))
+    .map((r) => `${r} ${counts.get(r)}`);
+  return `${total} of ${desired} nodes have problems: ${parts.join(", ")}`;
+}
+
+/**
+ * The status of a config and the Events its transitions call for. Pure: the same input gives the
+ * same output, whatever happened before, so a reconciler can call it on every event.
+ *
+ * - nodes.desired: the nodes the plugin should run on (nodeSelector and tolerated taints, the
+ *   DaemonSet controller's own rule), counted here rather than read from the DaemonSet so that it is
+ *   right before that controller acts and agrees with the problem list. ready: nodes whose plugin pod
+ *   is ready, registered, and whose kubelet advertises what the plugin reports (unhealthy devices do
+ *   not make a node unready). updated: nodes whose plugin pod carries the current config hash.
+ * - devices: capacity and allocatable summed from the kubelet; unhealthy summed from the reports.
+ * - problems: one per node (see PROBLEM_PRIORITY), sorted by node name, at most MAX_PROBLEMS.
+ * - A config that yields to another for its resourceName is not evaluated: it has no plugin, and the
+ *   kubelet's counts for the resource belong to the other one.
+ */
+export function aggregateStatus(input: AggregateStatusInput): AggregateStatusResult {
+  const { config, previous, now } = input;
+  const configName = config.metadata.name;
+  const generation = config.metadata.generation;
+  const resourceName = config.spec.resourceName;
+  const daemonSetName = pluginObjectName(configName);
+  const configHash = pluginConfigHash(config);
+
+  const targeted = input.nodes
+    .filter((node) => pluginRunsOnNode(node, config.spec))
+    .sort((a, b) => byName(a.metadata?.name ?? "", b.metadata?.name ?? ""));
+  const desired = targeted.length;
+
+  const stalled: { reason: string; message: string } | undefined =
+    input.conflictWith !== undefined
+      ? {
+          reason: "ResourceNameConflict",
+          message: `DevicePluginConfig ${input.conflictWith} already serves ${resourceName} on overlapping nodes; this config gets no DaemonSet while it does`,
+        }
+      : input.applyError !== undefined
+        ? {
+            reason: "ApplyFailed",
+            message: boundMessage(`applying the plugin objects failed: ${input.applyError}`),
+          }
+        : undefined;
+  const evaluate = input.conflictWith === undefined;
+
+  let health: NodeHealth[] = [];
+  if (evaluate) {
+    const label = configLabelValue(configName);
+    const podsByNode = groupBy(
+      input.pods.filter((p) => p.metadata?.labels?.[LABEL_CONFIG] === label),
+      (p) => p.spec?.nodeName,
+    );
+    const reportsByNode = groupBy(
+      input.reports.filter((r) => r.spec.configName === configName),
+      (r) => r.spec.nodeName,
+    );
+    health = targeted.map((node) => {
+      const name = node.metadata?.name ?? "";
+      return evaluateNode(
+        { node, pods: podsByNode.get(name) ?? [], reports: reportsByNode.get(name) ?? [] },
+        resourceName,
+        configHash,
+      );
+    });
+  }
+
+  const ready = health.filter((h) => h.ready).length;
+  const updated = health.filter((h) => h.updated).length;
+  const capacity = health.reduce((sum, h) => sum + (h.capacity ?? 0), 0);
+  const allocatable = health.reduce((sum, h) => sum + (h.allocatable ?? 0), 0);
+  const unhealthy = health.reduce((sum, h) => sum + h.unhealthy, 0);
+  const problems = health.flatMap((h) => (h.problem ? [h.problem] : []));
+  const counts = new Map<ProblemReason, number>();
+  for (const p of problems) counts.set(p.reason, (counts.get(p.reason) ?? 0) + 1);
+
+  const rollout: Rollout = stalled
+    ? { reconciling: false, reason: stalled.reason, message: "not progressing: see the Stalled condition" }
+    : rolloutOf(input.daemonSet, daemonSetName, configHash);
+
+  let readyCondition: Pick<Condition, "status" | "reason" | "message">;
+  if (stalled) {
+    readyCondition = { status: "False", reason: stalled.reason, message: stalled.message };
+  } else if (rollout.reconciling) {
+    readyCondition = { status: "False", reason: rollout.reason, message: rollout.message };
+  } else if (ready < desired) {
+    const notReady = health.filter((h) => !h.ready);
+    const named = notReady
+      .slice(0, NOT_READY_NAMED)
+      .map((h) => `${h.node} (${h.problem?.reason ?? "NotReady"})`)
+      .join(", ");
+    const more = notReady.length > NOT_READY_NAMED ? `, and ${notReady.length - NOT_READY_NAMED} more` : "";
+    readyCondition = {
+      status: "False",
+      reason: "NodesNotReady",
+      message: `${ready}/${desired} nodes ready; not ready: ${named}${more}`,
+    };
+  } else if (desired === 0) {
+    readyCondition = {
+      status: "True",
+      reason: "NoMatchingNodes",
+      message: "no nodes match spec.nodeSelector",
+    };
+  } else {
+    readyCondition = { status: "True", reason: "AllNodesReady", message: `${ready}/${desired} nodes ready` };
+  }
+
+  const degradedReason = dominantReason(counts);
+  const degradedCondition: Pick<Condition, "status" | "reason" | "message"> = !evaluate
+    ? {
+        status: "Unknown",
+        reason: "ResourceNameConflict",
+        message: "node health is not evaluated while the config yields to another",
+      }
+    : degradedReason !== undefined
+      ? {
+          status: "True",
+          reason: degradedReason,
+          message: problemCountsMessage(counts, problems.length, desired),
+        }
+      : { status: "False", reason: "NoProblems", message: `no problems on ${desired} nodes` };
+
+  const withGeneration = generation !== undefined ? { observedGeneration: generation } : {};
+  const drafts: ConditionDraft[] = [
+    { type: "Ready", ...readyCondition, ...withGeneration },
+    {
+      type: "Reconciling",
+      status: rollout.reconciling ? "True" : "False",
+      reason: rollout.reason,
+      message: rollout.message,
+      ...withGeneration,
+    },
+    stalled
+      ? {
+          type: "Stalled",
+          status: "True",
+          reason: stalled.reason,
+          message: stalled.message,
+          ...withGeneration,
+        }
+      : {
+          type: "Stalled",
+          status: "False",
+          reason: "NoErrors",
+          message: "the plugin objects are applied",
+          ...withGeneration,
+        },
+    { type: "Degraded", ...degradedCondition, ...withGeneration },
+  ];
+  const conditions = withTransitionTimes(drafts, previous?.conditions, now);
+
+  const listed = problems.slice(0, MAX_PROBLEMS);
+  const status: DevicePluginConfigStatus = {
+    ...withGeneration,
+    conditions,
+    nodes: { desired, ready, updated, summary: `${ready}/${desired}` },
+    devices: { capacity, allocatable, unhealthy, summary: `${allocatable}/${capacity}` },
+    problems: listed,
+    problemsOmitted: problems.length - listed.length,
+    ...(input.conflictWith === undefined ? { daemonSetName } : {}),
+  };
+
+  return { status, events: transitionEvents(previous, conditions, listed, rollout.reconciling) };
+}
+
+function conditionOf(conditions: readonly Condition[] | undefined, type: string): Condition | undefined {
+  return conditions?.find((c) => c.type === type);
+}
+
+/**
+ * Events for what changed since the previous status: Stalled turning True; Ready turning True, or False
+ * from True; and, once the plugin has settled, Degraded turning True or False and each listed node with
+ * a problem (node and reason) it did not have before. While the plugin rolls out, restarting pods make
+ * passing problems, so Degraded and node events wait; the first settled status after a rollout is
+ * compared with a clean slate, so a problem that outlives the rollout is reported once.
+ */
+function transitionEvents(
+  previous: DevicePluginConfigStatus | undefined,
+  conditions: readonly Condition[],
+  listed: readonly NodeProblem[],
+  reconciling: boolean,
+): StatusEvent[] {
+  const events: StatusEvent[] = [];
+  const before = (type: string): string => conditionOf(previous?.conditions, type)?.status ?? "Unknown";
+  const now = (type: string): Condition | undefined => conditionOf(conditions, type);
+
+  const stalled = now("Stalled");
+  if (stalled?.status === "True" && before("Stalled") !== "True") {
+    events.push({ type: "Warning", reason: stalled.reason, message: stalled.message });
+  }
+  const ready = now("Ready");
+  if (ready?.status === "True" && before("Ready") !== "True") {
+    events.push({ type: "Normal", reason: "Ready", message: ready.message });
+  } else if (ready?.status === "False" && before("Ready") === "True") {
+    events.push({ type: "Warning", reason: "NotReady", message: `${ready.reason}: ${ready.message}` });
+  }
+  if (reconciling) return events;
+
+  const wasSettled = previous !== undefined && before("Reconciling") === "False";
+  const degradedBefore = wasSettled ? before("Degraded") : "Unknown";
+  const degraded = now("Degraded");
+  if (degraded?.status === "True" && degradedBefore !== "True") {
+    events.push({ type: "Warning", reason: "Degraded", message: `${degraded.reason}: ${degraded.message}` });
+  } else if (degraded?.status === "False" && degradedBefore === "True") {
+    events.push({ type: "Normal", reason: "Recovered", message: degraded.message });
+  }
+  const known = new Set(
+    (wasSettled ? (previous?.problems ?? []) : []).map((p) => `${p.node}\u0000${p.reason}`),
+  );
+  for (const problem of listed) {
+    if (known.has(`${problem.node}\u0000${problem.reason}`)) continue;
+    const devices = problem.devices && problem.devices.length > 0 ? ` [${problem.devices.join(", ")}]` : "";
+    events.push({
+      type: "Warning",
+      reason: problem.reason,
+      message: `node ${problem.node}: ${problem.message ?? problem.reason}${devices}`,
+    });
+  }
+  return events;
+}

@@ -1,0 +1,6 @@
+// Pure status logic of the operator: node targeting, resource-name conflicts, node health, CR status.
+export * from "./aggregate.js";
+export * from "./conditions.js";
+export * from "./conflicts.js";
+export * from "./node-health.js";
+export * from "./selection.js";

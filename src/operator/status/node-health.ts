@@ -1,0 +1,252 @@
+// One node's view for a config: the kubelet's advertised counts, the plugin pod and the plugin's report,
+// and the one problem (if any) they add up to.
+import type { V1Node, V1Pod } from "@kubernetes/client-node";
+import type { DeviceNodeState, DeviceNodeStateStatus } from "../../api/v1beta1/devicenodestate.js";
+import { MAX_PROBLEM_DEVICES, type NodeProblem, type ProblemReason } from "../../api/v1beta1/status.js";
+import { replicaId } from "../../plugin-runtime/devices/sharing.js";
+import { ANNOTATION_CONFIG_HASH } from "../render/names.js";
+import { timestampMillis } from "./conflicts.js";
+
+/**
+ * Problem reasons from the most to the least fundamental: a node shows the first that applies, since
+ * each one explains the ones after it (no pod → no registration → no capacity → wrong counts).
+ */
+export const PROBLEM_PRIORITY: readonly ProblemReason[] = [
+  "PluginNotReady",
+  "PluginNotRegistered",
+  "NoCapacity",
+  "CapacityMismatch",
+  "UnhealthyDevices",
+];
+
+const MAX_MESSAGE = 1024;
+
+const DECIMAL_SUFFIX: Readonly<Record<string, number>> = {
+  "": 1,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
+};
+
+/**
+ * A count from a resource quantity, as the kubelet writes extended resources ("4", and "2k" for 2000);
+ * undefined when absent or not a whole number.
+ */
+export function parseCountQuantity(quantity: string | undefined): number | undefined {
+  if (quantity === undefined) return undefined;
+  const match = /^\+?(\d+(?:\.\d+)?)(?:[eE]([+-]?\d+)|(k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei))?$/.exec(
+    quantity.trim(),
+  );
+  if (!match) return undefined;
+  const [, mantissa, exponent, suffix] = match;
+  const value =
+    Number(mantissa) * (exponent !== undefined ? 10 ** Number(exponent) : DECIMAL_SUFFIX[suffix ?? ""]!);
+  return Number.isSafeInteger(value) ? value : undefined;
+}
+
+export function podIsReady(pod: V1Pod): boolean {
+  return (
+    pod.status?.phase === "Running" &&
+    (pod.status.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True")
+  );
+}
+
+export function podRunsConfigHash(pod: V1Pod, configHash: string): boolean {
+  return pod.metadata?.annotations?.[ANNOTATION_CONFIG_HASH] === configHash;
+}
+
+function podIsTerminating(pod: V1Pod): boolean {
+  return pod.metadata?.deletionTimestamp !== undefined && pod.metadata.deletionTimestamp !== null;
+}
+
+/**
+ * The pod that speaks for a node when a rollout briefly leaves two: a live one over a terminating
+ * one, the current config over an old one, ready over not, then the newest. Finished pods never count.
+ */
+export function choosePluginPod(pods: readonly V1Pod[], configHash: string): V1Pod | undefined {
+  const live = pods.filter((p) => p.status?.phase !== "Succeeded" && p.status?.phase !== "Failed");
+  const rank = (p: V1Pod): number[] => [
+    podIsTerminating(p) ? 1 : 0,
+    podRunsConfigHash(p, configHash) ? 0 : 1,
+    podIsReady(p) ? 0 : 1,
+    -(timestampMillis(p.metadata?.creationTimestamp) || 0),
+  ];
+  return [...live].sort((a, b) => {
+    const ra = rank(a);
+    const rb = rank(b);
+    for (let i = 0; i < ra.length; i++) if (ra[i] !== rb[i]) return ra[i]! - rb[i]!;
+    return (a.metadata?.name ?? "") < (b.metadata?.name ?? "") ? -1 : 1;
+  })[0];
+}
+
+/** The latest of several reports for one node (there should be one; a stale copy must not win). */
+export function chooseReport(reports: readonly DeviceNodeState[]): DeviceNodeState | undefined {
+  return [...reports].sort((a, b) => {
+    const at = timestampMillis(a.status?.updateTime) || 0;
+    const bt = timestampMillis(b.status?.updateTime) || 0;
+    if (at !== bt) return bt - at;
+    return a.metadata.name < b.metadata.name ? -1 : 1;
+  })[0];
+}
+
+/** How many advertised devices are unhealthy: every replica of an unhealthy physical device. */
+export function unhealthyAdvertisedCount(report: DeviceNodeStateStatus): number {
+  return report.devices.reduce((sum, d) => (d.health === "Unhealthy" ? sum + d.replicas : sum), 0);
+}
+
+/**
+ * The first `limit` ids the kubelet knows for the plugin's unhealthy devices, in the plugin's order:
+ * `foo-1::0`, `foo-1::1`… under time-slicing, `foo-1` without sharing.
+ */
+export function unhealthyAdvertisedIds(report: DeviceNodeStateStatus, limit: number): string[] {
+  const ids: string[] = [];
+  for (const device of report.devices) {
+    if (device.health !== "Unhealthy") continue;
+    if (device.replicas > 1) {
+      for (let k = 0; k < device.replicas && ids.length < limit; k++) ids.push(replicaId(device.id, k));
+    } else {
+      ids.push(device.id);
+    }
+    if (ids.length >= limit) break;
+  }
+  return ids;
+}
+
+export interface NodeObservation {
+  node: V1Node;
+  /** The plugin pods of this config on the node (usually one). */
+  pods: readonly V1Pod[];
+  /** This config's DeviceNodeStates for the node (usually one). */
+  reports: readonly DeviceNodeState[];
+}
+
+export interface NodeHealth {
+  node: string;
+  /** The kubelet's `status.capacity[resource]`; undefined when it advertises none. */
+  capacity: number | undefined;
+  allocatable: number | undefined;
+  /** Advertised devices the plugin reports unhealthy (replicas of unhealthy physical devices). */
+  unhealthy: number;
+  /** A plugin pod runs the current config here. */
+  updated: boolean;
+  /** The plugin pod is ready, registered and the kubelet advertises what it reports (devices may be unhealthy). */
+  ready: boolean;
+  problem: NodeProblem | undefined;
+}
+
+function bounded(message: string): string {
+  return message.length <= MAX_MESSAGE ? message : `${message.slice(0, MAX_MESSAGE - 1)}…`;
+}
+
+function show(count: number | undefined): string {
+  return count === undefined ? "none" : String(count);
+}
+
+function notRegistered(registration: DeviceNodeStateStatus["registration"]): Omit<NodeProblem, "node"> {
+  const cause = registration.lastError ? `: ${registration.lastError}` : "";
+  return {
+    reason: "PluginNotRegistered",
+    message: bounded(`the plugin is not registered with the kubelet${cause}`),
+  };
+}
+
+function problemOf(
+  pod: V1Pod | undefined,
+  report: DeviceNodeStateStatus | undefined,
+  capacity: number | undefined,
+  allocatable: number | undefined,
+  resourceName: string,
+): Omit<NodeProblem, "node"> | undefined {
+  const registration = report?.registration;
+  if (pod === undefined) {
+    return { reason: "PluginNotReady", message: "no plugin pod runs on the node" };
+  }
+  if (!podIsReady(pod)) {
+    // A pod that is not ready because it cannot register is better explained by its own report.
+    if (registration?.state === "NotRegistered") {
+      return notRegistered(registration);
+    }
+    const waiting = pod.status?.containerStatuses?.find((c) => c.state?.waiting?.reason)?.state?.waiting
+      ?.reason;
+    return {
+      reason: "PluginNotReady",
+      message: `plugin pod ${pod.metadata?.name ?? ""} is ${pod.status?.phase ?? "Pending"}${
+        waiting ? ` (${waiting})` : ""
+      } and not ready`,
+    };
+  }
+  if (report === undefined || registration === undefined) {
+    return { reason: "PluginNotRegistered", message: "the plugin has not reported its registration yet" };
+  }
+  if (registration.state !== "Registered") {
+    return notRegistered(registration);
+  }
+  const { advertised, healthy } = report;
+  // A kubelet that lost the plugin's stream keeps the capacity but makes nothing allocatable; one that
+  // dropped the resource advertises nothing: either way no pod can get a device here.
+  const noCapacity = advertised > 0 && !(capacity !== undefined && capacity > 0);
+  const noAllocatable = healthy > 0 && !(allocatable !== undefined && allocatable > 0);
+  if (noCapacity || noAllocatable) {
+    return {
+      reason: "NoCapacity",
+      message: `the kubelet advertises ${resourceName} capacity ${show(capacity)}, allocatable ${show(
+        allocatable,
+      )}; the plugin advertises ${advertised}, ${healthy} healthy`,
+    };
+  }
+  if ((capacity ?? 0) !== advertised || (allocatable ?? 0) !== healthy) {
+    return {
+      reason: "CapacityMismatch",
+      message: `the kubelet advertises ${resourceName} capacity ${show(capacity)}, allocatable ${show(
+        allocatable,
+      )}; the plugin advertises ${advertised}, ${healthy} healthy`,
+    };
+  }
+  const unhealthy = unhealthyAdvertisedCount(report);
+  if (unhealthy > 0) {
+    const reasons = [
+      ...new Set(report.devices.filter((d) => d.health === "Unhealthy" && d.reason).map((d) => d.reason)),
+    ].sort();
+    const listed = unhealthy > MAX_PROBLEM_DEVICES ? ` (first ${MAX_PROBLEM_DEVICES} listed)` : "";
+    return {
+      reason: "UnhealthyDevices",
+      message: bounded(
+        `${unhealthy} of ${advertised} devices unhealthy${listed}${reasons.length > 0 ? `: ${reasons.join(", ")}` : ""}`,
+      ),
+      devices: unhealthyAdvertisedIds(report, MAX_PROBLEM_DEVICES),
+    };
+  }
+  return undefined;
+}
+
+/** Evaluates one targeted node. */
+export function evaluateNode(
+  observation: NodeObservation,
+  resourceName: string,
+  configHash: string,
+): NodeHealth {
+  const nodeName = observation.node.metadata?.name ?? "";
+  const capacity = parseCountQuantity(observation.node.status?.capacity?.[resourceName]);
+  const allocatable = parseCountQuantity(observation.node.status?.allocatable?.[resourceName]);
+  const pod = choosePluginPod(observation.pods, configHash);
+  const report = chooseReport(observation.reports)?.status;
+  const problem = problemOf(pod, report, capacity, allocatable, resourceName);
+  return {
+    node: nodeName,
+    capacity,
+    allocatable,
+    unhealthy: report ? unhealthyAdvertisedCount(report) : 0,
+    updated: pod !== undefined && podRunsConfigHash(pod, configHash),
+    ready: problem === undefined || problem.reason === "UnhealthyDevices",
+    problem: problem === undefined ? undefined : { node: nodeName, ...problem },
+  };
+}

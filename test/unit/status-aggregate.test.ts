@@ -1,0 +1,657 @@
+// The status of a DevicePluginConfig from the kubelet's and the plugins' truths, and its Events.
+import type { V1DaemonSet, V1Node, V1Pod, V1Taint } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import { DevicePluginConfigSchema, type DevicePluginConfig } from "../../src/api/v1beta1/config.js";
+import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
+import {
+  DevicePluginConfigStatusSchema,
+  type Condition,
+  type DevicePluginConfigStatus,
+} from "../../src/api/v1beta1/status.js";
+import { pluginConfigHash } from "../../src/operator/render/configmap.js";
+import {
+  aggregateStatus,
+  previousStatusOf,
+  type AggregateStatusInput,
+} from "../../src/operator/status/aggregate.js";
+import { statusEqual } from "../../src/operator/status/conditions.js";
+
+const RESOURCE = "hardware-vendor.example/foo";
+const T0 = new Date("2025-03-01T10:00:00.123Z");
+const T1 = new Date("2025-03-01T10:05:00Z");
+
+function config(replicas = 1, name = "example-foo"): DevicePluginConfig {
+  return DevicePluginConfigSchema.parse({
+    apiVersion: "dpo.dev/v1beta1",
+    kind: "DevicePluginConfig",
+    metadata: { name, uid: "uid-1", generation: 2 },
+    spec: {
+      resourceName: RESOURCE,
+      backend: { type: "Mock", mock: { devices: 4, idPrefix: "foo" } },
+      sharing: replicas > 1 ? { strategy: "TimeSlicing", replicas } : { strategy: "None" },
+      nodeSelector: { "feature.example/foo": "true" },
+    },
+  });
+}
+
+interface NodeSetup {
+  name: string;
+  /** Kubelet counts; undefined leaves the resource out of the node status. */
+  capacity?: number | undefined;
+  allocatable?: number | undefined;
+  pod?: { ready?: boolean; hash?: string; waiting?: string } | "none";
+  report?:
+    | {
+        state?: "Registered" | "NotRegistered";
+        lastError?: string;
+        /** Physical devices foo-0..foo-(devices-1); the listed indexes are unhealthy. */
+        devices?: number;
+        unhealthy?: number[];
+        /** Override of the advertised/healthy counts the plugin reports. */
+        replicas?: number;
+      }
+    | "none";
+  labels?: Record<string, string>;
+  taints?: V1Taint[];
+}
+
+interface World {
+  nodes: V1Node[];
+  pods: V1Pod[];
+  reports: DeviceNodeState[];
+}
+
+/** A cluster where each node defaults to a healthy plugin with 4 devices (times the config's replicas). */
+function world(cfg: DevicePluginConfig, setups: NodeSetup[]): World {
+  const hash = pluginConfigHash(cfg);
+  const replicas = cfg.spec.sharing.strategy === "TimeSlicing" ? (cfg.spec.sharing.replicas ?? 1) : 1;
+  const w: World = { nodes: [], pods: [], reports: [] };
+  for (const s of setups) {
+    const reportSetup = s.report === "none" ? undefined : (s.report ?? {});
+    const physical = reportSetup?.devices ?? 4;
+    const unhealthy = new Set(reportSetup?.unhealthy ?? []);
+    const healthyAdvertised = (physical - unhealthy.size) * replicas;
+    const capacity = "capacity" in s ? s.capacity : physical * replicas;
+    const allocatable = "allocatable" in s ? s.allocatable : healthyAdvertised;
+    w.nodes.push({
+      metadata: { name: s.name, labels: s.labels ?? { "feature.example/foo": "true" } },
+      spec: { taints: s.taints ?? [] },
+      status: {
+        capacity: { cpu: "4", ...(capacity !== undefined ? { [RESOURCE]: String(capacity) } : {}) },
+        allocatable: { cpu: "4", ...(allocatable !== undefined ? { [RESOURCE]: String(allocatable) } : {}) },
+      },
+    });
+    if (s.pod !== "none") {
+      const ready = s.pod?.ready ?? true;
+      w.pods.push({
+        metadata: {
+          name: `dpo-${cfg.metadata.name}-${s.name}`,
+          labels: { "dpo.dev/config": cfg.metadata.name },
+          annotations: { "dpo.dev/config-hash": s.pod?.hash ?? hash },
+        },
+        spec: { nodeName: s.name, containers: [] },
+        status: {
+          phase: "Running",
+          conditions: [{ type: "Ready", status: ready ? "True" : "False" }],
+          ...(s.pod?.waiting
+            ? {
+                containerStatuses: [
+                  {
+                    name: "plugin",
+                    image: "x",
+                    imageID: "",
+                    ready: false,
+                    restartCount: 3,
+                    state: { waiting: { reason: s.pod.waiting } },
+                  },
+                ],
+              }
+            : {}),
+        },
+      });
+    }
+    if (reportSetup !== undefined) {
+      const devices = Array.from({ length: physical }, (_, i) => ({
+        id: `foo-${i}`,
+        health: unhealthy.has(i) ? ("Unhealthy" as const) : ("Healthy" as const),
+        ...(unhealthy.has(i) ? { reason: "MarkedUnhealthy" } : {}),
+        since: "2025-03-01T09:00:00Z",
+        numaNode: i % 2,
+        replicas,
+      }));
+      w.reports.push({
+        apiVersion: "dpo.dev/v1beta1",
+        kind: "DeviceNodeState",
+        metadata: { name: `${cfg.metadata.name}-${s.name}`, namespace: "dpo-system" },
+        spec: { configName: cfg.metadata.name, nodeName: s.name, resourceName: RESOURCE },
+        status: {
+          pluginVersion: "0.1.0",
+          kubeletAPIVersion: "v1beta1",
+          registration: {
+            state: reportSetup.state ?? "Registered",
+            since: "2025-03-01T09:00:00Z",
+            ...(reportSetup.lastError ? { lastError: reportSetup.lastError } : {}),
+          },
+          configHash: hash,
+          advertised: physical * replicas,
+          healthy: healthyAdvertised,
+          devices,
+          updateTime: "2025-03-01T09:00:00Z",
+        },
+      });
+    }
+  }
+  return w;
+}
+
+function daemonSet(
+  cfg: DevicePluginConfig,
+  opts: { desired: number; updated?: number; generation?: number; observed?: number; hash?: string },
+): V1DaemonSet {
+  return {
+    metadata: { name: `dpo-${cfg.metadata.name}`, namespace: "dpo-system", generation: opts.generation ?? 1 },
+    spec: {
+      selector: { matchLabels: { "dpo.dev/config": cfg.metadata.name } },
+      template: { metadata: { annotations: { "dpo.dev/config-hash": opts.hash ?? pluginConfigHash(cfg) } } },
+    },
+    status: {
+      currentNumberScheduled: opts.desired,
+      desiredNumberScheduled: opts.desired,
+      numberMisscheduled: 0,
+      numberReady: opts.desired,
+      updatedNumberScheduled: opts.updated ?? opts.desired,
+      observedGeneration: opts.observed ?? opts.generation ?? 1,
+    },
+  };
+}
+
+function input(
+  cfg: DevicePluginConfig,
+  setups: NodeSetup[],
+  extra: Partial<AggregateStatusInput> = {},
+): AggregateStatusInput {
+  const w = world(cfg, setups);
+  const targeted = setups.filter((s) => s.labels === undefined && s.taints === undefined).length;
+  return {
+    config: cfg,
+    ...w,
+    daemonSet: daemonSet(cfg, { desired: targeted }),
+    previous: undefined,
+    now: T0,
+    ...extra,
+  };
+}
+
+function condition(status: DevicePluginConfigStatus, type: string): Condition {
+  const found = status.conditions?.find((c) => c.type === type);
+  if (!found) throw new Error(`no ${type} condition in ${JSON.stringify(status.conditions)}`);
+  return found;
+}
+
+/** type=status/reason for each condition, in order: the shape the e2e tests and kubectl wait read. */
+function conditionSummary(status: DevicePluginConfigStatus): string[] {
+  return (status.conditions ?? []).map((c) => `${c.type}=${c.status}/${c.reason}`);
+}
+
+const three = (over: Partial<Record<"n1" | "n2" | "n3", Partial<NodeSetup>>> = {}): NodeSetup[] =>
+  (["n1", "n2", "n3"] as const).map((name) => ({ name, ...over[name] }));
+
+describe("aggregateStatus", () => {
+  it("reports a healthy cluster as Ready with full counts", () => {
+    const cfg = config();
+    const { status, events } = aggregateStatus(input(cfg, three()));
+    const at = "2025-03-01T10:00:00Z";
+    expect(status).toEqual({
+      observedGeneration: 2,
+      conditions: [
+        {
+          type: "Ready",
+          status: "True",
+          reason: "AllNodesReady",
+          message: "3/3 nodes ready",
+          lastTransitionTime: at,
+          observedGeneration: 2,
+        },
+        {
+          type: "Reconciling",
+          status: "False",
+          reason: "RolloutComplete",
+          message: "3/3 plugin pods run the current template",
+          lastTransitionTime: at,
+          observedGeneration: 2,
+        },
+        {
+          type: "Stalled",
+          status: "False",
+          reason: "NoErrors",
+          message: "the plugin objects are applied",
+          lastTransitionTime: at,
+          observedGeneration: 2,
+        },
+        {
+          type: "Degraded",
+          status: "False",
+          reason: "NoProblems",
+          message: "no problems on 3 nodes",
+          lastTransitionTime: at,
+          observedGeneration: 2,
+        },
+      ],
+      nodes: { desired: 3, ready: 3, updated: 3, summary: "3/3" },
+      devices: { capacity: 12, allocatable: 12, unhealthy: 0, summary: "12/12" },
+      problems: [],
+      problemsOmitted: 0,
+      daemonSetName: "dpo-example-foo",
+    });
+    expect(events).toEqual([{ type: "Normal", reason: "Ready", message: "3/3 nodes ready" }]);
+  });
+
+  it.each<{ case: string; replicas: number; devices: string[]; unhealthy: number; summary: string }>([
+    { case: "without sharing", replicas: 1, devices: ["foo-1"], unhealthy: 1, summary: "11/12" },
+    {
+      case: "time-sliced ×4",
+      replicas: 4,
+      devices: ["foo-1::0", "foo-1::1", "foo-1::2", "foo-1::3"],
+      unhealthy: 4,
+      summary: "44/48",
+    },
+  ])("shows an unhealthy device $case as UnhealthyDevices with the advertised ids, still Ready", (row) => {
+    const cfg = config(row.replicas);
+    const { status } = aggregateStatus(input(cfg, three({ n2: { report: { unhealthy: [1] } } })));
+    expect(status.problems).toEqual([
+      {
+        node: "n2",
+        reason: "UnhealthyDevices",
+        message: `${row.unhealthy} of ${4 * row.replicas} devices unhealthy: MarkedUnhealthy`,
+        devices: row.devices,
+      },
+    ]);
+    expect(status.devices).toMatchObject({ unhealthy: row.unhealthy, summary: row.summary });
+    expect(status.nodes).toMatchObject({ ready: 3, summary: "3/3" });
+    expect(conditionSummary(status)).toEqual([
+      "Ready=True/AllNodesReady",
+      "Reconciling=False/RolloutComplete",
+      "Stalled=False/NoErrors",
+      "Degraded=True/UnhealthyDevices",
+    ]);
+    expect(condition(status, "Degraded").message).toBe("1 of 3 nodes have problems: UnhealthyDevices 1");
+  });
+
+  it.each<{ case: string; n2: Partial<NodeSetup>; reason: string; message: RegExp }>([
+    {
+      case: "plugin stopped: the kubelet keeps capacity but nothing is allocatable (stale report)",
+      n2: { allocatable: 0 },
+      reason: "NoCapacity",
+      message: /capacity 4, allocatable 0; the plugin advertises 4, 4 healthy/,
+    },
+    {
+      case: "plugin gone for long: the kubelet dropped the resource",
+      n2: { capacity: undefined, allocatable: undefined },
+      reason: "NoCapacity",
+      message: /capacity none, allocatable none/,
+    },
+    {
+      case: "plugin reports NotRegistered while its pod looks ready",
+      n2: { report: { state: "NotRegistered", lastError: "kubelet.sock: connection refused" } },
+      reason: "PluginNotRegistered",
+      message: /not registered with the kubelet: kubelet.sock: connection refused/,
+    },
+    {
+      case: "plugin has not reported",
+      n2: { report: "none" },
+      reason: "PluginNotRegistered",
+      message: /has not reported/,
+    },
+    {
+      case: "pod not ready and the report says why",
+      n2: { pod: { ready: false }, report: { state: "NotRegistered" } },
+      reason: "PluginNotRegistered",
+      message: /not registered/,
+    },
+    {
+      case: "pod crash-looping",
+      n2: { pod: { ready: false, waiting: "CrashLoopBackOff" } },
+      reason: "PluginNotReady",
+      message: /is Running \(CrashLoopBackOff\) and not ready/,
+    },
+    { case: "no pod on the node", n2: { pod: "none" }, reason: "PluginNotReady", message: /no plugin pod/ },
+    {
+      case: "kubelet capacity differs from the plugin's",
+      n2: { capacity: 3, allocatable: 3 },
+      reason: "CapacityMismatch",
+      message: /capacity 3, allocatable 3; the plugin advertises 4, 4 healthy/,
+    },
+    {
+      case: "kubelet allocatable differs from the plugin's healthy count",
+      n2: { allocatable: 2 },
+      reason: "CapacityMismatch",
+      message: /allocatable 2; the plugin advertises 4, 4 healthy/,
+    },
+  ])("$case → $reason, node not ready", ({ n2, reason, message }) => {
+    const cfg = config();
+    const { status } = aggregateStatus(input(cfg, three({ n2 })));
+    expect(status.problems).toHaveLength(1);
+    expect(status.problems?.[0]).toMatchObject({ node: "n2", reason });
+    expect(status.problems?.[0]?.message).toMatch(message);
+    expect(status.nodes).toMatchObject({ desired: 3, ready: 2, summary: "2/3" });
+    expect(conditionSummary(status)).toEqual([
+      "Ready=False/NodesNotReady",
+      "Reconciling=False/RolloutComplete",
+      "Stalled=False/NoErrors",
+      `Degraded=True/${reason}`,
+    ]);
+    expect(condition(status, "Ready").message).toBe(`2/3 nodes ready; not ready: n2 (${reason})`);
+  });
+
+  it("sums device totals from the kubelet and unhealthy counts from the reports", () => {
+    const cfg = config();
+    const { status } = aggregateStatus(
+      input(cfg, three({ n1: { report: { unhealthy: [0, 3] } }, n3: { allocatable: 0 } })),
+    );
+    expect(status.devices).toEqual({ capacity: 12, allocatable: 6, unhealthy: 2, summary: "6/12" });
+  });
+
+  it("is Ready with no nodes, saying so", () => {
+    const cfg = config();
+    const { status } = aggregateStatus(input(cfg, []));
+    expect(status.nodes).toEqual({ desired: 0, ready: 0, updated: 0, summary: "0/0" });
+    expect(status.devices).toEqual({ capacity: 0, allocatable: 0, unhealthy: 0, summary: "0/0" });
+    expect(condition(status, "Ready")).toMatchObject({
+      status: "True",
+      reason: "NoMatchingNodes",
+      message: "no nodes match spec.nodeSelector",
+    });
+  });
+
+  it("does not count nodes outside the selector or behind an untolerated taint", () => {
+    const cfg = config();
+    const setups: NodeSetup[] = [
+      { name: "n1" },
+      { name: "other", labels: { pool: "x" }, pod: "none", report: "none" },
+      {
+        name: "cp",
+        labels: { "feature.example/foo": "true" },
+        taints: [{ key: "node-role.kubernetes.io/control-plane", effect: "NoSchedule" }],
+        pod: "none",
+        report: "none",
+      },
+    ];
+    const { status } = aggregateStatus(input(cfg, setups));
+    expect(status.nodes).toEqual({ desired: 1, ready: 1, updated: 1, summary: "1/1" });
+    expect(status.devices?.capacity).toBe(4);
+    expect(status.problems).toEqual([]);
+  });
+
+  it("ignores pods and reports of other configs", () => {
+    const cfg = config();
+    const other = world(config(1, "other-config"), [{ name: "n1" }]);
+    const base = input(cfg, [{ name: "n1", pod: "none", report: "none" }]);
+    const { status } = aggregateStatus({ ...base, pods: other.pods, reports: other.reports });
+    expect(status.problems?.[0]).toMatchObject({ node: "n1", reason: "PluginNotReady" });
+  });
+
+  it("stalls on a resourceName conflict: no DaemonSet, nothing evaluated", () => {
+    const cfg = config();
+    const { status, events } = aggregateStatus(
+      input(cfg, three(), { conflictWith: "older-foo", daemonSet: undefined }),
+    );
+    expect(conditionSummary(status)).toEqual([
+      "Ready=False/ResourceNameConflict",
+      "Reconciling=False/ResourceNameConflict",
+      "Stalled=True/ResourceNameConflict",
+      "Degraded=Unknown/ResourceNameConflict",
+    ]);
+    expect(condition(status, "Stalled").message).toBe(
+      `DevicePluginConfig older-foo already serves ${RESOURCE} on overlapping nodes; this config gets no DaemonSet while it does`,
+    );
+    expect(status.nodes).toEqual({ desired: 3, ready: 0, updated: 0, summary: "0/3" });
+    expect(status.devices).toEqual({ capacity: 0, allocatable: 0, unhealthy: 0, summary: "0/0" });
+    expect(status.problems).toEqual([]);
+    expect(status).not.toHaveProperty("daemonSetName");
+    expect(events).toEqual([
+      { type: "Warning", reason: "ResourceNameConflict", message: condition(status, "Stalled").message },
+    ]);
+  });
+
+  it("stalls when applying failed, and still reports the nodes", () => {
+    const cfg = config();
+    const { status } = aggregateStatus(input(cfg, three(), { applyError: "daemonsets.apps is forbidden" }));
+    expect(conditionSummary(status)).toEqual([
+      "Ready=False/ApplyFailed",
+      "Reconciling=False/ApplyFailed",
+      "Stalled=True/ApplyFailed",
+      "Degraded=False/NoProblems",
+    ]);
+    expect(condition(status, "Stalled").message).toContain("daemonsets.apps is forbidden");
+    expect(status.nodes?.ready).toBe(3);
+  });
+
+  it.each<{ case: string; daemonSet: (cfg: DevicePluginConfig) => V1DaemonSet | undefined; reason: string }>([
+    { case: "DaemonSet not created yet", daemonSet: () => undefined, reason: "DaemonSetPending" },
+    {
+      case: "DaemonSet controller behind the last apply",
+      daemonSet: (cfg) => daemonSet(cfg, { desired: 3, generation: 2, observed: 1 }),
+      reason: "Progressing",
+    },
+    {
+      case: "cache still holding the previous template",
+      daemonSet: (cfg) => daemonSet(cfg, { desired: 3, hash: "previous" }),
+      reason: "Progressing",
+    },
+    {
+      case: "pods still being replaced",
+      daemonSet: (cfg) => daemonSet(cfg, { desired: 3, updated: 1 }),
+      reason: "RollingOut",
+    },
+  ])("is Reconciling while rolling out: $case → $reason", ({ daemonSet: ds, reason }) => {
+    const cfg = config();
+    const { status, events } = aggregateStatus(
+      input(cfg, three({ n2: { pod: { hash: "previous" } }, n3: { pod: { hash: "previous" } } }), {
+        daemonSet: ds(cfg),
+      }),
+    );
+    expect(conditionSummary(status)).toEqual([
+      `Ready=False/${reason}`,
+      `Reconciling=True/${reason}`,
+      "Stalled=False/NoErrors",
+      "Degraded=False/NoProblems",
+    ]);
+    expect(status.nodes).toMatchObject({ desired: 3, updated: 1 });
+    expect(events).toEqual([]);
+  });
+
+  it("lists at most 20 problem nodes, sorted by name, and counts the rest", () => {
+    const cfg = config();
+    const names = Array.from({ length: 25 }, (_, i) => `node-${String(i).padStart(2, "0")}`).reverse();
+    const { status } = aggregateStatus(
+      input(
+        cfg,
+        names.map((name) => ({ name, pod: "none" as const })),
+      ),
+    );
+    expect(status.problems).toHaveLength(20);
+    expect(status.problems?.map((p) => p.node)).toEqual(names.slice().reverse().slice(0, 20));
+    expect(status.problemsOmitted).toBe(5);
+    expect(condition(status, "Degraded")).toMatchObject({
+      reason: "PluginNotReady",
+      message: "25 of 25 nodes have problems: PluginNotReady 25",
+    });
+    expect(condition(status, "Ready").message).toBe(
+      "0/25 nodes ready; not ready: node-00 (PluginNotReady), node-01 (PluginNotReady), node-02 (PluginNotReady), node-03 (PluginNotReady), node-04 (PluginNotReady), and 20 more",
+    );
+    expect(DevicePluginConfigStatusSchema.safeParse(status).success).toBe(true);
+  });
+
+  it("names the most frequent problem as Degraded's reason, the more fundamental on a tie", () => {
+    const cfg = config();
+    const mostly = aggregateStatus(
+      input(cfg, [
+        { name: "a", report: { unhealthy: [0] } },
+        { name: "b", report: { unhealthy: [1] } },
+        { name: "c", pod: "none" },
+      ]),
+    ).status;
+    expect(condition(mostly, "Degraded")).toMatchObject({
+      reason: "UnhealthyDevices",
+      message: "3 of 3 nodes have problems: UnhealthyDevices 2, PluginNotReady 1",
+    });
+    const tie = aggregateStatus(
+      input(cfg, [
+        { name: "a", report: { unhealthy: [0] } },
+        { name: "b", allocatable: 0 },
+      ]),
+    ).status;
+    expect(condition(tie, "Degraded").reason).toBe("NoCapacity");
+  });
+
+  it("bounds the device list of a node to 32 ids", () => {
+    const cfg = config(16);
+    const { status } = aggregateStatus(input(cfg, [{ name: "n1", report: { unhealthy: [0, 1, 2] } }]));
+    expect(status.problems?.[0]?.devices).toHaveLength(32);
+    expect(status.problems?.[0]?.devices?.[31]).toBe("foo-1::15");
+    expect(status.problems?.[0]?.message).toBe(
+      "48 of 64 devices unhealthy (first 32 listed): MarkedUnhealthy",
+    );
+    expect(DevicePluginConfigStatusSchema.safeParse(status).success).toBe(true);
+  });
+
+  it("keeps lastTransitionTime for conditions whose status did not change", () => {
+    const cfg = config();
+    const first = aggregateStatus(input(cfg, three())).status;
+    const again = aggregateStatus(input(cfg, three(), { previous: first, now: T1 }));
+    expect(again.status).toEqual(first);
+    expect(statusEqual(first, again.status)).toBe(true);
+    expect(again.events).toEqual([]);
+
+    const degraded = aggregateStatus(
+      input(cfg, three({ n1: { report: { unhealthy: [2] } } }), { previous: first, now: T1 }),
+    ).status;
+    expect(statusEqual(first, degraded)).toBe(false);
+    expect(condition(degraded, "Ready").lastTransitionTime).toBe("2025-03-01T10:00:00Z");
+    expect(condition(degraded, "Degraded").lastTransitionTime).toBe("2025-03-01T10:05:00Z");
+  });
+
+  it("emits Events on transitions only: degraded with the device id, then recovered", () => {
+    const cfg = config(2);
+    const healthy = aggregateStatus(input(cfg, three())).status;
+    const sick = aggregateStatus(
+      input(cfg, three({ n3: { report: { unhealthy: [1] } } }), { previous: healthy, now: T1 }),
+    );
+    expect(sick.events).toEqual([
+      {
+        type: "Warning",
+        reason: "Degraded",
+        message: "UnhealthyDevices: 1 of 3 nodes have problems: UnhealthyDevices 1",
+      },
+      {
+        type: "Warning",
+        reason: "UnhealthyDevices",
+        message: "node n3: 2 of 8 devices unhealthy: MarkedUnhealthy [foo-1::0, foo-1::1]",
+      },
+    ]);
+    const stillSick = aggregateStatus(
+      input(cfg, three({ n3: { report: { unhealthy: [1] } } }), { previous: sick.status, now: T1 }),
+    );
+    expect(stillSick.events).toEqual([]);
+    const recovered = aggregateStatus(input(cfg, three(), { previous: sick.status, now: T1 }));
+    expect(recovered.events).toEqual([
+      { type: "Normal", reason: "Recovered", message: "no problems on 3 nodes" },
+    ]);
+    const notReady = aggregateStatus(
+      input(cfg, three({ n1: { allocatable: 0 } }), { previous: healthy, now: T1 }),
+    );
+    expect(notReady.events.map((e) => `${e.type}/${e.reason}`)).toEqual([
+      "Warning/NotReady",
+      "Warning/Degraded",
+      "Warning/NoCapacity",
+    ]);
+  });
+
+  it("reports a problem that outlives a rollout once the rollout is done", () => {
+    const cfg = config();
+    const setups = three({ n2: { report: { unhealthy: [0] } } });
+    const rolling = aggregateStatus(
+      input(cfg, setups, { daemonSet: daemonSet(cfg, { desired: 3, updated: 2 }) }),
+    );
+    expect(rolling.events).toEqual([]);
+    const done = aggregateStatus(input(cfg, setups, { previous: rolling.status, now: T1 }));
+    expect(done.events.map((e) => `${e.type}/${e.reason}`)).toEqual([
+      "Normal/Ready",
+      "Warning/Degraded",
+      "Warning/UnhealthyDevices",
+    ]);
+  });
+
+  it("gives the same status whatever order the caches list objects in", () => {
+    const cfg = config(2);
+    const base = input(
+      cfg,
+      three({ n1: { report: { unhealthy: [3] } }, n2: { pod: "none" }, n3: { capacity: 9 } }),
+    );
+    const shuffled = {
+      ...base,
+      nodes: [...base.nodes].reverse(),
+      pods: [...base.pods].reverse(),
+      reports: [...base.reports].reverse(),
+    };
+    const a = aggregateStatus(base);
+    const b = aggregateStatus(shuffled);
+    expect(b).toEqual(a);
+    expect(JSON.stringify(b.status)).toBe(JSON.stringify(a.status));
+  });
+
+  it("writes statuses the CRD schema accepts and reads them back", () => {
+    const cfg = config();
+    const { status } = aggregateStatus(
+      input(cfg, three({ n1: { pod: "none" }, n2: { allocatable: 0 }, n3: { report: { unhealthy: [1] } } })),
+    );
+    expect(DevicePluginConfigStatusSchema.safeParse(status).success).toBe(true);
+    expect(previousStatusOf({ status: JSON.parse(JSON.stringify(status)) })).toEqual(status);
+    expect(previousStatusOf({ status: { bogus: true } })).toBeUndefined();
+    expect(previousStatusOf({})).toBeUndefined();
+  });
+});
+
+describe("statusEqual", () => {
+  it.each<{
+    case: string;
+    a: DevicePluginConfigStatus | undefined;
+    b: DevicePluginConfigStatus | undefined;
+    want: boolean;
+  }>([
+    { case: "both absent", a: undefined, b: undefined, want: true },
+    { case: "absent and empty", a: undefined, b: {}, want: true },
+    {
+      case: "key order",
+      a: { observedGeneration: 1, problemsOmitted: 0 },
+      b: { problemsOmitted: 0, observedGeneration: 1 },
+      want: true,
+    },
+    {
+      case: "undefined equals missing",
+      a: { observedGeneration: 1, daemonSetName: undefined },
+      b: { observedGeneration: 1 },
+      want: true,
+    },
+    { case: "different value", a: { observedGeneration: 1 }, b: { observedGeneration: 2 }, want: false },
+    {
+      case: "array order matters",
+      a: {
+        problems: [
+          { node: "a", reason: "NoCapacity" },
+          { node: "b", reason: "NoCapacity" },
+        ],
+      },
+      b: {
+        problems: [
+          { node: "b", reason: "NoCapacity" },
+          { node: "a", reason: "NoCapacity" },
+        ],
+      },
+      want: false,
+    },
+    { case: "empty list and missing list differ", a: { problems: [] }, b: {}, want: false },
+  ])("$case → $want", ({ a, b, want }) => {
+    expect(statusEqual(a, b)).toBe(want);
+  });
+});

@@ -1,0 +1,100 @@
+// Two configs advertising one resource on overlapping nodes: the older runs, the newer yields.
+import type { V1Node } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import { findResourceNameConflicts, type ConflictCandidate } from "../../src/operator/status/conflicts.js";
+
+function cfg(
+  name: string,
+  created: string | Date | undefined,
+  nodeSelector: Record<string, string>,
+  resourceName = "vendor.example/foo",
+): ConflictCandidate {
+  return { metadata: { name, creationTimestamp: created }, spec: { resourceName, nodeSelector } };
+}
+
+function node(name: string, labels: Record<string, string>): V1Node {
+  return { metadata: { name, labels } };
+}
+
+const T1 = "2025-01-01T00:00:00Z";
+const T2 = "2025-01-02T00:00:00Z";
+const T3 = "2025-01-03T00:00:00Z";
+
+describe("findResourceNameConflicts", () => {
+  it.each<{ case: string; configs: ConflictCandidate[]; nodes: V1Node[]; want: Record<string, string> }>([
+    {
+      case: "different resource names never conflict",
+      configs: [cfg("a", T1, {}), cfg("b", T2, {}, "vendor.example/bar")],
+      nodes: [node("n1", {})],
+      want: {},
+    },
+    {
+      case: "same resource, empty selectors, no nodes at all: the newer yields",
+      configs: [cfg("b", T2, {}), cfg("a", T1, {})],
+      nodes: [],
+      want: { b: "a" },
+    },
+    {
+      case: "identical selectors without matching nodes still conflict",
+      configs: [cfg("a", T1, { pool: "x" }), cfg("b", T2, { pool: "x" })],
+      nodes: [],
+      want: { b: "a" },
+    },
+    {
+      case: "a selector contained in the other conflicts before any node exists",
+      configs: [cfg("a", T1, { pool: "x", gpu: "1" }), cfg("b", T2, { pool: "x" })],
+      nodes: [],
+      want: { b: "a" },
+    },
+    {
+      case: "disjoint selectors on disjoint nodes do not conflict",
+      configs: [cfg("a", T1, { pool: "x" }), cfg("b", T2, { pool: "y" })],
+      nodes: [node("n1", { pool: "x" }), node("n2", { pool: "y" })],
+      want: {},
+    },
+    {
+      case: "unrelated selectors conflict once one node matches both",
+      configs: [cfg("a", T1, { pool: "x" }), cfg("b", T2, { gpu: "1" })],
+      nodes: [node("n1", { pool: "x" }), node("n2", { pool: "x", gpu: "1" })],
+      want: { b: "a" },
+    },
+    {
+      case: "unrelated selectors without a common node do not conflict",
+      configs: [cfg("a", T1, { pool: "x" }), cfg("b", T2, { gpu: "1" })],
+      nodes: [node("n1", { pool: "x" }), node("n2", { gpu: "1" })],
+      want: {},
+    },
+    {
+      case: "same creation time: the name decides",
+      configs: [cfg("zeta", T1, {}), cfg("alpha", T1, {})],
+      nodes: [],
+      want: { zeta: "alpha" },
+    },
+    {
+      case: "Date and string timestamps compare alike",
+      configs: [cfg("a", new Date(T2), {}), cfg("b", T1, {})],
+      nodes: [],
+      want: { a: "b" },
+    },
+    {
+      case: "a config without a creation time counts as newest",
+      configs: [cfg("a", undefined, {}), cfg("b", T3, {})],
+      nodes: [],
+      want: { a: "b" },
+    },
+    {
+      case: "everyone yields to the oldest of a group",
+      configs: [cfg("c", T3, {}), cfg("b", T2, {}), cfg("a", T1, {})],
+      nodes: [],
+      want: { b: "a", c: "a" },
+    },
+    {
+      case: "a config that yields blocks nobody: first and third run when only neighbours overlap",
+      configs: [cfg("a", T1, { pool: "x" }), cfg("b", T2, { gpu: "1" }), cfg("c", T3, { pool: "y" })],
+      nodes: [node("n1", { pool: "x", gpu: "1" }), node("n2", { pool: "y", gpu: "1" })],
+      want: { b: "a" },
+    },
+  ])("$case", ({ configs, nodes, want }) => {
+    expect(Object.fromEntries(findResourceNameConflicts(configs, nodes))).toEqual(want);
+  });
+});
