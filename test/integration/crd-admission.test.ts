@@ -1,0 +1,289 @@
+// The generated CRDs on a real API server: the invalid corpus refused at the field path `dpo validate` names, valid manifests defaulted as zod does.
+import { ApiextensionsV1Api, CoreV1Api } from "@kubernetes/client-node";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse, stringify } from "yaml";
+import { validateDevicePluginConfig } from "../../src/api/validate.js";
+import {
+  kubeConfigFromInjected,
+  kubectl,
+  uniqueName,
+  waitFor,
+  type KubectlResult,
+} from "../cluster/helpers.js";
+
+const repoRoot = join(import.meta.dirname, "..", "..");
+const crdDir = join(repoRoot, "crds");
+const invalidDir = join(repoRoot, "test", "fixtures", "invalid");
+const validDir = join(repoRoot, "test", "fixtures", "valid");
+const invalidFiles = readdirSync(invalidDir).filter((f) => f.endsWith(".yaml"));
+const validFiles = readdirSync(validDir).filter((f) => f.endsWith(".yaml"));
+const FIELD_MANAGER = "dpo-crd-admission-test";
+
+const kubeconfig = kubeConfigFromInjected();
+const apiExtensions = kubeconfig.makeApiClient(ApiextensionsV1Api);
+const core = kubeconfig.makeApiClient(CoreV1Api);
+
+interface Manifest {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string };
+  spec: Record<string, unknown>;
+  status?: Record<string, unknown>;
+}
+
+/** Every object this file creates, deleted at the end so a reused cluster stays clean. */
+const createdConfigs = new Set<string>();
+const namespace = uniqueName("it-crd");
+
+/** A fixture under a fresh name: names are cluster-wide for DevicePluginConfig, and clusters may be reused. */
+function fixture(dir: string, file: string): Manifest {
+  const manifest = parse(readFileSync(join(dir, file), "utf8")) as Manifest;
+  manifest.metadata.name = uniqueName(file.replace(/\.yaml$/, ""));
+  return manifest;
+}
+
+function expectedPath(file: string): string {
+  const match = /^# expect-path: (.+)$/m.exec(readFileSync(join(invalidDir, file), "utf8"));
+  if (!match?.[1]) throw new Error(`${file} has no '# expect-path:' line`);
+  return match[1].trim();
+}
+
+/** Server-side apply with the default (Strict) field validation, the way GitOps tools and users apply. */
+function serverSideApply(manifest: object, extraArgs: string[] = []): Promise<KubectlResult> {
+  return kubectl(["apply", "--server-side", `--field-manager=${FIELD_MANAGER}`, ...extraArgs, "-f", "-"], {
+    input: stringify(manifest),
+    allowFailure: true,
+  });
+}
+
+/** A plain create with fieldValidation=Strict, the path typed clients (and the operator's tests) take. */
+function strictCreate(manifest: Manifest): Promise<KubectlResult> {
+  return kubectl(["create", "--validate=strict", "-f", "-"], {
+    input: stringify(manifest),
+    allowFailure: true,
+  });
+}
+
+async function readConfig(name: string): Promise<Manifest> {
+  const { stdout } = await kubectl(["get", "devicepluginconfigs.dpo.dev", name, "-o", "json"]);
+  return JSON.parse(stdout) as Manifest;
+}
+
+beforeAll(async () => {
+  const crdFiles = readdirSync(crdDir).filter((f) => f.endsWith(".yaml"));
+  expect(crdFiles).toHaveLength(2);
+  for (const file of crdFiles) {
+    await kubectl([
+      "apply",
+      "--server-side",
+      "--force-conflicts",
+      `--field-manager=${FIELD_MANAGER}`,
+      "-f",
+      join(crdDir, file),
+    ]);
+  }
+  for (const name of ["devicepluginconfigs.dpo.dev", "devicenodestates.dpo.dev"]) {
+    await waitFor(`CRD ${name} Established`, async (observe) => {
+      const crd = await apiExtensions.readCustomResourceDefinition({ name });
+      const conditions = crd.status?.conditions ?? [];
+      observe(conditions.map((c) => `${c.type}=${c.status} ${c.reason ?? ""}`));
+      return conditions.some((c) => c.type === "Established" && c.status === "True");
+    });
+  }
+  // Established comes before the endpoint serves; a dry run proves requests reach the new schema.
+  const probe = fixture(validDir, "mock-basic.yaml");
+  await waitFor("DevicePluginConfig endpoint serving", async (observe) => {
+    const result = await serverSideApply(probe, ["--dry-run=server"]);
+    observe(result.stderr.trim());
+    return result.exitCode === 0;
+  });
+  await core.createNamespace({ body: { metadata: { name: namespace } } });
+});
+
+afterAll(async () => {
+  if (createdConfigs.size > 0) {
+    await kubectl(["delete", "devicepluginconfigs.dpo.dev", "--ignore-not-found", ...createdConfigs]);
+  }
+  await core.deleteNamespace({ name: namespace }).catch(() => undefined);
+});
+
+describe("invalid manifests are refused by the API server with the field path dpo validate names", () => {
+  it("has a corpus to apply", () => {
+    expect(invalidFiles.length).toBeGreaterThanOrEqual(20);
+  });
+
+  it.each(invalidFiles)("server-side apply refuses %s", async (file) => {
+    const manifest = fixture(invalidDir, file);
+    const result = await serverSideApply(manifest);
+    if (result.exitCode === 0) createdConfigs.add(manifest.metadata.name);
+    expect(result.exitCode, `accepted: ${result.stdout}`).not.toBe(0);
+    expect(result.stderr, "the API server's message names the field").toContain(expectedPath(file));
+  });
+
+  it.each(invalidFiles)("create with strict field validation refuses %s", async (file) => {
+    const manifest = fixture(invalidDir, file);
+    const result = await strictCreate(manifest);
+    if (result.exitCode === 0) createdConfigs.add(manifest.metadata.name);
+    expect(result.exitCode, `accepted: ${result.stdout}`).not.toBe(0);
+    expect(result.stderr, "the API server's message names the field").toContain(expectedPath(file));
+  });
+});
+
+describe("valid manifests", () => {
+  it.each(validFiles)("%s is accepted and stored with the same defaults zod applies", async (file) => {
+    const manifest = fixture(validDir, file);
+    const result = await serverSideApply(manifest);
+    expect(result.exitCode, result.stderr).toBe(0);
+    createdConfigs.add(manifest.metadata.name);
+
+    const parsed = validateDevicePluginConfig(manifest);
+    if (!parsed.ok) throw new Error(`${file} is invalid offline: ${JSON.stringify(parsed.errors)}`);
+    const stored = await readConfig(manifest.metadata.name);
+    expect(stored.spec).toEqual(parsed.value.spec);
+    expect(stored.spec).toMatchObject({
+      plugin: { priorityClassName: "system-node-critical" },
+      topology: { allocationPolicy: expect.any(String) as string },
+    });
+  });
+
+  it("defaults an omitted topology to allocationPolicy None", async () => {
+    const manifest = fixture(validDir, "mock-basic.yaml");
+    delete manifest.spec.topology;
+    expect((await serverSideApply(manifest)).exitCode).toBe(0);
+    createdConfigs.add(manifest.metadata.name);
+    expect((await readConfig(manifest.metadata.name)).spec.topology).toEqual({ allocationPolicy: "None" });
+  });
+});
+
+describe("resourceName", () => {
+  it("cannot change once created, while the rest of the spec can", async () => {
+    const manifest = fixture(validDir, "mock-basic.yaml");
+    expect((await serverSideApply(manifest)).exitCode).toBe(0);
+    createdConfigs.add(manifest.metadata.name);
+
+    const renamed = structuredClone(manifest);
+    renamed.spec.resourceName = "hardware-vendor.example/renamed";
+    const refused = await serverSideApply(renamed);
+    expect(refused.exitCode).not.toBe(0);
+    expect(refused.stderr).toContain("spec.resourceName");
+    expect(refused.stderr).toContain("is immutable");
+
+    const repacked = structuredClone(manifest);
+    repacked.spec.topology = { allocationPolicy: "Packed" };
+    const accepted = await serverSideApply(repacked);
+    expect(accepted.exitCode, accepted.stderr).toBe(0);
+    const stored = await readConfig(manifest.metadata.name);
+    expect(stored.spec).toMatchObject({
+      resourceName: manifest.spec.resourceName,
+      topology: { allocationPolicy: "Packed" },
+    });
+  });
+});
+
+describe("printer columns", () => {
+  it("kubectl get dpc shows resource, backend, node and device summaries and readiness from the status", async () => {
+    const manifest = fixture(validDir, "mock-timeslicing.yaml");
+    expect((await serverSideApply(manifest)).exitCode).toBe(0);
+    createdConfigs.add(manifest.metadata.name);
+    const status = {
+      observedGeneration: 1,
+      conditions: [
+        {
+          type: "Ready",
+          status: "False",
+          reason: "UnhealthyDevices",
+          message: "1 node has unhealthy devices",
+          lastTransitionTime: "2025-01-01T00:00:00Z",
+        },
+      ],
+      nodes: { desired: 3, ready: 2, updated: 3, summary: "2/3" },
+      devices: { capacity: 32, allocatable: 30, unhealthy: 2, summary: "30/32" },
+    };
+    const written = await serverSideApply(
+      { apiVersion: manifest.apiVersion, kind: manifest.kind, metadata: manifest.metadata, status },
+      ["--subresource=status"],
+    );
+    expect(written.exitCode, written.stderr).toBe(0);
+
+    const { stdout } = await kubectl(["get", "dpc", manifest.metadata.name, "-o", "wide"]);
+    const [header, row] = stdout.trim().split("\n");
+    expect(header?.split(/\s+/)).toEqual([
+      "NAME",
+      "RESOURCE",
+      "BACKEND",
+      "NODES",
+      "DEVICES",
+      "UNHEALTHY",
+      "READY",
+      "AGE",
+      "SHARING",
+      "POLICY",
+      "REASON",
+    ]);
+    const cells = row?.split(/\s+/) ?? [];
+    expect([...cells.slice(0, 7), ...cells.slice(8)]).toEqual([
+      manifest.metadata.name,
+      "hardware-vendor.example/foo-shared",
+      "Mock",
+      "2/3",
+      "30/32",
+      "2",
+      "False",
+      "TimeSlicing",
+      "Packed",
+      "UnhealthyDevices",
+    ]);
+  });
+
+  it("kubectl get dnstate shows a node's registration and device counts", async () => {
+    const name = uniqueName("state");
+    const report: Manifest = {
+      apiVersion: "dpo.dev/v1beta1",
+      kind: "DeviceNodeState",
+      metadata: { name, namespace },
+      spec: {
+        configName: "example-foo",
+        nodeName: "dpo-node-0",
+        resourceName: "hardware-vendor.example/foo",
+      },
+    };
+    const created = await serverSideApply(report);
+    expect(created.exitCode, created.stderr).toBe(0);
+    const status = {
+      pluginVersion: "0.1.0",
+      kubeletAPIVersion: "v1beta1",
+      registration: { state: "Registered", since: "2025-01-01T00:00:00Z" },
+      advertised: 4,
+      healthy: 3,
+      devices: [{ id: "foo-0", health: "Unhealthy", since: "2025-01-01T00:00:00Z", replicas: 1 }],
+      updateTime: "2025-01-01T00:00:00Z",
+    };
+    const { spec: _spec, ...identity } = report;
+    const written = await serverSideApply({ ...identity, status }, ["--subresource=status"]);
+    expect(written.exitCode, written.stderr).toBe(0);
+
+    const { stdout } = await kubectl(["get", "dnstate", "-n", namespace, name]);
+    const [header, row] = stdout.trim().split("\n");
+    expect(header?.split(/\s+/)).toEqual([
+      "NAME",
+      "CONFIG",
+      "NODE",
+      "REGISTRATION",
+      "HEALTHY",
+      "ADVERTISED",
+      "VERSION",
+      "AGE",
+    ]);
+    expect(row?.split(/\s+/).slice(0, 7)).toEqual([
+      name,
+      "example-foo",
+      "dpo-node-0",
+      "Registered",
+      "3",
+      "4",
+      "0.1.0",
+    ]);
+  });
+});
