@@ -1,0 +1,9 @@
+// The controller machinery on @kubernetes/client-node: informers, work queue, leader election, apply, errors.
+export * from "./apply.js";
+export * from "./clock.js";
+export * from "./errors.js";
+export * from "./informer.js";
+export * from "./leader.js";
+export * from "./request.js";
+export * from "./resources.js";
+export * from "./workqueue.js";

@@ -1,0 +1,108 @@
+// Raw JSON requests through client-node's own HTTP stack and kubeconfig authentication, for the calls
+// its typed clients cannot make: generic lists for informers and apply on any status subresource.
+import {
+  ApiException,
+  HttpMethod,
+  IsomorphicFetchHttpLibrary,
+  RequestContext,
+  type KubeConfig,
+  type KubernetesObject,
+} from "@kubernetes/client-node";
+import { toKubeError } from "./errors.js";
+
+export type QueryParams = Record<string, string | number | boolean | undefined>;
+
+export interface KubeRequest {
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  /** API path without the server, e.g. /apis/dpo.dev/v1beta1/devicepluginconfigs. */
+  path: string;
+  query?: QueryParams;
+  body?: unknown;
+  contentType?: string;
+  signal?: AbortSignal;
+}
+
+const httpLibrary = new IsomorphicFetchHttpLibrary();
+
+/**
+ * Sends one request and returns the response body as the API server wrote it (plain JSON, no model
+ * classes, so timestamps stay strings). Non-2xx answers throw the typed errors of errors.ts.
+ */
+export async function kubeRequest<T>(kc: KubeConfig, request: KubeRequest): Promise<T> {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error("kubeconfig has no current cluster");
+  const url = new URL(cluster.server.replace(/\/+$/, "") + request.path);
+  for (const [name, value] of Object.entries(request.query ?? {})) {
+    if (value !== undefined) url.searchParams.set(name, String(value));
+  }
+  const context = new RequestContext(url.toString(), HttpMethod[request.method]);
+  context.setHeaderParam("Accept", "application/json");
+  if (request.body !== undefined) {
+    context.setHeaderParam("Content-Type", request.contentType ?? "application/json");
+    context.setBody(JSON.stringify(request.body));
+  }
+  if (request.signal) context.setSignal(request.signal);
+  try {
+    await kc.applySecurityAuthentication(context);
+    const response = await httpLibrary.send(context).toPromise();
+    const text = await response.body.text();
+    if (response.httpStatusCode < 200 || response.httpStatusCode > 299) {
+      throw new ApiException(
+        response.httpStatusCode,
+        `${request.method} ${request.path}`,
+        text,
+        response.headers,
+      );
+    }
+    return (text === "" ? undefined : JSON.parse(text)) as T;
+  } catch (err) {
+    throw toKubeError(err);
+  }
+}
+
+export interface ListResult<T> {
+  items: T[];
+  metadata?: { resourceVersion?: string };
+}
+
+export interface ListQuery {
+  labelSelector?: string;
+  fieldSelector?: string;
+}
+
+/**
+ * Lists a collection in pages of `pageSize` and returns every item with the list's resourceVersion.
+ * Items get `apiVersion`/`kind` filled in (the API server omits them in lists of built-in types), so
+ * cached objects look the same whether they came from a list or a watch.
+ */
+export async function listAll<T extends KubernetesObject>(
+  kc: KubeConfig,
+  path: string,
+  query: ListQuery,
+  signal?: AbortSignal,
+  pageSize = 500,
+): Promise<ListResult<T>> {
+  const items: T[] = [];
+  let resourceVersion = "";
+  let continueToken: string | undefined;
+  do {
+    const page = await kubeRequest<{
+      apiVersion?: string;
+      kind?: string;
+      metadata?: { resourceVersion?: string; continue?: string };
+      items?: T[];
+    }>(kc, {
+      method: "GET",
+      path,
+      query: { ...query, limit: pageSize, continue: continueToken },
+      signal,
+    });
+    const itemKind = page.kind?.replace(/List$/, "");
+    for (const item of page.items ?? []) {
+      items.push({ apiVersion: page.apiVersion, kind: itemKind, ...item });
+    }
+    resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
+    continueToken = page.metadata?.continue || undefined;
+  } while (continueToken !== undefined);
+  return { items, metadata: { resourceVersion } };
+}

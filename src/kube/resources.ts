@@ -1,0 +1,61 @@
+// Coordinates (group, version, plural, scope) of the resources the operator and plugins read and write.
+import { GROUP, PLURAL as DEVICE_PLUGIN_CONFIG_PLURAL, VERSION } from "../api/v1beta1/config.js";
+import { DEVICE_NODE_STATE_PLURAL } from "../api/v1beta1/devicenodestate.js";
+
+export interface ResourceRef {
+  /** API group; "" for the core group (served under /api). */
+  group: string;
+  version: string;
+  plural: string;
+  namespaced: boolean;
+}
+
+/** Collection path of `ref`, in `namespace` when given (all namespaces otherwise). */
+export function collectionPath(ref: ResourceRef, namespace?: string): string {
+  const root = ref.group === "" ? `/api/${ref.version}` : `/apis/${ref.group}/${ref.version}`;
+  if (namespace !== undefined && !ref.namespaced) {
+    throw new Error(`${ref.plural} is cluster-scoped: it has no namespace ${namespace}`);
+  }
+  const scope = namespace === undefined ? "" : `/namespaces/${encodeURIComponent(namespace)}`;
+  return `${root}${scope}/${ref.plural}`;
+}
+
+/** Path of one object of `ref`. */
+export function objectPath(ref: ResourceRef, name: string, namespace?: string): string {
+  if (ref.namespaced && namespace === undefined) {
+    throw new Error(`${ref.plural} is namespaced: ${name} needs a namespace`);
+  }
+  return `${collectionPath(ref, namespace)}/${encodeURIComponent(name)}`;
+}
+
+export const NODES: ResourceRef = { group: "", version: "v1", plural: "nodes", namespaced: false };
+export const PODS: ResourceRef = { group: "", version: "v1", plural: "pods", namespaced: true };
+export const CONFIG_MAPS: ResourceRef = { group: "", version: "v1", plural: "configmaps", namespaced: true };
+export const DAEMON_SETS: ResourceRef = {
+  group: "apps",
+  version: "v1",
+  plural: "daemonsets",
+  namespaced: true,
+};
+export const LEASES: ResourceRef = {
+  group: "coordination.k8s.io",
+  version: "v1",
+  plural: "leases",
+  namespaced: true,
+};
+
+/** DevicePluginConfig: cluster-scoped. */
+export const DEVICE_PLUGIN_CONFIGS: ResourceRef = {
+  group: GROUP,
+  version: VERSION,
+  plural: DEVICE_PLUGIN_CONFIG_PLURAL,
+  namespaced: false,
+};
+
+/** DeviceNodeState: namespaced (the operator's namespace), one per config and node. */
+export const DEVICE_NODE_STATES: ResourceRef = {
+  group: GROUP,
+  version: VERSION,
+  plural: DEVICE_NODE_STATE_PLURAL,
+  namespaced: true,
+};
