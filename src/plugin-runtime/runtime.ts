@@ -143,8 +143,8 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     }
 
     this.watchKubeletDir();
-    await this.reconcile();
-    this.pollTimer = setInterval(() => this.trigger(), this.opts.pollIntervalMs ?? 500);
+    await this.trigger();
+    this.pollTimer = setInterval(() => this.kick(), this.opts.pollIntervalMs ?? 500);
     this.pollTimer.unref();
   }
 
@@ -182,7 +182,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     try {
       this.fsWatcher = watch(this.opts.devicePluginDir, (_event, filename) => {
         const name = filename?.toString();
-        if (name === undefined || name === KUBELET_SOCKET_NAME || name === this.socketName) this.trigger();
+        if (name === undefined || name === KUBELET_SOCKET_NAME || name === this.socketName) this.kick();
       });
       this.fsWatcher.on("error", (err) => {
         this.log.warn({ err: err.message }, "watching the device-plugins directory failed; polling only");
@@ -197,22 +197,30 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     }
   }
 
-  /** Runs reconcile, serialized: a trigger during a run makes exactly one more run afterwards. */
-  private trigger(): void {
-    if (this.stopped) return;
+  /** Schedules a reconcile from an event; failures are logged, the next event or poll retries. */
+  private kick(): void {
+    this.trigger().catch((err: unknown) => this.log.error({ err: String(err) }, "registration loop failed"));
+  }
+
+  /**
+   * Runs reconcile, serialized: never two at once (two would register twice), and a trigger during a
+   * run makes exactly one more run afterwards. Resolves or rejects with the run it joined.
+   */
+  private trigger(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
     if (this.running) {
       this.dirty = true;
-      return;
+      return this.running;
     }
-    this.running = this.reconcile()
-      .catch((err: unknown) => this.log.error({ err: String(err) }, "registration loop failed"))
-      .finally(() => {
-        this.running = undefined;
-        if (this.dirty) {
-          this.dirty = false;
-          this.trigger();
-        }
-      });
+    const run = this.reconcile().finally(() => {
+      this.running = undefined;
+      if (this.dirty) {
+        this.dirty = false;
+        this.kick();
+      }
+    });
+    this.running = run;
+    return run;
   }
 
   /** Level-triggered: makes the socket and the registration match what is on disk now. */
@@ -305,7 +313,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
 
   private scheduleRetry(): void {
     clearTimeout(this.retryTimer);
-    this.retryTimer = setTimeout(() => this.trigger(), this.retryDelayMs);
+    this.retryTimer = setTimeout(() => this.kick(), this.retryDelayMs);
     this.retryDelayMs = Math.min(this.retryDelayMs * 2, this.opts.retryMaxMs ?? 5_000);
   }
 

@@ -71,6 +71,8 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   readonly resources = new Map<string, SimulatedResource>();
   private server: grpc.Server | undefined;
   private readonly gracePeriodMs: number;
+  /** Every Register request accepted, in order, for assertions. */
+  readonly registrations: RegisterRequest[] = [];
   /** Register requests the manager refused, with the reason, for assertions. */
   readonly refused: { request: RegisterRequest; reason: string }[] = [];
 
@@ -226,6 +228,7 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
       updates: 0,
     };
     this.resources.set(req.resourceName, resource);
+    this.registrations.push(req);
     const stream = client.listAndWatch({});
     resource.stream = stream;
     stream.on("data", (res: ListAndWatchResponse) => {

@@ -70,6 +70,11 @@ describe("registration on kubelet.sock", () => {
     expect(existsSync(join(harness.dir, r.endpoint))).toBe(true);
     expect(r.options).toEqual({ preStartRequired: false, getPreferredAllocationAvailable: true });
     expect(harness.runtime.status()).toMatchObject({ serving: true, registered: true });
+    // Events about its own new socket must not make the runtime register a second time.
+    for (let i = 0; i < 20; i++) {
+      await call(r.client.getDevicePluginOptions.bind(r.client), {});
+    }
+    expect(harness.kubelet.registrations.map((q) => q.endpoint)).toEqual([r.endpoint]);
   });
 
   it("does not offer GetPreferredAllocation with policy None", async () => {
@@ -485,6 +490,7 @@ describe("kubelet restarts", () => {
       expect(ours).toEqual([r.endpoint]);
     }
     expect(new Set(endpoints).size).toBe(4);
+    expect(harness.kubelet.registrations.map((q) => q.endpoint)).toEqual(endpoints);
     expect(harness.runtime.status().kubeletRestarts).toBe(3);
     expect(harness.kubelet.capacity(RESOURCE)).toEqual({ capacity: 4, allocatable: 4 });
   });
