@@ -5,7 +5,9 @@ import { UsageError } from "./flags.js";
 const USAGE = `Usage: dpo <command> [flags]
 
 Commands:
+  operator   run the controller that turns DevicePluginConfigs into plugin DaemonSets (dpo operator --help)
   plugin     run the device-plugin runtime on a node (dpo plugin --help)
+  crds       print the dpo.dev CustomResourceDefinitions
   validate   check DevicePluginConfig manifests: dpo validate FILE...
   version    print version, git commit and supported kubelet API versions
 `;
@@ -13,6 +15,10 @@ Commands:
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
+    case "operator": {
+      const { runOperatorCommand } = await import("./operator.js");
+      return runOperatorCommand(rest);
+    }
     case "plugin": {
       const { runPluginCommand } = await import("./plugin.js");
       return runPluginCommand(rest);

@@ -7,3 +7,4 @@ export * from "./leader.js";
 export * from "./request.js";
 export * from "./resources.js";
 export * from "./workqueue.js";
+export * from "./events.js";

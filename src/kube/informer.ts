@@ -6,7 +6,7 @@ import { Watch, type KubeConfig, type KubernetesObject } from "@kubernetes/clien
 import { pino, type Logger } from "pino";
 import { sleep, systemClock, type Clock } from "./clock.js";
 import { GoneError, toKubeError } from "./errors.js";
-import { listAll, type ListQuery, type ListResult, type QueryParams } from "./request.js";
+import { listAll, reportKubeRequest, type ListQuery, type ListResult, type QueryParams } from "./request.js";
 import { collectionPath, type ResourceRef } from "./resources.js";
 
 /** Lists the collection; the signal aborts when the informer stops. */
@@ -533,7 +533,10 @@ export function createInformer<T extends KubernetesObject>(
         ? options.resource.plural
         : `${options.resource.plural}/${options.namespace}`,
     list: (query, signal) => listAll<T>(kc, path, query, signal),
-    watch: (watchPath, query, onEvent, onDone) => watcher.watch(watchPath, query, onEvent, onDone),
+    watch: (watchPath, query, onEvent, onDone) => {
+      reportKubeRequest("WATCH", watchPath, 200);
+      return watcher.watch(watchPath, query, onEvent, onDone);
+    },
     labelSelector: options.labelSelector,
     fieldSelector: options.fieldSelector,
     logger: options.logger,

@@ -28,6 +28,20 @@ const httpLibrary = new IsomorphicFetchHttpLibrary();
  * Sends one request and returns the response body as the API server wrote it (plain JSON, no model
  * classes, so timestamps stay strings). Non-2xx answers throw the typed errors of errors.ts.
  */
+/** Called once per API request with its method, path and HTTP status (0 when no response arrived). */
+export type KubeRequestObserver = (method: string, path: string, status: number) => void;
+let requestObserver: KubeRequestObserver | undefined;
+
+/** Installs the process-wide observer of API requests (metrics); undefined removes it. */
+export function observeKubeRequests(observer: KubeRequestObserver | undefined): void {
+  requestObserver = observer;
+}
+
+/** Reports a request made outside kubeRequest (watches) to the observer. */
+export function reportKubeRequest(method: string, path: string, status: number): void {
+  requestObserver?.(method, path, status);
+}
+
 export async function kubeRequest<T>(kc: KubeConfig, request: KubeRequest): Promise<T> {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error("kubeconfig has no current cluster");
@@ -45,6 +59,7 @@ export async function kubeRequest<T>(kc: KubeConfig, request: KubeRequest): Prom
   try {
     await kc.applySecurityAuthentication(context);
     const response = await httpLibrary.send(context).toPromise();
+    requestObserver?.(request.method, request.path, response.httpStatusCode);
     const text = await response.body.text();
     if (response.httpStatusCode < 200 || response.httpStatusCode > 299) {
       throw new ApiException(

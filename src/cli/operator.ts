@@ -1,0 +1,211 @@
+// `dpo operator`: runs the controller against the cluster of the kubeconfig (or in-cluster).
+import { KubeConfig } from "@kubernetes/client-node";
+import { hostname } from "node:os";
+import { randomUUID } from "node:crypto";
+import { createLogger, type LogLevelName } from "../log.js";
+import { listenProbes, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
+import { Operator } from "../operator/manager.js";
+import type { RegistrationMode } from "../plugin-runtime/runtime.js";
+import { buildInfo } from "../version.js";
+import { formatFlagHelp, parseListenAddress, resolveFlags, UsageError, type FlagSpec } from "./flags.js";
+
+export const OPERATOR_FLAGS: readonly FlagSpec[] = [
+  {
+    name: "kubeconfig",
+    env: "DPO_KUBECONFIG",
+    description: "kubeconfig to use; default: in-cluster config, else $KUBECONFIG or ~/.kube/config.",
+  },
+  {
+    name: "namespace",
+    env: "POD_NAMESPACE",
+    description: "Namespace of the plugin DaemonSets, ConfigMaps, DeviceNodeStates and the leader Lease.",
+    default: "dpo-system",
+  },
+  {
+    name: "leader-elect",
+    env: "DPO_LEADER_ELECT",
+    description: "Elect a leader with a Lease so only one replica reconciles (true or false).",
+    default: "false",
+    choices: ["true", "false"],
+  },
+  {
+    name: "leader-election-id",
+    env: "DPO_LEADER_ELECTION_ID",
+    description: "Lease name.",
+    default: "dpo-operator",
+  },
+  {
+    name: "lease-duration",
+    env: "DPO_LEASE_DURATION",
+    description: "Lease duration, seconds.",
+    default: "15",
+  },
+  {
+    name: "renew-deadline",
+    env: "DPO_RENEW_DEADLINE",
+    description: "Renew deadline, seconds.",
+    default: "10",
+  },
+  { name: "retry-period", env: "DPO_RETRY_PERIOD", description: "Retry period, seconds.", default: "2" },
+  {
+    name: "metrics-addr",
+    env: "DPO_METRICS_ADDR",
+    description: "HOST:PORT serving /metrics (and the probes); 0 disables.",
+    default: ":8080",
+  },
+  {
+    name: "health-addr",
+    env: "DPO_HEALTH_ADDR",
+    description: "HOST:PORT serving /healthz and /readyz; 0 disables.",
+    default: ":8081",
+  },
+  {
+    name: "plugin-image",
+    env: "DPO_PLUGIN_IMAGE",
+    description: "Image of plugin DaemonSets whose spec.plugin.image is empty (the operator's own image).",
+    default: `ghcr.io/dpo-dev/dpo:${buildInfo().version}`,
+  },
+  {
+    name: "plugin-service-account",
+    env: "DPO_PLUGIN_SERVICE_ACCOUNT",
+    description: "ServiceAccount of the plugin pods.",
+    default: "dpo-plugin",
+  },
+  {
+    name: "registration",
+    env: "DPO_REGISTRATION",
+    description: "How plugins register with the kubelet: kubelet or watcher.",
+    default: "kubelet",
+    choices: ["kubelet", "watcher"],
+  },
+  {
+    name: "concurrency",
+    env: "DPO_CONCURRENCY",
+    description: "Configs reconciled in parallel.",
+    default: "4",
+  },
+  {
+    name: "status-write-interval",
+    env: "DPO_STATUS_WRITE_INTERVAL",
+    description: "Minimum time between two status writes of one config, milliseconds.",
+    default: "500",
+  },
+  {
+    name: "log-level",
+    env: "DPO_LOG_LEVEL",
+    description: "trace, debug, info, warn or error.",
+    default: "info",
+    choices: ["trace", "debug", "info", "warn", "error", "silent"],
+  },
+];
+
+function positiveNumber(flag: string, value: string | undefined): number {
+  const n = Number(value);
+  if (value === undefined || !Number.isFinite(n) || n <= 0) {
+    throw new UsageError(`--${flag}: must be a positive number, got '${value}'`);
+  }
+  return n;
+}
+
+function loadKubeConfig(path: string | undefined): KubeConfig {
+  const kc = new KubeConfig();
+  if (path) kc.loadFromFile(path);
+  else if (process.env["KUBERNETES_SERVICE_HOST"]) kc.loadFromCluster();
+  else kc.loadFromDefault();
+  return kc;
+}
+
+export async function runOperatorCommand(argv: readonly string[]): Promise<number> {
+  if (argv.includes("--help") || argv.includes("-h")) {
+    process.stdout.write(`Usage: dpo operator [flags]\n\nFlags:\n${formatFlagHelp(OPERATOR_FLAGS)}\n`);
+    return 0;
+  }
+  const { values: v, positionals } = resolveFlags(OPERATOR_FLAGS, argv, process.env);
+  if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+  const metricsAddr = parseListenAddress("metrics-addr", v["metrics-addr"] ?? "0");
+  const healthAddr = parseListenAddress("health-addr", v["health-addr"] ?? "0");
+  const namespace = v["namespace"]!;
+  const identity = `${process.env["POD_NAME"] ?? hostname()}_${randomUUID().slice(0, 8)}`;
+  const logger = createLogger(v["log-level"] as LogLevelName, { component: "operator" });
+  const kubeConfig = loadKubeConfig(v["kubeconfig"]);
+
+  let exitCode = 0;
+  let finish: (code: number) => void = () => undefined;
+  const finished = new Promise<number>((resolve) => (finish = resolve));
+  const operator = new Operator({
+    kubeConfig,
+    render: {
+      namespace,
+      operatorImage: v["plugin-image"]!,
+      pluginServiceAccount: v["plugin-service-account"]!,
+      registrationMode: v["registration"] as RegistrationMode,
+    },
+    leaderElection: {
+      enabled: v["leader-elect"] === "true",
+      id: v["leader-election-id"]!,
+      identity,
+      leaseDurationMs: positiveNumber("lease-duration", v["lease-duration"]) * 1000,
+      renewDeadlineMs: positiveNumber("renew-deadline", v["renew-deadline"]) * 1000,
+      retryPeriodMs: positiveNumber("retry-period", v["retry-period"]) * 1000,
+    },
+    concurrency: Math.floor(positiveNumber("concurrency", v["concurrency"])),
+    statusWriteIntervalMs: positiveNumber("status-write-interval", v["status-write-interval"]),
+    logger,
+    onLeadershipLost: () => {
+      exitCode = 1;
+      void shutdown("leadership-lost");
+    },
+  });
+
+  const probes: ProbeHandlers = {
+    healthy: () => ({ ok: true, detail: "ok" }),
+    ready: () => ({ ok: operator.ready(), detail: operator.ready() ? "caches synced" : "caches syncing" }),
+    metrics: () => operator.metrics.registry.expose(),
+  };
+  const listeners: ListeningEndpoint[] = [];
+  let stopping: Promise<void> | undefined;
+  const shutdown = (reason: string): Promise<void> => {
+    stopping ??= (async () => {
+      logger.info({ reason }, "shutting down");
+      const force = setTimeout(() => {
+        logger.error("shutdown took too long; exiting");
+        process.exit(exitCode || 1);
+      }, 10_000);
+      force.unref();
+      await operator.stop();
+      await Promise.all(listeners.map((l) => l.close()));
+      clearTimeout(force);
+      finish(exitCode);
+    })();
+    return stopping;
+  };
+  process.once("SIGTERM", () => void shutdown("SIGTERM"));
+  process.once("SIGINT", () => void shutdown("SIGINT"));
+
+  try {
+    const same =
+      metricsAddr &&
+      healthAddr &&
+      metricsAddr.host === healthAddr.host &&
+      metricsAddr.port === healthAddr.port;
+    if (metricsAddr) listeners.push(await listenProbes(metricsAddr, probes));
+    if (healthAddr && !same)
+      listeners.push(await listenProbes(healthAddr, { ...probes, metrics: undefined }));
+    logger.info(
+      {
+        namespace,
+        identity,
+        leaderElection: v["leader-elect"],
+        ports: listeners.map((l) => l.port),
+        ...buildInfo(),
+      },
+      "operator starting",
+    );
+    await operator.start();
+  } catch (err) {
+    logger.error({ err: (err as Error).message }, "operator failed to start");
+    exitCode = 1;
+    await shutdown("startup-failure");
+  }
+  return finished;
+}

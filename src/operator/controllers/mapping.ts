@@ -1,0 +1,33 @@
+// Which DevicePluginConfigs an event concerns: pure functions from watched objects to config names.
+import type { V1Node, V1ObjectMeta } from "@kubernetes/client-node";
+import { KIND } from "../../api/v1beta1/config.js";
+
+/** The DevicePluginConfig that owns an object (ConfigMap, DaemonSet, DeviceNodeState), if any. */
+export function ownerConfigName(meta: V1ObjectMeta | undefined): string | undefined {
+  return meta?.ownerReferences?.find((o) => o.kind === KIND && o.apiVersion.startsWith("dpo.dev/"))?.name;
+}
+
+function readyStatus(node: V1Node | undefined): string | undefined {
+  return node?.status?.conditions?.find((c) => c.type === "Ready")?.status;
+}
+
+function sameJSON(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
+}
+
+/**
+ * True when a Node update can change a config's status or placement: labels, taints, schedulability,
+ * the Ready condition, or capacity/allocatable of an extended resource. Heartbeats (condition times,
+ * images, addresses) are not, and at 1000 nodes they are most of the updates.
+ */
+export function nodeChangeMatters(old: V1Node | undefined, cur: V1Node | undefined): boolean {
+  if (!old || !cur) return true;
+  return (
+    !sameJSON(old.metadata?.labels, cur.metadata?.labels) ||
+    !sameJSON(old.spec?.taints, cur.spec?.taints) ||
+    old.spec?.unschedulable !== cur.spec?.unschedulable ||
+    readyStatus(old) !== readyStatus(cur) ||
+    !sameJSON(old.status?.capacity, cur.status?.capacity) ||
+    !sameJSON(old.status?.allocatable, cur.status?.allocatable)
+  );
+}
