@@ -3,9 +3,10 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 NODES ?= 3
 export PATH := $(PATH):/usr/local/go/bin
+KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
-.PHONY: all deps build lint typecheck format test test-unit test-protocol test-cluster proto \
-	cluster-tools cluster-up cluster-down bench-plugin clean
+.PHONY: all deps build lint typecheck format test test-unit test-protocol test-cluster proto manifests \
+	cluster-tools cluster-up cluster-down install run deploy undeploy demo bench-plugin bench-operator clean
 
 all: build
 
@@ -31,6 +32,8 @@ lint: deps typecheck
 format: deps
 	npx prettier --write .
 
+## Tests: unit (pure), protocol (the runtime over unix sockets), cluster (integration, kubelet-sim, e2e
+## against a real control plane built from the upstream Go modules; the first run builds it).
 test: build lint test-unit test-protocol test-cluster
 
 test-unit: deps
@@ -42,9 +45,14 @@ test-protocol: build
 test-cluster: build cluster-tools
 	npx vitest run --project cluster
 
+## Generated code and manifests.
 proto: deps
 	tools/proto/generate.sh
 
+manifests: deps
+	npx tsx tools/manifests/generate.ts
+
+## The local control plane.
 cluster-tools:
 	@tools/cluster/build.sh
 
@@ -54,8 +62,29 @@ cluster-up: cluster-tools
 cluster-down:
 	tools/cluster/down.sh
 
+## Against the current kubeconfig ($$KUBECONFIG or ~/.kube/config).
+install: cluster-tools
+	$(KUBECTL) apply --server-side -f crds/
+
+run: build install
+	node dist/cli/main.js operator --namespace "$${POD_NAMESPACE:-dpo-system}" --metrics-addr 127.0.0.1:8080 --health-addr 127.0.0.1:8081
+
+deploy: cluster-tools
+	$(KUBECTL) apply --server-side -k config/default
+
+undeploy: cluster-tools
+	$(KUBECTL) delete --ignore-not-found -k config/default
+
+## The product in one command: control plane, simulated device nodes, operator, two sample configs.
+demo: build cluster-tools
+	node --import tsx tools/demo/demo.ts
+
+## Benchmarks (numbers go to docs/benchmarks.md).
 bench-plugin: build
 	node --expose-gc --import tsx bench/plugin.bench.ts
+
+bench-operator: build cluster-tools
+	node --expose-gc --import tsx bench/operator.bench.ts
 
 clean:
 	rm -rf dist .local

@@ -23,7 +23,11 @@ export default defineConfig({
       {
         test: {
           name: "cluster",
-          include: ["test/integration/**/*.test.ts", "test/kubelet-sim/**/*.test.ts", "test/e2e/**/*.test.ts"],
+          include: [
+            "test/integration/**/*.test.ts",
+            "test/kubelet-sim/**/*.test.ts",
+            "test/e2e/**/*.test.ts",
+          ],
           globalSetup: ["test/cluster/global-setup.ts"],
           testTimeout: 180_000,
           hookTimeout: 300_000,
