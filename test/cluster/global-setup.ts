@@ -34,6 +34,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   if (reused) {
     const kubeconfigPath = resolve(reused);
     project.provide("clusterKubeconfig", kubeconfigPath);
+    project.provide("clusterStateDir", "");
     project.provide("clusterNodeNames", await simulatedNodeNames(kubeconfigPath));
     log.info({ kubeconfig: kubeconfigPath }, "reusing a running cluster");
     return () => Promise.resolve();
@@ -43,6 +44,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const cluster = await startCluster({ nodes: NODES, stateDir, binDir, log });
   log.info({ ms: cluster.startupMs, stateDir }, "test cluster started");
   project.provide("clusterKubeconfig", cluster.kubeconfigPath);
+  project.provide("clusterStateDir", stateDir);
   project.provide("clusterNodeNames", [...cluster.nodeNames].sort());
   return async () => {
     await cluster.stop();

@@ -20,6 +20,8 @@ export interface InjectedCluster {
   binDir: string;
   kubernetesVersion: string;
   nodeNames: string[];
+  /** Empty when the run reuses a cluster it did not start (it cannot restart that one's components). */
+  stateDir: string;
 }
 
 export function injectedCluster(): InjectedCluster {
@@ -28,6 +30,7 @@ export function injectedCluster(): InjectedCluster {
     binDir: inject("clusterBinDir"),
     kubernetesVersion: inject("clusterKubernetesVersion"),
     nodeNames: inject("clusterNodeNames"),
+    stateDir: inject("clusterStateDir"),
   };
 }
 

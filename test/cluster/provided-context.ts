@@ -9,6 +9,8 @@ declare module "vitest" {
     clusterBinDir: string;
     /** The Kubernetes release the binaries were built from; simulated nodes report it as kubelet version. */
     clusterKubernetesVersion: string;
+    /** State directory of the cluster this run started; empty when reusing one (DPO_TEST_KUBECONFIG). */
+    clusterStateDir: string;
     /** Simulated (KWOK) nodes, sorted by name. */
     clusterNodeNames: string[];
   }

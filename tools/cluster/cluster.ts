@@ -19,7 +19,13 @@ import {
   simulatedNodeName,
 } from "./nodes.js";
 import { assertOpensslAvailable, FRONT_PROXY_CLIENT_NAME, generatePki, type Pki } from "./pki.js";
-import { logTail, spawnRecorded, stopRecordedProcesses, type RunningProcess } from "./processes.js";
+import {
+  logTail,
+  restartRecordedProcess,
+  spawnRecorded,
+  stopRecordedProcesses,
+  type RunningProcess,
+} from "./processes.js";
 import { waitFor } from "./wait.js";
 
 export {
@@ -141,6 +147,20 @@ export async function readClusterRecord(stateDir: string): Promise<ClusterRecord
 }
 
 /** Stops the processes recorded in `stateDir`, whichever process started them. */
+/** Restarts kube-apiserver (same port, same flags) and resolves once it is ready again. */
+export async function restartApiServer(stateDir: string, kubeconfigPath: string): Promise<void> {
+  await restartRecordedProcess(stateDir, "kube-apiserver");
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const core = kc.makeApiClient(CoreV1Api);
+  await waitFor("kube-apiserver to serve again after its restart", () =>
+    core.listNamespace({ limit: 1 }).then(
+      () => true,
+      () => false,
+    ),
+  );
+}
+
 export async function stopCluster(stateDir: string, log?: Logger): Promise<void> {
   const result = await stopRecordedProcesses(stateDir);
   log?.info(

@@ -11,6 +11,9 @@ export interface RecordedProcess {
   /** argv[0] at start; checked before signalling so a reused pid is never touched. */
   executable: string;
   log: string;
+  /** Arguments and extra environment at start, so a component can be restarted as it was. */
+  args?: string[];
+  env?: Record<string, string>;
 }
 
 export interface ExitInfo {
@@ -65,7 +68,14 @@ export async function spawnRecorded(stateDir: string, request: SpawnRequest): Pr
     child.once("error", (error) => reject(new Error(`cannot start ${request.name}: ${error.message}`)));
   });
   if (request.detached) child.unref();
-  const recorded: RecordedProcess = { name: request.name, pid: spawned, executable: request.executable, log };
+  const recorded: RecordedProcess = {
+    name: request.name,
+    pid: spawned,
+    executable: request.executable,
+    log,
+    args: request.args,
+    ...(request.env ? { env: request.env } : {}),
+  };
   await writeRecord(stateDir, [...(await readRecordedProcesses(stateDir)), recorded]);
   return { ...recorded, exited };
 }
@@ -167,6 +177,38 @@ function signal(target: RecordedProcess, name: NodeJS.Signals): void {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ESRCH") throw error;
   }
+}
+
+/**
+ * Stops one recorded component (SIGTERM, SIGKILL after `graceMs`) and starts it again with the same
+ * executable, arguments and environment, attached to this process. Tests use it to break every watch
+ * by restarting the API server.
+ */
+export async function restartRecordedProcess(stateDir: string, name: string, graceMs = 10_000): Promise<RunningProcess> {
+  const recorded = (await readRecordedProcesses(stateDir)).find((p) => p.name === name);
+  if (!recorded?.args) throw new Error(`no restartable process named ${name} in ${stateDir}`);
+  signal(recorded, "SIGTERM");
+  try {
+    await waitFor(`${name} to exit`, async () => !(await isRecordedProcessAlive(recorded)), {
+      timeoutMs: graceMs,
+      intervalMs: 50,
+    });
+  } catch {
+    signal(recorded, "SIGKILL");
+    await waitFor(`${name} to exit after SIGKILL`, async () => !(await isRecordedProcessAlive(recorded)), {
+      timeoutMs: 5_000,
+      intervalMs: 50,
+    });
+  }
+  const others = (await readRecordedProcesses(stateDir)).filter((p) => p.pid !== recorded.pid);
+  await writeRecord(stateDir, others);
+  return spawnRecorded(stateDir, {
+    name,
+    executable: recorded.executable,
+    args: recorded.args,
+    ...(recorded.env ? { env: recorded.env } : {}),
+    detached: false,
+  });
 }
 
 /** The end of a log file, for error messages that explain why a component did not come up. */
