@@ -1,0 +1,37 @@
+# The dpo image: one Node.js program that runs as `dpo operator` (Deployment) and `dpo plugin` (DaemonSets).
+# Build: docker build --build-arg GIT_COMMIT=$(git rev-parse HEAD) -t ghcr.io/dpo-dev/dpo:0.1.0 .
+# No native modules: the same Dockerfile builds every platform (docker buildx --platform linux/amd64,linux/arm64).
+ARG NODE_IMAGE=node:20-slim
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+# There is no .git in the build context; the commit comes in as an argument (shown by `dpo version`).
+ARG GIT_COMMIT=unknown
+RUN npx tsc -p tsconfig.build.json \
+ && printf '{"gitCommit":"%s"}\n' "${GIT_COMMIT}" > dist/build-info.json
+
+FROM ${NODE_IMAGE} AS runtime-deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+
+FROM ${NODE_IMAGE}
+LABEL org.opencontainers.image.source="https://github.com/dpo-dev/dpo" \
+      org.opencontainers.image.description="Kubernetes operator and bundled runtime for kubelet device plugins" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=runtime-deps /app/node_modules ./node_modules
+COPY --from=build /src/dist ./dist
+COPY package.json ./
+COPY crds ./crds
+# No USER here: the manifests set it per workload (operator uid 65532, plugin uid 0 for the kubelet's
+# root-owned socket directory). A small semi-space and V8 lite mode keep the per-node plugin's memory low.
+# Lite mode turns WebAssembly off and says so on stderr at every start unless --no-expose-wasm asks for
+# it; nothing in dpo may use WebAssembly (Node's global fetch does: use the http-based clients).
+ENTRYPOINT ["node", "--max-semi-space-size=1", "--lite-mode", "--no-expose-wasm", "/app/dist/cli/main.js"]
+CMD ["--help"]

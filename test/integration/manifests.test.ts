@@ -1,0 +1,472 @@
+// The deployment manifests in config/ and the image entrypoint against a real API server: they render, the
+// server accepts them, the operator pod meets Pod Security `restricted`, and RBAC grants only what is listed.
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { promisify } from "node:util";
+import type {
+  V1ClusterRole,
+  V1Deployment,
+  V1Namespace,
+  V1PolicyRule,
+  V1Role,
+  V1ServiceAccount,
+} from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseAllDocuments, stringify } from "yaml";
+import { injectedCluster, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
+
+const repoRoot = join(import.meta.dirname, "..", "..");
+const configDir = join(repoRoot, "config");
+const FIELD_MANAGER = "dpo-manifests-test";
+const OPERATOR_NAMESPACE = "dpo-system";
+const packageVersion = (
+  JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as { version: string }
+).version;
+
+interface KubeObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+}
+
+function parseObjects(yamlText: string): KubeObject[] {
+  return parseAllDocuments(yamlText)
+    .map((doc) => doc.toJS() as KubeObject | null)
+    .filter((obj): obj is KubeObject => obj !== null);
+}
+
+async function render(dir: string): Promise<KubeObject[]> {
+  return parseObjects((await kubectl(["kustomize", dir])).stdout);
+}
+
+function find<T>(objects: KubeObject[], kind: string, name: string): T {
+  const found = objects.find((o) => o.kind === kind && o.metadata.name === name);
+  if (!found) {
+    throw new Error(
+      `no ${kind}/${name} among ${objects.map((o) => `${o.kind}/${o.metadata.name}`).join(", ")}`,
+    );
+  }
+  return found as T;
+}
+
+function operatorDeployment(objects: KubeObject[]): V1Deployment {
+  return find<V1Deployment>(objects, "Deployment", "dpo-operator");
+}
+
+function managerContainer(deployment: V1Deployment) {
+  const container = deployment.spec?.template.spec?.containers.find((c) => c.name === "manager");
+  if (!container) throw new Error("the operator Deployment has no 'manager' container");
+  return container;
+}
+
+async function waitForCrdsEstablished(): Promise<void> {
+  for (const name of ["devicepluginconfigs.dpo.dev", "devicenodestates.dpo.dev"]) {
+    await waitFor(`CRD ${name} Established`, async (observe) => {
+      const { stdout } = await kubectl([
+        "get",
+        "crd",
+        name,
+        "-o",
+        "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+      ]);
+      observe(stdout);
+      return stdout === "True";
+    });
+  }
+}
+
+describe("config/default", () => {
+  let objects: KubeObject[] = [];
+  let createdOperatorNamespace = false;
+
+  beforeAll(async () => {
+    objects = await render(join(configDir, "default"));
+    // CRDs for real (the same YAML the cluster tests use), so the dry run below can resolve the kinds.
+    await kubectl([
+      "apply",
+      "--server-side",
+      "--force-conflicts",
+      `--field-manager=${FIELD_MANAGER}`,
+      "-k",
+      join(configDir, "crd"),
+    ]);
+    await waitForCrdsEstablished();
+    // A server-side dry run does not create the Namespace, and nothing can be created in a missing one.
+    const existing = await kubectl(["get", "namespace", OPERATOR_NAMESPACE], { allowFailure: true });
+    if (existing.exitCode !== 0) {
+      await kubectl(["create", "namespace", OPERATOR_NAMESPACE]);
+      createdOperatorNamespace = true;
+    }
+  });
+
+  afterAll(async () => {
+    if (!createdOperatorNamespace) return;
+    await kubectl(["delete", "namespace", OPERATOR_NAMESPACE, "--ignore-not-found", "--wait=false"]);
+    // Later files may create it again; a Terminating namespace would refuse them.
+    await waitFor(`namespace ${OPERATOR_NAMESPACE} gone`, async (observe) => {
+      const result = await kubectl(["get", "namespace", OPERATOR_NAMESPACE, "-o", "name"], {
+        allowFailure: true,
+      });
+      observe(result.stdout.trim() || result.stderr.trim());
+      return result.exitCode !== 0 && result.stderr.includes("NotFound");
+    });
+  });
+
+  it("renders the CRDs, RBAC and the operator, every namespaced object in dpo-system", () => {
+    const kinds = objects.map((o) => `${o.kind}/${o.metadata.name}`).sort();
+    expect(kinds).toEqual(
+      [
+        "ClusterRole/dpo-operator",
+        "ClusterRoleBinding/dpo-operator",
+        "CustomResourceDefinition/devicenodestates.dpo.dev",
+        "CustomResourceDefinition/devicepluginconfigs.dpo.dev",
+        "Deployment/dpo-operator",
+        "Namespace/dpo-system",
+        "PodDisruptionBudget/dpo-operator",
+        "Role/dpo-operator",
+        "Role/dpo-plugin",
+        "RoleBinding/dpo-operator",
+        "RoleBinding/dpo-plugin",
+        "Service/dpo-operator-metrics",
+        "ServiceAccount/dpo-operator",
+        "ServiceAccount/dpo-plugin",
+      ].sort(),
+    );
+    const clusterScoped = new Set([
+      "ClusterRole",
+      "ClusterRoleBinding",
+      "CustomResourceDefinition",
+      "Namespace",
+    ]);
+    for (const o of objects.filter((o) => !clusterScoped.has(o.kind))) {
+      expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBe(OPERATOR_NAMESPACE);
+    }
+  });
+
+  it("labels the namespace for Pod Security privileged, which the plugins' hostPath mounts need", () => {
+    const namespace = find<V1Namespace>(objects, "Namespace", OPERATOR_NAMESPACE);
+    expect(namespace.metadata?.labels).toMatchObject({
+      "pod-security.kubernetes.io/enforce": "privileged",
+      "pod-security.kubernetes.io/audit": "privileged",
+      "pod-security.kubernetes.io/warn": "privileged",
+    });
+  });
+
+  it("runs the released image and hands the same image to the plugin DaemonSets", () => {
+    const container = managerContainer(operatorDeployment(objects));
+    expect(container.image).toBe(`ghcr.io/dpo-dev/dpo:${packageVersion}`);
+    const pluginImage = container.env?.find((e) => e.name === "DPO_PLUGIN_IMAGE");
+    expect(pluginImage?.value).toBe(container.image);
+  });
+
+  it("runs two replicas with leader election, in the operator ServiceAccount, telling plugins theirs", () => {
+    const deployment = operatorDeployment(objects);
+    const pod = deployment.spec?.template.spec;
+    const container = managerContainer(deployment);
+    expect(deployment.spec?.replicas).toBe(2);
+    expect(pod?.serviceAccountName).toBe("dpo-operator");
+    expect(container.args?.[0]).toBe("operator");
+    expect(container.env).toEqual(
+      expect.arrayContaining([
+        { name: "DPO_LEADER_ELECT", value: "true" },
+        {
+          name: "POD_NAMESPACE",
+          valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" } },
+        },
+      ]),
+    );
+    const pluginAccount = find<V1ServiceAccount>(objects, "ServiceAccount", "dpo-plugin");
+    expect(container.args).toContain(`--plugin-service-account=${pluginAccount.metadata?.name}`);
+    expect(container.args).toContain("--leader-election-id=dpo-operator");
+  });
+
+  it("probes /healthz and /readyz on the health port and exposes metrics", () => {
+    const container = managerContainer(operatorDeployment(objects));
+    expect(container.ports).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ name: "metrics", containerPort: 8080 }),
+        expect.objectContaining({ name: "health", containerPort: 8081 }),
+      ]),
+    );
+    expect(container.args).toEqual(expect.arrayContaining(["--metrics-addr=:8080", "--health-addr=:8081"]));
+    expect(container.livenessProbe?.httpGet).toMatchObject({ path: "/healthz", port: "health" });
+    expect(container.readinessProbe?.httpGet).toMatchObject({ path: "/readyz", port: "health" });
+  });
+
+  it("is accepted by the API server as a whole (server-side apply, dry run)", async () => {
+    const result = await kubectl(
+      [
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "--force-conflicts",
+        `--field-manager=${FIELD_MANAGER}`,
+        "-k",
+        join(configDir, "default"),
+      ],
+      { allowFailure: true },
+    );
+    expect(result.exitCode, result.stderr).toBe(0);
+    const applied = result.stdout.split("\n").filter((line) => line.includes("(server dry run)"));
+    expect(applied).toHaveLength(objects.length);
+  });
+
+  it("gives the operator a pod that Pod Security `restricted` admits", async () => {
+    const namespace = uniqueName("it-restricted");
+    await kubectl(["create", "-f", "-"], {
+      input: stringify({
+        apiVersion: "v1",
+        kind: "Namespace",
+        metadata: {
+          name: namespace,
+          labels: {
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/enforce-version": "latest",
+          },
+        },
+      }),
+    });
+    try {
+      const template = operatorDeployment(objects).spec?.template;
+      // The ServiceAccount admission plugin refuses a pod whose account does not exist.
+      await kubectl(["create", "serviceaccount", "-n", namespace, template?.spec?.serviceAccountName ?? ""]);
+      const pod = {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "dpo-operator", namespace, labels: template?.metadata?.labels },
+        spec: template?.spec,
+      };
+      const admitted = await kubectl(["create", "--dry-run=server", "-f", "-"], {
+        input: stringify(pod),
+        allowFailure: true,
+      });
+      expect(admitted.exitCode, admitted.stderr).toBe(0);
+
+      // The same pod as root is refused: Pod Security is enforced here, so the admission above means something.
+      const asRoot = structuredClone(pod);
+      if (asRoot.spec?.securityContext) asRoot.spec.securityContext.runAsUser = 0;
+      const refused = await kubectl(["create", "--dry-run=server", "-f", "-"], {
+        input: stringify(asRoot),
+        allowFailure: true,
+      });
+      expect(refused.exitCode).not.toBe(0);
+      expect(refused.stderr).toContain("violates PodSecurity");
+    } finally {
+      await kubectl(["delete", "namespace", namespace, "--ignore-not-found", "--wait=false"]);
+    }
+  });
+});
+
+describe("config/rbac rules", () => {
+  let rules: { owner: string; rule: V1PolicyRule }[] = [];
+
+  beforeAll(async () => {
+    const objects = await render(join(configDir, "rbac"));
+    rules = objects
+      .filter((o) => o.kind === "ClusterRole" || o.kind === "Role")
+      .flatMap((o) =>
+        ((o as V1ClusterRole | V1Role).rules ?? []).map((rule) => ({
+          owner: `${o.kind}/${o.metadata.name}`,
+          rule,
+        })),
+      );
+  });
+
+  it("has no wildcard group, resource, verb or name", () => {
+    expect(rules.length).toBeGreaterThan(0);
+    for (const { owner, rule } of rules) {
+      const fields = [...(rule.apiGroups ?? []), ...(rule.resources ?? []), ...rule.verbs];
+      expect(
+        fields.filter((f) => f.includes("*")),
+        owner,
+      ).toEqual([]);
+      expect(rule.nonResourceURLs ?? [], owner).toEqual([]);
+    }
+  });
+
+  it("never touches secrets, RBAC, tokens, or pods beyond reading them", () => {
+    for (const { owner, rule } of rules) {
+      const where = `${owner}: ${JSON.stringify(rule)}`;
+      expect(rule.apiGroups ?? [], where).not.toContain("rbac.authorization.k8s.io");
+      expect(rule.resources ?? [], where).not.toContain("secrets");
+      for (const verb of ["bind", "impersonate", "escalate"]) expect(rule.verbs, where).not.toContain(verb);
+      for (const resource of rule.resources ?? []) {
+        expect(resource, where).not.toMatch(/^(pods\/.+|serviceaccounts\/token)$/);
+        if (resource === "pods") expect(rule.verbs, where).toEqual(["list", "watch"]);
+      }
+    }
+  });
+
+  it("gives the operator no write to any DevicePluginConfig but its status", () => {
+    const writes = new Set(["create", "update", "patch", "delete", "deletecollection"]);
+    for (const { owner, rule } of rules) {
+      if (!(rule.resources ?? []).includes("devicepluginconfigs")) continue;
+      expect(
+        rule.verbs.filter((v) => writes.has(v)),
+        owner,
+      ).toEqual([]);
+    }
+  });
+});
+
+/** `kubectl auth can-i` as a ServiceAccount, with the groups a real token of it carries. */
+async function canI(namespace: string, account: string, args: string[]): Promise<boolean> {
+  const result = await kubectl(
+    [
+      "auth",
+      "can-i",
+      ...args,
+      `--as=system:serviceaccount:${namespace}:${account}`,
+      "--as-group=system:serviceaccounts",
+      `--as-group=system:serviceaccounts:${namespace}`,
+      "--as-group=system:authenticated",
+    ],
+    { allowFailure: true },
+  );
+  const answer = result.stdout.trim();
+  if (answer !== "yes" && answer !== "no") {
+    throw new Error(`kubectl auth can-i ${args.join(" ")}: ${result.stderr.trim()}`);
+  }
+  return answer === "yes";
+}
+
+describe("config/rbac applied for real: what each ServiceAccount can do", () => {
+  // A variant in its own namespace with suffixed names, so it never meets a real install or another test.
+  const namespace = uniqueName("it-rbac");
+  const suffix = `-${namespace.slice(-8)}`;
+  const operator = `dpo-operator${suffix}`;
+  const plugin = `dpo-plugin${suffix}`;
+  let variantDir = "";
+
+  beforeAll(async () => {
+    variantDir = await mkdtemp(join(tmpdir(), "dpo-rbac-variant-"));
+    await writeFile(
+      join(variantDir, "kustomization.yaml"),
+      stringify({
+        apiVersion: "kustomize.config.k8s.io/v1beta1",
+        kind: "Kustomization",
+        namespace,
+        nameSuffix: suffix,
+        // kustomize takes bases by relative path only.
+        resources: [relative(variantDir, join(configDir, "rbac"))],
+      }),
+    );
+    await kubectl([
+      "apply",
+      "--server-side",
+      "--force-conflicts",
+      `--field-manager=${FIELD_MANAGER}`,
+      "-k",
+      join(configDir, "crd"),
+    ]);
+    await waitForCrdsEstablished();
+    await kubectl(["create", "namespace", namespace]);
+    await kubectl(["apply", "--server-side", `--field-manager=${FIELD_MANAGER}`, "-k", variantDir]);
+  });
+
+  afterAll(async () => {
+    if (variantDir !== "") {
+      await kubectl(["delete", "-k", variantDir, "--ignore-not-found", "--wait=false"], {
+        allowFailure: true,
+      });
+      await rm(variantDir, { recursive: true, force: true });
+    }
+    await kubectl(["delete", "namespace", namespace, "--ignore-not-found", "--wait=false"]);
+  });
+
+  it.each([
+    ["list nodes", ["list", "nodes"], true],
+    ["watch configs", ["watch", "devicepluginconfigs.dpo.dev"], true],
+    ["patch config status", ["patch", "devicepluginconfigs.dpo.dev", "--subresource=status"], true],
+    ["create its DaemonSets", ["create", "daemonsets.apps", "-n", "@ns"], true],
+    ["delete its ConfigMaps", ["delete", "configmaps", "-n", "@ns"], true],
+    ["watch its pods", ["watch", "pods", "-n", "@ns"], true],
+    ["delete DeviceNodeStates", ["delete", "devicenodestates.dpo.dev", "-n", "@ns"], true],
+    ["update its Lease", ["update", "leases.coordination.k8s.io", "-n", "@ns"], true],
+    ["record Events about configs", ["create", "events", "-n", "default"], true],
+    ["record events.k8s.io Events", ["create", "events.events.k8s.io", "-n", "default"], true],
+    ["update a config's spec", ["update", "devicepluginconfigs.dpo.dev"], false],
+    ["patch a config's spec", ["patch", "devicepluginconfigs.dpo.dev"], false],
+    ["delete a config", ["delete", "devicepluginconfigs.dpo.dev"], false],
+    ["get secrets in its namespace", ["get", "secrets", "-n", "@ns"], false],
+    ["list secrets anywhere", ["list", "secrets", "--all-namespaces"], false],
+    ["create ClusterRoles", ["create", "clusterroles.rbac.authorization.k8s.io"], false],
+    ["create RoleBindings", ["create", "rolebindings.rbac.authorization.k8s.io", "-n", "@ns"], false],
+    ["exec into pods", ["create", "pods", "--subresource=exec", "-n", "@ns"], false],
+    ["create pods", ["create", "pods", "-n", "@ns"], false],
+    ["request tokens", ["create", "serviceaccounts", "--subresource=token", "-n", "@ns"], false],
+    ["create DaemonSets elsewhere", ["create", "daemonsets.apps", "-n", "default"], false],
+    ["take a Lease elsewhere", ["update", "leases.coordination.k8s.io", "-n", "kube-system"], false],
+    ["patch nodes", ["patch", "nodes"], false],
+    ["patch node status", ["patch", "nodes", "--subresource=status"], false],
+  ])("the operator can %s: %j → %s", async (_what, args, expected) => {
+    expect(
+      await canI(
+        namespace,
+        operator,
+        args.map((a) => (a === "@ns" ? namespace : a)),
+      ),
+    ).toBe(expected);
+  });
+
+  it.each([
+    ["create its DeviceNodeState", ["create", "devicenodestates.dpo.dev", "-n", "@ns"], true],
+    [
+      "patch DeviceNodeState status",
+      ["patch", "devicenodestates.dpo.dev", "--subresource=status", "-n", "@ns"],
+      true,
+    ],
+    ["get DeviceNodeStates", ["get", "devicenodestates.dpo.dev", "-n", "@ns"], true],
+    ["list nodes", ["list", "nodes"], false],
+    ["read configs", ["get", "devicepluginconfigs.dpo.dev"], false],
+    ["delete DeviceNodeStates", ["delete", "devicenodestates.dpo.dev", "-n", "@ns"], false],
+    ["get secrets", ["get", "secrets", "-n", "@ns"], false],
+    ["read ConfigMaps", ["get", "configmaps", "-n", "@ns"], false],
+    ["list pods", ["list", "pods", "-n", "@ns"], false],
+    [
+      "write DeviceNodeStates elsewhere",
+      ["patch", "devicenodestates.dpo.dev", "--subresource=status", "-n", "default"],
+      false,
+    ],
+  ])("a plugin can %s: %j → %s", async (_what, args, expected) => {
+    expect(
+      await canI(
+        namespace,
+        plugin,
+        args.map((a) => (a === "@ns" ? namespace : a)),
+      ),
+    ).toBe(expected);
+  });
+});
+
+describe("the image entrypoint's Node flags", () => {
+  const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(join(repoRoot, "Dockerfile"), "utf8"))?.[1];
+
+  it("still let the Kubernetes client talk to the API server, without a warning on stderr", async () => {
+    if (entrypoint === undefined) throw new Error("the Dockerfile has no exec-form ENTRYPOINT");
+    const [program, ...rest] = JSON.parse(entrypoint) as string[];
+    expect(program).toBe("node");
+    const nodeFlags = rest.filter((arg) => arg.startsWith("--"));
+    const script = `
+      import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+      const kubeconfig = new KubeConfig();
+      kubeconfig.loadFromFile(process.env.TEST_KUBECONFIG);
+      const namespaces = await kubeconfig.makeApiClient(CoreV1Api).listNamespace();
+      process.stdout.write(JSON.stringify(namespaces.items.map((n) => n.metadata.name)));
+    `;
+    const { stdout, stderr } = await promisify(execFile)(
+      process.execPath,
+      [...nodeFlags, "--input-type=module", "-e", script],
+      {
+        cwd: repoRoot,
+        env: { ...process.env, TEST_KUBECONFIG: injectedCluster().kubeconfigPath },
+        timeout: 60_000,
+      },
+    );
+    expect(JSON.parse(stdout)).toContain("kube-system");
+    expect(stderr).toBe("");
+  });
+});

@@ -1,0 +1,82 @@
+// The example configs in config/samples: each passes `dpo validate`, all of them apply together, and they show every backend.
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { loadDevicePluginConfig } from "../../src/api/validate.js";
+import { BACKEND_TYPES, type DevicePluginConfig } from "../../src/api/index.js";
+import { validateFiles } from "../../src/cli/validate.js";
+
+const samplesDir = join(import.meta.dirname, "..", "..", "config", "samples");
+const sampleFiles = readdirSync(samplesDir)
+  .filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml")
+  .sort();
+
+function loadSample(file: string): DevicePluginConfig {
+  const result = loadDevicePluginConfig(readFileSync(join(samplesDir, file), "utf8"));
+  if (!result.ok) throw new Error(`${file}: ${JSON.stringify(result.errors)}`);
+  return result.value;
+}
+
+describe("config/samples", () => {
+  it("has the examples the docs point to", () => {
+    expect(sampleFiles).toEqual([
+      "devfs-serial.yaml",
+      "mock-basic.yaml",
+      "mock-time-slicing.yaml",
+      "pci-vfio-gpu.yaml",
+      "topology-spread.yaml",
+    ]);
+  });
+
+  it.each(sampleFiles)("dpo validate accepts %s", async (file) => {
+    const path = join(samplesDir, file);
+    const out = await validateFiles([path]);
+    expect(out.lines).toEqual([`${path}: valid`]);
+    expect(out.exitCode).toBe(0);
+  });
+
+  it("kustomization.yaml lists every sample, so `kubectl apply -k config/samples` applies them all", () => {
+    const kustomization = parse(readFileSync(join(samplesDir, "kustomization.yaml"), "utf8")) as {
+      resources?: string[];
+    };
+    expect([...(kustomization.resources ?? [])].sort()).toEqual(sampleFiles);
+  });
+
+  it("applied together, no two samples claim the same name or resource name", () => {
+    const configs = sampleFiles.map(loadSample);
+    const names = configs.map((c) => c.metadata.name);
+    const resourceNames = configs.map((c) => c.spec.resourceName);
+    expect(new Set(names).size, names.join(", ")).toBe(configs.length);
+    expect(new Set(resourceNames).size, resourceNames.join(", ")).toBe(configs.length);
+  });
+
+  it("show every backend type, time-slicing and the topology policies", () => {
+    const configs = sampleFiles.map(loadSample);
+    expect(new Set(configs.map((c) => c.spec.backend.type))).toEqual(new Set(BACKEND_TYPES));
+    expect(configs.some((c) => c.spec.sharing.strategy === "TimeSlicing")).toBe(true);
+    expect(new Set(configs.map((c) => c.spec.topology.allocationPolicy))).toEqual(
+      new Set(["None", "Packed", "Spread", "NUMAAligned"]),
+    );
+  });
+
+  it.each([
+    ["mock-basic.yaml", { backend: { type: "Mock", mock: { healthFile: "/run/dpo/health.json" } } }],
+    [
+      "mock-time-slicing.yaml",
+      { sharing: { strategy: "TimeSlicing", replicas: 4, failRequestsGreaterThanOne: true } },
+    ],
+    ["devfs-serial.yaml", { backend: { type: "DevFS", devFS: { paths: [{ glob: "/dev/ttyUSB*" }] } } }],
+    [
+      "pci-vfio-gpu.yaml",
+      {
+        backend: { type: "PCI", pci: { vendor: "10de", classPrefix: "0302" } },
+        topology: { allocationPolicy: "NUMAAligned" },
+        cdi: { enabled: true },
+      },
+    ],
+    ["topology-spread.yaml", { topology: { allocationPolicy: "Spread" } }],
+  ])("%s shows what its name promises", (file, expected) => {
+    expect(loadSample(file).spec).toMatchObject(expected);
+  });
+});
