@@ -94,6 +94,10 @@ export class ConfigReconciler {
       this.lastStatusWriteAt.delete(name);
       return {};
     }
+    if (stored.metadata?.deletionTimestamp) {
+      // Being deleted (foreground cascade): re-applying the DaemonSet would fight the garbage collector.
+      return {};
+    }
     const parsed = validateDevicePluginConfig(stored);
     if (!parsed.ok) {
       const message = parsed.errors.map((e) => `${e.path}: ${e.message}`).join("; ");

@@ -1,0 +1,330 @@
+// `make bench-operator`: the built operator against a real control plane with 100 and 1000 KWOK nodes.
+// No plugin processes: node capacity is patched the way the kubelet does it. Reports config create →
+// DaemonSet, node capacity change → CR status (p50/p99), operator RSS, and API requests while idle.
+import {
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  PatchStrategy,
+  Watch,
+  setHeaderOptions,
+} from "@kubernetes/client-node";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { arch, tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import {
+  buildOrReuseBinaries,
+  readPinnedVersions,
+  startCluster,
+  type ClusterHandle,
+} from "../tools/cluster/cluster.js";
+import { goArchitecture, renderSimulatedNode } from "../tools/cluster/nodes.js";
+import { waitFor } from "../tools/cluster/wait.js";
+
+const repo = join(import.meta.dirname, "..");
+const dpo = join(repo, "dist", "cli", "main.js");
+const NODE_COUNTS = (process.env["BENCH_NODES"] ?? "100,1000").split(",").map(Number);
+const CREATES = Number(process.env["BENCH_CREATES"] ?? 20);
+const CAPACITY_CHANGES = Number(process.env["BENCH_CAPACITY_CHANGES"] ?? 40);
+const IDLE_SECONDS = Number(process.env["BENCH_IDLE_SECONDS"] ?? 30);
+/** The flags the container image starts `dpo` with (Dockerfile ENTRYPOINT). */
+const NODE_FLAGS = (process.env["BENCH_NODE_FLAGS"] ?? "--max-semi-space-size=1 --lite-mode --no-expose-wasm")
+  .split(" ")
+  .filter(Boolean);
+const RESOURCE = "bench.example/dev";
+const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
+const run = promisify(execFile);
+
+function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
+}
+
+function rssMiB(pid: number): number {
+  return Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]) / 1024;
+}
+
+async function metric(port: number, name: string): Promise<number> {
+  const { get } = await import("node:http");
+  const text = await new Promise<string>((resolve, reject) =>
+    get(`http://127.0.0.1:${port}/metrics`, (res) => {
+      let body = "";
+      res.setEncoding("utf8").on("data", (d: string) => (body += d));
+      res.on("end", () => resolve(body));
+    }).on("error", reject),
+  );
+  let sum = 0;
+  for (const line of text.split("\n")) {
+    if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.split(" ").pop());
+  }
+  return sum;
+}
+
+interface Row {
+  metric: string;
+  value: string;
+  target: string;
+  ok: boolean;
+}
+
+async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<void> {
+  const stateDir = mkdtempSync(join(tmpdir(), `dpo-bench-op-${nodeCount}-`));
+  let cluster: ClusterHandle | undefined;
+  let operator: ChildProcess | undefined;
+  try {
+    cluster = await startCluster({ nodes: 3, stateDir, binDir, timeoutMs: 180_000 });
+    const kc = new KubeConfig();
+    kc.loadFromFile(cluster.kubeconfigPath);
+    const core = kc.makeApiClient(CoreV1Api);
+    const apps = kc.makeApiClient(AppsV1Api);
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const kubectl = (args: string[]) =>
+      run(join(binDir, "kubectl"), ["--kubeconfig", cluster!.kubeconfigPath, ...args], {
+        maxBuffer: 64 << 20,
+      });
+
+    // The remaining nodes, created the way the test cluster creates its own.
+    const versions = await readPinnedVersions();
+    const facts = {
+      kubernetesVersion: versions.kubernetes,
+      kwokVersion: versions.kwok,
+      architecture: goArchitecture(arch()),
+    };
+    const createStarted = Date.now();
+    for (let start = 3; start < nodeCount; start += 50) {
+      await Promise.all(
+        Array.from({ length: Math.min(50, nodeCount - start) }, (_, i) =>
+          core.createNode({ body: renderSimulatedNode(start + i, facts) }),
+        ),
+      );
+    }
+    await waitFor(
+      `${nodeCount} nodes Ready`,
+      async (observe) => {
+        const list = await core.listNode();
+        const ready = list.items.filter((n) =>
+          n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+        );
+        observe(`${ready.length}/${list.items.length}`);
+        return ready.length >= nodeCount;
+      },
+      { timeoutMs: 300_000, intervalMs: 1_000 },
+    );
+    console.error(`bench-operator: ${nodeCount} nodes Ready in ${Date.now() - createStarted} ms`);
+
+    await kubectl(["apply", "--server-side", "-f", join(repo, "crds")]);
+    await kubectl([
+      "wait",
+      "--for=condition=Established",
+      "crd/devicepluginconfigs.dpo.dev",
+      "crd/devicenodestates.dpo.dev",
+    ]);
+    await kubectl(["create", "namespace", "dpo-system"]);
+    await kubectl(["create", "serviceaccount", "dpo-plugin", "-n", "dpo-system"]);
+
+    operator = spawn(
+      process.execPath,
+      [
+        ...NODE_FLAGS,
+        dpo,
+        "operator",
+        "--kubeconfig",
+        cluster.kubeconfigPath,
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--health-addr",
+        "0",
+      ],
+      { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, DPO_LOG_LEVEL: "info" } },
+    );
+    let logs = "";
+    operator.stdout!.setEncoding("utf8").on("data", (d: string) => (logs = (logs + d).slice(-100_000)));
+    const port = await waitFor("the operator's metrics port", () => {
+      const m = /"ports":\[(\d+)/.exec(logs);
+      return m ? Number(m[1]) : undefined;
+    });
+
+    // 1. Config create → DaemonSet exists.
+    const createLatencies: number[] = [];
+    for (let i = 0; i < CREATES; i++) {
+      const name = `bench-create-${i}`;
+      let resolveSeen: (t: number) => void = () => undefined;
+      const seen = new Promise<number>((resolve) => (resolveSeen = resolve));
+      const watch = await new Watch(kc).watch(
+        "/apis/apps/v1/namespaces/dpo-system/daemonsets",
+        { fieldSelector: `metadata.name=dpo-${name}` },
+        (type) => {
+          if (type === "ADDED") resolveSeen(performance.now());
+        },
+        () => undefined,
+      );
+      const t0 = performance.now();
+      await custom.createClusterCustomObject({
+        ...GROUP,
+        body: {
+          apiVersion: "dpo.dev/v1beta1",
+          kind: "DevicePluginConfig",
+          metadata: { name },
+          spec: {
+            resourceName: `create-${i}.example/dev`,
+            backend: { type: "Mock", mock: { devices: 1 } },
+            nodeSelector: { "bench.example/none": "true" },
+          },
+        },
+      });
+      createLatencies.push((await seen) - t0);
+      if (process.env["BENCH_VERBOSE"])
+        console.error(`create ${i}: ${(createLatencies.at(-1) ?? 0).toFixed(0)} ms`);
+      watch.abort();
+    }
+    rows.push({
+      metric: `${nodeCount} nodes: config create → DaemonSet exists (${CREATES} configs)`,
+      value: `p50 ${percentile(createLatencies, 50).toFixed(0)} ms, p99 ${percentile(createLatencies, 99).toFixed(0)} ms`,
+      target: nodeCount >= 1000 ? "p99 ≤ 2 s" : "p99 ≤ 1 s",
+      ok: percentile(createLatencies, 99) <= (nodeCount >= 1000 ? 2_000 : 1_000),
+    });
+
+    // 2. Node capacity change → CR status. One config targeting every node.
+    await custom.createClusterCustomObject({
+      ...GROUP,
+      body: {
+        apiVersion: "dpo.dev/v1beta1",
+        kind: "DevicePluginConfig",
+        metadata: { name: "bench-capacity" },
+        spec: { resourceName: RESOURCE, backend: { type: "Mock", mock: { devices: 4 } } },
+      },
+    });
+    const nodeNames = (await core.listNode()).items.map((n) => n.metadata!.name!);
+    let total = 0;
+    for (let i = 0; i < nodeNames.length; i += 50) {
+      await Promise.all(
+        nodeNames
+          .slice(i, i + 50)
+          .map((name) =>
+            core.patchNodeStatus(
+              { name, body: { status: { capacity: { [RESOURCE]: "4" }, allocatable: { [RESOURCE]: "4" } } } },
+              setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+            ),
+          ),
+      );
+    }
+    total = nodeNames.length * 4;
+    const capacityOf = async (): Promise<number | undefined> => {
+      const c = (await custom.getClusterCustomObject({ ...GROUP, name: "bench-capacity" })) as {
+        status?: { devices?: { capacity?: number } };
+      };
+      return c.status?.devices?.capacity;
+    };
+    await waitFor(
+      `status to count ${total} devices`,
+      async (observe) => {
+        const cap = await capacityOf();
+        observe(cap);
+        return cap === total;
+      },
+      { timeoutMs: 120_000, intervalMs: 200 },
+    );
+
+    const changeLatencies: number[] = [];
+    const perNode = new Map<string, number>();
+    for (let i = 0; i < CAPACITY_CHANGES; i++) {
+      const node = nodeNames[(i * 7919) % nodeNames.length]!;
+      const current = perNode.get(node) ?? 4;
+      const next = current === 4 ? 5 : 4;
+      const want = total + (next - current);
+      perNode.set(node, next);
+      let resolveSeen: (t: number) => void = () => undefined;
+      const seen = new Promise<number>((resolve) => (resolveSeen = resolve));
+      const watch = await new Watch(kc).watch(
+        "/apis/dpo.dev/v1beta1/devicepluginconfigs",
+        { fieldSelector: "metadata.name=bench-capacity" },
+        (_type, obj: { status?: { devices?: { capacity?: number } } }) => {
+          if (obj.status?.devices?.capacity === want) resolveSeen(performance.now());
+        },
+        () => undefined,
+      );
+      const t0 = performance.now();
+      await core.patchNodeStatus(
+        {
+          name: node,
+          body: {
+            status: { capacity: { [RESOURCE]: String(next) }, allocatable: { [RESOURCE]: String(next) } },
+          },
+        },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      );
+      changeLatencies.push((await seen) - t0);
+      watch.abort();
+      total = want;
+      // Changes are spaced beyond the 500 ms status coalescing window, as kubelet updates of one node are.
+      await new Promise((r) => setTimeout(r, 600));
+    }
+    const target = nodeCount >= 1000 ? 2_000 : 1_000;
+    rows.push({
+      metric: `${nodeCount} nodes: node capacity change → CR status (${CAPACITY_CHANGES} changes)`,
+      value: `p50 ${percentile(changeLatencies, 50).toFixed(0)} ms, p99 ${percentile(changeLatencies, 99).toFixed(0)} ms`,
+      target: `p99 ≤ ${target / 1000} s`,
+      ok: percentile(changeLatencies, 99) <= target,
+    });
+
+    // 3. Idle: KWOK keeps heartbeating every node; nothing the operator watches changes in substance.
+    await waitFor(
+      "the DaemonSet pods to settle",
+      async () => {
+        const ds = await apps.readNamespacedDaemonSet({
+          name: "dpo-bench-capacity",
+          namespace: "dpo-system",
+        });
+        return ds.status?.numberReady === nodeCount;
+      },
+      { timeoutMs: 300_000, intervalMs: 1_000 },
+    );
+    await new Promise((r) => setTimeout(r, 3_000));
+    const requestsBefore = await metric(port, "dpo_operator_api_requests_total");
+    const writesBefore =
+      (await metric(port, "dpo_operator_status_writes_total")) +
+      (await metric(port, "dpo_operator_applies_total"));
+    await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
+    const requests = (await metric(port, "dpo_operator_api_requests_total")) - requestsBefore;
+    const writes =
+      (await metric(port, "dpo_operator_status_writes_total")) +
+      (await metric(port, "dpo_operator_applies_total")) -
+      writesBefore;
+    rows.push({
+      metric: `${nodeCount} nodes: API requests while idle (${IDLE_SECONDS} s, heartbeats on)`,
+      value: `${(requests / IDLE_SECONDS).toFixed(2)}/s, ${writes} writes`,
+      target: "0 writes",
+      ok: writes === 0,
+    });
+    const rss = rssMiB(operator.pid!);
+    rows.push({
+      metric: `${nodeCount} nodes: operator RSS`,
+      value: `${rss.toFixed(1)} MiB`,
+      target: "≤ 200 MiB",
+      ok: rss <= 200,
+    });
+  } finally {
+    operator?.kill("SIGTERM");
+    await cluster?.stop();
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  const binDir = await buildOrReuseBinaries();
+  const rows: Row[] = [];
+  for (const n of NODE_COUNTS) await benchAt(n, binDir, rows);
+  console.log(`\nbench-operator: operator started as the image starts it (node ${NODE_FLAGS.join(" ")})\n`);
+  console.log("| metric | result | target | |");
+  console.log("|---|---|---|---|");
+  for (const r of rows) console.log(`| ${r.metric} | ${r.value} | ${r.target} | ${r.ok ? "ok" : "MISSED"} |`);
+  console.log(`\nnode ${process.version}, ${new Date().toISOString()}`);
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exitCode = 1;
+});
