@@ -3,15 +3,19 @@
 // the way pod admission does. It stands in for the kubelet and nothing else.
 import * as grpc from "@grpc/grpc-js";
 import { EventEmitter } from "node:events";
+import { watch, type FSWatcher } from "node:fs";
 import { mkdir, readdir, lstat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { checkExtendedResourceName } from "../../src/api/v1beta1/spec.js";
 import {
+  DEVICE_PLUGIN_TYPE,
   DevicePluginClient,
+  PluginRegistrationClient,
   RegistrationService,
   KUBELET_SOCKET_NAME,
   SUPPORTED_KUBELET_API_VERSIONS,
   type AllocateResponse,
+  type PluginInfo,
   type Device,
   type DevicePluginOptions,
   type ListAndWatchResponse,
@@ -22,6 +26,7 @@ import {
 /** What the device manager knows about one resource, as the kubelet tracks it. */
 export interface SimulatedResource {
   readonly resourceName: string;
+  /** Register's endpoint (a file name in the directory), or the absolute path the plugin watcher dialled. */
   endpoint: string;
   options: DevicePluginOptions;
   client: DevicePluginClient;
@@ -48,7 +53,27 @@ export interface SimulatedDeviceManagerOptions {
   dir: string;
   /** How long a disconnected resource is kept before it is removed (the kubelet uses 5 minutes). */
   gracePeriodMs?: number;
+  /**
+   * Stands in for <root-dir>/plugins_registry. When set, the manager also does the plugin watcher's
+   * part: a registration socket appearing there is asked GetInfo, its endpoint is connected like a
+   * Register request's, and the verdict goes back with NotifyRegistrationStatus; a socket that goes
+   * away deregisters its plugin.
+   */
+  pluginsRegistryDir?: string;
 }
+
+/** One plugin found by the plugin watcher, for assertions. */
+export interface WatcherRegistration {
+  socket: string;
+  info: PluginInfo | undefined;
+  registered: boolean;
+  error: string;
+}
+
+/** The plugin watcher's deadlines for GetInfo and NotifyRegistrationStatus, and how often it looks again. */
+const WATCHER_GET_INFO_TIMEOUT_MS = 1_000;
+const WATCHER_NOTIFY_TIMEOUT_MS = 5_000;
+const WATCHER_RESYNC_MS = 1_000;
 
 function promisify<Req, Res>(
   fn: (
@@ -75,6 +100,14 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   readonly registrations: RegisterRequest[] = [];
   /** Register requests the manager refused, with the reason, for assertions. */
   readonly refused: { request: RegisterRequest; reason: string }[] = [];
+  /** Every registration attempt through plugins_registry, in order (only with pluginsRegistryDir). */
+  readonly watcherRegistrations: WatcherRegistration[] = [];
+  /** Registration sockets the plugin watcher handled: socket path → resource registered, or undefined. */
+  private readonly watchedSockets = new Map<string, string | undefined>();
+  private registryWatcher: FSWatcher | undefined;
+  private registryTimer: NodeJS.Timeout | undefined;
+  private scanning: Promise<void> | undefined;
+  private rescan = false;
 
   constructor(private readonly opts: SimulatedDeviceManagerOptions) {
     super();
@@ -106,15 +139,26 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
       ),
     );
     this.server = server;
+    await this.startPluginWatcher();
   }
 
   /**
    * What the kubelet does when it restarts: stop serving, delete every socket in the directory (not
    * directories, not regular files such as kubelet_internal_checkpoint), then serve a new kubelet.sock.
+   * With `forgetDevices`, every resource also loses its device list, as a restarted kubelet that only
+   * knows resource names from its checkpoint reports capacity 0 until the plugin registers again.
    */
-  async restart(): Promise<void> {
+  async restart(options: { forgetDevices?: boolean } = {}): Promise<void> {
     await this.stopServing();
-    for (const r of this.resources.values()) this.disconnect(r);
+    // A restarted plugin watcher knows no socket: it finds every one in plugins_registry again.
+    this.watchedSockets.clear();
+    for (const r of this.resources.values()) {
+      this.disconnect(r);
+      if (options.forgetDevices) {
+        r.devices = [];
+        this.emit("devices", r);
+      }
+    }
     for (const name of await readdir(this.opts.dir)) {
       const path = join(this.opts.dir, name);
       const st = await lstat(path).catch(() => undefined);
@@ -125,6 +169,8 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
 
   async stop(): Promise<void> {
     await this.stopServing();
+    await this.scanning;
+    await Promise.all(this.watcherAttempts.values());
     for (const r of this.resources.values()) {
       clearTimeout(r.removalTimer);
       r.stream?.cancel();
@@ -195,29 +241,35 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
     if (nameProblem !== undefined)
       throw new Error(`invalid resource name ${req.resourceName}: ${nameProblem}`);
     if (req.endpoint.includes("/")) throw new Error(`endpoint must be a file name, got ${req.endpoint}`);
+    await this.connectPlugin(req.resourceName, join(this.opts.dir, req.endpoint), req.endpoint);
+    this.registrations.push(req);
+    this.emit("registered", this.resources.get(req.resourceName)!);
+  }
 
-    const client = new DevicePluginClient(
-      `unix://${join(this.opts.dir, req.endpoint)}`,
-      grpc.credentials.createInsecure(),
-    );
+  /**
+   * What both registration paths share: dial the plugin (the kubelet does so before it answers), ask its
+   * options, replace an earlier client of the resource and consume ListAndWatch.
+   */
+  private async connectPlugin(resourceName: string, socketPath: string, endpoint: string): Promise<void> {
+    const client = new DevicePluginClient(`unix://${socketPath}`, grpc.credentials.createInsecure());
     // The kubelet dials back before it answers Register; an unreachable endpoint fails the registration.
     await new Promise<void>((resolve, reject) =>
       client.waitForReady(Date.now() + 10_000, (err) => (err ? reject(err) : resolve())),
     ).catch((err: Error) => {
       client.close();
-      throw new Error(`cannot dial ${req.endpoint}: ${err.message}`);
+      throw new Error(`cannot dial ${endpoint}: ${err.message}`);
     });
     const options = await promisify(client.getDevicePluginOptions.bind(client), {}, 10_000);
 
-    const previous = this.resources.get(req.resourceName);
+    const previous = this.resources.get(resourceName);
     if (previous) {
       clearTimeout(previous.removalTimer);
       previous.stream?.cancel();
       previous.client.close();
     }
     const resource: SimulatedResource = {
-      resourceName: req.resourceName,
-      endpoint: req.endpoint,
+      resourceName,
+      endpoint,
       options,
       client,
       stream: undefined,
@@ -227,22 +279,141 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
       removalTimer: undefined,
       updates: 0,
     };
-    this.resources.set(req.resourceName, resource);
-    this.registrations.push(req);
+    this.resources.set(resourceName, resource);
     const stream = client.listAndWatch({});
     resource.stream = stream;
     stream.on("data", (res: ListAndWatchResponse) => {
-      if (this.resources.get(req.resourceName) !== resource) return;
+      if (this.resources.get(resourceName) !== resource) return;
       resource.devices = res.devices;
       resource.updates++;
       this.emit("devices", resource);
     });
     const ended = (): void => {
-      if (this.resources.get(req.resourceName) === resource && resource.connected) this.disconnect(resource);
+      if (this.resources.get(resourceName) === resource && resource.connected) this.disconnect(resource);
     };
     stream.on("end", ended);
     stream.on("error", ended);
-    this.emit("registered", resource);
+  }
+
+  private async startPluginWatcher(): Promise<void> {
+    const dir = this.opts.pluginsRegistryDir;
+    if (dir === undefined || this.registryTimer !== undefined) return;
+    await mkdir(dir, { recursive: true });
+    try {
+      this.registryWatcher = watch(dir, () => this.scanRegistrySoon());
+      this.registryWatcher.on("error", () => {
+        this.registryWatcher?.close();
+        this.registryWatcher = undefined;
+      });
+    } catch {
+      // Polling alone still finds every socket, a second later.
+    }
+    // The kubelet's reconciler looks again every second; so does the simulation, for missed events.
+    this.registryTimer = setInterval(() => this.scanRegistrySoon(), WATCHER_RESYNC_MS);
+    this.registryTimer.unref();
+    this.scanRegistrySoon();
+    await this.scanning;
+  }
+
+  private scanRegistrySoon(): void {
+    if (this.server === undefined) return;
+    if (this.scanning !== undefined) {
+      this.rescan = true;
+      return;
+    }
+    this.scanning = (async () => {
+      do {
+        this.rescan = false;
+        await this.scanRegistry().catch(() => undefined);
+      } while (this.rescan && this.server !== undefined);
+    })().finally(() => {
+      this.scanning = undefined;
+    });
+  }
+
+  /** One pass of the plugin watcher: register new sockets, deregister sockets that went away. */
+  private async scanRegistry(): Promise<void> {
+    const dir = this.opts.pluginsRegistryDir;
+    if (dir === undefined) return;
+    const present = new Set<string>();
+    for (const name of await readdir(dir).catch(() => [] as string[])) {
+      const path = join(dir, name);
+      if ((await lstat(path).catch(() => undefined))?.isSocket()) present.add(path);
+    }
+    for (const [path, resourceName] of this.watchedSockets) {
+      if (present.has(path)) continue;
+      this.watchedSockets.delete(path);
+      const resource = resourceName === undefined ? undefined : this.resources.get(resourceName);
+      if (resource?.connected && resource.endpoint === this.watcherEndpoints.get(path))
+        this.disconnect(resource);
+      this.watcherEndpoints.delete(path);
+    }
+    for (const path of present) {
+      if (this.server === undefined) return;
+      // A socket whose registration failed is tried again on the next pass, as the kubelet retries.
+      if (this.watchedSockets.get(path) !== undefined || this.watcherAttempts.has(path)) continue;
+      // Attempts run side by side: one plugin that is slow to answer must not hold up the others.
+      const attempt = this.registerThroughWatcher(path)
+        .catch(() => undefined)
+        .finally(() => this.watcherAttempts.delete(path));
+      this.watcherAttempts.set(path, attempt);
+    }
+  }
+
+  /** Registration attempts through the plugin watcher in flight, by registration socket. */
+  private readonly watcherAttempts = new Map<string, Promise<void>>();
+
+  private readonly watcherEndpoints = new Map<string, string>();
+
+  private async registerThroughWatcher(socketPath: string): Promise<void> {
+    const client = new PluginRegistrationClient(`unix://${socketPath}`, grpc.credentials.createInsecure());
+    const attempt: WatcherRegistration = {
+      socket: socketPath,
+      info: undefined,
+      registered: false,
+      error: "",
+    };
+    try {
+      let info: PluginInfo;
+      try {
+        info = await promisify(client.getInfo.bind(client), {}, WATCHER_GET_INFO_TIMEOUT_MS);
+      } catch (err) {
+        // Nothing to notify: the socket does not answer (yet). It is asked again on the next pass.
+        this.watchedSockets.set(socketPath, undefined);
+        attempt.error = `GetInfo: ${(err as Error).message}`;
+        this.watcherRegistrations.push(attempt);
+        return;
+      }
+      attempt.info = info;
+      try {
+        if (info.type !== DEVICE_PLUGIN_TYPE) throw new Error(`plugin type ${info.type} is not handled here`);
+        if (!info.supportedVersions.some((v) => SUPPORTED_KUBELET_API_VERSIONS.includes(v))) {
+          throw new Error(
+            `manager version ${SUPPORTED_KUBELET_API_VERSIONS.join(",")} is not among plugin supported versions ${info.supportedVersions.join(",")}`,
+          );
+        }
+        const nameProblem = checkExtendedResourceName(info.name);
+        if (nameProblem !== undefined) throw new Error(`invalid resource name ${info.name}: ${nameProblem}`);
+        const endpoint = info.endpoint === "" ? socketPath : info.endpoint;
+        await this.connectPlugin(info.name, endpoint, endpoint);
+        this.watchedSockets.set(socketPath, info.name);
+        this.watcherEndpoints.set(socketPath, endpoint);
+        attempt.registered = true;
+      } catch (err) {
+        this.watchedSockets.set(socketPath, undefined);
+        attempt.error = (err as Error).message;
+      }
+      this.watcherRegistrations.push(attempt);
+      await promisify(
+        client.notifyRegistrationStatus.bind(client),
+        { pluginRegistered: attempt.registered, error: attempt.error },
+        WATCHER_NOTIFY_TIMEOUT_MS,
+      ).catch(() => undefined);
+      const resource = attempt.registered ? this.resources.get(info.name) : undefined;
+      if (resource !== undefined) this.emit("registered", resource);
+    } finally {
+      client.close();
+    }
   }
 
   /** The stream is gone: every device is unhealthy until the plugin registers again or the grace period ends. */
@@ -263,6 +434,10 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   }
 
   private async stopServing(): Promise<void> {
+    clearInterval(this.registryTimer);
+    this.registryTimer = undefined;
+    this.registryWatcher?.close();
+    this.registryWatcher = undefined;
     const server = this.server;
     this.server = undefined;
     if (!server) return;
