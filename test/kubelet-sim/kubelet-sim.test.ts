@@ -1,0 +1,494 @@
+// The real `dpo plugin` on simulated kubelets of the local cluster: a rendered DaemonSet's pods start
+// plugins that register, advertise capacity on their Nodes, and react to health, kubelet restarts,
+// crashes, rollouts and deletion the way the kubelet would see them.
+import {
+  AppsV1Api,
+  AuthenticationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  RbacAuthorizationV1Api,
+  KubeConfig,
+  setHeaderOptions,
+  type KubernetesObject,
+  type V1Pod,
+} from "@kubernetes/client-node";
+import { existsSync } from "node:fs";
+import { mkdir, rename, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { validateDevicePluginConfig } from "../../src/api/validate.js";
+import { API_VERSION, GROUP, KIND, PLURAL, VERSION } from "../../src/api/v1beta1/config.js";
+import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
+import { ServerSideApplier, type ApplyObject } from "../../src/kube/apply.js";
+import {
+  LABEL_CONFIG,
+  configLabelValue,
+  pluginObjectName,
+  renderPluginConfigMap,
+  renderPluginDaemonSet,
+  type RenderContext,
+} from "../../src/operator/render/index.js";
+import { MOCK_DEVICE_IDS_ENV } from "../../src/plugin-runtime/backends/mock.js";
+import {
+  injectedCluster,
+  kubeConfigFromInjected,
+  kubectl,
+  NODE_INDEX_LABEL,
+  uniqueName,
+  waitFor,
+} from "../cluster/helpers.js";
+import { KubeletSimulator, pluginSockets, type PluginProcessInfo } from "./node-simulator.js";
+
+const repoRoot = join(import.meta.dirname, "..", "..");
+const dpoEntrypoint = join(repoRoot, "dist", "cli", "main.js");
+const FIELD_MANAGER = "dpo-kubelet-sim-test";
+const DEVICES = 4;
+const ID_PREFIX = "ks";
+const HEALTH_FILE = "/run/dpo/health.json";
+/** Short, so the test can watch a resource go away; long enough for the steps that need it kept. */
+const GRACE_PERIOD_MS = 15_000;
+const PLUGIN_SERVICE_ACCOUNT = "dpo-plugin";
+
+const cluster = injectedCluster();
+const kubeconfig = kubeConfigFromInjected();
+const core = kubeconfig.makeApiClient(CoreV1Api);
+const apps = kubeconfig.makeApiClient(AppsV1Api);
+const rbac = kubeconfig.makeApiClient(RbacAuthorizationV1Api);
+const customObjects = kubeconfig.makeApiClient(CustomObjectsApi);
+const applier = new ServerSideApplier(kubeconfig, { fieldManager: FIELD_MANAGER });
+
+const namespace = uniqueName("ks-dpo-system");
+const configName = uniqueName("ks-mock");
+const resource = `kubelet-sim.example/${uniqueName("mock")}`;
+const slot = `${namespace}/${configLabelValue(configName)}`;
+const renderContext: RenderContext = {
+  namespace,
+  operatorImage: "dpo:kubelet-sim",
+  pluginServiceAccount: PLUGIN_SERVICE_ACCOUNT,
+  registrationMode: "kubelet",
+};
+const nodes = cluster.nodeNames;
+
+let sim: KubeletSimulator | undefined;
+/** Every DevicePluginConfig this file creates, deleted at the end so a reused cluster stays clean. */
+const createdConfigs = [configName];
+let config: DevicePluginConfig;
+
+function simulator(): KubeletSimulator {
+  if (sim === undefined) throw new Error("the kubelet simulator did not start");
+  return sim;
+}
+
+function node(index: number): string {
+  const name = nodes[index];
+  if (name === undefined) throw new Error(`the cluster has no node ${index} (nodes: ${nodes.join(", ")})`);
+  return name;
+}
+
+/** What the Node object advertises for the test's resource (undefined when absent). */
+async function advertised(nodeName: string): Promise<{ capacity?: string; allocatable?: string }> {
+  const status = (await core.readNode({ name: nodeName })).status;
+  return { capacity: status?.capacity?.[resource], allocatable: status?.allocatable?.[resource] };
+}
+
+async function waitForAdvertised(
+  nodeName: string,
+  expected: { capacity?: string; allocatable?: string },
+  timeoutMs = 30_000,
+): Promise<void> {
+  let lastRead: unknown = "not read yet";
+  await waitFor(
+    `${nodeName} to advertise ${resource} as ${JSON.stringify(expected)}`,
+    async (observe) => {
+      // Observed before the read too, so a read cut off by the deadline still leaves a picture.
+      observe({ node: lastRead, simulator: simulator().capacity(nodeName, resource) });
+      const seen = await advertised(nodeName);
+      lastRead = seen;
+      observe({ node: seen, simulator: simulator().capacity(nodeName, resource) });
+      return seen.capacity === expected.capacity && seen.allocatable === expected.allocatable;
+    },
+    { timeoutMs },
+  );
+}
+
+async function writeHealthFile(nodeName: string, content: Record<string, unknown>): Promise<void> {
+  const path = simulator().hostPath(nodeName, HEALTH_FILE);
+  await mkdir(dirname(path), { recursive: true });
+  // Replaced by rename, as a careful writer would, so the plugin never reads half a file.
+  await writeFile(`${path}.tmp`, JSON.stringify(content));
+  await rename(`${path}.tmp`, path);
+}
+
+function runningPlugins(): PluginProcessInfo[] {
+  return simulator()
+    .plugins()
+    .filter((p) => p.slot === slot && p.running);
+}
+
+/** Waits for one running plugin per node, each for the pod the DaemonSet has there now. */
+async function waitForPluginsOfCurrentPods(timeoutMs = 60_000): Promise<Map<string, PluginProcessInfo>> {
+  return waitFor(
+    `a running plugin for the DaemonSet pod on each of ${nodes.join(", ")}`,
+    async (observe) => {
+      const pods = await core.listNamespacedPod({
+        namespace,
+        labelSelector: `${LABEL_CONFIG}=${configLabelValue(configName)}`,
+      });
+      const podUids = new Map(
+        pods.items
+          .filter((p: V1Pod) => p.status?.phase === "Running" && p.metadata?.deletionTimestamp == null)
+          .map((p) => [p.spec?.nodeName ?? "", p.metadata?.uid ?? ""]),
+      );
+      const plugins = runningPlugins();
+      observe({ pods: Object.fromEntries(podUids), plugins });
+      const byNode = new Map(plugins.map((p) => [p.node, p]));
+      const complete = nodes.every((n) => podUids.has(n) && byNode.get(n)?.podUid === podUids.get(n));
+      return complete && byNode.size === nodes.length && byNode;
+    },
+    { timeoutMs },
+  );
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code !== "ESRCH";
+  }
+}
+
+/** Rendered objects always carry apiVersion, kind and name; the client-node types leave them optional. */
+function applyable(obj: KubernetesObject): ApplyObject {
+  const { apiVersion, kind, metadata } = obj;
+  if (!apiVersion || !kind || !metadata?.name) throw new Error(`not applyable: ${JSON.stringify(obj)}`);
+  return { ...obj, apiVersion, kind, metadata: { ...metadata, name: metadata.name } };
+}
+
+/** What the operator would do for the config, without the operator: render, then server-side apply. */
+async function applyRendered(current: DevicePluginConfig, context = renderContext): Promise<void> {
+  await applier.apply(applyable(renderPluginConfigMap(current, context)));
+  await applier.apply(applyable(renderPluginDaemonSet(current, context)));
+}
+
+/** Creates a DevicePluginConfig through the API, so it has the uid rendering needs, and reads it back. */
+async function createConfig(name: string, spec: Record<string, unknown>): Promise<DevicePluginConfig> {
+  const body = { apiVersion: API_VERSION, kind: KIND, metadata: { name }, spec };
+  // The CRD may be new to this API server: creation works once its endpoint serves.
+  await waitFor(`the DevicePluginConfig ${name} to be created`, () =>
+    customObjects.createClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, body }),
+  );
+  return readConfig(name);
+}
+
+async function readConfig(name = configName): Promise<DevicePluginConfig> {
+  const object = await customObjects.getClusterCustomObject({
+    group: GROUP,
+    version: VERSION,
+    plural: PLURAL,
+    name,
+  });
+  const validated = validateDevicePluginConfig(object);
+  if (!validated.ok)
+    throw new Error(`the API server returned an invalid config: ${JSON.stringify(validated.errors)}`);
+  return validated.value;
+}
+
+beforeAll(async () => {
+  if (!existsSync(dpoEntrypoint)) {
+    throw new Error(`${dpoEntrypoint} is missing: run 'make build' before the kubelet-sim tests`);
+  }
+  for (const file of ["dpo.dev_devicepluginconfigs.yaml", "dpo.dev_devicenodestates.yaml"]) {
+    await kubectl([
+      "apply",
+      "--server-side",
+      "--force-conflicts",
+      `--field-manager=${FIELD_MANAGER}`,
+      "-f",
+      join(repoRoot, "crds", file),
+    ]);
+  }
+  // Plugin pods use hostPath volumes: only the privileged Pod Security level admits them.
+  await core.createNamespace({
+    body: {
+      metadata: {
+        name: namespace,
+        labels: {
+          "pod-security.kubernetes.io/enforce": "privileged",
+          "pod-security.kubernetes.io/warn": "privileged",
+        },
+      },
+    },
+  });
+  await core.createNamespacedServiceAccount({
+    namespace,
+    body: { metadata: { name: PLUGIN_SERVICE_ACCOUNT } },
+  });
+  // Only what a plugin needs to report its node: its DeviceNodeStates in the operator's namespace.
+  await rbac.createNamespacedRole({
+    namespace,
+    body: {
+      metadata: { name: PLUGIN_SERVICE_ACCOUNT },
+      rules: [
+        {
+          apiGroups: [GROUP],
+          resources: ["devicenodestates"],
+          verbs: ["get", "list", "create", "patch", "update"],
+        },
+        { apiGroups: [GROUP], resources: ["devicenodestates/status"], verbs: ["patch", "update"] },
+      ],
+    },
+  });
+  await rbac.createNamespacedRoleBinding({
+    namespace,
+    body: {
+      metadata: { name: PLUGIN_SERVICE_ACCOUNT },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: PLUGIN_SERVICE_ACCOUNT },
+      subjects: [{ kind: "ServiceAccount", name: PLUGIN_SERVICE_ACCOUNT, namespace }],
+    },
+  });
+
+  config = await createConfig(configName, {
+    resourceName: resource,
+    backend: {
+      type: "Mock",
+      mock: { devices: DEVICES, idPrefix: ID_PREFIX, numaNodes: 2, healthFile: HEALTH_FILE },
+    },
+    plugin: { logLevel: "debug" },
+  });
+
+  sim = await KubeletSimulator.start({ kubeconfig, nodes, gracePeriodMs: GRACE_PERIOD_MS });
+  await applyRendered(config);
+});
+
+afterAll(async () => {
+  await sim?.stop();
+  await kubectl(["delete", `${PLURAL}.${GROUP}`, ...createdConfigs, "--ignore-not-found", "--wait=false"]);
+  await core.deleteNamespace({ name: namespace }).catch(() => undefined);
+});
+
+beforeEach(({ onTestFailed }) => {
+  onTestFailed(() => {
+    if (sim === undefined) return;
+    for (const n of nodes) console.error(sim.pluginLogs(n));
+  });
+});
+
+describe("kubelet simulator with the dpo plugin runtime", () => {
+  it("runs the plugin of each node's pod, with the pod's node name, and it registers with that node's kubelet", async () => {
+    const plugins = await waitForPluginsOfCurrentPods();
+    for (const n of nodes) {
+      const dm = simulator().deviceManager(n);
+      await waitFor(`the plugin on ${n} to register ${resource}`, (observe) => {
+        observe(dm.registrations);
+        return dm.resources.get(resource)?.connected;
+      });
+      const endpoint = dm.resources.get(resource)?.endpoint;
+      expect(await pluginSockets(simulator().devicePluginDir(n))).toContain(endpoint);
+      expect(dm.refused).toEqual([]);
+      // NODE_NAME came from the pod's spec.nodeName through the downward API.
+      expect(simulator().pluginLogs(n)).toContain(`"node":"${n}"`);
+      expect(plugins.get(n)?.pid).toBeGreaterThan(0);
+    }
+  });
+
+  it("gives each plugin a token bound to its pod, for the pod's ServiceAccount", async () => {
+    const plugins = await waitForPluginsOfCurrentPods();
+    for (const n of nodes) {
+      const plugin = plugins.get(n);
+      expect(plugin?.kubeconfigFile, n).toBeDefined();
+      const asPlugin = new KubeConfig();
+      asPlugin.loadFromFile(plugin!.kubeconfigFile!);
+      const review = await asPlugin.makeApiClient(AuthenticationV1Api).createSelfSubjectReview({ body: {} });
+      expect(review.status?.userInfo?.username).toBe(
+        `system:serviceaccount:${namespace}:${PLUGIN_SERVICE_ACCOUNT}`,
+      );
+      expect(review.status?.userInfo?.extra?.["authentication.kubernetes.io/pod-uid"]).toEqual([
+        plugin!.podUid,
+      ]);
+      expect(review.status?.userInfo?.extra?.["authentication.kubernetes.io/node-name"]).toEqual([n]);
+    }
+  });
+
+  it("advertises capacity and allocatable equal to the mock device count on every Node", async () => {
+    for (const n of nodes) {
+      await waitForAdvertised(n, { capacity: String(DEVICES), allocatable: String(DEVICES) });
+      expect(simulator().capacity(n, resource)).toEqual({ capacity: DEVICES, allocatable: DEVICES });
+    }
+  });
+
+  it("an unhealthy device lowers allocatable on its node only, and recovery restores it", async () => {
+    const sick = node(1);
+    await writeHealthFile(sick, { [`${ID_PREFIX}-2`]: { health: "Unhealthy", reason: "Overheated" } });
+    await waitForAdvertised(sick, { capacity: String(DEVICES), allocatable: String(DEVICES - 1) });
+    for (const n of nodes.filter((name) => name !== sick)) {
+      expect(await advertised(n)).toEqual({ capacity: String(DEVICES), allocatable: String(DEVICES) });
+    }
+
+    await writeHealthFile(sick, {});
+    await waitForAdvertised(sick, { capacity: String(DEVICES), allocatable: String(DEVICES) });
+  });
+
+  it("a kubelet restart leads to a new registration on a new socket, and capacity comes back", async () => {
+    const restarted = node(2);
+    const dm = simulator().deviceManager(restarted);
+    const registrationsBefore = dm.registrations.length;
+    const endpointBefore = dm.resources.get(resource)?.endpoint;
+    expect(endpointBefore).toBeDefined();
+
+    await simulator().restartKubelet(restarted);
+
+    const registration = await waitFor(`the plugin on ${restarted} to register again`, (observe) => {
+      observe(dm.registrations.map((r) => r.endpoint));
+      return dm.registrations.length > registrationsBefore && dm.registrations.at(-1);
+    });
+    expect(registration.resourceName).toBe(resource);
+    expect(registration.endpoint).not.toBe(endpointBefore);
+    // The restart deleted the old socket; only the new one is served.
+    expect(await pluginSockets(simulator().devicePluginDir(restarted))).toEqual([registration.endpoint]);
+    await waitForAdvertised(restarted, { capacity: String(DEVICES), allocatable: String(DEVICES) });
+  });
+
+  it("allocates devices through the plugin the way pod admission does", async () => {
+    const { deviceIds, response } = await simulator().allocate(node(0), resource, 2);
+    expect(deviceIds).toHaveLength(2);
+    expect(response.containerResponses[0]?.envs[MOCK_DEVICE_IDS_ENV]?.split(",").sort()).toEqual(
+      [...deviceIds].sort(),
+    );
+  });
+
+  it("a crashed plugin drops allocatable to 0 with capacity kept, until the container is restarted", async () => {
+    const crashed = node(0);
+    const exit = await simulator().killPlugin(crashed, "SIGKILL", slot);
+    expect(exit.signal).toBe("SIGKILL");
+    await waitForAdvertised(crashed, { capacity: String(DEVICES), allocatable: "0" });
+    // Without a restart the process stays dead, like a container in back-off.
+    expect(
+      simulator()
+        .plugins(crashed)
+        .filter((p) => p.running),
+    ).toEqual([]);
+
+    simulator().restartPlugin(crashed, slot);
+    await waitForAdvertised(crashed, { capacity: String(DEVICES), allocatable: String(DEVICES) });
+  });
+
+  it("a second config on one node registers through the plugin watcher, next to the first", async () => {
+    const labelled = await core.listNode({ labelSelector: `${NODE_INDEX_LABEL}=0` });
+    const watcherNode = labelled.items[0]?.metadata?.name ?? "no node labelled with index 0";
+    const name = uniqueName("ks-watcher");
+    createdConfigs.push(name);
+    const watcherResource = `kubelet-sim.example/${uniqueName("watcher")}`;
+    const watcherSlot = `${namespace}/${configLabelValue(name)}`;
+    const watched = await createConfig(name, {
+      resourceName: watcherResource,
+      backend: { type: "Mock", mock: { devices: 2, idPrefix: "kw" } },
+      nodeSelector: { [NODE_INDEX_LABEL]: "0" },
+    });
+    await applyRendered(watched, { ...renderContext, registrationMode: "watcher" });
+
+    const dm = simulator().deviceManager(watcherNode);
+    const registration = await waitFor(
+      `${watcherResource} to register through plugins_registry`,
+      (observe) => {
+        observe(dm.watcherRegistrations);
+        return dm.watcherRegistrations.find((r) => r.registered && r.info?.name === watcherResource);
+      },
+    );
+    expect(registration.socket.startsWith(simulator().pluginsRegistryDir(watcherNode))).toBe(true);
+    await waitFor(`${watcherNode} to advertise ${watcherResource}`, async (observe) => {
+      const status = (await core.readNode({ name: watcherNode })).status;
+      observe(status?.allocatable);
+      return status?.capacity?.[watcherResource] === "2" && status.allocatable?.[watcherResource] === "2";
+    });
+    // Two configs, two processes on the node; the first one's plugin is untouched.
+    expect(
+      simulator()
+        .plugins(watcherNode)
+        .filter((p) => p.running)
+        .map((p) => p.slot)
+        .sort(),
+    ).toEqual([slot, watcherSlot].sort());
+    expect(
+      simulator()
+        .plugins()
+        .filter((p) => p.slot === watcherSlot),
+    ).toHaveLength(1);
+    expect(await advertised(watcherNode)).toEqual({
+      capacity: String(DEVICES),
+      allocatable: String(DEVICES),
+    });
+
+    // The plugin going away (its stream ends, its registration socket goes) keeps capacity, not allocatable.
+    await apps.deleteNamespacedDaemonSet({ name: pluginObjectName(name), namespace });
+    await waitFor(`the plugin of ${name} to stop`, () =>
+      simulator()
+        .plugins(watcherNode)
+        .every((p) => p.slot !== watcherSlot || !p.running),
+    );
+    await waitFor(`${watcherNode} to keep ${watcherResource} with allocatable 0`, async (observe) => {
+      const status = (await core.readNode({ name: watcherNode })).status;
+      observe(status?.allocatable);
+      return status?.capacity?.[watcherResource] === "2" && status.allocatable?.[watcherResource] === "0";
+    });
+  });
+
+  it("a DaemonSet rollout replaces every plugin process with the new pod's", async () => {
+    const before = await waitForPluginsOfCurrentPods();
+    // Any spec change renders a new config hash into the pod template, which rolls the pods.
+    await customObjects.patchClusterCustomObject(
+      {
+        group: GROUP,
+        version: VERSION,
+        plural: PLURAL,
+        name: configName,
+        body: { spec: { backend: { mock: { attributes: { revision: "2" } } } } },
+      },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
+    config = await readConfig();
+    await applyRendered(config);
+
+    const after = await waitFor(
+      "every node's plugin to belong to a new pod",
+      async () => {
+        const current = await waitForPluginsOfCurrentPods();
+        return nodes.every((n) => current.get(n)?.podUid !== before.get(n)?.podUid) && current;
+      },
+      { timeoutMs: 120_000 },
+    );
+    for (const n of nodes) {
+      const old = before.get(n)?.pid;
+      if (old !== undefined) expect(isAlive(old), `old plugin pid ${old} on ${n}`).toBe(false);
+      expect(after.get(n)?.pid).not.toBe(old);
+      await waitForAdvertised(n, { capacity: String(DEVICES), allocatable: String(DEVICES) });
+    }
+  });
+
+  it("deleting the DaemonSet stops every plugin process; the kubelet keeps capacity, then drops the resource", async () => {
+    const pids = simulator()
+      .plugins()
+      .filter((p) => p.slot === slot)
+      .map((p) => p.pid)
+      .filter((pid): pid is number => pid !== undefined);
+    expect(pids.length).toBeGreaterThanOrEqual(nodes.length);
+
+    await apps.deleteNamespacedDaemonSet({ name: pluginObjectName(configName), namespace });
+
+    await waitFor(
+      "every plugin process to exit",
+      (observe) => {
+        const alive = pids.filter(isAlive);
+        observe({ alive, running: runningPlugins() });
+        return alive.length === 0 && runningPlugins().length === 0;
+      },
+      { timeoutMs: 60_000 },
+    );
+    for (const n of nodes) await waitForAdvertised(n, { capacity: String(DEVICES), allocatable: "0" });
+    // After the grace period the kubelet reports the resource at 0, as it does for a removed plugin.
+    for (const n of nodes) {
+      await waitForAdvertised(n, { capacity: "0", allocatable: "0" }, GRACE_PERIOD_MS + 30_000);
+    }
+  });
+});

@@ -1,0 +1,284 @@
+// The kubelet simulator's pure decisions: which pod runs, with which args, env and config, and the node
+// status patch that moves a Node to the latest counts.
+import type { V1Container, V1Pod } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import { validateDevicePluginConfig } from "../../src/api/validate.js";
+import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
+import { nodeResourcePatch, type AdvertisedResource } from "./node-status.js";
+import {
+  configMapFileAt,
+  desiredPluginPods,
+  expandVariableReferences,
+  mapBackendHostPaths,
+  resolveContainerEnv,
+  rewritePluginArgs,
+  simulatedPluginConfigText,
+} from "./plugin-pod.js";
+
+const paths = { configFile: "/sim/config.yaml", devicePluginDir: "/sim/dp", pluginsRegistryDir: "/sim/reg" };
+const defaultsAdded = [
+  "--device-plugin-dir",
+  "/sim/dp",
+  "--plugins-registry-dir",
+  "/sim/reg",
+  "--metrics-addr",
+  "0",
+  "--health-addr",
+  "127.0.0.1:0",
+];
+
+describe("rewritePluginArgs", () => {
+  it.each([
+    {
+      name: "the rendered args: every node-specific flag replaced, the rest kept in order",
+      args: [
+        "plugin",
+        "--config",
+        "/etc/dpo/config.yaml",
+        "--registration",
+        "watcher",
+        "--metrics-addr",
+        ":8080",
+        "--health-addr",
+        ":8081",
+      ],
+      want: [
+        "plugin",
+        "--config",
+        "/sim/config.yaml",
+        "--registration",
+        "watcher",
+        "--metrics-addr",
+        "0",
+        "--health-addr",
+        "127.0.0.1:0",
+        "--device-plugin-dir",
+        "/sim/dp",
+        "--plugins-registry-dir",
+        "/sim/reg",
+      ],
+    },
+    {
+      name: "--flag=value keeps its form",
+      args: ["plugin", "--config=/etc/dpo/c.yaml", "--device-plugin-dir=/var/lib/kubelet/device-plugins"],
+      want: [
+        "plugin",
+        "--config=/sim/config.yaml",
+        "--device-plugin-dir=/sim/dp",
+        "--plugins-registry-dir",
+        "/sim/reg",
+        "--metrics-addr",
+        "0",
+        "--health-addr",
+        "127.0.0.1:0",
+      ],
+    },
+    {
+      name: "defaults are the real host's, so missing flags are added",
+      args: ["plugin"],
+      want: ["plugin", "--config", "/sim/config.yaml", ...defaultsAdded],
+    },
+  ])("$name", ({ args, want }) => {
+    expect(rewritePluginArgs(args, paths)).toEqual(want);
+  });
+});
+
+const pod: V1Pod = {
+  metadata: {
+    name: "dpo-foo-abcde",
+    namespace: "dpo-system",
+    uid: "uid-1",
+    labels: { "dpo.dev/config": "foo" },
+    annotations: { note: "x" },
+  },
+  spec: {
+    nodeName: "node-a",
+    serviceAccountName: "dpo-plugin",
+    containers: [],
+    volumes: [
+      { name: "config", configMap: { name: "dpo-foo" } },
+      { name: "picked", configMap: { name: "other", items: [{ key: "long-key", path: "short.yaml" }] } },
+    ],
+  },
+  status: { phase: "Running", podIP: "10.0.0.5" },
+};
+
+describe("resolveContainerEnv", () => {
+  it("resolves literal values, downward-API fields and $(VAR) references; reports what it cannot", () => {
+    const container: V1Container = {
+      name: "plugin",
+      env: [
+        { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
+        { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+        { name: "CONFIG_LABEL", valueFrom: { fieldRef: { fieldPath: "metadata.labels['dpo.dev/config']" } } },
+        { name: "DPO_LOG_LEVEL", value: "debug" },
+        { name: "WHERE", value: "$(NODE_NAME)/$(MISSING)/$$(NODE_NAME)" },
+        { name: "SECRET", valueFrom: { secretKeyRef: { name: "s", key: "k" } } },
+      ],
+    };
+    expect(resolveContainerEnv(pod, container)).toEqual({
+      env: {
+        NODE_NAME: "node-a",
+        POD_NAMESPACE: "dpo-system",
+        CONFIG_LABEL: "foo",
+        DPO_LOG_LEVEL: "debug",
+        WHERE: "node-a/$(MISSING)/$(NODE_NAME)",
+      },
+      unresolved: ["SECRET"],
+    });
+  });
+
+  it.each([
+    ["$(A)-$(B)", { A: "1" }, "1-$(B)"],
+    ["$$(A)", { A: "1" }, "$(A)"],
+    ["plain", {}, "plain"],
+  ])("expands %s", (text, env, want) => {
+    expect(expandVariableReferences(text, env)).toBe(want);
+  });
+});
+
+describe("configMapFileAt", () => {
+  const container: V1Container = {
+    name: "plugin",
+    volumeMounts: [
+      { name: "config", mountPath: "/etc/dpo" },
+      { name: "picked", mountPath: "/etc/picked/" },
+    ],
+  };
+  it.each([
+    { path: "/etc/dpo/config.yaml", want: { volume: "config", configMap: "dpo-foo", key: "config.yaml" } },
+    { path: "/etc/picked/short.yaml", want: { volume: "picked", configMap: "other", key: "long-key" } },
+    { path: "/etc/picked/absent.yaml", want: undefined },
+    { path: "/etc/dpox/config.yaml", want: undefined },
+  ])("$path", ({ path, want }) => {
+    expect(configMapFileAt(pod, container, path)).toEqual(want);
+  });
+});
+
+function podOf(name: string, node: string, created: string, extra: Partial<V1Pod["metadata"]> = {}): V1Pod {
+  return {
+    metadata: {
+      name,
+      namespace: "ns",
+      uid: `uid-${name}`,
+      labels: { "dpo.dev/config": "foo" },
+      creationTimestamp: new Date(created),
+      ...extra,
+    },
+    spec: { nodeName: node, containers: [] },
+    status: { phase: "Running" },
+  };
+}
+
+describe("desiredPluginPods", () => {
+  it.each([
+    {
+      name: "the newer of two pods of one DaemonSet on the node (a rollout)",
+      pods: [podOf("old", "n1", "2024-01-01T00:00:00Z"), podOf("new", "n1", "2024-01-01T00:01:00Z")],
+      want: { "ns/foo": "new" },
+    },
+    {
+      name: "pods of other nodes, terminating pods and pods not Running do not count",
+      pods: [
+        podOf("elsewhere", "n2", "2024-01-01T00:00:00Z"),
+        podOf("going", "n1", "2024-01-01T00:00:00Z", { deletionTimestamp: new Date("2024-01-01T00:02:00Z") }),
+        { ...podOf("pending", "n1", "2024-01-01T00:00:00Z"), status: { phase: "Pending" } },
+      ],
+      want: {},
+    },
+    {
+      name: "one slot per config",
+      pods: [
+        podOf("a", "n1", "2024-01-01T00:00:00Z"),
+        podOf("b", "n1", "2024-01-01T00:00:00Z", { labels: { "dpo.dev/config": "bar" } }),
+      ],
+      want: { "ns/foo": "a", "ns/bar": "b" },
+    },
+  ])("$name", ({ pods, want }) => {
+    const desired = desiredPluginPods(pods, "n1");
+    expect(Object.fromEntries([...desired].map(([slot, p]) => [slot, p.metadata?.name]))).toEqual(want);
+  });
+});
+
+function config(backend: Record<string, unknown>): DevicePluginConfig {
+  const result = validateDevicePluginConfig({
+    apiVersion: "dpo.dev/v1beta1",
+    kind: "DevicePluginConfig",
+    metadata: { name: "foo", uid: "u" },
+    spec: { resourceName: "example.com/foo", backend },
+  });
+  if (!result.ok) throw new Error(JSON.stringify(result.errors));
+  return result.value;
+}
+
+describe("mapBackendHostPaths", () => {
+  const intoTree = (path: string): string => `/tree${path}`;
+  it.each([
+    {
+      name: "mock health file",
+      backend: { type: "Mock", mock: { devices: 1, healthFile: "/run/dpo/health.json" } },
+      want: { mock: { healthFile: "/tree/run/dpo/health.json" } },
+    },
+    {
+      name: "devFS root, defaulted to / (globs stay relative to it)",
+      backend: { type: "DevFS", devFS: { paths: [{ glob: "/dev/ttyUSB*" }] } },
+      want: { devFS: { root: "/tree/", paths: [{ glob: "/dev/ttyUSB*" }] } },
+    },
+    {
+      name: "PCI sysfs and dev roots, defaulted",
+      backend: { type: "PCI", pci: { vendor: "10de" } },
+      want: { pci: { sysfsRoot: "/tree/sys", devRoot: "/tree/dev" } },
+    },
+  ])("$name", ({ backend, want }) => {
+    expect(mapBackendHostPaths(config(backend), intoTree).spec.backend).toMatchObject(want);
+  });
+
+  it("passes a config the plugin would refuse through untouched", () => {
+    const text = "apiVersion: dpo.dev/v1beta1\nkind: DevicePluginConfig\nmetadata: {name: x}\nspec: {}\n";
+    expect(simulatedPluginConfigText(text, intoTree)).toBe(text);
+  });
+});
+
+describe("nodeResourcePatch", () => {
+  const r = "example.com/foo";
+  const s = "example.com/bar";
+  it.each<{
+    name: string;
+    written: [string, AdvertisedResource][];
+    desired: [string, AdvertisedResource][];
+    want: unknown;
+  }>([
+    {
+      name: "nothing new",
+      written: [[r, { capacity: 4, allocatable: 4 }]],
+      desired: [[r, { capacity: 4, allocatable: 4 }]],
+      want: undefined,
+    },
+    {
+      name: "only what changed",
+      written: [
+        [r, { capacity: 4, allocatable: 4 }],
+        [s, { capacity: 2, allocatable: 2 }],
+      ],
+      desired: [
+        [r, { capacity: 4, allocatable: 3 }],
+        [s, { capacity: 2, allocatable: 2 }],
+      ],
+      want: { status: { capacity: { [r]: "4" }, allocatable: { [r]: "3" } } },
+    },
+    {
+      name: "a resource taken out with null",
+      written: [[r, { capacity: 0, allocatable: 0 }]],
+      desired: [[r, null]],
+      want: { status: { capacity: { [r]: null }, allocatable: { [r]: null } } },
+    },
+    {
+      name: "a first write",
+      written: [],
+      desired: [[r, { capacity: 4, allocatable: 0 }]],
+      want: { status: { capacity: { [r]: "4" }, allocatable: { [r]: "0" } } },
+    },
+  ])("$name", ({ written, desired, want }) => {
+    expect(nodeResourcePatch(new Map(written), new Map(desired))).toEqual(want);
+  });
+});

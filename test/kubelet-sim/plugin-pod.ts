@@ -1,0 +1,232 @@
+// What the kubelet would make of a plugin pod, as pure functions: which pod runs per plugin slot, the
+// process's args and env, and the plugin config with host paths moved into a simulated node's tree.
+import type { V1Container, V1EnvVar, V1Pod } from "@kubernetes/client-node";
+import { posix } from "node:path";
+import { stringify } from "yaml";
+import { loadDevicePluginConfig } from "../../src/api/validate.js";
+import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
+import { LABEL_CONFIG } from "../../src/operator/render/names.js";
+
+/** Paths and addresses a plugin process gets instead of the ones its pod spec names. */
+export interface PluginProcessPaths {
+  configFile: string;
+  devicePluginDir: string;
+  pluginsRegistryDir: string;
+}
+
+/** Every host-network plugin on this machine shares one loopback: metrics off, probes on a free port. */
+export const SIMULATED_METRICS_ADDR = "0";
+export const SIMULATED_HEALTH_ADDR = "127.0.0.1:0";
+
+/** True while the kubelet would keep the pod's containers running. */
+export function isRunningPod(pod: V1Pod): boolean {
+  return pod.status?.phase === "Running" && pod.metadata?.deletionTimestamp == null;
+}
+
+/**
+ * One plugin process per slot and node: a slot is a DaemonSet's pods, told apart by the config label.
+ * Two pods of a slot on a node only overlap during a rollout; the newer one is the one to run.
+ */
+export function pluginSlot(pod: V1Pod): string {
+  const namespace = pod.metadata?.namespace ?? "";
+  const config = pod.metadata?.labels?.[LABEL_CONFIG];
+  return config === undefined ? `${namespace}/pod/${pod.metadata?.name ?? ""}` : `${namespace}/${config}`;
+}
+
+function creationTime(pod: V1Pod): number {
+  const created = pod.metadata?.creationTimestamp;
+  return created === undefined ? 0 : new Date(created).getTime();
+}
+
+/** The pod each slot on `node` should run, by slot. */
+export function desiredPluginPods(pods: readonly V1Pod[], node: string): Map<string, V1Pod> {
+  const desired = new Map<string, V1Pod>();
+  for (const pod of pods) {
+    if (pod.spec?.nodeName !== node || !isRunningPod(pod)) continue;
+    const slot = pluginSlot(pod);
+    const current = desired.get(slot);
+    const newer =
+      current === undefined ||
+      creationTime(pod) > creationTime(current) ||
+      (creationTime(pod) === creationTime(current) &&
+        (pod.metadata?.name ?? "") > (current.metadata?.name ?? ""));
+    if (newer) desired.set(slot, pod);
+  }
+  return desired;
+}
+
+/** `label['key']` or `annotations['key']` in a downward-API field path. */
+const MAP_FIELD = /^metadata\.(labels|annotations)\['(.+)'\]$/;
+
+/** A downward-API `fieldRef` as the kubelet resolves it; undefined for paths it would not know here. */
+export function resolveFieldRef(pod: V1Pod, fieldPath: string): string | undefined {
+  const map = MAP_FIELD.exec(fieldPath);
+  if (map) {
+    const values = map[1] === "labels" ? pod.metadata?.labels : pod.metadata?.annotations;
+    return values?.[map[2] ?? ""] ?? "";
+  }
+  switch (fieldPath) {
+    case "metadata.name":
+      return pod.metadata?.name;
+    case "metadata.namespace":
+      return pod.metadata?.namespace;
+    case "metadata.uid":
+      return pod.metadata?.uid;
+    case "spec.nodeName":
+      return pod.spec?.nodeName;
+    case "spec.serviceAccountName":
+      return pod.spec?.serviceAccountName;
+    case "status.hostIP":
+      return pod.status?.hostIP;
+    case "status.podIP":
+      return pod.status?.podIP;
+    default:
+      return undefined;
+  }
+}
+
+/** `$(NAME)` references to earlier variables, as the kubelet expands them in env values and args. */
+export function expandVariableReferences(text: string, env: Readonly<Record<string, string>>): string {
+  return text.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g, (whole, name: string | undefined) => {
+    if (name === undefined) return "$";
+    return Object.hasOwn(env, name) ? (env[name] ?? "") : whole;
+  });
+}
+
+/**
+ * The container's environment: literal values and downward-API fields. Values from Secrets, ConfigMaps
+ * or resource fields are not resolved; their names come back in `unresolved` so a caller can say so.
+ */
+export function resolveContainerEnv(
+  pod: V1Pod,
+  container: V1Container,
+): { env: Record<string, string>; unresolved: string[] } {
+  const env: Record<string, string> = {};
+  const unresolved: string[] = [];
+  for (const variable of container.env ?? ([] as V1EnvVar[])) {
+    if (variable.valueFrom === undefined) {
+      env[variable.name] = expandVariableReferences(variable.value ?? "", env);
+      continue;
+    }
+    const fieldPath = variable.valueFrom.fieldRef?.fieldPath;
+    const value = fieldPath === undefined ? undefined : resolveFieldRef(pod, fieldPath);
+    if (value === undefined) unresolved.push(variable.name);
+    else env[variable.name] = value;
+  }
+  return { env, unresolved };
+}
+
+/** Flags whose value the simulator replaces, and the value each gets. */
+function replacements(paths: PluginProcessPaths): Map<string, string> {
+  return new Map([
+    ["config", paths.configFile],
+    ["device-plugin-dir", paths.devicePluginDir],
+    ["plugins-registry-dir", paths.pluginsRegistryDir],
+    ["metrics-addr", SIMULATED_METRICS_ADDR],
+    ["health-addr", SIMULATED_HEALTH_ADDR],
+  ]);
+}
+
+/**
+ * The container args with the node-specific flags pointed at the simulated node (both `--flag value`
+ * and `--flag=value`); flags the pod leaves to their defaults are added, because the defaults are the
+ * real host's paths and ports.
+ */
+export function rewritePluginArgs(args: readonly string[], paths: PluginProcessPaths): string[] {
+  const wanted = replacements(paths);
+  const seen = new Set<string>();
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] ?? "";
+    const match = /^--([^=]+)(=.*)?$/.exec(arg);
+    const flag = match?.[1];
+    const replacement = flag === undefined ? undefined : wanted.get(flag);
+    if (flag === undefined || replacement === undefined) {
+      out.push(arg);
+      continue;
+    }
+    seen.add(flag);
+    if (match?.[2] !== undefined) {
+      out.push(`--${flag}=${replacement}`);
+    } else {
+      out.push(`--${flag}`, replacement);
+      i++;
+    }
+  }
+  for (const [flag, value] of wanted) {
+    if (!seen.has(flag)) out.push(`--${flag}`, value);
+  }
+  return out;
+}
+
+/** The value of `--name` in args (either form), if given. */
+export function flagValue(args: readonly string[], name: string): string | undefined {
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] ?? "";
+    if (arg === `--${name}`) return args[i + 1];
+    if (arg.startsWith(`--${name}=`)) return arg.slice(name.length + 3);
+  }
+  return undefined;
+}
+
+/** Where a container reads a file from a ConfigMap volume: the ConfigMap, the key and the volume. */
+export interface ConfigMapFile {
+  volume: string;
+  configMap: string;
+  key: string;
+}
+
+/**
+ * Which ConfigMap key the container sees at `containerPath`: the volume mounted at a prefix of the
+ * path, its `items` mapping if any. Undefined when no ConfigMap volume holds that path.
+ */
+export function configMapFileAt(
+  pod: V1Pod,
+  container: V1Container,
+  containerPath: string,
+): ConfigMapFile | undefined {
+  for (const mount of container.volumeMounts ?? []) {
+    const mountPath = mount.mountPath.replace(/\/+$/, "");
+    if (!containerPath.startsWith(`${mountPath}/`)) continue;
+    const volume = pod.spec?.volumes?.find((v) => v.name === mount.name);
+    const configMap = volume?.configMap;
+    if (volume === undefined || configMap?.name === undefined) continue;
+    const inVolume = posix.join(mount.subPath ?? "", containerPath.slice(mountPath.length + 1));
+    const item = configMap.items?.find((i) => posix.normalize(i.path) === inVolume);
+    const key = item?.key ?? (configMap.items === undefined ? inVolume : undefined);
+    if (key !== undefined) return { volume: volume.name, configMap: configMap.name, key };
+  }
+  return undefined;
+}
+
+/** A config with every host path of its backend turned into a path of the simulated node. */
+export function mapBackendHostPaths(
+  config: DevicePluginConfig,
+  hostPath: (path: string) => string,
+): DevicePluginConfig {
+  const backend = { ...config.spec.backend };
+  if (backend.mock?.healthFile !== undefined) {
+    backend.mock = { ...backend.mock, healthFile: hostPath(backend.mock.healthFile) };
+  }
+  // Globs stay as they are: they are resolved under root.
+  if (backend.devFS !== undefined) backend.devFS = { ...backend.devFS, root: hostPath(backend.devFS.root) };
+  if (backend.pci !== undefined) {
+    backend.pci = {
+      ...backend.pci,
+      sysfsRoot: hostPath(backend.pci.sysfsRoot),
+      devRoot: hostPath(backend.pci.devRoot),
+    };
+  }
+  return { ...config, spec: { ...config.spec, backend } };
+}
+
+/**
+ * The plugin config file for the simulated node. A config the plugin would refuse is passed through
+ * untouched, so the process fails the way the pod would.
+ */
+export function simulatedPluginConfigText(text: string, hostPath: (path: string) => string): string {
+  const loaded = loadDevicePluginConfig(text);
+  if (!loaded.ok) return text;
+  const { apiVersion, kind, metadata, spec } = mapBackendHostPaths(loaded.value, hostPath);
+  return stringify({ apiVersion, kind, metadata, spec }, { sortMapEntries: true });
+}
