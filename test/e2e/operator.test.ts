@@ -1,0 +1,300 @@
+// End to end: the operator (under its own ServiceAccount), KWOK nodes, the kubelet simulator and real
+// `dpo plugin` processes. What a platform team sees with kubectl is what these tests assert.
+import { AppsV1Api, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
+import { mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
+import { injectedCluster, kubeConfigFromInjected, kubectl, waitFor } from "../cluster/helpers.js";
+import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
+import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
+
+const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
+const NAME = "e2e-foo";
+const RESOURCE = "e2e.example/foo";
+const HEALTH_FILE = "/run/dpo/e2e-foo-health.json";
+
+const kc = kubeConfigFromInjected();
+const custom = kc.makeApiClient(CustomObjectsApi);
+const core = kc.makeApiClient(CoreV1Api);
+const apps = kc.makeApiClient(AppsV1Api);
+
+let operator: OperatorProcess;
+let sim: KubeletSimulator;
+let nodes: string[];
+
+interface StoredConfig {
+  metadata: { generation: number; uid: string };
+  status?: DevicePluginConfigStatus;
+}
+
+async function getConfig(name = NAME): Promise<StoredConfig> {
+  return (await custom.getClusterCustomObject({ ...GROUP, name })) as StoredConfig;
+}
+
+function condition(status: DevicePluginConfigStatus | undefined, type: string) {
+  return status?.conditions?.find((c) => c.type === type);
+}
+
+/** Waits until the config's status satisfies `check`; the timeout error shows the last status seen. */
+async function statusWhere(
+  description: string,
+  check: (s: DevicePluginConfigStatus, c: StoredConfig) => boolean,
+  name = NAME,
+  timeoutMs = 60_000,
+): Promise<DevicePluginConfigStatus> {
+  return waitFor(
+    `${name}: ${description}`,
+    async (observe) => {
+      const c = await getConfig(name);
+      observe({ status: c.status, simulator: sim.plugins().map((p) => [p.node, p.running]) });
+      return c.status && check(c.status, c) ? c.status : undefined;
+    },
+    { timeoutMs, intervalMs: 250 },
+  );
+}
+
+function writeHealth(node: string, content: Record<string, unknown>): void {
+  const path = sim.hostPath(node, HEALTH_FILE);
+  mkdirSync(dirname(path), { recursive: true });
+  // Atomic, like a monitoring agent replacing the file.
+  writeFileSync(`${path}.tmp`, JSON.stringify(content));
+  renameSync(`${path}.tmp`, path);
+}
+
+function manifest(name: string, spec: Record<string, unknown>) {
+  return { apiVersion: "dpo.dev/v1beta1", kind: "DevicePluginConfig", metadata: { name }, spec };
+}
+
+const baseSpec = {
+  resourceName: RESOURCE,
+  backend: { type: "Mock", mock: { devices: 4, idPrefix: "e2e", numaNodes: 2, healthFile: HEALTH_FILE } },
+  nodeSelector: { "feature.example/foo": "true" },
+};
+
+beforeAll(async () => {
+  nodes = injectedCluster().nodeNames;
+  await installDpo();
+  sim = await KubeletSimulator.start({ kubeconfig: kc, nodes, gracePeriodMs: 60_000 });
+  operator = await startOperator(["--status-write-interval", "500"]);
+  await custom.createClusterCustomObject({ ...GROUP, body: manifest(NAME, baseSpec) });
+}, 120_000);
+
+afterAll(async () => {
+  await custom.deleteClusterCustomObject({ ...GROUP, name: NAME }).catch(() => undefined);
+  await waitFor("the e2e plugin DaemonSet to be garbage-collected", () =>
+    apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE }).then(
+      () => false,
+      () => true,
+    ),
+  ).catch(() => undefined);
+  await operator?.stop();
+  await sim?.stop();
+}, 120_000);
+
+describe("a DevicePluginConfig on three simulated device nodes", () => {
+  it("shows node counts and device totals from the kubelet's capacity, and becomes Ready", async () => {
+    const status = await statusWhere(
+      "3/3 nodes and 12/12 devices, Ready",
+      (s) =>
+        s.nodes?.summary === "3/3" &&
+        s.devices?.summary === "12/12" &&
+        condition(s, "Ready")?.status === "True",
+    );
+    expect(status.nodes).toEqual({ desired: 3, ready: 3, updated: 3, summary: "3/3" });
+    expect(status.devices).toEqual({ capacity: 12, allocatable: 12, unhealthy: 0, summary: "12/12" });
+    expect(condition(status, "Reconciling")?.status).toBe("False");
+    expect(condition(status, "Stalled")?.status).toBe("False");
+    expect(condition(status, "Degraded")?.status).toBe("False");
+    expect(status.observedGeneration).toBe((await getConfig()).metadata.generation);
+    for (const node of nodes) {
+      const n = await core.readNode({ name: node });
+      expect(n.status?.capacity?.[RESOURCE]).toBe("4");
+    }
+  });
+
+  it("answers kubectl wait --for=condition=Ready and prints the columns", async () => {
+    const wait = await kubectl(["wait", "--for=condition=Ready", `dpc/${NAME}`, "--timeout=60s"]);
+    expect(wait.stdout).toContain("condition met");
+    const table = (await kubectl(["get", "dpc", NAME])).stdout.trim().split("\n");
+    expect(table[0]!.split(/\s{2,}/)).toEqual([
+      "NAME",
+      "RESOURCE",
+      "BACKEND",
+      "NODES",
+      "DEVICES",
+      "UNHEALTHY",
+      "READY",
+      "AGE",
+    ]);
+    expect(table[1]!.split(/\s{2,}/).slice(0, 7)).toEqual([
+      NAME,
+      RESOURCE,
+      "Mock",
+      "3/3",
+      "12/12",
+      "0",
+      "True",
+    ]);
+    const states = (
+      await kubectl(["get", "devicenodestates", "-n", NAMESPACE, "-l", `dpo.dev/config=${NAME}`])
+    ).stdout;
+    expect(states.trim().split("\n")).toHaveLength(1 + nodes.length);
+    expect(states).toContain("Registered");
+  });
+
+  it("shows an unhealthy device as a problem node with the device id, Degraded, and clears it on recovery", async () => {
+    const node = nodes[1]!;
+    writeHealth(node, { "e2e-1": { health: "Unhealthy", reason: "XidError" } });
+    const degraded = await statusWhere("UnhealthyDevices on the node", (s) =>
+      (s.problems ?? []).some((p) => p.node === node && p.reason === "UnhealthyDevices"),
+    );
+    expect(degraded.problems).toEqual([
+      expect.objectContaining({ node, reason: "UnhealthyDevices", devices: ["e2e-1"] }),
+    ]);
+    expect(condition(degraded, "Degraded")).toMatchObject({ status: "True", reason: "UnhealthyDevices" });
+    const settled = await statusWhere("allocatable 11 of 12", (s) => s.devices?.summary === "11/12");
+    expect(settled.devices).toMatchObject({ capacity: 12, allocatable: 11, unhealthy: 1 });
+    const row = (await kubectl(["get", "dpc", NAME, "--no-headers"])).stdout.trim().split(/\s{2,}/);
+    expect(row[5]).toBe("1");
+
+    writeHealth(node, {});
+    const recovered = await statusWhere(
+      "no problems after recovery",
+      (s) => (s.problems ?? []).length === 0 && s.devices?.summary === "12/12",
+    );
+    expect(condition(recovered, "Degraded")?.status).toBe("False");
+    const events = (
+      await kubectl(["get", "events", "-n", "default", "--field-selector", `involvedObject.name=${NAME}`])
+    ).stdout;
+    expect(events).toContain("Degraded");
+    expect(events).toContain("Recovered");
+  });
+
+  it("reports a stopped plugin and recovers when it is back", async () => {
+    const node = nodes[2]!;
+    await sim.killPlugin(node, "SIGKILL");
+    const broken = await statusWhere("a problem on the stopped plugin's node", (s) =>
+      (s.problems ?? []).some(
+        (p) => p.node === node && (p.reason === "PluginNotRegistered" || p.reason === "NoCapacity"),
+      ),
+    );
+    expect(broken.devices?.allocatable).toBe(8);
+    expect(condition(broken, "Degraded")?.status).toBe("True");
+    sim.restartPlugin(node);
+    await statusWhere(
+      "recovered after the plugin restarted",
+      (s) => (s.problems ?? []).length === 0 && s.devices?.summary === "12/12",
+    );
+  });
+
+  it("rolls the plugin pods when the spec changes", async () => {
+    const before = await apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE });
+    const oldHash = before.spec?.template.metadata?.annotations?.["dpo.dev/config-hash"];
+    const podsBefore = (
+      await core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: `dpo.dev/config=${NAME}` })
+    ).items.map((p) => p.metadata!.uid);
+    await custom.patchClusterCustomObject({
+      ...GROUP,
+      name: NAME,
+      body: [{ op: "replace", path: "/spec/backend/mock/devices", value: 6 }],
+    });
+    const status = await statusWhere(
+      "18 devices after the change, all nodes updated",
+      (s, c) =>
+        s.observedGeneration === c.metadata.generation &&
+        s.devices?.summary === "18/18" &&
+        s.nodes?.updated === 3,
+      NAME,
+      90_000,
+    );
+    expect(condition(status, "Ready")?.status).toBe("True");
+    const after = await apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE });
+    expect(after.spec?.template.metadata?.annotations?.["dpo.dev/config-hash"]).not.toBe(oldHash);
+    const podsAfter = (
+      await core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: `dpo.dev/config=${NAME}` })
+    ).items.map((p) => p.metadata!.uid);
+    expect(podsAfter.filter((uid) => podsBefore.includes(uid))).toEqual([]);
+  });
+
+  it("refuses a second config for the same resource on the same nodes: ResourceNameConflict, no DaemonSet", async () => {
+    const second = "e2e-foo-duplicate";
+    await custom.createClusterCustomObject({ ...GROUP, body: manifest(second, baseSpec) });
+    try {
+      const status = await statusWhere(
+        "Ready=False ResourceNameConflict",
+        (s) => condition(s, "Ready")?.reason === "ResourceNameConflict",
+        second,
+      );
+      expect(condition(status, "Ready")?.status).toBe("False");
+      expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "ResourceNameConflict" });
+      await expect(
+        apps.readNamespacedDaemonSet({ name: `dpo-${second}`, namespace: NAMESPACE }),
+      ).rejects.toThrow();
+      // The older config keeps running.
+      const first = await getConfig();
+      expect(condition(first.status, "Ready")?.status).toBe("True");
+      await apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE });
+    } finally {
+      await custom.deleteClusterCustomObject({ ...GROUP, name: second });
+    }
+  });
+
+  it("makes no API requests while nothing changes", async () => {
+    await statusWhere("settled", (s) => condition(s, "Ready")?.status === "True");
+    // Let any write caused by the last test land and come back through the watch.
+    const idleFrom = await waitFor("the request counter to settle", async () => {
+      const a = await operator.metric("dpo_operator_api_requests_total");
+      await new Promise<void>((r) => setImmediate(r));
+      const status = await getConfig();
+      const b = await operator.metric("dpo_operator_api_requests_total");
+      return a === b && condition(status.status, "Ready")?.status === "True" ? b : undefined;
+    });
+    const writesBefore = await operator.metric("dpo_operator_status_writes_total");
+    // A window with KWOK heartbeats on every node (they arrive every ~10 s) and plugin reports unchanged.
+    const windowEnd = Date.now() + 15_000;
+    await waitFor("a 15 s observation window", () => Date.now() >= windowEnd, {
+      timeoutMs: 20_000,
+      intervalMs: 500,
+    });
+    expect(await operator.metric("dpo_operator_api_requests_total")).toBe(idleFrom);
+    expect(await operator.metric("dpo_operator_status_writes_total")).toBe(writesBefore);
+  });
+
+  it("removes the DaemonSet, ConfigMap and DeviceNodeStates when the config is deleted", async () => {
+    await custom.deleteClusterCustomObject({ ...GROUP, name: NAME });
+    await waitFor(
+      "DaemonSet, ConfigMap and DeviceNodeStates to be garbage-collected",
+      async (observe) => {
+        const ds = await apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE }).then(
+          () => true,
+          () => false,
+        );
+        const cm = await core.readNamespacedConfigMap({ name: `dpo-${NAME}`, namespace: NAMESPACE }).then(
+          () => true,
+          () => false,
+        );
+        const states = (
+          await kubectl([
+            "get",
+            "devicenodestates",
+            "-n",
+            NAMESPACE,
+            "-l",
+            `dpo.dev/config=${NAME}`,
+            "-o",
+            "name",
+          ])
+        ).stdout.trim();
+        observe({ ds, cm, states });
+        return !ds && !cm && states === "";
+      },
+      { timeoutMs: 60_000 },
+    );
+    await waitFor("the plugin processes to stop", (observe) => {
+      const running = sim.plugins().filter((p) => p.running);
+      observe(running.map((p) => p.pod));
+      return running.length === 0;
+    });
+  });
+});

@@ -1,0 +1,106 @@
+// End-to-end set-up shared by the operator tests: install dpo's CRDs and RBAC from config/ into the test
+// cluster, and run the built operator as a process under its own ServiceAccount (never as admin).
+import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { installDpo as installDpoWith } from "../../tools/cluster/install-dpo.js";
+import { kubeConfigFromInjected, kubeConfigWithToken, kubectl, waitFor } from "../cluster/helpers.js";
+
+export const NAMESPACE = "dpo-system";
+export const OPERATOR_SA = "dpo-operator";
+export const repo = join(import.meta.dirname, "..", "..");
+export const dpoEntrypoint = join(repo, "dist", "cli", "main.js");
+
+/** Applies config/default as a user would, minus the operator Deployment (the tests run it as a process). */
+export async function installDpo(): Promise<void> {
+  await installDpoWith(
+    async (args, input) => (await kubectl(args, input === undefined ? {} : { input })).stdout,
+  );
+}
+
+/** A kubeconfig file that authenticates as the operator's ServiceAccount (a TokenRequest token). */
+export async function serviceAccountKubeconfig(sa: string, namespace = NAMESPACE): Promise<string> {
+  const core = kubeConfigFromInjected().makeApiClient(CoreV1Api);
+  const token = await core.createNamespacedServiceAccountToken({
+    name: sa,
+    namespace,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
+  const kc: KubeConfig = kubeConfigWithToken(token.status!.token);
+  const file = join(mkdtempSync(join(tmpdir(), "dpo-e2e-kc-")), "kubeconfig");
+  writeFileSync(file, kc.exportConfig(), { mode: 0o600 });
+  return file;
+}
+
+export interface OperatorProcess {
+  child: ChildProcess;
+  logs: string[];
+  metricsPort: number;
+  metric(name: string): Promise<number>;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts `dpo operator` with the operator ServiceAccount's credentials and waits for its metrics port. */
+export async function startOperator(
+  args: string[] = [],
+  env: Record<string, string> = {},
+): Promise<OperatorProcess> {
+  const kubeconfig = await serviceAccountKubeconfig(OPERATOR_SA);
+  const child = spawn(
+    process.execPath,
+    [
+      dpoEntrypoint,
+      "operator",
+      "--kubeconfig",
+      kubeconfig,
+      "--namespace",
+      NAMESPACE,
+      "--metrics-addr",
+      "127.0.0.1:0",
+      "--health-addr",
+      "0",
+      "--plugin-image",
+      "dpo:e2e",
+      ...args,
+    ],
+    { env: { ...process.env, DPO_LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  const logs: string[] = [];
+  child.stdout.setEncoding("utf8").on("data", (d: string) => logs.push(d));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => logs.push(d));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const started = await waitFor(
+    "the operator to log its metrics port",
+    (observe) => {
+      observe(logs.join("").slice(-2000));
+      if (child.exitCode !== null)
+        throw new Error(`operator exited with ${child.exitCode}: ${logs.join("")}`);
+      for (const line of logs.join("").split("\n")) {
+        if (!line.startsWith("{")) continue;
+        const event = JSON.parse(line) as { msg?: string; ports?: number[] };
+        if (event.msg === "operator starting" && event.ports?.[0]) return event.ports[0];
+      }
+      return undefined;
+    },
+    { timeoutMs: 20_000, intervalMs: 50 },
+  );
+  return {
+    child,
+    logs,
+    metricsPort: started,
+    async metric(name: string): Promise<number> {
+      const text = await (await fetch(`http://127.0.0.1:${started}/metrics`)).text();
+      let sum = 0;
+      for (const line of text.split("\n")) {
+        if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.split(" ").pop());
+      }
+      return sum;
+    },
+    async stop(signal: NodeJS.Signals = "SIGTERM"): Promise<number | null> {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}

@@ -1,0 +1,203 @@
+// `make demo`: a local control plane with three simulated device nodes, the kubelet simulator, the operator
+// (under its own ServiceAccount) and two sample configs; then a device fails and recovers while
+// `kubectl get dpc` and `kubectl get devicenodestates` show it. Ctrl-C stops everything it started.
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+
+import { pino } from "pino";
+import { KubeletSimulator } from "../../test/kubelet-sim/node-simulator.js";
+import { buildOrReuseBinaries, startCluster, type ClusterHandle } from "../cluster/cluster.js";
+import { installDpo } from "../cluster/install-dpo.js";
+import { waitFor } from "../cluster/wait.js";
+
+const repo = join(import.meta.dirname, "..", "..");
+const once = process.argv.includes("--once") || process.env["DEMO_ONCE"] === "1";
+const SAMPLES = ["mock-basic.yaml", "mock-time-slicing.yaml"];
+const HEALTH_FILE = "/run/dpo/health.json";
+
+function banner(text: string): void {
+  process.stdout.write(`\n\x1b[1m== ${text}\x1b[0m\n`);
+}
+
+async function main(): Promise<number> {
+  const work = mkdtempSync(join(tmpdir(), "dpo-demo-"));
+  const log = pino({ level: "warn" }, pino.destination(2));
+  let cluster: ClusterHandle | undefined;
+  let sim: KubeletSimulator | undefined;
+  let operator: ChildProcess | undefined;
+  let stopping = false;
+  const stop = async (): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    banner("stopping: operator, plugins, kubelet simulator, control plane");
+    operator?.kill("SIGTERM");
+    await sim?.stop().catch(() => undefined);
+    await cluster?.stop().catch(() => undefined);
+    rmSync(work, { recursive: true, force: true });
+  };
+  const interrupted = new Promise<void>((resolve) => {
+    process.once("SIGINT", () => resolve());
+    process.once("SIGTERM", () => resolve());
+  });
+
+  try {
+    banner("building (or reusing) kube-apiserver, etcd, controller-manager, scheduler, kubectl and KWOK");
+    const binDir = await buildOrReuseBinaries();
+    banner("starting the control plane with 3 KWOK nodes");
+    cluster = await startCluster({ nodes: 3, stateDir: join(work, "cluster"), binDir, log });
+    const kubeconfig = cluster.kubeconfigPath;
+    process.stdout.write(
+      `API server ${cluster.server}, ready in ${(cluster.startupMs / 1000).toFixed(1)} s\n`,
+    );
+    process.stdout.write(`kubectl: ${join(binDir, "kubectl")} --kubeconfig ${kubeconfig}\n`);
+    const kubectl = async (args: string[], input?: string): Promise<string> => {
+      const child = execFile(join(binDir, "kubectl"), ["--kubeconfig", kubeconfig, ...args], {
+        maxBuffer: 16 << 20,
+      });
+      if (input !== undefined) child.stdin?.end(input);
+      else child.stdin?.end();
+      return new Promise((resolve, reject) => {
+        let out = "";
+        let err = "";
+        child.stdout?.on("data", (d: string) => (out += d));
+        child.stderr?.on("data", (d: string) => (err += d));
+        child.on("exit", (code) =>
+          code === 0 ? resolve(out) : reject(new Error(`kubectl ${args.join(" ")}: ${err}`)),
+        );
+      });
+    };
+
+    banner("installing the CRDs, namespace and least-privilege RBAC from config/default");
+    await installDpo(kubectl);
+
+    const kc = new KubeConfig();
+    kc.loadFromFile(kubeconfig);
+    banner(
+      "starting the kubelet simulator on every node (it runs real `dpo plugin` processes for plugin pods)",
+    );
+    sim = await KubeletSimulator.start({ kubeconfig: kc, nodes: cluster.nodeNames, logger: log });
+
+    banner("starting `dpo operator` with the dpo-operator ServiceAccount's token");
+    const token = await kc.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
+      name: "dpo-operator",
+      namespace: "dpo-system",
+      body: { spec: { audiences: [], expirationSeconds: 3600 } },
+    });
+    const opKc = new KubeConfig();
+    opKc.loadFromOptions({
+      clusters: [{ name: "demo", server: cluster.server, caFile: kc.getCurrentCluster()?.caFile }],
+      users: [{ name: "dpo-operator", token: token.status!.token }],
+      contexts: [{ name: "demo", cluster: "demo", user: "dpo-operator" }],
+      currentContext: "demo",
+    });
+    const opKubeconfig = join(work, "operator.kubeconfig");
+    writeFileSync(opKubeconfig, opKc.exportConfig(), { mode: 0o600 });
+    operator = spawn(
+      process.execPath,
+      [
+        join(repo, "dist", "cli", "main.js"),
+        "operator",
+        "--kubeconfig",
+        opKubeconfig,
+        "--metrics-addr",
+        "0",
+        "--health-addr",
+        "0",
+        "--plugin-image",
+        "dpo:demo",
+      ],
+      { stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, DPO_LOG_LEVEL: "warn" } },
+    );
+
+    banner(`applying the samples ${SAMPLES.join(" and ")}`);
+    for (const sample of SAMPLES) {
+      process.stdout.write(await kubectl(["apply", "-f", join(repo, "config", "samples", sample)]));
+    }
+    const show = async (): Promise<void> => {
+      process.stdout.write(`\n$ kubectl get dpc -o wide\n${await kubectl(["get", "dpc", "-o", "wide"])}`);
+      process.stdout.write(
+        `$ kubectl get devicenodestates -n dpo-system\n${await kubectl(["get", "devicenodestates", "-n", "dpo-system"])}`,
+      );
+    };
+    const dpc = async (
+      name: string,
+    ): Promise<{
+      status?: {
+        devices?: { summary?: string };
+        conditions?: { type: string; status: string }[];
+        problems?: { node: string; reason: string; devices?: string[] }[];
+      };
+    }> => JSON.parse(await kubectl(["get", "dpc", name, "-o", "json"])) as never;
+    const ready = (c: Awaited<ReturnType<typeof dpc>>): boolean =>
+      c.status?.conditions?.some((x) => x.type === "Ready" && x.status === "True") ?? false;
+
+    await waitFor(
+      "both configs Ready",
+      async () => ready(await dpc("example-mock")) && ready(await dpc("example-mock-shared")),
+      {
+        timeoutMs: 120_000,
+        intervalMs: 500,
+      },
+    );
+    banner("both configs are Ready: every node advertises its devices");
+    await show();
+
+    const node = cluster.nodeNames[1]!;
+    const healthPath = sim.hostPath(node, HEALTH_FILE);
+    const writeHealth = (content: object): void => {
+      mkdirSync(dirname(healthPath), { recursive: true });
+      writeFileSync(`${healthPath}.tmp`, JSON.stringify(content));
+      renameSync(`${healthPath}.tmp`, healthPath);
+    };
+    banner(`device foo-1 on ${node} overheats (its health file: ${HEALTH_FILE} on that node)`);
+    writeHealth({ "foo-1": { health: "Unhealthy", reason: "Overheated" } });
+    await waitFor(
+      "the problem in the status",
+      async () => (await dpc("example-mock")).status?.devices?.summary === "11/12",
+      {
+        timeoutMs: 60_000,
+        intervalMs: 250,
+      },
+    );
+    await show();
+    process.stdout.write(`\nproblems: ${JSON.stringify((await dpc("example-mock")).status?.problems)}\n`);
+
+    banner(`foo-1 on ${node} recovers`);
+    writeHealth({});
+    await waitFor(
+      "the recovery in the status",
+      async () => (await dpc("example-mock")).status?.devices?.summary === "12/12",
+      {
+        timeoutMs: 60_000,
+        intervalMs: 250,
+      },
+    );
+    await show();
+
+    if (once) {
+      banner("demo done (--once)");
+    } else {
+      banner("the cluster keeps running; try it yourself, Ctrl-C stops everything");
+      process.stdout.write(
+        `  export KUBECONFIG=${kubeconfig}\n` +
+          `  ${join(binDir, "kubectl")} get dpc -o wide\n` +
+          `  echo '{"foo-2": "Unhealthy"}' > ${sim.hostPath(cluster.nodeNames[0]!, HEALTH_FILE)}\n`,
+      );
+      await interrupted;
+    }
+    await stop();
+    return 0;
+  } catch (err) {
+    process.stderr.write(`demo failed: ${err instanceof Error ? err.message : String(err)}\n`);
+    await stop();
+    return 1;
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  () => process.exit(1),
+);
