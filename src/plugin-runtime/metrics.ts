@@ -1,5 +1,5 @@
 // The plugin runtime's Prometheus metrics: devices by health, allocations, Allocate latency,
-// registrations and kubelet restarts seen.
+// registrations, kubelet restarts seen and node-report writes.
 import { MetricsRegistry, type Counter, type Gauge, type Histogram } from "../observability/metrics.js";
 
 export class PluginMetrics {
@@ -40,5 +40,9 @@ export class PluginMetrics {
   readonly deviceListUpdates: Counter = this.registry.counter(
     "dpo_plugin_device_list_updates_total",
     "Device lists sent on ListAndWatch streams.",
+  );
+  readonly reportWrites: Counter = this.registry.counter(
+    "dpo_plugin_report_writes_total",
+    "DeviceNodeState report writes, by result: ok, error, or unchanged (nothing new, so not sent).",
   );
 }

@@ -45,12 +45,16 @@ export interface RuntimeStatus {
   registrationSocketPath: string | undefined;
   kubeletAPIVersion: string;
   lastRegistrationError: string | undefined;
+  /** When `registered` last changed (epoch ms); the runtime's start while it never has. */
+  registrationChangedAtMs: number;
   kubeletRestarts: number;
 }
 
 export interface PluginRuntimeEvents {
   registered: [RuntimeStatus];
   unregistered: [RuntimeStatus];
+  /** A registration attempt failed with a message different from the last one. */
+  registrationError: [RuntimeStatus];
   devices: [DeviceSetSnapshot];
 }
 
@@ -70,6 +74,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
   private registeredWith: string | undefined;
   private watcherRegistered = false;
   private lastRegistrationError: string | undefined;
+  private registrationChangedAtMs = this.startedAtMs;
   private kubeletRestarts = 0;
 
   private fsWatcher: FSWatcher | undefined;
@@ -109,6 +114,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       registrationSocketPath: this.watcherRegistration?.socketPath,
       kubeletAPIVersion: KUBELET_API_VERSION,
       lastRegistrationError: this.lastRegistrationError,
+      registrationChangedAtMs: this.registrationChangedAtMs,
       kubeletRestarts: this.kubeletRestarts,
     };
   }
@@ -297,7 +303,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       });
     } catch (err) {
       const message = (err as Error).message;
-      this.lastRegistrationError = message;
+      this.recordRegistrationError(message);
       this.metrics.registrations.inc({ resource: this.resourceName, path: "kubelet", result: "error" });
       this.log.warn({ err: message, retryInMs: this.retryDelayMs }, "registration with the kubelet failed");
       this.scheduleRetry();
@@ -330,7 +336,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       this.setRegistered(true);
       return;
     }
-    this.lastRegistrationError = error;
+    this.recordRegistrationError(error);
     this.log.error(
       { err: error, retryInMs: this.retryDelayMs },
       "kubelet refused the plugin-watcher registration",
@@ -347,6 +353,12 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.retryDelayMs = Math.min(this.retryDelayMs * 2, this.opts.retryMaxMs ?? 5_000);
   }
 
+  private recordRegistrationError(message: string): void {
+    const changed = message !== this.lastRegistrationError;
+    this.lastRegistrationError = message;
+    if (changed) this.emit("registrationError", this.status());
+  }
+
   private setRegistered(registered: boolean): void {
     const was = this.status().registered;
     if (this.opts.registration === "kubelet") {
@@ -355,6 +367,9 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       this.watcherRegistered = registered;
     }
     this.metrics.registered.set({ resource: this.resourceName }, registered ? 1 : 0);
-    if (was !== registered) this.emit(registered ? "registered" : "unregistered", this.status());
+    if (was !== registered) {
+      this.registrationChangedAtMs = Date.now();
+      this.emit(registered ? "registered" : "unregistered", this.status());
+    }
   }
 }

@@ -1,0 +1,373 @@
+// A small Kubernetes API client on node:https for the plugin, which cannot afford @kubernetes/client-node's memory.
+import { readFile } from "node:fs/promises";
+import * as http from "node:http";
+import * as https from "node:https";
+import { dirname, isAbsolute, join } from "node:path";
+import { parse } from "yaml";
+
+/** Where a pod finds its ServiceAccount token and the cluster CA. */
+export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
+/** Bound ServiceAccount tokens rotate (the kubelet refreshes the file at 80% of their life): re-read often. */
+export const TOKEN_REFRESH_MS = 60_000;
+const DEFAULT_TIMEOUT_MS = 10_000;
+const MAX_RESPONSE_BYTES = 8 * 2 ** 20;
+
+/** How to reach and authenticate to one API server. */
+export interface ApiCredentials {
+  /** `https://host:port` (or `http://` for a local proxy or tests). */
+  server: string;
+  /** PEM bundle trusted for the server; the system roots when absent. */
+  ca?: Buffer;
+  insecureSkipTLSVerify?: boolean;
+  /** Server name to verify instead of the URL's host. */
+  tlsServerName?: string;
+  clientCertificate?: Buffer;
+  clientKey?: Buffer;
+  token?: string;
+  /** Read for every request older than TOKEN_REFRESH_MS, so a rotated token is picked up. */
+  tokenFile?: string;
+}
+
+export interface ApiErrorDetails {
+  /** HTTP status code; 0 when no answer arrived (refused, reset, timed out, aborted). */
+  code: number;
+  /** The API's `Status.reason` (NotFound, Forbidden, ...), or the network error's code. */
+  reason: string;
+  retryAfterSeconds?: number;
+  cause?: unknown;
+}
+
+/** A failed request; `message` is the API server's own message when it answered. */
+export class ApiError extends Error {
+  readonly code: number;
+  readonly reason: string;
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(message: string, details: ApiErrorDetails) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.name = "ApiError";
+    this.code = details.code;
+    this.reason = details.reason;
+    this.retryAfterSeconds = details.retryAfterSeconds;
+  }
+
+  /** Worth retrying soon: no answer, throttled, or a server-side failure. */
+  get transient(): boolean {
+    return this.code === 0 || this.code === 429 || this.code >= 500;
+  }
+}
+
+/** A kubeconfig problem: names the file and what is missing or unsupported. */
+export class KubeconfigError extends Error {
+  override readonly name = "KubeconfigError";
+}
+
+function record(value: unknown): Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : {};
+}
+
+function optionalString(value: unknown): string | undefined {
+  return typeof value === "string" && value !== "" ? value : undefined;
+}
+
+function findNamed(list: unknown, name: string, member: string): Record<string, unknown> | undefined {
+  if (!Array.isArray(list)) return undefined;
+  const entry: unknown = list.find((e) => record(e)["name"] === name);
+  return entry === undefined ? undefined : record(record(entry)[member]);
+}
+
+/**
+ * Credentials of the kubeconfig's current context: server, CA, TLS verification and either a client
+ * certificate or a bearer token. Relative file paths are resolved against the kubeconfig's directory,
+ * as kubectl does. Exec plugins and auth providers are refused: a node agent must not run commands.
+ */
+export async function loadKubeconfig(path: string): Promise<ApiCredentials> {
+  let doc: Record<string, unknown>;
+  try {
+    doc = record(parse(await readFile(path, "utf8")));
+  } catch (err) {
+    throw new KubeconfigError(`kubeconfig ${path}: ${(err as Error).message}`, { cause: err });
+  }
+  const contextName = optionalString(doc["current-context"]);
+  if (contextName === undefined) throw new KubeconfigError(`kubeconfig ${path}: no current-context`);
+  const context = findNamed(doc["contexts"], contextName, "context");
+  if (context === undefined) {
+    throw new KubeconfigError(`kubeconfig ${path}: context '${contextName}' not found`);
+  }
+  const clusterName = optionalString(context["cluster"]) ?? "";
+  const cluster = findNamed(doc["clusters"], clusterName, "cluster");
+  const server = optionalString(cluster?.["server"]);
+  if (cluster === undefined || server === undefined) {
+    throw new KubeconfigError(`kubeconfig ${path}: cluster '${clusterName}' not found or has no server`);
+  }
+  const userName = optionalString(context["user"]);
+  const user = userName === undefined ? {} : (findNamed(doc["users"], userName, "user") ?? {});
+  for (const unsupported of ["exec", "auth-provider"]) {
+    if (user[unsupported] !== undefined) {
+      throw new KubeconfigError(
+        `kubeconfig ${path}: user '${userName ?? ""}' uses ${unsupported}, which dpo plugin does not support; use a token, a token file or a client certificate`,
+      );
+    }
+  }
+
+  const base = dirname(path);
+  // `<key>-data` (base64) wins over the file `<key>`, as in kubectl.
+  const fileOrData = async (entry: Record<string, unknown>, fileKey: string): Promise<Buffer | undefined> => {
+    const data = optionalString(entry[`${fileKey}-data`]);
+    if (data !== undefined) return Buffer.from(data, "base64");
+    const file = optionalString(entry[fileKey]);
+    if (file === undefined) return undefined;
+    try {
+      return await readFile(isAbsolute(file) ? file : join(base, file));
+    } catch (err) {
+      throw new KubeconfigError(`kubeconfig ${path}: ${fileKey} ${file}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  };
+  const tokenFile = optionalString(user["tokenFile"]);
+  const credentials: ApiCredentials = {
+    server,
+    ca: await fileOrData(cluster, "certificate-authority"),
+    insecureSkipTLSVerify: cluster["insecure-skip-tls-verify"] === true,
+    tlsServerName: optionalString(cluster["tls-server-name"]),
+    clientCertificate: await fileOrData(user, "client-certificate"),
+    clientKey: await fileOrData(user, "client-key"),
+    token: optionalString(user["token"]),
+    tokenFile:
+      tokenFile === undefined ? undefined : isAbsolute(tokenFile) ? tokenFile : join(base, tokenFile),
+  };
+  if ((credentials.clientCertificate === undefined) !== (credentials.clientKey === undefined)) {
+    throw new KubeconfigError(
+      `kubeconfig ${path}: user '${userName ?? ""}' needs both a client certificate and a client key`,
+    );
+  }
+  return credentials;
+}
+
+/**
+ * The pod's own credentials, as client-go's rest.InClusterConfig finds them; undefined outside a pod
+ * (KUBERNETES_SERVICE_HOST unset).
+ */
+export async function inClusterCredentials(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  serviceAccountDir = SERVICE_ACCOUNT_DIR,
+): Promise<ApiCredentials | undefined> {
+  const host = env["KUBERNETES_SERVICE_HOST"];
+  const port = env["KUBERNETES_SERVICE_PORT"];
+  if (host === undefined || host === "" || port === undefined || port === "") return undefined;
+  const hostPart = host.includes(":") ? `[${host}]` : host;
+  const caPath = join(serviceAccountDir, "ca.crt");
+  let ca: Buffer;
+  try {
+    ca = await readFile(caPath);
+  } catch (err) {
+    throw new KubeconfigError(`in-cluster: cannot read ${caPath}: ${(err as Error).message}`, { cause: err });
+  }
+  return { server: `https://${hostPart}:${port}`, ca, tokenFile: join(serviceAccountDir, "token") };
+}
+
+export interface ApiRequest {
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  /** Path and query, e.g. `/apis/dpo.dev/v1beta1/namespaces/ns/devicenodestates/x?fieldManager=m`. */
+  path: string;
+  /** Sent as JSON (which is also YAML, so apply patches can use it). */
+  body?: unknown;
+  contentType?: string;
+  /** Cancels the request (shutdown budgets). */
+  signal?: AbortSignal;
+}
+
+export interface ApiClientOptions {
+  /** Budget for a whole request, connection to last byte. */
+  timeoutMs?: number;
+  /** Tests shorten the token re-read interval. */
+  tokenRefreshMs?: number;
+}
+
+interface StatusBody {
+  message?: unknown;
+  reason?: unknown;
+  details?: { retryAfterSeconds?: unknown };
+}
+
+/** One API server, one keep-alive agent, JSON in and out, typed errors. */
+export class ApiClient {
+  private readonly url: URL;
+  private readonly agent: http.Agent;
+  private readonly timeoutMs: number;
+  private readonly tokenRefreshMs: number;
+  private cachedToken: { token: string; readAtMs: number } | undefined;
+
+  constructor(
+    private readonly credentials: ApiCredentials,
+    options: ApiClientOptions = {},
+  ) {
+    this.url = new URL(credentials.server);
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.tokenRefreshMs = options.tokenRefreshMs ?? TOKEN_REFRESH_MS;
+    if (this.url.protocol === "https:") {
+      this.agent = new https.Agent({
+        keepAlive: true,
+        maxSockets: 2,
+        ca: credentials.ca,
+        cert: credentials.clientCertificate,
+        key: credentials.clientKey,
+        rejectUnauthorized: credentials.insecureSkipTLSVerify !== true,
+        servername: credentials.tlsServerName,
+      });
+    } else if (this.url.protocol === "http:") {
+      this.agent = new http.Agent({ keepAlive: true, maxSockets: 2 });
+    } else {
+      throw new KubeconfigError(`server ${credentials.server}: want an https:// (or http://) URL`);
+    }
+  }
+
+  get server(): string {
+    return this.credentials.server;
+  }
+
+  /** Sends one request; resolves with the parsed JSON body, rejects with an ApiError. */
+  async request<T = unknown>(req: ApiRequest): Promise<T> {
+    const headers: Record<string, string> = { Accept: "application/json" };
+    const token = await this.bearerToken();
+    if (token !== undefined) headers["Authorization"] = `Bearer ${token}`;
+    let payload: Buffer | undefined;
+    if (req.body !== undefined) {
+      payload = Buffer.from(JSON.stringify(req.body));
+      headers["Content-Type"] = req.contentType ?? "application/json";
+      headers["Content-Length"] = String(payload.length);
+    }
+    const basePath = this.url.pathname.replace(/\/$/, "");
+    const target = new URL(basePath + req.path, this.url);
+    const transport = this.url.protocol === "https:" ? https : http;
+
+    const {
+      status,
+      headers: responseHeaders,
+      body,
+    } = await new Promise<{
+      status: number;
+      headers: http.IncomingHttpHeaders;
+      body: Buffer;
+    }>((resolve, reject) => {
+      const outgoing = transport.request(target, {
+        method: req.method,
+        headers,
+        agent: this.agent,
+        signal: req.signal,
+      });
+      const timer = setTimeout(() => {
+        outgoing.destroy(
+          new ApiError(`${req.method} ${req.path}: no answer within ${this.timeoutMs} ms`, {
+            code: 0,
+            reason: "Timeout",
+          }),
+        );
+      }, this.timeoutMs);
+      const fail = (err: Error): void => {
+        clearTimeout(timer);
+        reject(err instanceof ApiError ? err : networkError(req, err));
+      };
+      outgoing.on("error", fail);
+      outgoing.on("response", (response) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        response.on("data", (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > MAX_RESPONSE_BYTES) {
+            response.destroy(
+              new ApiError(`${req.method} ${req.path}: response larger than ${MAX_RESPONSE_BYTES} bytes`, {
+                code: response.statusCode ?? 0,
+                reason: "ResponseTooLarge",
+              }),
+            );
+            return;
+          }
+          chunks.push(chunk);
+        });
+        response.on("error", fail);
+        response.on("end", () => {
+          clearTimeout(timer);
+          resolve({
+            status: response.statusCode ?? 0,
+            headers: response.headers,
+            body: Buffer.concat(chunks),
+          });
+        });
+      });
+      outgoing.end(payload);
+    });
+
+    const parsed = parseJson(body);
+    if (status >= 200 && status < 300) return parsed as T;
+    if (status === 401) this.cachedToken = undefined;
+    throw statusError(status, parsed, body, responseHeaders["retry-after"]);
+  }
+
+  /** Closes idle connections; in-flight requests finish or fail on their own. */
+  close(): void {
+    this.agent.destroy();
+  }
+
+  private async bearerToken(): Promise<string | undefined> {
+    const file = this.credentials.tokenFile;
+    if (file === undefined) return this.credentials.token;
+    const cached = this.cachedToken;
+    if (cached !== undefined && Date.now() - cached.readAtMs < this.tokenRefreshMs) return cached.token;
+    try {
+      const token = (await readFile(file, "utf8")).trim();
+      this.cachedToken = { token, readAtMs: Date.now() };
+      return token;
+    } catch (err) {
+      // A token read a moment ago beats none while the kubelet swaps the file.
+      if (cached !== undefined) return cached.token;
+      throw new ApiError(`cannot read token file ${file}: ${(err as Error).message}`, {
+        code: 0,
+        reason: "TokenUnreadable",
+        cause: err,
+      });
+    }
+  }
+}
+
+function parseJson(body: Buffer): unknown {
+  if (body.length === 0) return undefined;
+  try {
+    return JSON.parse(body.toString("utf8")) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+function networkError(req: ApiRequest, err: Error): ApiError {
+  const code = (err as NodeJS.ErrnoException).code ?? err.name;
+  return new ApiError(`${req.method} ${req.path}: ${err.message}`, {
+    code: 0,
+    reason: code === "ABORT_ERR" ? "Aborted" : code,
+    cause: err,
+  });
+}
+
+function statusError(
+  status: number,
+  parsed: unknown,
+  body: Buffer,
+  retryAfterHeader: string | undefined,
+): ApiError {
+  const statusBody = record(parsed) as StatusBody;
+  const message =
+    typeof statusBody.message === "string" && statusBody.message !== ""
+      ? statusBody.message
+      : body.toString("utf8").slice(0, 512).trim() || `HTTP ${status}`;
+  const fromBody = statusBody.details?.retryAfterSeconds;
+  const fromHeader = retryAfterHeader === undefined ? NaN : Number(retryAfterHeader);
+  return new ApiError(message, {
+    code: status,
+    reason: typeof statusBody.reason === "string" ? statusBody.reason : `HTTP${status}`,
+    retryAfterSeconds:
+      typeof fromBody === "number" ? fromBody : Number.isFinite(fromHeader) ? fromHeader : undefined,
+  });
+}

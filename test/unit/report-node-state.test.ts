@@ -1,0 +1,308 @@
+// The DeviceNodeState a plugin reports: name, labels, owner, spec and status from the runtime's view, and `since` tracking.
+import { describe, expect, it } from "vitest";
+import { DeviceNodeStateStatusSchema } from "../../src/api/v1beta1/devicenodestate.js";
+import { advertiseDevices } from "../../src/plugin-runtime/devices/sharing.js";
+import type { PhysicalDevice } from "../../src/plugin-runtime/devices/types.js";
+import {
+  buildDeviceNodeState,
+  deviceNodeStateName,
+  deviceNodeStatePath,
+  sameReport,
+  statusApplyBody,
+  trackSince,
+  type DeviceSince,
+  type NodeStateInput,
+} from "../../src/plugin-runtime/report/node-state.js";
+
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+const T0 = "2025-01-01T00:00:00.000Z";
+const T1 = "2025-01-01T00:01:00.000Z";
+const T2 = "2025-01-01T00:02:00.000Z";
+
+function device(id: string, overrides: Partial<PhysicalDevice> = {}): PhysicalDevice {
+  return { id, numaNode: 0, health: "Healthy", reason: "", attributes: {}, ...overrides };
+}
+
+function input(overrides: Partial<NodeStateInput> = {}): NodeStateInput {
+  const physical = overrides.physical ?? [device("foo-0"), device("foo-1", { numaNode: 1 })];
+  return {
+    namespace: "dpo-system",
+    config: { name: "example-foo", uid: "uid-1" },
+    nodeName: "node-a",
+    resourceName: "hardware-vendor.example/foo",
+    pluginVersion: "0.1.0",
+    kubeletAPIVersion: "v1beta1",
+    registration: { registered: true, since: T0, socket: "/var/lib/kubelet/device-plugins/dpo-foo.sock" },
+    physical,
+    advertised: advertiseDevices(physical, { strategy: "None", failRequestsGreaterThanOne: false }),
+    since: new Map(),
+    now: T1,
+    ...overrides,
+  };
+}
+
+describe("deviceNodeStateName", () => {
+  it.each([
+    { config: "example-foo", node: "node-a", want: "example-foo-node-a" },
+    { config: "gpu.example.com", node: "worker-1.zone-a", want: "gpu.example.com-worker-1.zone-a" },
+  ])("is <config>-<node> when it fits: $want", ({ config, node, want }) => {
+    expect(deviceNodeStateName(config, node)).toBe(want);
+  });
+
+  it.each([
+    { config: "c".repeat(60), node: "node-a" },
+    { config: "example-foo", node: `${"n".repeat(50)}.compute.internal.example` },
+    { config: `${"c".repeat(40)}.example.com`, node: `ip-10-0-0-1.${"r".repeat(30)}.compute.internal` },
+  ])("is bounded to 63 characters and stays a valid name for $config on $node", ({ config, node }) => {
+    const name = deviceNodeStateName(config, node);
+    expect(name.length).toBeLessThanOrEqual(63);
+    expect(name).toMatch(DNS_SUBDOMAIN);
+    expect(name).toMatch(/-[0-9a-f]{8}$/);
+    expect(deviceNodeStateName(config, `${node}x`)).not.toBe(name);
+  });
+});
+
+describe("trackSince", () => {
+  const prev: DeviceSince = new Map([
+    ["a", { health: "Healthy", since: T0 }],
+    ["b", { health: "Healthy", since: T0 }],
+    ["gone", { health: "Unhealthy", since: T0 }],
+  ]);
+  it.each([
+    {
+      what: "keeps since for unchanged health, even when the reason changes",
+      devices: [device("a", { reason: "something" }), device("b")],
+      want: { a: T0, b: T0 },
+    },
+    {
+      what: "stamps now on a health flip",
+      devices: [device("a", { health: "Unhealthy", reason: "Overheated" }), device("b")],
+      want: { a: T1, b: T0 },
+    },
+    {
+      what: "stamps now on a new device and drops vanished ones",
+      devices: [device("a"), device("new")],
+      want: { a: T0, new: T1 },
+    },
+    {
+      what: "keeps the first of duplicate ids, as the device set does",
+      devices: [device("a", { health: "Unhealthy" }), device("a")],
+      want: { a: T1 },
+    },
+  ])("$what", ({ devices, want }) => {
+    const next = trackSince(prev, devices, T1);
+    expect(Object.fromEntries([...next].map(([id, v]) => [id, v.since]))).toEqual(want);
+  });
+
+  it("moves since twice for a flip and a flip back", () => {
+    let since: DeviceSince = new Map();
+    since = trackSince(since, [device("a")], T0);
+    since = trackSince(since, [device("a", { health: "Unhealthy" })], T1);
+    since = trackSince(since, [device("a")], T2);
+    expect(since.get("a")).toEqual({ health: "Healthy", since: T2 });
+  });
+});
+
+describe("buildDeviceNodeState", () => {
+  it("builds the object: name, namespace, labels, owner (controller, not blocking deletion) and spec", () => {
+    const { object } = buildDeviceNodeState(input());
+    expect(object).toEqual({
+      apiVersion: "dpo.dev/v1beta1",
+      kind: "DeviceNodeState",
+      metadata: {
+        name: "example-foo-node-a",
+        namespace: "dpo-system",
+        labels: { "dpo.dev/config": "example-foo", "dpo.dev/node": "node-a" },
+        ownerReferences: [
+          {
+            apiVersion: "dpo.dev/v1beta1",
+            kind: "DevicePluginConfig",
+            name: "example-foo",
+            uid: "uid-1",
+            controller: true,
+            blockOwnerDeletion: false,
+          },
+        ],
+      },
+      spec: { configName: "example-foo", nodeName: "node-a", resourceName: "hardware-vendor.example/foo" },
+    });
+  });
+
+  it("bounds label values for long names", () => {
+    const node = `${"n".repeat(70)}.example`;
+    const { object } = buildDeviceNodeState(
+      input({ nodeName: node, config: { name: "c".repeat(80), uid: "u" } }),
+    );
+    for (const value of Object.values(object.metadata.labels)) {
+      expect(value.length).toBeLessThanOrEqual(63);
+      expect(value).toMatch(LABEL_VALUE);
+    }
+    expect(object.spec.nodeName).toBe(node);
+  });
+
+  it("has no owner when the config carries no uid", () => {
+    const { object } = buildDeviceNodeState(input({ config: { name: "example-foo" } }));
+    expect(object.metadata.ownerReferences).toBeUndefined();
+  });
+
+  const flaky = device("foo-1", { health: "Unhealthy", reason: "Overheated", numaNode: undefined });
+  it.each([
+    {
+      what: "all healthy, no sharing",
+      physical: [device("foo-0", { attributes: { model: "X100", index: "0" } }), device("foo-1")],
+      sharing: { strategy: "None" as const, failRequestsGreaterThanOne: false },
+      since: new Map(),
+      want: {
+        advertised: 2,
+        healthy: 2,
+        devices: [
+          {
+            id: "foo-0",
+            health: "Healthy",
+            since: T1,
+            numaNode: 0,
+            replicas: 1,
+            attributes: { index: "0", model: "X100" },
+          },
+          { id: "foo-1", health: "Healthy", since: T1, numaNode: 0, replicas: 1 },
+        ],
+      },
+    },
+    {
+      what: "one unhealthy device under time-slicing counts every replica",
+      physical: [device("foo-0"), flaky],
+      sharing: { strategy: "TimeSlicing" as const, replicas: 4, failRequestsGreaterThanOne: false },
+      since: new Map([
+        ["foo-0", { health: "Healthy" as const, since: T0 }],
+        ["foo-1", { health: "Unhealthy" as const, since: T0 }],
+      ]),
+      want: {
+        advertised: 8,
+        healthy: 4,
+        devices: [
+          { id: "foo-0", health: "Healthy", since: T0, numaNode: 0, replicas: 4 },
+          { id: "foo-1", health: "Unhealthy", reason: "Overheated", since: T0, replicas: 4 },
+        ],
+      },
+    },
+    {
+      what: "a tracked since for another health is not used",
+      physical: [flaky],
+      sharing: { strategy: "None" as const, failRequestsGreaterThanOne: false },
+      since: new Map([["foo-1", { health: "Healthy" as const, since: T0 }]]),
+      want: {
+        advertised: 1,
+        healthy: 0,
+        devices: [{ id: "foo-1", health: "Unhealthy", reason: "Overheated", since: T1, replicas: 1 }],
+      },
+    },
+    {
+      what: "duplicate physical ids are reported once",
+      physical: [device("foo-0"), device("foo-0", { health: "Unhealthy" })],
+      sharing: { strategy: "None" as const, failRequestsGreaterThanOne: false },
+      since: new Map(),
+      want: {
+        advertised: 1,
+        healthy: 1,
+        devices: [{ id: "foo-0", health: "Healthy", since: T1, numaNode: 0, replicas: 1 }],
+      },
+    },
+    {
+      what: "no devices",
+      physical: [],
+      sharing: { strategy: "None" as const, failRequestsGreaterThanOne: false },
+      since: new Map(),
+      want: { advertised: 0, healthy: 0, devices: [] },
+    },
+  ])("status: $what", ({ physical, sharing, since, want }) => {
+    const { status } = buildDeviceNodeState(
+      input({ physical, advertised: advertiseDevices(physical, sharing), since }),
+    );
+    expect(status).toMatchObject(want);
+    expect(status.devices).toEqual(want.devices);
+    expect(DeviceNodeStateStatusSchema.safeParse(status).success).toBe(true);
+  });
+
+  it.each([
+    {
+      what: "registered",
+      registration: { registered: true, since: T0, socket: "/dp/dpo.sock" },
+      want: { state: "Registered", since: T0, socket: "/dp/dpo.sock" },
+    },
+    {
+      what: "not registered, with the kubelet's refusal",
+      registration: { registered: false, since: T0, lastError: "resource name is invalid" },
+      want: { state: "NotRegistered", since: T0, lastError: "resource name is invalid" },
+    },
+    {
+      what: "empty error and socket are left out",
+      registration: { registered: false, since: T0, lastError: "", socket: "" },
+      want: { state: "NotRegistered", since: T0 },
+    },
+    {
+      what: "a long error is bounded",
+      registration: { registered: false, since: T0, lastError: "e".repeat(5000) },
+      want: { state: "NotRegistered", since: T0, lastError: `${"e".repeat(1023)}…` },
+    },
+  ])("registration: $what", ({ registration, want }) => {
+    const { status } = buildDeviceNodeState(input({ registration }));
+    expect(status.registration).toEqual(want);
+    expect(DeviceNodeStateStatusSchema.safeParse(status).success).toBe(true);
+  });
+
+  it("reports versions, the config hash and the update time", () => {
+    const { status } = buildDeviceNodeState(input({ configHash: "abc123" }));
+    expect(status).toMatchObject({
+      pluginVersion: "0.1.0",
+      kubeletAPIVersion: "v1beta1",
+      configHash: "abc123",
+      updateTime: T1,
+    });
+    expect(buildDeviceNodeState(input()).status).not.toHaveProperty("configHash");
+  });
+
+  it("caps the device list at the schema's 4096 entries", () => {
+    const physical = Array.from({ length: 5000 }, (_, i) => device(`d-${i}`));
+    const { status } = buildDeviceNodeState(
+      input({
+        physical,
+        advertised: advertiseDevices(physical, { strategy: "None", failRequestsGreaterThanOne: false }),
+      }),
+    );
+    expect(status.devices).toHaveLength(4096);
+    expect(status.advertised).toBe(5000);
+  });
+});
+
+describe("sameReport", () => {
+  const base = buildDeviceNodeState(input()).status;
+  it.each([
+    { what: "nothing written yet", a: undefined, b: base, want: false },
+    { what: "only updateTime differs", a: base, b: { ...base, updateTime: T2 }, want: true },
+    { what: "health differs", a: base, b: { ...base, healthy: 1 }, want: false },
+    {
+      what: "registration differs",
+      a: base,
+      b: { ...base, registration: { ...base.registration, state: "NotRegistered" as const } },
+      want: false,
+    },
+  ])("$what → $want", ({ a, b, want }) => {
+    expect(sameReport(a, b)).toBe(want);
+  });
+});
+
+describe("apply bodies", () => {
+  it("addresses the namespaced resource and sends only identity and status to /status", () => {
+    const report = buildDeviceNodeState(input());
+    expect(deviceNodeStatePath("dpo-system", "example-foo-node-a")).toBe(
+      "/apis/dpo.dev/v1beta1/namespaces/dpo-system/devicenodestates/example-foo-node-a",
+    );
+    expect(statusApplyBody(report)).toEqual({
+      apiVersion: "dpo.dev/v1beta1",
+      kind: "DeviceNodeState",
+      metadata: { name: "example-foo-node-a", namespace: "dpo-system" },
+      status: report.status,
+    });
+  });
+});
