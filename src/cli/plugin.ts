@@ -3,6 +3,13 @@ import { readFile } from "node:fs/promises";
 import { loadDevicePluginConfig } from "../api/validate.js";
 import { createLogger, type LogLevelName } from "../log.js";
 import { listenProbes, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
+import {
+  createNodeReporter,
+  reportCredentials,
+  reportTarget,
+  type ApiCredentials,
+  type NodeReporter,
+} from "../plugin-runtime/report/index.js";
 import { PluginRuntime, type RegistrationMode } from "../plugin-runtime/runtime.js";
 import { formatFlagHelp, parseListenAddress, resolveFlags, UsageError, type FlagSpec } from "./flags.js";
 
@@ -45,6 +52,17 @@ export const PLUGIN_FLAGS: readonly FlagSpec[] = [
     default: ":8081",
   },
   {
+    name: "kubeconfig",
+    env: "DPO_KUBECONFIG",
+    description:
+      "Kubeconfig for writing this node's DeviceNodeState; in a pod the ServiceAccount is used; neither: no report.",
+  },
+  {
+    name: "namespace",
+    env: "POD_NAMESPACE",
+    description: "Namespace of the DeviceNodeState (required when reporting; the operator's namespace).",
+  },
+  {
     name: "log-level",
     env: "DPO_LOG_LEVEL",
     description: "trace, debug, info, warn or error; defaults to spec.plugin.logLevel.",
@@ -53,6 +71,8 @@ export const PLUGIN_FLAGS: readonly FlagSpec[] = [
 ];
 
 const SHUTDOWN_BUDGET_MS = 5_000;
+/** The last node report gets this much of the shutdown budget, in parallel with the runtime's stop. */
+const FINAL_REPORT_BUDGET_MS = 1_000;
 
 export async function runPluginCommand(argv: readonly string[]): Promise<number> {
   if (argv.includes("--help") || argv.includes("-h")) {
@@ -67,6 +87,14 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
   if (!configPath) throw new UsageError("--config (or DPO_CONFIG) is required");
   const metricsAddr = parseListenAddress("metrics-addr", values["metrics-addr"] ?? "0");
   const healthAddr = parseListenAddress("health-addr", values["health-addr"] ?? "0");
+  const target = reportTarget(values["kubeconfig"], process.env);
+  const namespace = values["namespace"];
+  if (target && !namespace) {
+    throw new UsageError("--namespace (or POD_NAMESPACE) is required to write the node report");
+  }
+  if (target && !values["node-name"]) {
+    throw new UsageError("--node-name (or NODE_NAME) is required to write the node report");
+  }
 
   // The config is checked before anything touches a socket: a bad config must not disturb the node.
   let text: string;
@@ -95,6 +123,14 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     node: nodeName,
   });
 
+  let credentials: ApiCredentials | undefined;
+  try {
+    if (target) credentials = await reportCredentials(target, process.env);
+  } catch (err) {
+    process.stderr.write(`dpo plugin: cannot use the API credentials: ${(err as Error).message}\n`);
+    return 2;
+  }
+
   const runtime = new PluginRuntime({
     config,
     devicePluginDir: values["device-plugin-dir"]!,
@@ -103,6 +139,10 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     nodeName,
     logger,
   });
+  const reporter: NodeReporter | undefined =
+    credentials && namespace
+      ? createNodeReporter({ credentials, namespace, config, configText: text, nodeName, runtime, logger })
+      : undefined;
 
   const probes: ProbeHandlers = {
     healthy: () => {
@@ -134,7 +174,10 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
         process.exit(1);
       }, SHUTDOWN_BUDGET_MS);
       force.unref();
-      await runtime.stop();
+      await Promise.all([
+        runtime.stop(),
+        reporter?.stop({ budgetMs: FINAL_REPORT_BUDGET_MS, reason: `the plugin stopped (${signal})` }),
+      ]);
       await Promise.all(listeners.map((l) => l.close()));
       clearTimeout(force);
       return 0;
@@ -151,6 +194,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     if (healthAddr && !sameAddress)
       listeners.push(await listenProbes(healthAddr, { ...probes, metrics: undefined }));
     await runtime.start();
+    reporter?.start();
   } catch (err) {
     logger.error({ err: (err as Error).message }, "plugin runtime failed to start");
     await shutdown("startup-failure");
@@ -161,6 +205,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
       socket: runtime.status().socketPath,
       registration: values["registration"],
       metrics: listeners.map((l) => l.port),
+      report: reporter ? `${namespace}/${reporter.writer.name}` : "off",
     },
     "plugin runtime started",
   );
