@@ -92,7 +92,9 @@ describe("applyHealthFile", () => {
   });
 
   it("does not treat inherited object keys as entries", () => {
-    const tricky = [{ id: "constructor", numaNode: undefined, health: "Healthy" as const, reason: "", attributes: {} }];
+    const tricky = [
+      { id: "constructor", numaNode: undefined, health: "Healthy" as const, reason: "", attributes: {} },
+    ];
     expect(applyHealthFile(tricky, {}).devices[0]).toMatchObject({ health: "Healthy", reason: "" });
   });
 });

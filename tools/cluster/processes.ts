@@ -184,7 +184,11 @@ function signal(target: RecordedProcess, name: NodeJS.Signals): void {
  * executable, arguments and environment, attached to this process. Tests use it to break every watch
  * by restarting the API server.
  */
-export async function restartRecordedProcess(stateDir: string, name: string, graceMs = 10_000): Promise<RunningProcess> {
+export async function restartRecordedProcess(
+  stateDir: string,
+  name: string,
+  graceMs = 10_000,
+): Promise<RunningProcess> {
   const recorded = (await readRecordedProcesses(stateDir)).find((p) => p.name === name);
   if (!recorded?.args) throw new Error(`no restartable process named ${name} in ${stateDir}`);
   signal(recorded, "SIGTERM");
