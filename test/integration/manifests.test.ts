@@ -419,7 +419,7 @@ describe("config/rbac applied for real: what each ServiceAccount can do", () => 
       ["patch", "devicenodestates.dpo.dev", "--subresource=status", "-n", "@ns"],
       true,
     ],
-    ["get DeviceNodeStates", ["get", "devicenodestates.dpo.dev", "-n", "@ns"], true],
+    ["get DeviceNodeStates", ["get", "devicenodestates.dpo.dev", "-n", "@ns"], false],
     ["list nodes", ["list", "nodes"], false],
     ["read configs", ["get", "devicepluginconfigs.dpo.dev"], false],
     ["delete DeviceNodeStates", ["delete", "devicenodestates.dpo.dev", "-n", "@ns"], false],
