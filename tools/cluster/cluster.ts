@@ -2,7 +2,7 @@
 import { AppsV1Api, CoreV1Api, KubeConfig, type V1DaemonSet, type V1Node } from "@kubernetes/client-node";
 import { execFile } from "node:child_process";
 import { access, mkdir, readFile, writeFile } from "node:fs/promises";
-import { request } from "node:https";
+import { request, type RequestOptions } from "node:https";
 import { createServer } from "node:net";
 import { arch } from "node:os";
 import { join } from "node:path";
@@ -147,17 +147,30 @@ export async function readClusterRecord(stateDir: string): Promise<ClusterRecord
 }
 
 /** Stops the processes recorded in `stateDir`, whichever process started them. */
-/** Restarts kube-apiserver (same port, same flags) and resolves once it is ready again. */
+/**
+ * Restarts kube-apiserver (same port, same flags) and resolves once /readyz says ready again: after its
+ * post-start hooks, so custom resources are served too, not only the built-in paths.
+ */
 export async function restartApiServer(stateDir: string, kubeconfigPath: string): Promise<void> {
   await restartRecordedProcess(stateDir, "kube-apiserver");
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfigPath);
-  const core = kc.makeApiClient(CoreV1Api);
-  await waitFor("kube-apiserver to serve again after its restart", () =>
-    core.listNamespace({ limit: 1 }).then(
-      () => true,
-      () => false,
-    ),
+  const server = kc.getCurrentCluster()?.server;
+  if (!server) throw new Error(`${kubeconfigPath} names no server`);
+  const options: RequestOptions = { timeout: 2_000 };
+  await kc.applyToHTTPSOptions(options);
+  await waitFor(
+    "kube-apiserver /readyz after its restart",
+    () =>
+      new Promise<boolean>((resolve) => {
+        const req = request(`${server}/readyz`, options, (response) => {
+          response.resume();
+          response.on("end", () => resolve(response.statusCode === 200));
+        });
+        req.on("timeout", () => req.destroy(new Error("readyz timed out")));
+        req.on("error", () => resolve(false));
+        req.end();
+      }),
   );
 }
 
