@@ -7,6 +7,7 @@ import { inject } from "vitest";
 import "./provided-context.js";
 
 export { waitFor, type WaitOptions } from "../../tools/cluster/wait.js";
+import { withBearerToken } from "../../tools/cluster/kubeconfig.js";
 export {
   NODE_INDEX_LABEL,
   SIMULATED_NODE_LABEL,
@@ -43,17 +44,7 @@ export function kubeConfigFromInjected(): KubeConfig {
 
 /** A KubeConfig for the same API server that authenticates with a bearer token instead. */
 export function kubeConfigWithToken(token: string): KubeConfig {
-  const admin = kubeConfigFromInjected();
-  const cluster = admin.getCurrentCluster();
-  if (!cluster) throw new Error("the injected kubeconfig has no current cluster");
-  const kubeconfig = new KubeConfig();
-  kubeconfig.loadFromOptions({
-    clusters: [cluster],
-    users: [{ name: "token", token }],
-    contexts: [{ name: "token", cluster: cluster.name, user: "token" }],
-    currentContext: "token",
-  });
-  return kubeconfig;
+  return withBearerToken(kubeConfigFromInjected(), token);
 }
 
 /** A DNS-1123 label, unique per call, so tests never collide even on a reused cluster. */

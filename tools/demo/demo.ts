@@ -3,7 +3,7 @@
 // `kubectl get dpc` and `kubectl get devicenodestates` show it. Ctrl-C stops everything it started.
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 
@@ -11,6 +11,7 @@ import { pino } from "pino";
 import { KubeletSimulator } from "../../test/kubelet-sim/node-simulator.js";
 import { buildOrReuseBinaries, startCluster, type ClusterHandle } from "../cluster/cluster.js";
 import { installDpo } from "../cluster/install-dpo.js";
+import { withBearerToken } from "../cluster/kubeconfig.js";
 import { waitFor } from "../cluster/wait.js";
 
 const repo = join(import.meta.dirname, "..", "..");
@@ -86,14 +87,9 @@ async function main(): Promise<number> {
       namespace: "dpo-system",
       body: { spec: { audiences: [], expirationSeconds: 3600 } },
     });
-    const opKc = new KubeConfig();
-    opKc.loadFromOptions({
-      clusters: [{ name: "demo", server: cluster.server, caFile: kc.getCurrentCluster()?.caFile }],
-      users: [{ name: "dpo-operator", token: token.status!.token }],
-      contexts: [{ name: "demo", cluster: "demo", user: "dpo-operator" }],
-      currentContext: "demo",
-    });
+    const opKc = withBearerToken(kc, token.status!.token, "dpo-operator");
     const opKubeconfig = join(work, "operator.kubeconfig");
+    const operatorLog = join(work, "operator.log");
     writeFileSync(opKubeconfig, opKc.exportConfig(), { mode: 0o600 });
     operator = spawn(
       process.execPath,
@@ -109,8 +105,12 @@ async function main(): Promise<number> {
         "--plugin-image",
         "dpo:demo",
       ],
-      { stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, DPO_LOG_LEVEL: "warn" } },
+      {
+        stdio: ["ignore", openSync(operatorLog, "a"), "inherit"],
+        env: { ...process.env, DPO_LOG_LEVEL: "info" },
+      },
     );
+    process.stdout.write(`operator log: ${operatorLog}\n`);
 
     banner(`applying the samples ${SAMPLES.join(" and ")}`);
     for (const sample of SAMPLES) {
@@ -192,6 +192,12 @@ async function main(): Promise<number> {
     return 0;
   } catch (err) {
     process.stderr.write(`demo failed: ${err instanceof Error ? err.message : String(err)}\n`);
+    try {
+      const tail = readFileSync(join(work, "operator.log"), "utf8").split("\n").slice(-20).join("\n");
+      process.stderr.write(`last operator log lines:\n${tail}\n`);
+    } catch {
+      // The operator had not started.
+    }
     await stop();
     return 1;
   }

@@ -1,0 +1,30 @@
+// `make demo` keeps working: the scripted demo (--once) runs its own control plane, the kubelet simulator,
+// the operator and two samples, shows a device failing and recovering, and stops everything it started.
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+import { expect, it } from "vitest";
+import { repo } from "./support.js";
+
+it("make demo shows both samples Ready, a failed device in the status, and its recovery", async () => {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", join(repo, "tools", "demo", "demo.ts"), "--once"],
+    {
+      cwd: repo,
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let out = "";
+  child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (out += d));
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  expect(code, out).toBe(0);
+  const rows = (name: string) => out.split("\n").filter((l) => l.startsWith(`${name} `));
+  const devices = rows("example-mock").map((l) => l.split(/\s{2,}/)[4]);
+  // Ready with every device, then one unhealthy, then recovered.
+  expect(devices).toEqual(["12/12", "11/12", "12/12"]);
+  expect(rows("example-mock-shared").every((l) => l.includes("24/24"))).toBe(true);
+  expect(out).toContain('"devices":["foo-1"]');
+  expect(out).toContain('"reason":"UnhealthyDevices"');
+  expect(out).toContain("== demo done (--once)");
+}, 300_000);
