@@ -6,15 +6,8 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import type { DevFSBackend, DevFSPath } from "../../api/v1beta1/spec.js";
 import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";
-import type { DeviceBackend, DeviceListener } from "./backend.js";
-import {
-  DeviceListPublisher,
-  type TrackedDevice,
-  UnknownDevicesError,
-  logDeviceChanges,
-  trackRemovals,
-} from "./device-list.js";
-import { DirectoryWatcher, SerialRunner } from "./watch.js";
+import { RefreshingBackend } from "./refreshing-backend.js";
+import { type TrackedDevice, logDeviceChanges, trackRemovals } from "./device-list.js";
 
 export const DEFAULT_DEVFS_RESCAN_INTERVAL_MS = 5000;
 export const DEFAULT_REMOVED_GRACE_PERIOD_MS = 60_000;
@@ -221,51 +214,24 @@ export interface DevFSBackendOptions {
   readonly removedGracePeriodMs?: number;
 }
 
-export class DevFSDeviceBackend implements DeviceBackend {
-  readonly type = "DevFS";
-  readonly preStartRequired = false;
-
-  private readonly logger: Logger;
-  private readonly publisher: DeviceListPublisher;
-  private readonly runner: SerialRunner;
-  private readonly watcher: DirectoryWatcher;
-  private readonly rescanIntervalMs: number;
+export class DevFSDeviceBackend extends RefreshingBackend {
   private readonly removedGracePeriodMs: number;
   private tracked = new Map<string, TrackedDevice>();
   private specs = new Map<string, ContainerDeviceSpec>();
   private readonly warnedDuplicates = new Set<string>();
-  private timer: NodeJS.Timeout | undefined;
-  private started: Promise<readonly PhysicalDevice[]> | undefined;
-  private stopped = false;
 
   constructor(
     private readonly config: DevFSBackend,
     options: DevFSBackendOptions,
   ) {
-    this.logger = options.logger.child({ backend: this.type });
-    this.publisher = new DeviceListPublisher(this.logger);
-    this.rescanIntervalMs = options.rescanIntervalMs ?? DEFAULT_DEVFS_RESCAN_INTERVAL_MS;
+    super("DevFS", options.logger, options.rescanIntervalMs ?? DEFAULT_DEVFS_RESCAN_INTERVAL_MS, {
+      entriesOnly: true,
+    });
     this.removedGracePeriodMs = options.removedGracePeriodMs ?? DEFAULT_REMOVED_GRACE_PERIOD_MS;
-    this.runner = new SerialRunner(() => this.rescan(), this.logger);
-    this.watcher = new DirectoryWatcher(() => this.runner.request(), this.logger, { entriesOnly: true });
-  }
-
-  start(): Promise<readonly PhysicalDevice[]> {
-    this.started ??= this.begin();
-    return this.started;
-  }
-
-  devices(): readonly PhysicalDevice[] {
-    return this.publisher.current();
-  }
-
-  subscribe(listener: DeviceListener): () => void {
-    return this.publisher.subscribe(listener);
   }
 
   allocate(physicalIds: readonly string[]): ContainerAllocation {
-    const unknown = physicalIds.filter((id) => !this.specs.has(id));
-    if (unknown.length > 0) throw new UnknownDevicesError(this.type, unknown);
+    this.assertKnown(physicalIds, this.specs);
     // Several slots of one path in one container need the device node once.
     const byHostPath = new Map<string, ContainerDeviceSpec>();
     for (const id of physicalIds) {
@@ -275,26 +241,7 @@ export class DevFSDeviceBackend implements DeviceBackend {
     return { envs: {}, mounts: [], devices: [...byHostPath.values()], annotations: {} };
   }
 
-  async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopped = true;
-    if (this.timer !== undefined) clearInterval(this.timer);
-    this.watcher.close();
-    await this.runner.stop();
-    this.publisher.clear();
-  }
-
-  private async begin(): Promise<readonly PhysicalDevice[]> {
-    await this.runner.runNow();
-    if (!this.stopped) {
-      // The periodic scan also ends the grace period of removed devices when no event comes.
-      this.timer = setInterval(() => this.runner.request(), this.rescanIntervalMs);
-      this.timer.unref();
-    }
-    return this.publisher.current();
-  }
-
-  private async rescan(): Promise<void> {
+  protected async refresh(): Promise<void> {
     if (this.stopped) return;
     const lookedIn = new Set<string>();
     const matches: DevFSMatch[] = [];

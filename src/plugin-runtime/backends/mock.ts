@@ -6,9 +6,8 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import type { MockBackend } from "../../api/v1beta1/spec.js";
 import type { ContainerAllocation, PhysicalDevice } from "../devices/types.js";
-import type { DeviceBackend, DeviceListener } from "./backend.js";
-import { DeviceListPublisher, UnknownDevicesError, logDeviceChanges } from "./device-list.js";
-import { DirectoryWatcher, SerialRunner } from "./watch.js";
+import { RefreshingBackend } from "./refreshing-backend.js";
+import { logDeviceChanges } from "./device-list.js";
 
 /** Env var listing the mock device ids a container got (comma-separated). */
 export const MOCK_DEVICE_IDS_ENV = "MOCK_DEVICE_IDS";
@@ -84,20 +83,9 @@ export interface MockBackendOptions {
   readonly pollIntervalMs?: number;
 }
 
-export class MockDeviceBackend implements DeviceBackend {
-  readonly type = "Mock";
-  readonly preStartRequired = false;
-
-  private readonly logger: Logger;
-  private readonly publisher: DeviceListPublisher;
+export class MockDeviceBackend extends RefreshingBackend {
   private readonly baseDevices: readonly PhysicalDevice[];
   private readonly knownIds: ReadonlySet<string>;
-  private readonly runner: SerialRunner;
-  private readonly watcher: DirectoryWatcher;
-  private readonly pollIntervalMs: number;
-  private timer: NodeJS.Timeout | undefined;
-  private started: Promise<readonly PhysicalDevice[]> | undefined;
-  private stopped = false;
   /** What the last read of the health file saw, so an unchanged file is neither re-applied nor re-warned. */
   private lastSeen: string | undefined;
   private health: MockHealthFile = {};
@@ -107,31 +95,13 @@ export class MockDeviceBackend implements DeviceBackend {
     private readonly config: MockBackend,
     options: MockBackendOptions,
   ) {
-    this.logger = options.logger.child({ backend: this.type });
-    this.publisher = new DeviceListPublisher(this.logger);
+    super("Mock", options.logger, options.pollIntervalMs ?? DEFAULT_MOCK_POLL_INTERVAL_MS);
     this.baseDevices = mockDevices(config);
     this.knownIds = new Set(this.baseDevices.map((device) => device.id));
-    this.pollIntervalMs = options.pollIntervalMs ?? DEFAULT_MOCK_POLL_INTERVAL_MS;
-    this.runner = new SerialRunner(() => this.refresh(), this.logger);
-    this.watcher = new DirectoryWatcher(() => this.runner.request(), this.logger);
-  }
-
-  start(): Promise<readonly PhysicalDevice[]> {
-    this.started ??= this.begin();
-    return this.started;
-  }
-
-  devices(): readonly PhysicalDevice[] {
-    return this.publisher.current();
-  }
-
-  subscribe(listener: DeviceListener): () => void {
-    return this.publisher.subscribe(listener);
   }
 
   allocate(physicalIds: readonly string[]): ContainerAllocation {
-    const unknown = physicalIds.filter((id) => !this.knownIds.has(id));
-    if (unknown.length > 0) throw new UnknownDevicesError(this.type, unknown);
+    this.assertKnown(physicalIds, this.knownIds);
     return {
       envs: { [MOCK_DEVICE_IDS_ENV]: physicalIds.join(",") },
       mounts: [],
@@ -140,16 +110,7 @@ export class MockDeviceBackend implements DeviceBackend {
     };
   }
 
-  async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopped = true;
-    if (this.timer !== undefined) clearInterval(this.timer);
-    this.watcher.close();
-    await this.runner.stop();
-    this.publisher.clear();
-  }
-
-  private async begin(): Promise<readonly PhysicalDevice[]> {
+  protected override async begin(): Promise<readonly PhysicalDevice[]> {
     const healthFile = this.config.healthFile;
     if (healthFile === undefined) {
       this.publisher.publish(this.baseDevices);
@@ -160,14 +121,11 @@ export class MockDeviceBackend implements DeviceBackend {
     // would silently end a watch on the file itself. Armed before the first read so no change slips by.
     await this.watcher.watch([dirname(healthFile)]);
     await this.runner.runNow();
-    if (!this.stopped) {
-      this.timer = setInterval(() => this.runner.request(), this.pollIntervalMs);
-      this.timer.unref();
-    }
+    this.refreshPeriodically();
     return this.publisher.current();
   }
 
-  private async refresh(): Promise<void> {
+  protected async refresh(): Promise<void> {
     const path = this.config.healthFile;
     if (path === undefined || this.stopped) return;
     let seen: string;

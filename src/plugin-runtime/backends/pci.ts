@@ -5,15 +5,8 @@ import { basename, join } from "node:path";
 import type { Logger } from "pino";
 import type { PCIBackend } from "../../api/v1beta1/spec.js";
 import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";
-import type { DeviceBackend, DeviceListener } from "./backend.js";
-import {
-  DeviceListPublisher,
-  type TrackedDevice,
-  UnknownDevicesError,
-  logDeviceChanges,
-  trackRemovals,
-} from "./device-list.js";
-import { DirectoryWatcher, SerialRunner } from "./watch.js";
+import { RefreshingBackend } from "./refreshing-backend.js";
+import { type TrackedDevice, logDeviceChanges, trackRemovals } from "./device-list.js";
 
 export const DEFAULT_PCI_RESCAN_INTERVAL_MS = 5000;
 export const DEFAULT_PCI_REMOVED_GRACE_PERIOD_MS = 60_000;
@@ -176,52 +169,25 @@ export interface PCIBackendOptions {
   readonly removedGracePeriodMs?: number;
 }
 
-export class PCIDeviceBackend implements DeviceBackend {
-  readonly type = "PCI";
-  readonly preStartRequired = false;
-
-  private readonly logger: Logger;
-  private readonly publisher: DeviceListPublisher;
-  private readonly runner: SerialRunner;
-  private readonly watcher: DirectoryWatcher;
-  private readonly rescanIntervalMs: number;
+export class PCIDeviceBackend extends RefreshingBackend {
   private readonly removedGracePeriodMs: number;
   private readonly envName: string;
   private tracked = new Map<string, TrackedDevice>();
   private infos = new Map<string, PciDeviceInfo>();
-  private timer: NodeJS.Timeout | undefined;
-  private started: Promise<readonly PhysicalDevice[]> | undefined;
-  private stopped = false;
 
   constructor(
     private readonly config: PCIBackend,
     options: PCIBackendOptions,
   ) {
-    this.logger = options.logger.child({ backend: this.type });
-    this.publisher = new DeviceListPublisher(this.logger);
+    super("PCI", options.logger, options.rescanIntervalMs ?? DEFAULT_PCI_RESCAN_INTERVAL_MS, {
+      entriesOnly: true,
+    });
     this.envName = pciAddressesEnvName(options.resourceName);
-    this.rescanIntervalMs = options.rescanIntervalMs ?? DEFAULT_PCI_RESCAN_INTERVAL_MS;
     this.removedGracePeriodMs = options.removedGracePeriodMs ?? DEFAULT_PCI_REMOVED_GRACE_PERIOD_MS;
-    this.runner = new SerialRunner(() => this.rescan(), this.logger);
-    this.watcher = new DirectoryWatcher(() => this.runner.request(), this.logger, { entriesOnly: true });
-  }
-
-  start(): Promise<readonly PhysicalDevice[]> {
-    this.started ??= this.begin();
-    return this.started;
-  }
-
-  devices(): readonly PhysicalDevice[] {
-    return this.publisher.current();
-  }
-
-  subscribe(listener: DeviceListener): () => void {
-    return this.publisher.subscribe(listener);
   }
 
   allocate(physicalIds: readonly string[]): ContainerAllocation {
-    const unknown = physicalIds.filter((id) => !this.infos.has(id));
-    if (unknown.length > 0) throw new UnknownDevicesError(this.type, unknown);
+    this.assertKnown(physicalIds, this.infos);
     const infos = physicalIds.map((id) => this.infos.get(id)).filter((info) => info !== undefined);
     return {
       envs: { [this.envName]: physicalIds.join(",") },
@@ -231,25 +197,7 @@ export class PCIDeviceBackend implements DeviceBackend {
     };
   }
 
-  async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopped = true;
-    if (this.timer !== undefined) clearInterval(this.timer);
-    this.watcher.close();
-    await this.runner.stop();
-    this.publisher.clear();
-  }
-
-  private async begin(): Promise<readonly PhysicalDevice[]> {
-    await this.runner.runNow();
-    if (!this.stopped) {
-      this.timer = setInterval(() => this.runner.request(), this.rescanIntervalMs);
-      this.timer.unref();
-    }
-    return this.publisher.current();
-  }
-
-  private async rescan(): Promise<void> {
+  protected async refresh(): Promise<void> {
     if (this.stopped) return;
     const devicesDir = join(this.config.sysfsRoot, "bus", "pci", "devices");
     const vfioDir = join(this.config.devRoot, "vfio");
