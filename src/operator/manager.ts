@@ -33,6 +33,7 @@ import {
 import type { RenderContext } from "./render/context.js";
 import { ConfigReconciler, INDEX_BY_CONFIG, type StoredConfig } from "./controllers/config-reconciler.js";
 import { nodeChangeMatters, ownerConfigName } from "./controllers/mapping.js";
+import { nodeMatchesSelector } from "./status/selection.js";
 import { OperatorMetrics } from "./metrics.js";
 
 export interface LeaderElectionOptions {
@@ -54,6 +55,12 @@ export interface OperatorOptions {
   statusWriteIntervalMs?: number;
   /** Called when leadership is lost; the process should exit so a restart rejoins cleanly. */
   onLeadershipLost: () => void;
+}
+
+/** The stored spec's nodeSelector, read without validating the whole spec (this runs per node event). */
+function specNodeSelector(obj: StoredConfig): Record<string, string> {
+  const selector = (obj.spec as { nodeSelector?: unknown } | undefined)?.nodeSelector;
+  return selector !== null && typeof selector === "object" ? (selector as Record<string, string>) : {};
 }
 
 function specResourceName(obj: StoredConfig | undefined): string | undefined {
@@ -217,7 +224,9 @@ export class Operator {
           this.metrics.reconciles.inc({ result: "error" });
           throw err;
         } finally {
-          this.metrics.reconcileDuration.observe({}, (performance.now() - started) / 1000);
+          const seconds = (performance.now() - started) / 1000;
+          this.metrics.reconcileDuration.observe({}, seconds);
+          this.opts.logger.debug({ config: key, ms: Math.round(seconds * 1000) }, "reconciled");
           this.metrics.queueDepth.set({}, this.queue.len());
         }
       },
@@ -229,8 +238,18 @@ export class Operator {
     if (name) this.queue.add(name);
   }
 
-  private enqueueAllConfigs(): void {
-    for (const key of this.configs.keys()) this.queue.add(key);
+  /**
+   * A node change concerns the configs that select the node before or after it (and, for conflicts, the
+   * configs sharing their resource name); with many configs, not every node event wakes every config.
+   */
+  private enqueueForNode(old: V1Node | undefined, cur: V1Node | undefined): void {
+    for (const config of this.configs.list()) {
+      const selector = specNodeSelector(config);
+      if ((old && nodeMatchesSelector(old, selector)) || (cur && nodeMatchesSelector(cur, selector))) {
+        this.enqueue(config.metadata?.name);
+        this.enqueueSameResource(specResourceName(config));
+      }
+    }
   }
 
   /** Configs sharing a resource name decide conflicts together: a change to one concerns them all. */
@@ -272,10 +291,10 @@ export class Operator {
       this.enqueue(c.metadata?.name);
       this.enqueueSameResource(specResourceName(c));
     });
-    this.nodes.onAdd(() => this.enqueueAllConfigs());
-    this.nodes.onDelete(() => this.enqueueAllConfigs());
+    this.nodes.onAdd((n) => this.enqueueForNode(undefined, n));
+    this.nodes.onDelete((n) => this.enqueueForNode(n, undefined));
     this.nodes.onUpdate((old, cur) => {
-      if (nodeChangeMatters(old, cur)) this.enqueueAllConfigs();
+      if (nodeChangeMatters(old, cur)) this.enqueueForNode(old, cur);
     });
     const byLabel = (p: V1Pod): void => this.enqueue(this.configForLabel(p.metadata?.labels?.[LABEL_CONFIG]));
     this.pods.onAdd(byLabel);

@@ -113,6 +113,40 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
     }
   });
 
+  it("applies a ConfigMap and a DaemonSet owned by the config, with the pod a device plugin needs", async () => {
+    const uid = (await getConfig()).metadata.uid;
+    const cm = await core.readNamespacedConfigMap({ name: `dpo-${NAME}`, namespace: NAMESPACE });
+    const ds = await apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE });
+    for (const obj of [cm, ds]) {
+      expect(obj.metadata?.ownerReferences).toEqual([
+        expect.objectContaining({ kind: "DevicePluginConfig", name: NAME, uid, controller: true }),
+      ]);
+    }
+    expect(cm.data?.["config.yaml"]).toContain(`resourceName: ${RESOURCE}`);
+    const pod = ds.spec!.template.spec!;
+    expect(pod.nodeSelector).toEqual({ "feature.example/foo": "true" });
+    expect(pod.priorityClassName).toBe("system-node-critical");
+    expect(pod.serviceAccountName).toBe("dpo-plugin");
+    const container = pod.containers[0]!;
+    expect(container.image).toBe("dpo:e2e");
+    expect(container.args?.slice(0, 3)).toEqual(["plugin", "--config", "/etc/dpo/config.yaml"]);
+    expect(container.env?.find((e) => e.name === "NODE_NAME")?.valueFrom?.fieldRef?.fieldPath).toBe(
+      "spec.nodeName",
+    );
+    expect(container.securityContext).toMatchObject({
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"] },
+    });
+    expect(container.securityContext?.privileged ?? false).toBe(false);
+    expect(container.readinessProbe?.httpGet?.path).toBe("/readyz");
+    expect(pod.volumes?.find((v) => v.hostPath?.path === "/var/lib/kubelet/device-plugins")).toBeDefined();
+    // The mock backend's health file directory, and nothing like /dev or /sys it does not need.
+    expect(pod.volumes?.find((v) => v.hostPath?.path === "/run/dpo")).toBeDefined();
+    expect(pod.volumes?.some((v) => v.hostPath?.path === "/dev" || v.hostPath?.path === "/sys")).toBe(false);
+    expect(ds.spec!.template.metadata?.annotations?.["dpo.dev/config-hash"]).toMatch(/^[0-9a-f]{16}$/);
+  });
+
   it("answers kubectl wait --for=condition=Ready and prints the columns", async () => {
     const wait = await kubectl(["wait", "--for=condition=Ready", `dpc/${NAME}`, "--timeout=60s"]);
     expect(wait.stdout).toContain("condition met");
