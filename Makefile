@@ -36,14 +36,17 @@ format: deps
 ## against a real control plane built from the upstream Go modules; the first run builds it).
 test: build lint test-unit test-protocol test-cluster
 
+# Each tier also writes a JSON report to .local/test-results/, which .ci/run sums up.
+VITEST_REPORT = --reporter=default --reporter=json --outputFile.json=.local/test-results/$(1).json
+
 test-unit: deps
-	npx vitest run --project unit
+	npx vitest run --project unit $(call VITEST_REPORT,unit)
 
 test-protocol: build
-	npx vitest run --project protocol
+	npx vitest run --project protocol $(call VITEST_REPORT,protocol)
 
 test-cluster: build cluster-tools
-	npx vitest run --project cluster
+	npx vitest run --project cluster $(call VITEST_REPORT,cluster)
 
 ## Generated code and manifests.
 proto: deps

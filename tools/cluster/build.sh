@@ -6,6 +6,17 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 . "$here/versions.env"
 
+# The control plane's certificates are made with openssl; install it where the machine lacks it.
+if ! command -v openssl >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [[ "$(id -u)" == 0 ]]; then
+    echo "cluster-tools: installing openssl" >&2
+    apt-get update -qq >&2 && apt-get install -y -qq openssl >&2
+  else
+    echo "cluster-tools: openssl is required to start the local control plane; please install it" >&2
+    exit 1
+  fi
+fi
+
 cache_root="${DPO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dpo}"
 bin="$cache_root/k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}/bin"
 # The stamp covers every input of the build, so an edited go.mod or a new Go rebuilds.
