@@ -81,3 +81,19 @@ export function parseListenAddress(flag: string, value: string): { host: string;
   }
   return { host, port };
 }
+
+/** `--metrics-addr` and `--health-addr`, the same for every long-running command. */
+export const ENDPOINT_FLAGS: readonly FlagSpec[] = [
+  {
+    name: "metrics-addr",
+    env: "DPO_METRICS_ADDR",
+    description: "HOST:PORT serving /metrics (and the probes); 0 disables.",
+    default: ":8080",
+  },
+  {
+    name: "health-addr",
+    env: "DPO_HEALTH_ADDR",
+    description: "HOST:PORT serving /healthz and /readyz; 0 disables.",
+    default: ":8081",
+  },
+];

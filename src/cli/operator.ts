@@ -3,11 +3,18 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 import { createLogger, type LogLevelName } from "../log.js";
-import { listenProbes, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
+import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
 import { Operator } from "../operator/manager.js";
 import type { RegistrationMode } from "../plugin-runtime/runtime.js";
 import { buildInfo } from "../version.js";
-import { formatFlagHelp, parseListenAddress, resolveFlags, UsageError, type FlagSpec } from "./flags.js";
+import {
+  ENDPOINT_FLAGS,
+  formatFlagHelp,
+  parseListenAddress,
+  resolveFlags,
+  UsageError,
+  type FlagSpec,
+} from "./flags.js";
 
 export const OPERATOR_FLAGS: readonly FlagSpec[] = [
   {
@@ -47,18 +54,7 @@ export const OPERATOR_FLAGS: readonly FlagSpec[] = [
     default: "10",
   },
   { name: "retry-period", env: "DPO_RETRY_PERIOD", description: "Retry period, seconds.", default: "2" },
-  {
-    name: "metrics-addr",
-    env: "DPO_METRICS_ADDR",
-    description: "HOST:PORT serving /metrics (and the probes); 0 disables.",
-    default: ":8080",
-  },
-  {
-    name: "health-addr",
-    env: "DPO_HEALTH_ADDR",
-    description: "HOST:PORT serving /healthz and /readyz; 0 disables.",
-    default: ":8081",
-  },
+  ...ENDPOINT_FLAGS,
   {
     name: "plugin-image",
     env: "DPO_PLUGIN_IMAGE",
@@ -183,14 +179,7 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
   process.once("SIGINT", () => void shutdown("SIGINT"));
 
   try {
-    const same =
-      metricsAddr &&
-      healthAddr &&
-      metricsAddr.host === healthAddr.host &&
-      metricsAddr.port === healthAddr.port;
-    if (metricsAddr) listeners.push(await listenProbes(metricsAddr, probes));
-    if (healthAddr && !same)
-      listeners.push(await listenProbes(healthAddr, { ...probes, metrics: undefined }));
+    listeners.push(...(await listenEndpoints(metricsAddr, healthAddr, probes)));
     logger.info(
       {
         namespace,

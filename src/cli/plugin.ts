@@ -2,7 +2,7 @@
 import { readFile } from "node:fs/promises";
 import { loadDevicePluginConfig } from "../api/validate.js";
 import { createLogger, type LogLevelName } from "../log.js";
-import { listenProbes, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
+import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
 import {
   createNodeReporter,
   reportCredentials,
@@ -11,7 +11,14 @@ import {
   type NodeReporter,
 } from "../plugin-runtime/report/index.js";
 import { PluginRuntime, type RegistrationMode } from "../plugin-runtime/runtime.js";
-import { formatFlagHelp, parseListenAddress, resolveFlags, UsageError, type FlagSpec } from "./flags.js";
+import {
+  ENDPOINT_FLAGS,
+  formatFlagHelp,
+  parseListenAddress,
+  resolveFlags,
+  UsageError,
+  type FlagSpec,
+} from "./flags.js";
 
 export const PLUGIN_FLAGS: readonly FlagSpec[] = [
   { name: "config", env: "DPO_CONFIG", description: "DevicePluginConfig manifest (YAML or JSON) to serve." },
@@ -39,18 +46,7 @@ export const PLUGIN_FLAGS: readonly FlagSpec[] = [
     env: "NODE_NAME",
     description: "Name of this node (the downward API sets NODE_NAME).",
   },
-  {
-    name: "metrics-addr",
-    env: "DPO_METRICS_ADDR",
-    description: "HOST:PORT serving /metrics (and the probes); 0 disables.",
-    default: ":8080",
-  },
-  {
-    name: "health-addr",
-    env: "DPO_HEALTH_ADDR",
-    description: "HOST:PORT serving /healthz and /readyz; 0 disables.",
-    default: ":8081",
-  },
+  ...ENDPOINT_FLAGS,
   {
     name: "kubeconfig",
     env: "DPO_KUBECONFIG",
@@ -162,9 +158,6 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     metrics: () => runtime.metrics.registry.expose(),
   };
   const listeners: ListeningEndpoint[] = [];
-  const sameAddress =
-    metricsAddr && healthAddr && metricsAddr.host === healthAddr.host && metricsAddr.port === healthAddr.port;
-
   let stopping: Promise<number> | undefined;
   const shutdown = (signal: string): Promise<number> => {
     stopping ??= (async () => {
@@ -190,9 +183,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
   });
 
   try {
-    if (metricsAddr) listeners.push(await listenProbes(metricsAddr, probes));
-    if (healthAddr && !sameAddress)
-      listeners.push(await listenProbes(healthAddr, { ...probes, metrics: undefined }));
+    listeners.push(...(await listenEndpoints(metricsAddr, healthAddr, probes)));
     await runtime.start();
     reporter?.start();
   } catch (err) {

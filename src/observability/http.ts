@@ -63,3 +63,29 @@ export async function listenProbes(
       }),
   };
 }
+
+/**
+ * Serves metrics and probes on `metricsAddr` and the probes alone on `healthAddr`; one listener when the
+ * two are the same address, none for an address that is undefined (disabled).
+ */
+export async function listenEndpoints(
+  metricsAddr: { host: string; port: number } | undefined,
+  healthAddr: { host: string; port: number } | undefined,
+  handlers: ProbeHandlers,
+): Promise<ListeningEndpoint[]> {
+  const listeners: ListeningEndpoint[] = [];
+  try {
+    if (metricsAddr) listeners.push(await listenProbes(metricsAddr, handlers));
+    const same =
+      metricsAddr &&
+      healthAddr &&
+      metricsAddr.host === healthAddr.host &&
+      metricsAddr.port === healthAddr.port;
+    if (healthAddr && !same)
+      listeners.push(await listenProbes(healthAddr, { ...handlers, metrics: undefined }));
+  } catch (err) {
+    await Promise.all(listeners.map((l) => l.close()));
+    throw err;
+  }
+  return listeners;
+}

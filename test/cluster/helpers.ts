@@ -1,6 +1,7 @@
 // Helpers for tests against the cluster from the global setup: clients, kubectl, unique names, waiting.
 import { ApiException, KubeConfig } from "@kubernetes/client-node";
 import { execFile } from "node:child_process";
+import { readdirSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { inject } from "vitest";
@@ -92,4 +93,29 @@ export async function kubectl(args: string[], options: KubectlOptions = {}): Pro
     throw new Error(`kubectl ${args.join(" ")} exited with ${result.exitCode}: ${result.stderr.trim()}`);
   }
   return result;
+}
+
+/**
+ * Applies the generated CRDs from crds/ with server-side apply and waits until both are Established.
+ * Idempotent: files of one run share the CRDs.
+ */
+export async function installCrds(fieldManager: string): Promise<void> {
+  const crdDir = join(import.meta.dirname, "..", "..", "crds");
+  for (const file of readdirSync(crdDir).filter((f) => f.endsWith(".yaml"))) {
+    await kubectl([
+      "apply",
+      "--server-side",
+      "--force-conflicts",
+      `--field-manager=${fieldManager}`,
+      "-f",
+      join(crdDir, file),
+    ]);
+  }
+  await kubectl([
+    "wait",
+    "--for=condition=Established",
+    "--timeout=60s",
+    "crd/devicepluginconfigs.dpo.dev",
+    "crd/devicenodestates.dpo.dev",
+  ]);
 }

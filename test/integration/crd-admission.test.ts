@@ -1,5 +1,5 @@
 // The generated CRDs on a real API server: the invalid corpus refused at the field path `dpo validate` names, valid manifests defaulted as zod does.
-import { ApiextensionsV1Api, CoreV1Api } from "@kubernetes/client-node";
+import { CoreV1Api } from "@kubernetes/client-node";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,6 +11,7 @@ import {
   uniqueName,
   waitFor,
   type KubectlResult,
+  installCrds,
 } from "../cluster/helpers.js";
 
 const repoRoot = join(import.meta.dirname, "..", "..");
@@ -22,7 +23,6 @@ const validFiles = readdirSync(validDir).filter((f) => f.endsWith(".yaml"));
 const FIELD_MANAGER = "dpo-crd-admission-test";
 
 const kubeconfig = kubeConfigFromInjected();
-const apiExtensions = kubeconfig.makeApiClient(ApiextensionsV1Api);
 const core = kubeconfig.makeApiClient(CoreV1Api);
 
 interface Manifest {
@@ -74,24 +74,7 @@ async function readConfig(name: string): Promise<Manifest> {
 beforeAll(async () => {
   const crdFiles = readdirSync(crdDir).filter((f) => f.endsWith(".yaml"));
   expect(crdFiles).toHaveLength(2);
-  for (const file of crdFiles) {
-    await kubectl([
-      "apply",
-      "--server-side",
-      "--force-conflicts",
-      `--field-manager=${FIELD_MANAGER}`,
-      "-f",
-      join(crdDir, file),
-    ]);
-  }
-  for (const name of ["devicepluginconfigs.dpo.dev", "devicenodestates.dpo.dev"]) {
-    await waitFor(`CRD ${name} Established`, async (observe) => {
-      const crd = await apiExtensions.readCustomResourceDefinition({ name });
-      const conditions = crd.status?.conditions ?? [];
-      observe(conditions.map((c) => `${c.type}=${c.status} ${c.reason ?? ""}`));
-      return conditions.some((c) => c.type === "Established" && c.status === "True");
-    });
-  }
+  await installCrds(FIELD_MANAGER);
   // Established comes before the endpoint serves; a dry run proves requests reach the new schema.
   const probe = fixture(validDir, "mock-basic.yaml");
   await waitFor("DevicePluginConfig endpoint serving", async (observe) => {

@@ -1,12 +1,11 @@
 // The plugin's node report on a real API server, written with nothing but the plugin's own Role: create, health changes, coalescing, shutdown, garbage collection, and an API that is away.
 import {
-  ApiextensionsV1Api,
   CoreV1Api,
   CustomObjectsApi,
   RbacAuthorizationV1Api,
   type V1ManagedFieldsEntry,
 } from "@kubernetes/client-node";
-import { mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -33,6 +32,7 @@ import {
   kubectl,
   uniqueName,
   waitFor,
+  installCrds,
 } from "../cluster/helpers.js";
 
 const GROUP = "dpo.dev";
@@ -41,11 +41,9 @@ const FIELD_MANAGER = "dpo-plugin-report-test";
 const PLUGIN_ACCOUNT = "dpo-plugin";
 const RESOURCE = "report.example/foo";
 
-const repoRoot = join(import.meta.dirname, "..", "..");
 const kubeconfig = kubeConfigFromInjected();
 const core = kubeconfig.makeApiClient(CoreV1Api);
 const rbac = kubeconfig.makeApiClient(RbacAuthorizationV1Api);
-const apiExtensions = kubeconfig.makeApiClient(ApiextensionsV1Api);
 const customObjects = kubeconfig.makeApiClient(CustomObjectsApi);
 const namespace = uniqueName("it-report");
 const nodeName = injectedCluster().nodeNames[0] ?? "node-a";
@@ -179,25 +177,7 @@ async function startPlugin(config: DevicePluginConfig, kubeconfigPath: string, d
 }
 
 beforeAll(async () => {
-  const crdDir = join(repoRoot, "crds");
-  for (const file of readdirSync(crdDir).filter((f) => f.endsWith(".yaml"))) {
-    await kubectl([
-      "apply",
-      "--server-side",
-      "--force-conflicts",
-      `--field-manager=${FIELD_MANAGER}`,
-      "-f",
-      join(crdDir, file),
-    ]);
-  }
-  for (const name of ["devicepluginconfigs.dpo.dev", "devicenodestates.dpo.dev"]) {
-    await waitFor(`CRD ${name} Established`, async (observe) => {
-      const crd = await apiExtensions.readCustomResourceDefinition({ name });
-      const conditions = crd.status?.conditions ?? [];
-      observe(conditions.map((c) => `${c.type}=${c.status}`));
-      return conditions.some((c) => c.type === "Established" && c.status === "True");
-    });
-  }
+  await installCrds(FIELD_MANAGER);
   await core.createNamespace({ body: { metadata: { name: namespace } } });
   await waitFor("DeviceNodeState endpoint serving", async (observe) => {
     const result = await kubectl(["get", "devicenodestates.dpo.dev", "-n", namespace], {

@@ -37,6 +37,7 @@ import {
   NODE_INDEX_LABEL,
   uniqueName,
   waitFor,
+  installCrds,
 } from "../cluster/helpers.js";
 import { KubeletSimulator, pluginSockets, type PluginProcessInfo } from "./node-simulator.js";
 
@@ -199,16 +200,7 @@ beforeAll(async () => {
   if (!existsSync(dpoEntrypoint)) {
     throw new Error(`${dpoEntrypoint} is missing: run 'make build' before the kubelet-sim tests`);
   }
-  for (const file of ["dpo.dev_devicepluginconfigs.yaml", "dpo.dev_devicenodestates.yaml"]) {
-    await kubectl([
-      "apply",
-      "--server-side",
-      "--force-conflicts",
-      `--field-manager=${FIELD_MANAGER}`,
-      "-f",
-      join(repoRoot, "crds", file),
-    ]);
-  }
+  await installCrds(FIELD_MANAGER);
   // Plugin pods use hostPath volumes: only the privileged Pod Security level admits them.
   await core.createNamespace({
     body: {
