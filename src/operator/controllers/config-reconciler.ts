@@ -64,7 +64,6 @@ export interface ConfigReconcilerDeps {
 interface WrittenStatus {
   resourceVersion: string;
   status: DevicePluginConfigStatus;
-  at: number;
 }
 
 /** Orders resourceVersions the way client-go's mutation cache does: as integers when both are. */
@@ -226,7 +225,7 @@ export class ConfigReconciler {
     this.lastStatusWriteAt.set(name, nowMs);
     this.deps.metrics.statusWrites.inc();
     const rv = (result as KubernetesObject).metadata?.resourceVersion;
-    if (rv) this.written.set(name, { resourceVersion: rv, status, at: nowMs });
+    if (rv) this.written.set(name, { resourceVersion: rv, status });
     const involved = {
       apiVersion: API_VERSION,
       kind: KIND,

@@ -1,0 +1,277 @@
+// The config reconciler over in-memory caches: when it applies, when it writes status (and when it must
+// not), resource-name conflicts, refused applies and specs that no longer validate.
+import type { KubernetesObject, V1ConfigMap, V1DaemonSet, V1Node } from "@kubernetes/client-node";
+import { pino } from "pino";
+import { describe, expect, it } from "vitest";
+import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
+import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
+import { ForbiddenError, TransientError, type Informer } from "../../src/kube/index.js";
+import {
+  ConfigReconciler,
+  type ConfigReconcilerDeps,
+  type StoredConfig,
+} from "../../src/operator/controllers/config-reconciler.js";
+import { OperatorMetrics } from "../../src/operator/metrics.js";
+
+const NS = "dpo-system";
+
+/** A cache the reconciler reads, holding what the test puts in it. */
+class FakeCache<T extends KubernetesObject> {
+  readonly objects = new Map<string, T>();
+  put(obj: T): void {
+    const ns = obj.metadata?.namespace;
+    this.objects.set(ns ? `${ns}/${obj.metadata!.name}` : obj.metadata!.name!, obj);
+  }
+  get(name: string, namespace?: string): T | undefined {
+    return this.objects.get(namespace ? `${namespace}/${name}` : name);
+  }
+  list(): T[] {
+    return [...this.objects.values()];
+  }
+  byIndex(): T[] {
+    return [];
+  }
+  asInformer(): Informer<T> {
+    return this as unknown as Informer<T>;
+  }
+}
+
+interface Applied {
+  kind: string;
+  name: string;
+  status?: DevicePluginConfigStatus;
+}
+
+function config(name: string, created: string, spec: Record<string, unknown> = {}): StoredConfig {
+  return {
+    apiVersion: "dpo.dev/v1beta1",
+    kind: "DevicePluginConfig",
+    metadata: {
+      name,
+      uid: `uid-${name}`,
+      generation: 1,
+      resourceVersion: "1",
+      creationTimestamp: created as never,
+    },
+    spec: {
+      resourceName: "vendor.example/foo",
+      backend: { type: "Mock", mock: { devices: 2 } },
+      ...spec,
+    },
+  };
+}
+
+function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
+  const configs = new FakeCache<StoredConfig>();
+  const nodes = new FakeCache<V1Node>();
+  const daemonSets = new FakeCache<V1DaemonSet>();
+  const configMaps = new FakeCache<V1ConfigMap>();
+  const applied: Applied[] = [];
+  const deleted: string[] = [];
+  const events: string[] = [];
+  let rv = 100;
+  let failApply: Error | undefined;
+  const deps: ConfigReconcilerDeps = {
+    configs: configs.asInformer(),
+    nodes: nodes.asInformer(),
+    pods: new FakeCache().asInformer(),
+    daemonSets: daemonSets.asInformer(),
+    configMaps: configMaps.asInformer(),
+    reports: new FakeCache<DeviceNodeState>().asInformer(),
+    applier: {
+      apply: (obj: KubernetesObject) => {
+        if (failApply) return Promise.reject(failApply);
+        applied.push({ kind: obj.kind!, name: obj.metadata!.name! });
+        return Promise.resolve({ ...obj, metadata: { ...obj.metadata, resourceVersion: String(++rv) } });
+      },
+      applyStatus: (obj: KubernetesObject & { status: DevicePluginConfigStatus }) => {
+        applied.push({ kind: "status", name: obj.metadata!.name!, status: obj.status });
+        return Promise.resolve({ ...obj, metadata: { ...obj.metadata, resourceVersion: String(++rv) } });
+      },
+    } as never,
+    deleteObject: (path) => {
+      deleted.push(path);
+      return Promise.resolve();
+    },
+    events: {
+      record: (_obj: unknown, type: string, reason: string) => {
+        events.push(`${type}/${reason}`);
+        return Promise.resolve();
+      },
+    } as never,
+    render: {
+      namespace: NS,
+      operatorImage: "dpo:test",
+      pluginServiceAccount: "dpo-plugin",
+      registrationMode: "kubelet",
+    },
+    logger: pino({ level: "silent" }),
+    metrics: new OperatorMetrics(),
+    now: () => new Date(now.t),
+    statusWriteIntervalMs: 500,
+  };
+  const reconciler = new ConfigReconciler(deps);
+  return {
+    configs,
+    nodes,
+    daemonSets,
+    configMaps,
+    applied,
+    deleted,
+    events,
+    reconciler,
+    now,
+    failApplyWith: (err: Error | undefined) => (failApply = err),
+    /** What the API server would hold after the applies: the objects in the caches. */
+    settle: (rendered: { cm?: V1ConfigMap; ds?: V1DaemonSet }) => {
+      if (rendered.cm) configMaps.put(rendered.cm);
+      if (rendered.ds) daemonSets.put(rendered.ds);
+    },
+  };
+}
+
+function condition(status: DevicePluginConfigStatus | undefined, type: string) {
+  return status?.conditions?.find((c) => c.type === type);
+}
+
+describe("ConfigReconciler", () => {
+  it("applies the ConfigMap and DaemonSet of a new config and writes a first status that is not Ready", async () => {
+    const t = setup();
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    expect(await t.reconciler.reconcile("foo")).toEqual({});
+    expect(t.applied.map((a) => `${a.kind}/${a.name}`)).toEqual([
+      "ConfigMap/dpo-foo",
+      "DaemonSet/dpo-foo",
+      "status/foo",
+    ]);
+    const status = t.applied[2]!.status;
+    expect(status?.observedGeneration).toBe(1);
+    expect(condition(status, "Ready")?.status).toBe("False");
+    expect(condition(status, "Reconciling")?.status).toBe("True");
+  });
+
+  it("makes no request when the caches already hold what it would apply and write", async () => {
+    const t = setup();
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    await t.reconciler.reconcile("foo");
+    // Feed back what was applied, as the watches would.
+    const { renderPluginConfigMap, renderPluginDaemonSet } =
+      await import("../../src/operator/render/index.js");
+    const { validateDevicePluginConfig } = await import("../../src/api/validate.js");
+    const parsed = validateDevicePluginConfig(t.configs.get("foo"));
+    if (!parsed.ok) throw new Error("test config invalid");
+    const ctx = {
+      namespace: NS,
+      operatorImage: "dpo:test",
+      pluginServiceAccount: "dpo-plugin",
+      registrationMode: "kubelet" as const,
+    };
+    t.settle({ cm: renderPluginConfigMap(parsed.value, ctx), ds: renderPluginDaemonSet(parsed.value, ctx) });
+    // The DaemonSet now exists, so the status moves on once (DaemonSetPending → Progressing) ...
+    t.now.t += 10_000;
+    await t.reconciler.reconcile("foo");
+    const written = t.applied.at(-1)!;
+    expect(written.kind).toBe("status");
+    expect(condition(written.status, "Reconciling")?.reason).toBe("Progressing");
+    // ... and once the cache shows that status too, nothing is left to do.
+    const stored = t.configs.get("foo")!;
+    t.configs.put({
+      ...stored,
+      status: written.status,
+      metadata: { ...stored.metadata, resourceVersion: "999" },
+    });
+    const before = t.applied.length;
+    t.now.t += 10_000;
+    await t.reconciler.reconcile("foo");
+    await t.reconciler.reconcile("foo");
+    expect(t.applied.slice(before)).toEqual([]);
+  });
+
+  it("does not write or announce the same status twice while the cache lags behind its own write", async () => {
+    const t = setup();
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    await t.reconciler.reconcile("foo");
+    const writes = t.applied.filter((a) => a.kind === "status").length;
+    const events = t.events.length;
+    // The cache still shows the config without status (resourceVersion 1): the watch has not caught up.
+    t.now.t += 10_000;
+    await t.reconciler.reconcile("foo");
+    expect(t.applied.filter((a) => a.kind === "status")).toHaveLength(writes);
+    expect(t.events).toHaveLength(events);
+  });
+
+  it("writes status at most once per interval and asks to come back for the rest", async () => {
+    const t = setup();
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    await t.reconciler.reconcile("foo");
+    // Something changes 100 ms later: a node appears (desired 0 → 1).
+    t.nodes.put({
+      metadata: { name: "n1", labels: {} },
+      status: { conditions: [{ type: "Ready", status: "True" }] },
+    });
+    t.now.t += 100;
+    const result = await t.reconciler.reconcile("foo");
+    expect(result.requeueAfterMs).toBe(400);
+    expect(t.applied.filter((a) => a.kind === "status")).toHaveLength(1);
+    t.now.t += 400;
+    expect(await t.reconciler.reconcile("foo")).toEqual({});
+    const statuses = t.applied.filter((a) => a.kind === "status");
+    expect(statuses).toHaveLength(2);
+    expect(statuses[1]!.status?.nodes?.desired).toBe(1);
+  });
+
+  it("gives the newer of two configs for one resource no DaemonSet and Ready=False ResourceNameConflict", async () => {
+    const t = setup();
+    t.configs.put(config("old", "2026-01-01T00:00:00Z"));
+    t.configs.put(config("new", "2026-01-02T00:00:00Z"));
+    // The newer one had a DaemonSet from before the older appeared.
+    const owned = { kind: "DevicePluginConfig", apiVersion: "dpo.dev/v1beta1", name: "new", uid: "uid-new" };
+    t.daemonSets.put({ metadata: { name: "dpo-new", namespace: NS, ownerReferences: [owned] } });
+    t.configMaps.put({ metadata: { name: "dpo-new", namespace: NS, ownerReferences: [owned] } });
+    await t.reconciler.reconcile("new");
+    expect(t.applied.filter((a) => a.kind !== "status")).toEqual([]);
+    expect(t.deleted).toEqual([
+      `/apis/apps/v1/namespaces/${NS}/daemonsets/dpo-new`,
+      `/api/v1/namespaces/${NS}/configmaps/dpo-new`,
+    ]);
+    const status = t.applied.find((a) => a.kind === "status")!.status;
+    expect(condition(status, "Ready")).toMatchObject({ status: "False", reason: "ResourceNameConflict" });
+    expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "ResourceNameConflict" });
+  });
+
+  it("reports an apply the API server refuses as Stalled ApplyFailed, and retries transient errors", async () => {
+    const t = setup();
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    t.failApplyWith(new ForbiddenError("daemonsets.apps is forbidden", { code: 403 }));
+    await t.reconciler.reconcile("foo");
+    const status = t.applied.find((a) => a.kind === "status")!.status;
+    expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "ApplyFailed" });
+    expect(condition(status, "Stalled")?.message).toContain("forbidden");
+
+    const u = setup();
+    u.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    u.failApplyWith(new TransientError("etcdserver: request timed out", { code: 504 }));
+    await expect(u.reconciler.reconcile("foo")).rejects.toThrow("timed out");
+    expect(u.applied).toEqual([]);
+  });
+
+  it("does not apply a stored spec that no longer validates, and says why in the status", async () => {
+    const t = setup();
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z", { sharing: { strategy: "TimeSlicing" } }));
+    await t.reconciler.reconcile("foo");
+    expect(t.applied.map((a) => a.kind)).toEqual(["status"]);
+    const status = t.applied[0]!.status;
+    expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "InvalidSpec" });
+    expect(condition(status, "Ready")?.message).toContain("spec.sharing.replicas");
+  });
+
+  it("leaves a config that is being deleted to the garbage collector", async () => {
+    const t = setup();
+    const c = config("foo", "2026-01-01T00:00:00Z");
+    c.metadata!.deletionTimestamp = "2026-01-01T00:00:01Z" as never;
+    t.configs.put(c);
+    expect(await t.reconciler.reconcile("foo")).toEqual({});
+    expect(t.applied).toEqual([]);
+    expect(await t.reconciler.reconcile("gone")).toEqual({});
+  });
+});
