@@ -69,7 +69,9 @@ export function renderSimulatedNode(index: number, facts: SimulatedNodeFacts): V
       capacity: { ...NODE_CAPACITY },
       allocatable: { ...NODE_CAPACITY },
       addresses: [
-        { type: "InternalIP", address: `172.31.${Math.floor(index / 250)}.${(index % 250) + 2}` },
+        // A loopback address: should anything (kubectl logs → API server → "kubelet") dial a simulated
+        // node, the connection stays on this machine and is refused, instead of leaving it.
+        { type: "InternalIP", address: `127.1.${Math.floor(index / 250)}.${(index % 250) + 2}` },
         { type: "Hostname", address: name },
       ],
       nodeInfo: {
