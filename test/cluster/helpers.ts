@@ -9,6 +9,7 @@ import "./provided-context.js";
 
 export { waitFor, type WaitOptions } from "../../tools/cluster/wait.js";
 import { withBearerToken } from "../../tools/cluster/kubeconfig.js";
+import { waitForDpoCrds } from "../../tools/cluster/install-dpo.js";
 export {
   NODE_INDEX_LABEL,
   SIMULATED_NODE_LABEL,
@@ -111,11 +112,5 @@ export async function installCrds(fieldManager: string): Promise<void> {
       join(crdDir, file),
     ]);
   }
-  await kubectl([
-    "wait",
-    "--for=condition=Established",
-    "--timeout=60s",
-    "crd/devicepluginconfigs.dpo.dev",
-    "crd/devicenodestates.dpo.dev",
-  ]);
+  await waitForDpoCrds(async (args) => (await kubectl(args)).stdout);
 }

@@ -17,6 +17,11 @@ export async function installDpo(kubectl: KubectlRunner): Promise<void> {
     ["apply", "--server-side", "--force-conflicts", "--field-manager=dpo-install", "-f", "-"],
     docs.map((d) => JSON.stringify(d)).join("\n---\n"),
   );
+  await waitForDpoCrds(kubectl);
+}
+
+/** Resolves once both dpo.dev CRDs are Established (the API server serves them). */
+export async function waitForDpoCrds(kubectl: KubectlRunner): Promise<void> {
   await kubectl([
     "wait",
     "--for=condition=Established",
