@@ -265,20 +265,10 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
         callback(null, empty);
         return;
       }
-      let physicalIds: string[];
       const check = checkAllocateRequest(req.devicesIds, opts.devices.snapshot().byId, {
         ...opts.sharing,
         failRequestsGreaterThanOne: false,
       });
-      if (check.kind === "Ok" || check.kind === "Unhealthy") {
-        physicalIds = check.kind === "Ok" ? [...check.physicalIds] : [];
-      } else {
-        const e = toServiceError(
-          new RequestError(grpc.status.INVALID_ARGUMENT, `PreStartContainer: ${check.kind} device ids`),
-        );
-        callback(e, null);
-        return;
-      }
       if (check.kind === "Unhealthy") {
         callback(
           { code: grpc.status.FAILED_PRECONDITION, details: `unhealthy devices: ${check.ids.join(", ")}` },
@@ -286,36 +276,40 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
         );
         return;
       }
-      // Answer before the kubelet's deadline even when the hook hangs: abort it and report the timeout.
-      const controller = new AbortController();
-      let answered = false;
-      const timer = setTimeout(() => {
-        controller.abort(new Error("pre-start hook timed out"));
-        if (answered) return;
-        answered = true;
-        logger.warn({ resource: resourceName, devices: physicalIds }, "PreStartContainer hook timed out");
+      if (check.kind !== "Ok") {
         callback(
-          { code: grpc.status.DEADLINE_EXCEEDED, details: `pre-start hook exceeded ${preStartTimeoutMs} ms` },
+          { code: grpc.status.INVALID_ARGUMENT, details: `PreStartContainer: ${check.kind} device ids` },
           null,
         );
-      }, preStartTimeoutMs);
-      hook(physicalIds, controller.signal).then(
-        () => {
-          clearTimeout(timer);
-          if (answered) return;
-          answered = true;
-          callback(null, {});
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          if (answered) return;
-          answered = true;
+        return;
+      }
+      const physicalIds = check.physicalIds;
+      // Answer before the kubelet's deadline even when the hook hangs: abort it and report the timeout.
+      // Whichever comes first, the hook's outcome or the timer, answers; the other is ignored.
+      const controller = new AbortController();
+      let answered = false;
+      const answer = (err: Partial<grpc.StatusObject> | null): void => {
+        clearTimeout(timer);
+        if (answered) return;
+        answered = true;
+        if (err)
           logger.warn(
-            { resource: resourceName, devices: physicalIds, err: String(err) },
+            { resource: resourceName, devices: physicalIds, err: err.details },
             "PreStartContainer failed",
           );
-          callback({ code: grpc.status.INTERNAL, details: `pre-start hook failed: ${String(err)}` }, null);
-        },
+        callback(err, err ? null : {});
+      };
+      const timer = setTimeout(() => {
+        controller.abort(new Error("pre-start hook timed out"));
+        answer({
+          code: grpc.status.DEADLINE_EXCEEDED,
+          details: `pre-start hook exceeded ${preStartTimeoutMs} ms`,
+        });
+      }, preStartTimeoutMs);
+      hook(physicalIds, controller.signal).then(
+        () => answer(null),
+        (err: unknown) =>
+          answer({ code: grpc.status.INTERNAL, details: `pre-start hook failed: ${String(err)}` }),
       );
     },
   };
