@@ -1,7 +1,8 @@
 # The dpo image: one Node.js program that runs as `dpo operator` (Deployment) and `dpo plugin` (DaemonSets).
 # Build: docker build --build-arg GIT_COMMIT=$(git rev-parse HEAD) -t ghcr.io/dpo-dev/dpo:0.1.0 .
 # No native modules: the same Dockerfile builds every platform (docker buildx --platform linux/amd64,linux/arm64).
-ARG NODE_IMAGE=node:20-slim
+# Pinned to the release in .node-version (a test keeps the two in step).
+ARG NODE_IMAGE=node:24.21.0-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src

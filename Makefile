@@ -2,7 +2,12 @@
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 NODES ?= 3
-export PATH := $(PATH):/usr/local/go/bin
+# Node.js: the pinned release (.node-version) where the machine's is older, installed once into .local/toolchain.
+NODE_BIN := $(shell tools/toolchain/node.sh)
+ifeq ($(NODE_BIN),)
+$(error could not find or install the pinned Node.js (see tools/toolchain/node.sh))
+endif
+export PATH := $(NODE_BIN):$(PATH):/usr/local/go/bin
 KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
 .PHONY: all deps build lint typecheck format test test-unit test-protocol test-cluster proto manifests \
@@ -11,7 +16,7 @@ KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 all: build
 
 # npm ci only when the lock file changed since the last install.
-node_modules/.install-stamp: package.json package-lock.json
+node_modules/.install-stamp: package.json package-lock.json .node-version
 	npm ci --no-audit --no-fund
 	touch $@
 

@@ -6,6 +6,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { installDpo as installDpoWith } from "../../tools/cluster/install-dpo.js";
+import { issuedToken } from "../../tools/cluster/kubeconfig.js";
 import { kubeConfigFromInjected, kubeConfigWithToken, kubectl, waitFor } from "../cluster/helpers.js";
 
 export const NAMESPACE = "dpo-system";
@@ -28,7 +29,7 @@ export async function serviceAccountKubeconfig(sa: string, namespace = NAMESPACE
     namespace,
     body: { spec: { audiences: [], expirationSeconds: 3600 } },
   });
-  const kc: KubeConfig = kubeConfigWithToken(token.status!.token);
+  const kc: KubeConfig = kubeConfigWithToken(issuedToken(token, sa));
   const file = join(mkdtempSync(join(tmpdir(), "dpo-e2e-kc-")), "kubeconfig");
   writeFileSync(file, kc.exportConfig(), { mode: 0o600 });
   return file;

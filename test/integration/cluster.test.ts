@@ -24,6 +24,7 @@ import {
   uniqueName,
   waitFor,
 } from "../cluster/helpers.js";
+import { issuedToken } from "../../tools/cluster/kubeconfig.js";
 
 const cluster = injectedCluster();
 const kubeconfig = kubeConfigFromInjected();
@@ -281,7 +282,7 @@ describe("local control plane", () => {
       namespace,
       body: { spec: { audiences: [], expirationSeconds: 600 } },
     });
-    const asServiceAccount = kubeConfigWithToken(tokenRequest.status!.token);
+    const asServiceAccount = kubeConfigWithToken(issuedToken(tokenRequest, serviceAccount));
 
     // Authenticated as the ServiceAccount, so a 403 below is the authorizer's answer, not a bad token.
     const review = await asServiceAccount

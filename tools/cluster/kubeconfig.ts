@@ -14,3 +14,10 @@ export function withBearerToken(base: KubeConfig, token: string, user = "token")
   });
   return kubeconfig;
 }
+
+/** The token of a TokenRequest answer; the API server always sets it, so its absence is an error worth naming. */
+export function issuedToken(answer: { status?: { token?: string } }, serviceAccount: string): string {
+  const token = answer.status?.token;
+  if (!token) throw new Error(`TokenRequest for ServiceAccount ${serviceAccount} returned no token`);
+  return token;
+}

@@ -11,7 +11,7 @@ import { pino } from "pino";
 import { KubeletSimulator } from "../../test/kubelet-sim/node-simulator.js";
 import { buildOrReuseBinaries, startCluster, type ClusterHandle } from "../cluster/cluster.js";
 import { installDpo } from "../cluster/install-dpo.js";
-import { withBearerToken } from "../cluster/kubeconfig.js";
+import { issuedToken, withBearerToken } from "../cluster/kubeconfig.js";
 import { waitFor } from "../cluster/wait.js";
 
 const repo = join(import.meta.dirname, "..", "..");
@@ -87,7 +87,7 @@ async function main(): Promise<number> {
       namespace: "dpo-system",
       body: { spec: { audiences: [], expirationSeconds: 3600 } },
     });
-    const opKc = withBearerToken(kc, token.status!.token, "dpo-operator");
+    const opKc = withBearerToken(kc, issuedToken(token, "dpo-operator"), "dpo-operator");
     const opKubeconfig = join(work, "operator.kubeconfig");
     const operatorLog = join(work, "operator.log");
     writeFileSync(opKubeconfig, opKc.exportConfig(), { mode: 0o600 });

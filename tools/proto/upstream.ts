@@ -45,6 +45,7 @@ export function locateUpstreamProtoFiles(version: string = KUBELET_MODULE_VERSIO
     const stderr = (error as { stderr?: string }).stderr;
     throw new Error(
       `go mod download ${KUBELET_MODULE}@${version} failed: ${stderr || (error as Error).message}`,
+      { cause: error },
     );
   }
   const info = JSON.parse(output) as { Dir?: unknown; Error?: unknown };
