@@ -25,7 +25,8 @@ deps: node_modules/.install-stamp
 build: deps
 	npx tsc -p tsconfig.build.json
 	printf '{"gitCommit":"%s"}\n' "$$(git rev-parse HEAD 2>/dev/null || echo unknown)" > dist/build-info.json
-	chmod +x dist/cli/main.js
+	node --import tsx tools/bundle/bundle.ts
+	chmod +x dist/cli/main.js dist/dpo.js
 
 typecheck: deps
 	npx tsc -p tsconfig.json --noEmit
@@ -75,7 +76,7 @@ install: cluster-tools
 	$(KUBECTL) apply --server-side -f crds/
 
 run: build install
-	node dist/cli/main.js operator --namespace "$${POD_NAMESPACE:-dpo-system}" --metrics-addr 127.0.0.1:8080 --health-addr 127.0.0.1:8081
+	node dist/dpo.js operator --namespace "$${POD_NAMESPACE:-dpo-system}" --metrics-addr 127.0.0.1:8080 --health-addr 127.0.0.1:8081
 
 deploy: cluster-tools
 	$(KUBECTL) apply --server-side -k config/default

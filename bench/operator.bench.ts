@@ -25,7 +25,7 @@ import { goArchitecture, renderSimulatedNode } from "../tools/cluster/nodes.js";
 import { waitFor } from "../tools/cluster/wait.js";
 
 const repo = join(import.meta.dirname, "..");
-const dpo = join(repo, "dist", "cli", "main.js");
+const dpo = join(repo, "dist", "dpo.js");
 const NODE_COUNTS = (process.env["BENCH_NODES"] ?? "100,1000").split(",").map(Number);
 const CREATES = Number(process.env["BENCH_CREATES"] ?? 20);
 const CAPACITY_CHANGES = Number(process.env["BENCH_CAPACITY_CHANGES"] ?? 40);

@@ -12,7 +12,7 @@ import { kubeConfigFromInjected, kubeConfigWithToken, kubectl, waitFor } from ".
 export const NAMESPACE = "dpo-system";
 export const OPERATOR_SA = "dpo-operator";
 export const repo = join(import.meta.dirname, "..", "..");
-export const dpoEntrypoint = join(repo, "dist", "cli", "main.js");
+export const dpoEntrypoint = join(repo, "dist", "dpo.js");
 
 /** Applies config/default as a user would, minus the operator Deployment (the tests run it as a process). */
 export async function installDpo(): Promise<void> {

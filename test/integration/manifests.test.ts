@@ -442,29 +442,50 @@ describe("config/rbac applied for real: what each ServiceAccount can do", () => 
   });
 });
 
-describe("the image entrypoint's Node flags", () => {
-  const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(join(repoRoot, "Dockerfile"), "utf8"))?.[1];
-
-  it("still let the Kubernetes client talk to the API server, without a warning on stderr", async () => {
-    if (entrypoint === undefined) throw new Error("the Dockerfile has no exec-form ENTRYPOINT");
-    const [program, ...rest] = JSON.parse(entrypoint) as string[];
+describe("the Node flags each workload of the image runs with", () => {
+  const runList = async (command: string[], script: string): Promise<{ stdout: string; stderr: string }> => {
+    const [program, ...rest] = command;
     expect(program).toBe("node");
     const nodeFlags = rest.filter((arg) => arg.startsWith("--"));
-    const script = `
+    return promisify(execFile)(process.execPath, [...nodeFlags, "--input-type=module", "-e", script], {
+      cwd: repoRoot,
+      env: { ...process.env, TEST_KUBECONFIG: injectedCluster().kubeconfigPath },
+      timeout: 60_000,
+    });
+  };
+
+  it("let the plugin (the ENTRYPOINT's flags, lite mode) reach the API server with its own client", async () => {
+    const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(join(repoRoot, "Dockerfile"), "utf8"))?.[1];
+    if (entrypoint === undefined) throw new Error("the Dockerfile has no exec-form ENTRYPOINT");
+    const { stdout, stderr } = await runList(
+      JSON.parse(entrypoint) as string[],
+      `
+      import { ApiClient, loadKubeconfig } from "./dist/plugin-runtime/report/api-client.js";
+      const client = new ApiClient(await loadKubeconfig(process.env.TEST_KUBECONFIG));
+      const namespaces = await client.request({ method: "GET", path: "/api/v1/namespaces" });
+      process.stdout.write(JSON.stringify(namespaces.items.map((n) => n.metadata.name)));
+      process.exit(0);
+    `,
+    );
+    expect(JSON.parse(stdout)).toContain("kube-system");
+    expect(stderr).toBe("");
+  });
+
+  it("let the operator (the Deployment's command) reach the API server with @kubernetes/client-node", async () => {
+    const deployment = parseAllDocuments(readFileSync(join(configDir, "manager", "deployment.yaml"), "utf8"))
+      .map((doc) => doc.toJS() as V1Deployment)
+      .find((doc) => doc.kind === "Deployment");
+    const command = deployment?.spec?.template.spec?.containers[0]?.command;
+    if (command === undefined) throw new Error("config/manager/deployment.yaml sets no command");
+    const { stdout, stderr } = await runList(
+      command,
+      `
       import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
       const kubeconfig = new KubeConfig();
       kubeconfig.loadFromFile(process.env.TEST_KUBECONFIG);
       const namespaces = await kubeconfig.makeApiClient(CoreV1Api).listNamespace();
       process.stdout.write(JSON.stringify(namespaces.items.map((n) => n.metadata.name)));
-    `;
-    const { stdout, stderr } = await promisify(execFile)(
-      process.execPath,
-      [...nodeFlags, "--input-type=module", "-e", script],
-      {
-        cwd: repoRoot,
-        env: { ...process.env, TEST_KUBECONFIG: injectedCluster().kubeconfigPath },
-        timeout: 60_000,
-      },
+    `,
     );
     expect(JSON.parse(stdout)).toContain("kube-system");
     expect(stderr).toBe("");

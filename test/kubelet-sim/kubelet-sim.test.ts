@@ -42,7 +42,7 @@ import {
 import { KubeletSimulator, pluginSockets, type PluginProcessInfo } from "./node-simulator.js";
 
 const repoRoot = join(import.meta.dirname, "..", "..");
-const dpoEntrypoint = join(repoRoot, "dist", "cli", "main.js");
+const dpoEntrypoint = join(repoRoot, "dist", "dpo.js");
 const FIELD_MANAGER = "dpo-kubelet-sim-test";
 const DEVICES = 4;
 const ID_PREFIX = "ks";

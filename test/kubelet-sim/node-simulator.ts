@@ -32,7 +32,7 @@ import {
 export const HOST_DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins";
 export const HOST_PLUGINS_REGISTRY_DIR = "/var/lib/kubelet/plugins_registry";
 
-const DEFAULT_DPO_ENTRYPOINT = join(import.meta.dirname, "..", "..", "dist", "cli", "main.js");
+const DEFAULT_DPO_ENTRYPOINT = join(import.meta.dirname, "..", "..", "dist", "dpo.js");
 const DEFAULT_STOP_GRACE_MS = 5_000;
 const CONFIG_RETRY_MS = 1_000;
 /** TokenRequest's own minimum is 10 minutes; an hour outlasts any test, so no refresh is simulated. */
@@ -45,7 +45,7 @@ export interface KubeletSimulatorOptions {
   nodes: readonly string[];
   /** How long a resource whose plugin went away is kept before it is removed (the kubelet's is 5 min). */
   gracePeriodMs?: number;
-  /** The built CLI; defaults to dist/cli/main.js of this repository. */
+  /** The built CLI; defaults to dist/dpo.js (the bundled CLI the image runs) of this repository. */
   dpoEntrypoint?: string;
   /** Time between SIGTERM and SIGKILL when a plugin pod goes away. */
   stopGraceMs?: number;

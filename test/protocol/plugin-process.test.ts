@@ -8,7 +8,7 @@ import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
 import { RESOURCE, tempDir, waitFor } from "./support.js";
 
 const repo = join(import.meta.dirname, "..", "..");
-const dpo = join(repo, "dist", "cli", "main.js");
+const dpo = join(repo, "dist", "dpo.js");
 const fixtures = join(repo, "test", "fixtures");
 
 beforeAll(() => {

@@ -94,7 +94,7 @@ async function main(): Promise<number> {
     operator = spawn(
       process.execPath,
       [
-        join(repo, "dist", "cli", "main.js"),
+        join(repo, "dist", "dpo.js"),
         "operator",
         "--kubeconfig",
         opKubeconfig,
