@@ -12,6 +12,7 @@ import {
 } from "@kubernetes/client-node";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, connect, type AddressInfo, type Socket } from "node:net";
 import { arch, tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -39,6 +40,46 @@ const run = promisify(execFile);
 function percentile(values: readonly number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
+}
+
+/** CPU seconds (user + system) the process has used, from /proc (clock ticks are 100 per second on Linux). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/**
+ * A TCP relay in front of the API server that counts the connections made through it: every new
+ * connection is a TLS handshake, so with keep-alive an idle operator should open none.
+ */
+async function connectionCountingRelay(
+  server: URL,
+): Promise<{ url: string; connections: () => number; close(): void }> {
+  let connections = 0;
+  const sockets = new Set<Socket>();
+  const relay = createServer((client) => {
+    connections++;
+    const upstream = connect(Number(server.port), server.hostname);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on("close", () => sockets.delete(s));
+      s.on("error", () => {
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
+  const { port } = relay.address() as AddressInfo;
+  return {
+    url: `https://127.0.0.1:${port}`,
+    connections: () => connections,
+    close: () => {
+      relay.close();
+      for (const s of sockets) s.destroy();
+    },
+  };
 }
 
 function rssMiB(pid: number): number {
@@ -72,6 +113,7 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
   const stateDir = mkdtempSync(join(tmpdir(), `dpo-bench-op-${nodeCount}-`));
   let cluster: ClusterHandle | undefined;
   let operator: ChildProcess | undefined;
+  let relay: Awaited<ReturnType<typeof connectionCountingRelay>> | undefined;
   let logs = "";
   const operatorLog = (): string => logs;
   try {
@@ -127,14 +169,25 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     await kubectl(["create", "namespace", "dpo-system"]);
     await kubectl(["create", "serviceaccount", "dpo-plugin", "-n", "dpo-system"]);
 
+    // The operator reaches the API server through a relay that counts its connections, and runs with
+    // leader election on, as the Deployment runs it: Lease renewals are its steady traffic.
+    relay = await connectionCountingRelay(new URL(kc.getCurrentCluster()!.server));
+    const relayed = new KubeConfig();
+    relayed.loadFromString(
+      readFileSync(cluster.kubeconfigPath, "utf8").replace(kc.getCurrentCluster()!.server, relay.url),
+    );
+    const operatorKubeconfig = join(stateDir, "operator-relayed.kubeconfig");
+    writeFileSync(operatorKubeconfig, relayed.exportConfig(), { mode: 0o600 });
     operator = spawn(
       process.execPath,
       [
         ...NODE_FLAGS,
         dpo,
         "operator",
+        "--leader-elect=true",
+        "--leader-election-id=dpo-bench",
         "--kubeconfig",
-        cluster.kubeconfigPath,
+        operatorKubeconfig,
         "--metrics-addr",
         "127.0.0.1:0",
         "--health-addr",
@@ -316,11 +369,15 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     );
     await new Promise((r) => setTimeout(r, 3_000));
     const requestsBefore = await metric(port, "dpo_operator_api_requests_total");
+    const connectionsBefore = relay.connections();
+    const cpuBefore = cpuSeconds(operator.pid!);
     const writesBefore =
       (await metric(port, "dpo_operator_status_writes_total")) +
       (await metric(port, "dpo_operator_applies_total"));
     await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
     const requests = (await metric(port, "dpo_operator_api_requests_total")) - requestsBefore;
+    const connections = relay.connections() - connectionsBefore;
+    const cpu = cpuSeconds(operator.pid!) - cpuBefore;
     const writes =
       (await metric(port, "dpo_operator_status_writes_total")) +
       (await metric(port, "dpo_operator_applies_total")) -
@@ -330,6 +387,12 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       value: `${(requests / IDLE_SECONDS).toFixed(2)}/s, ${writes} writes`,
       target: "0 writes",
       ok: writes === 0,
+    });
+    rows.push({
+      metric: `${nodeCount} nodes: new API connections (TLS handshakes) and CPU while idle, leader election on`,
+      value: `${connections} connections, ${((cpu / IDLE_SECONDS) * 100).toFixed(2)}% of a core`,
+      target: "0 handshakes",
+      ok: connections === 0,
     });
     const reconcileSeconds = await metric(port, "dpo_operator_reconcile_duration_seconds_sum");
     const reconciles = await metric(port, "dpo_operator_reconcile_duration_seconds_count");
@@ -355,6 +418,7 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     if (process.env["BENCH_VERBOSE"])
       writeFileSync(join(tmpdir(), `dpo-bench-operator-${nodeCount}.log`), operatorLog());
     operator?.kill("SIGTERM");
+    relay?.close();
     await cluster?.stop();
     rmSync(stateDir, { recursive: true, force: true });
   }
