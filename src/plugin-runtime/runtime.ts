@@ -13,7 +13,13 @@ import { PluginMetrics } from "./metrics.js";
 import { KUBELET_API_VERSION, KUBELET_SOCKET_NAME, SUPPORTED_KUBELET_API_VERSIONS } from "./proto/index.js";
 import { registerRequest, registerWithKubelet } from "./registration/kubelet-registration.js";
 import { PluginWatcherRegistration } from "./registration/plugin-watcher.js";
-import { fileIdentity, removeStaleSockets, socketFileName, socketPrefix } from "./registration/sockets.js";
+import {
+  fileIdentity,
+  removeStaleSockets,
+  socketFileName,
+  socketPath,
+  socketPrefix,
+} from "./registration/sockets.js";
 import { DevicePluginEndpoint } from "./server/device-plugin-server.js";
 
 export type RegistrationMode = "kubelet" | "watcher";
@@ -283,7 +289,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       preStartTimeoutMs: this.opts.preStartTimeoutMs,
     });
     const name = socketFileName(this.prefix, this.startedAtMs, ++this.sequence);
-    await endpoint.listen(join(this.opts.devicePluginDir, name));
+    await endpoint.listen(socketPath(this.opts.devicePluginDir, name));
     this.endpoint = endpoint;
     this.socketName = name;
     this.log.info({ socket: name }, "serving DevicePlugin");

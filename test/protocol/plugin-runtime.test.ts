@@ -66,7 +66,7 @@ describe("registration on kubelet.sock", () => {
   it("serves first, then registers v1beta1 with a per-start socket name and the options", async () => {
     harness = await startHarness(makeConfig({ topology: { allocationPolicy: "Packed" } }));
     const r = await registered(harness);
-    expect(r.endpoint).toMatch(/^dpo-hardware-vendor\.example_foo-\d+-\d+-\d+\.sock$/);
+    expect(r.endpoint).toMatch(/^dpo-hardware-vendor\.example_foo-[0-9a-z]+-[0-9a-z]+-\d+\.sock$/);
     expect(existsSync(join(harness.dir, r.endpoint))).toBe(true);
     expect(r.options).toEqual({ preStartRequired: false, getPreferredAllocationAvailable: true });
     expect(harness.runtime.status()).toMatchObject({ serving: true, registered: true });

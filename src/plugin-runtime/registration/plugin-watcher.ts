@@ -2,7 +2,7 @@
 // plugins_registry; the kubelet calls GetInfo, connects to our device-plugin endpoint and reports back.
 import * as grpc from "@grpc/grpc-js";
 import { unlink } from "node:fs/promises";
-import { join } from "node:path";
+import { socketPath } from "./sockets.js";
 import type { Logger } from "pino";
 import {
   DEVICE_PLUGIN_TYPE,
@@ -39,7 +39,7 @@ export class PluginWatcherRegistration {
   /** Serves the registration service on a fresh socket; the old one (if any) is closed and removed first. */
   async serve(): Promise<string> {
     await this.close();
-    const path = join(this.opts.registryDir, this.opts.socketName());
+    const path = socketPath(this.opts.registryDir, this.opts.socketName());
     const server = new grpc.Server();
     const implementation: PluginRegistrationServer = {
       getInfo: (_call, callback) => {

@@ -1,22 +1,56 @@
 // Socket file names and housekeeping in the kubelet's directories: a name unique per process start, so
 // an old and a new plugin instance can overlap during upgrades, and removal of our own stale sockets.
+import { createHash } from "node:crypto";
 import { connect } from "node:net";
 import { lstat, readdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
 
-/** `dpo-<resource with / and unsafe characters as _>-`: every socket of this resource starts with it. */
+/**
+ * The longest path a unix socket can have on Linux: sun_path is 108 bytes with the terminating NUL.
+ * Longer paths fail to listen with EINVAL (older Node releases cut them short silently instead).
+ */
+export const MAX_SOCKET_PATH_BYTES = 107;
+/**
+ * Resource names run to 317 characters, the kubelet's directories to 34; the prefix is capped so that a
+ * whole socket path in /var/lib/kubelet/plugins_registry stays well inside MAX_SOCKET_PATH_BYTES.
+ */
+export const MAX_SOCKET_PREFIX_LENGTH = 40;
+
+/**
+ * `dpo-<resource with / and unsafe characters as _>-`: every socket of this resource starts with it. A
+ * name too long for a socket path is cut and followed by a hash of the whole name, so two long
+ * resource names that share their beginning still get prefixes of their own.
+ */
 export function socketPrefix(resourceName: string): string {
-  return `dpo-${resourceName.replace(/[^A-Za-z0-9.-]/g, "_")}-`;
+  const full = `dpo-${resourceName.replace(/[^A-Za-z0-9.-]/g, "_")}-`;
+  if (full.length <= MAX_SOCKET_PREFIX_LENGTH) return full;
+  const hash = createHash("sha256").update(resourceName).digest("hex").slice(0, 8);
+  return `${full.slice(0, MAX_SOCKET_PREFIX_LENGTH - hash.length - 2)}~${hash}-`;
 }
 
-/** A socket file name unique per start: prefix, start time in ms, a per-process counter and `.sock`. */
+/**
+ * A socket file name unique per start: prefix, start time and process id in base 36 (short, for the
+ * path limit), a per-process counter, and the suffix.
+ */
 export function socketFileName(
   prefix: string,
   startedAtMs: number,
   sequence: number,
   suffix = ".sock",
 ): string {
-  return `${prefix}${startedAtMs}-${process.pid}-${sequence}${suffix}`;
+  return `${prefix}${startedAtMs.toString(36)}-${process.pid.toString(36)}-${sequence}${suffix}`;
+}
+
+/** `dir/name`, or an error naming the path when it is too long to be a unix socket. */
+export function socketPath(dir: string, name: string): string {
+  const path = join(dir, name);
+  const bytes = Buffer.byteLength(path);
+  if (bytes > MAX_SOCKET_PATH_BYTES) {
+    throw new Error(
+      `socket path ${path} is ${bytes} bytes; unix sockets allow ${MAX_SOCKET_PATH_BYTES}: use a shorter directory`,
+    );
+  }
+  return path;
 }
 
 /** True when something accepts connections on the unix socket at `path`. */
