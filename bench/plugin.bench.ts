@@ -69,7 +69,9 @@ function startPlugin(dir: string, config: string, launch: Launch): Plugin {
     ...process.env,
     DPO_LOG_LEVEL: process.env["BENCH_PLUGIN_LOGS"] ?? "warn",
   };
+  // A pod's environment has neither; a machine-wide CA bundle would add every root certificate to the RSS.
   delete env["NODE_COMPILE_CACHE"];
+  delete env["NODE_EXTRA_CA_CERTS"];
   if (launch.compileCache !== undefined) env["NODE_COMPILE_CACHE"] = launch.compileCache;
   const child = spawn(
     process.execPath,
