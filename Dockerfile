@@ -31,7 +31,6 @@ WORKDIR /app
 COPY --from=runtime-deps /app/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY package.json ./
-COPY crds ./crds
 # No USER here: the manifests set it per workload (operator uid 65532, plugin uid 0 for the kubelet's
 # root-owned socket directory). A small semi-space and V8 lite mode keep the per-node plugin's memory low.
 # Lite mode leaves WebAssembly undefined, so the plugin must not load anything that needs it (Node's

@@ -73,7 +73,7 @@ cluster-down:
 
 ## Against the current kubeconfig ($$KUBECONFIG or ~/.kube/config).
 install: cluster-tools
-	$(KUBECTL) apply --server-side -f crds/
+	$(KUBECTL) apply --server-side -k config/crd
 
 run: build install
 	node dist/dpo.js operator --namespace "$${POD_NAMESPACE:-dpo-system}" --metrics-addr 127.0.0.1:8080 --health-addr 127.0.0.1:8081

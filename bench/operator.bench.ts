@@ -159,7 +159,7 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       `bench-operator: ${nodeCount} nodes Ready and untainted in ${Date.now() - createStarted} ms`,
     );
 
-    await kubectl(["apply", "--server-side", "-f", join(repo, "crds")]);
+    await kubectl(["apply", "--server-side", "-k", join(repo, "config", "crd")]);
     await kubectl([
       "wait",
       "--for=condition=Established",

@@ -97,11 +97,11 @@ export async function kubectl(args: string[], options: KubectlOptions = {}): Pro
 }
 
 /**
- * Applies the generated CRDs from crds/ with server-side apply and waits until both are Established.
+ * Applies the generated CRDs from config/crd/bases/ with server-side apply and waits until both are Established.
  * Idempotent: files of one run share the CRDs.
  */
 export async function installCrds(fieldManager: string): Promise<void> {
-  const crdDir = join(import.meta.dirname, "..", "..", "crds");
+  const crdDir = join(import.meta.dirname, "..", "..", "config", "crd", "bases");
   for (const file of readdirSync(crdDir).filter((f) => f.endsWith(".yaml"))) {
     await kubectl([
       "apply",

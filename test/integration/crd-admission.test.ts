@@ -15,7 +15,7 @@ import {
 } from "../cluster/helpers.js";
 
 const repoRoot = join(import.meta.dirname, "..", "..");
-const crdDir = join(repoRoot, "crds");
+const crdDir = join(repoRoot, "config", "crd", "bases");
 const invalidDir = join(repoRoot, "test", "fixtures", "invalid");
 const validDir = join(repoRoot, "test", "fixtures", "valid");
 const invalidFiles = readdirSync(invalidDir).filter((f) => f.endsWith(".yaml"));

@@ -4,13 +4,12 @@ import { allCrds, crdFileName, renderCrdYaml } from "../../src/api/crd.js";
 export const GENERATED_HEADER =
   "# Generated from the zod schemas in src/api by `make manifests`; do not edit.\n";
 
-/** `crds/` is the canonical copy (shipped in the npm package); kustomize only reads files under its own root. */
-export const CRD_DIR = "crds";
+/** The one committed copy of the CRDs, where kubebuilder projects keep them and config/default reads them. */
 export const KUSTOMIZE_CRD_DIR = "config/crd";
-export const KUSTOMIZE_CRD_BASES_DIR = `${KUSTOMIZE_CRD_DIR}/bases`;
+export const CRD_DIR = `${KUSTOMIZE_CRD_DIR}/bases`;
 
 /** Directories whose YAML files are all generated: anything else found there is stale. */
-export const GENERATED_DIRS = [CRD_DIR, KUSTOMIZE_CRD_BASES_DIR] as const;
+export const GENERATED_DIRS = [CRD_DIR] as const;
 
 export function renderManifestFiles(): Map<string, string> {
   const files = new Map<string, string>();
@@ -19,7 +18,6 @@ export function renderManifestFiles(): Map<string, string> {
     const name = crdFileName(crd);
     const text = GENERATED_HEADER + renderCrdYaml(crd);
     files.set(`${CRD_DIR}/${name}`, text);
-    files.set(`${KUSTOMIZE_CRD_BASES_DIR}/${name}`, text);
     names.push(name);
   }
   const kustomization = [

@@ -165,8 +165,8 @@ export function renderPluginDaemonSet(config: DevicePluginConfig, ctx: RenderCon
     },
     spec: {
       selector: { matchLabels: pluginSelectorLabels(config.metadata.name) },
-      // Upgrades move to OnDelete with the operator replacing pods node by node; until then the
-      // DaemonSet controller rolls one node at a time.
+      // The DaemonSet controller replaces one node's plugin at a time; a node has no plugin (and so
+      // allocatable 0 for the resource) from the old pod's end until the new one registers.
       updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } },
       revisionHistoryLimit: 5,
       template: {

@@ -340,7 +340,7 @@ function refusalHint(err: ApiError | undefined): string {
     case 403:
       return "the plugin's ServiceAccount needs create and patch on devicenodestates and patch on devicenodestates/status in this namespace (config/rbac)";
     case 404:
-      return "the DeviceNodeState CRD is not installed (crds/) or the namespace does not exist";
+      return "the DeviceNodeState CRD is not installed (config/crd) or the namespace does not exist";
     case 422:
       return "the report does not match the installed DeviceNodeState CRD: are the CRDs from the same dpo version?";
     default:
