@@ -12,7 +12,7 @@ import { DeviceSet, type DeviceSetSnapshot } from "./devices/device-set.js";
 import { PluginMetrics } from "./metrics.js";
 import { KUBELET_API_VERSION, KUBELET_SOCKET_NAME, SUPPORTED_KUBELET_API_VERSIONS } from "./proto/index.js";
 import { registerRequest, registerWithKubelet } from "./registration/kubelet-registration.js";
-import { PluginWatcherRegistration } from "./registration/plugin-watcher.js";
+import { acceptedWatcherVersion, PluginWatcherRegistration } from "./registration/plugin-watcher.js";
 import { fileIdentity, removeStaleSockets, socketFileName, socketPrefix } from "./registration/sockets.js";
 import { DevicePluginEndpoint } from "./server/device-plugin-server.js";
 
@@ -43,6 +43,11 @@ export interface RuntimeStatus {
   registered: boolean;
   socketPath: string | undefined;
   registrationSocketPath: string | undefined;
+  /**
+   * The device plugin API version the kubelet accepted for the current registration: the one Register
+   * succeeded with, or the one the plugin watcher's GetInfo answer offered when the kubelet accepted it.
+   * Empty while not registered: nothing is negotiated then.
+   */
   kubeletAPIVersion: string;
   lastRegistrationError: string | undefined;
   /** When `registered` last changed (epoch ms); the runtime's start while it never has. */
@@ -73,6 +78,8 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
   /** Identity of the kubelet.sock we registered with; undefined while not registered. */
   private registeredWith: string | undefined;
   private watcherRegistered = false;
+  /** Version the kubelet accepted for the current registration; "" while not registered. */
+  private negotiatedVersion = "";
   private lastRegistrationError: string | undefined;
   private registrationChangedAtMs = this.startedAtMs;
   private kubeletRestarts = 0;
@@ -112,7 +119,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
         this.opts.registration === "kubelet" ? this.registeredWith !== undefined : this.watcherRegistered,
       socketPath: this.socketName ? join(this.opts.devicePluginDir, this.socketName) : undefined,
       registrationSocketPath: this.watcherRegistration?.socketPath,
-      kubeletAPIVersion: KUBELET_API_VERSION,
+      kubeletAPIVersion: this.negotiatedVersion,
       lastRegistrationError: this.lastRegistrationError,
       registrationChangedAtMs: this.registrationChangedAtMs,
       kubeletRestarts: this.kubeletRestarts,
@@ -144,7 +151,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
         endpointPath: () => this.status().socketPath ?? "",
         supportedVersions: SUPPORTED_KUBELET_API_VERSIONS,
         logger: this.log,
-        onStatus: (registered, error) => this.onWatcherStatus(registered, error),
+        onStatus: (registered, error, offered) => this.onWatcherStatus(registered, error, offered),
       });
     }
 
@@ -313,7 +320,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.retryDelayMs = this.opts.retryBaseMs ?? 100;
     this.metrics.registrations.inc({ resource: this.resourceName, path: "kubelet", result: "ok" });
     this.registeredWith = kubeletId;
-    this.setRegistered(true);
+    this.setRegistered(true, KUBELET_API_VERSION);
     this.log.info({ socket: socketName, version: KUBELET_API_VERSION }, "registered with the kubelet");
   }
 
@@ -323,7 +330,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.retryDelayMs = Math.min(this.retryDelayMs * 2, this.opts.retryMaxMs ?? 5_000);
   }
 
-  private onWatcherStatus(registered: boolean, error: string): void {
+  private onWatcherStatus(registered: boolean, error: string, offered: readonly string[]): void {
     this.metrics.registrations.inc({
       resource: this.resourceName,
       path: "watcher",
@@ -332,8 +339,9 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     if (registered) {
       this.lastRegistrationError = undefined;
       this.retryDelayMs = this.opts.retryBaseMs ?? 100;
-      this.log.info({ socket: this.socketName }, "registered through the plugin watcher");
-      this.setRegistered(true);
+      const version = acceptedWatcherVersion(offered, SUPPORTED_KUBELET_API_VERSIONS) ?? "";
+      this.log.info({ socket: this.socketName, version }, "registered through the plugin watcher");
+      this.setRegistered(true, version);
       return;
     }
     this.recordRegistrationError(error);
@@ -359,8 +367,10 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     if (changed) this.emit("registrationError", this.status());
   }
 
-  private setRegistered(registered: boolean): void {
+  /** `version`: what the kubelet accepted, when `registered`; cleared otherwise. */
+  private setRegistered(registered: boolean, version = ""): void {
     const was = this.status().registered;
+    this.negotiatedVersion = registered ? version : "";
     if (this.opts.registration === "kubelet") {
       if (!registered) this.registeredWith = undefined;
     } else {

@@ -90,6 +90,32 @@ describe("registration on kubelet.sock", () => {
     await registered(harness);
   });
 
+  it("reports no kubelet API version until the kubelet accepts one, then the version it registered with", async () => {
+    harness = await startHarness(makeConfig({}), { startKubelet: false });
+    expect(harness.runtime.status()).toMatchObject({ registered: false, kubeletAPIVersion: "" });
+    await harness.kubelet.start();
+    await registered(harness);
+    const accepted = harness.kubelet.registrations.map((q) => q.version);
+    expect(accepted).toHaveLength(1);
+    expect(harness.runtime.status()).toMatchObject({ registered: true, kubeletAPIVersion: accepted[0] });
+
+    // A kubelet restart ends the registration: nothing is negotiated until the new kubelet accepts again.
+    const h = harness;
+    const versions: string[] = [];
+    h.runtime.on("unregistered", (s) => versions.push(s.kubeletAPIVersion));
+    await h.kubelet.restart();
+    await waitFor(
+      "re-registration after the kubelet restart",
+      (observe) => {
+        observe({ registrations: h.kubelet.registrations.length, status: h.runtime.status() });
+        return h.kubelet.registrations.length === 2 && h.runtime.status().registered;
+      },
+      { timeoutMs: 5_000, intervalMs: 10 },
+    );
+    expect(versions).toEqual([""]);
+    expect(h.runtime.status().kubeletAPIVersion).toBe(h.kubelet.registrations[1]!.version);
+  });
+
   it("removes stale sockets of its own prefix but keeps live ones and other plugins' sockets", async () => {
     const tmp = tempDir("stale");
     try {
@@ -526,9 +552,13 @@ describe("registration through the plugin watcher", () => {
     expect(opts.getPreferredAllocationAvailable).toBe(false);
     dp.close();
 
-    expect(harness.runtime.status().registered).toBe(false);
+    expect(harness.runtime.status()).toMatchObject({ registered: false, kubeletAPIVersion: "" });
     await call(client.notifyRegistrationStatus.bind(client), { pluginRegistered: true, error: "" });
-    expect(harness.runtime.status().registered).toBe(true);
+    // The kubelet accepted the GetInfo answer, whose only supported version is therefore the one in use.
+    expect(harness.runtime.status()).toMatchObject({
+      registered: true,
+      kubeletAPIVersion: info.supportedVersions[0],
+    });
 
     await call(client.notifyRegistrationStatus.bind(client), {
       pluginRegistered: false,
@@ -537,6 +567,7 @@ describe("registration through the plugin watcher", () => {
     client.close();
     expect(harness.runtime.status()).toMatchObject({
       registered: false,
+      kubeletAPIVersion: "",
       lastRegistrationError: "resource name taken",
     });
     await waitFor(
