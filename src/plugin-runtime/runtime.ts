@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { DevicePluginConfig } from "../api/v1beta1/config.js";
+import { CdiSpecWriter, cdiSpecFileName, DEFAULT_CDI_DIR, type CdiDevice } from "../cdi/index.js";
 import type { DeviceBackend } from "./backends/backend.js";
 import { createBackend } from "./backends/index.js";
 import { DeviceSet, type DeviceSetSnapshot } from "./devices/device-set.js";
@@ -35,6 +36,8 @@ export interface PluginRuntimeOptions {
   retryMaxMs?: number;
   /** Budget for the backend's pre-start hook (kept under the kubelet's 30 s). */
   preStartTimeoutMs?: number;
+  /** Where the CDI spec of the devices goes when `spec.cdi.enabled` (default /var/run/cdi). */
+  cdiDir?: string;
 }
 
 /** What the runtime is doing, for probes, the node report and tests. */
@@ -108,9 +111,14 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       });
     this.devices = new DeviceSet(backend, spec.sharing);
     this.backend = backend;
+    this.cdiKind = spec.cdi.kind ?? spec.resourceName;
+    if (spec.cdi.enabled) this.cdiWriter = this.createCdiWriter(opts.cdiDir ?? DEFAULT_CDI_DIR);
   }
 
   private readonly backend: DeviceBackend;
+  private readonly cdiKind: string;
+  /** Writes the spec the CDI names Allocate returns resolve against; undefined without CDI. */
+  private readonly cdiWriter: CdiSpecWriter | undefined;
 
   status(): RuntimeStatus {
     return {
@@ -138,8 +146,11 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
 
     const snap = await this.devices.start();
     this.recordDevices(snap);
+    // Before the first registration: the kubelet may allocate (and a runtime resolve the names) at once.
+    await this.writeCdiSpec(snap);
     this.devices.onChange((s) => {
       this.recordDevices(s);
+      void this.writeCdiSpec(s);
       this.emit("devices", s);
     });
 
@@ -175,8 +186,41 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     if (socketPath) await unlink(socketPath).catch(() => undefined);
     await this.watcherRegistration?.close();
     await this.devices.stop();
+    await this.cdiWriter?.remove().catch((err: unknown) => {
+      this.log.warn({ err: String(err), path: this.cdiWriter?.path }, "cannot remove the CDI spec");
+    });
     this.setRegistered(false);
     this.log.info("plugin runtime stopped");
+  }
+
+  private createCdiWriter(dir: string): CdiSpecWriter | undefined {
+    try {
+      return new CdiSpecWriter({ dir, fileName: cdiSpecFileName(this.cdiKind), logger: this.log });
+    } catch (err) {
+      // The config schema allows kinds the CDI parser refuses (a vendor starting with a digit): serve
+      // anyway, but say loudly that runtimes will not resolve the names.
+      this.log.error(
+        { err: (err as Error).message, kind: this.cdiKind },
+        "CDI kind is not valid for a CDI spec; no spec is written and CDI names will not resolve",
+      );
+      return undefined;
+    }
+  }
+
+  /** The CDI spec follows the physical devices: every one (healthy or not) that a name can point at. */
+  private async writeCdiSpec(snap: DeviceSetSnapshot): Promise<void> {
+    const writer = this.cdiWriter;
+    if (writer === undefined || this.stopped) return;
+    const devices: CdiDevice[] = snap.physical.map((d) => ({
+      name: d.id,
+      containerEdits: this.backend.cdiContainerEdits(d.id) ?? {},
+    }));
+    try {
+      await writer.write(this.cdiKind, devices);
+    } catch (err) {
+      // The next device change writes again; the kubelet keeps working without CDI meanwhile.
+      this.log.error({ err: String(err), path: writer.path }, "cannot write the CDI spec");
+    }
   }
 
   private recordDevices(snap: DeviceSetSnapshot): void {
