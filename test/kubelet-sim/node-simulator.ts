@@ -254,13 +254,17 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
     return this.node(node).deviceManager.capacity(resource);
   }
 
-  /** Admits a container asking for `count` devices on `node`: GetPreferredAllocation, then Allocate. */
+  /**
+   * Admits and starts a container asking for `count` devices on `node` (see
+   * SimulatedDeviceManager.allocate): GetPreferredAllocation, Allocate, PreStartContainer when asked.
+   */
   allocate(
     node: string,
     resource: string,
     count: number,
+    options: { reuse?: readonly string[] } = {},
   ): Promise<{ deviceIds: string[]; response: AllocateResponse }> {
-    return this.node(node).deviceManager.allocate(resource, count);
+    return this.node(node).deviceManager.allocate(resource, count, options);
   }
 
   /**
