@@ -1,6 +1,7 @@
 // `dpo plugin`: runs the device-plugin runtime for one DevicePluginConfig on this node.
 import { readFile } from "node:fs/promises";
 import { loadDevicePluginConfig } from "../api/validate.js";
+import { DEFAULT_CDI_DIR } from "../cdi/spec.js";
 import { createLogger, type LogLevelName } from "../log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
 import {
@@ -40,6 +41,13 @@ export const PLUGIN_FLAGS: readonly FlagSpec[] = [
     description: "How to register: kubelet (Register on kubelet.sock) or watcher (plugins_registry).",
     default: "kubelet",
     choices: ["kubelet", "watcher"],
+  },
+  {
+    name: "cdi-dir",
+    env: "DPO_CDI_DIR",
+    description:
+      "Directory for the CDI spec of the devices (with spec.cdi.enabled); container runtimes read it.",
+    default: DEFAULT_CDI_DIR,
   },
   {
     name: "node-name",
@@ -132,6 +140,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     devicePluginDir: values["device-plugin-dir"]!,
     pluginsRegistryDir: values["plugins-registry-dir"]!,
     registration: values["registration"] as RegistrationMode,
+    cdiDir: values["cdi-dir"]!,
     nodeName,
     logger,
   });

@@ -6,13 +6,14 @@ import { join } from "node:path";
 import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { DevicePluginConfig } from "../api/v1beta1/config.js";
+import { CdiSpecWriter, cdiSpecFileName, DEFAULT_CDI_DIR, type CdiDevice } from "../cdi/index.js";
 import type { DeviceBackend } from "./backends/backend.js";
 import { createBackend } from "./backends/index.js";
 import { DeviceSet, type DeviceSetSnapshot } from "./devices/device-set.js";
 import { PluginMetrics } from "./metrics.js";
 import { KUBELET_API_VERSION, KUBELET_SOCKET_NAME, SUPPORTED_KUBELET_API_VERSIONS } from "./proto/index.js";
 import { registerRequest, registerWithKubelet } from "./registration/kubelet-registration.js";
-import { PluginWatcherRegistration } from "./registration/plugin-watcher.js";
+import { acceptedWatcherVersion, PluginWatcherRegistration } from "./registration/plugin-watcher.js";
 import {
   fileIdentity,
   removeStaleSockets,
@@ -41,6 +42,8 @@ export interface PluginRuntimeOptions {
   retryMaxMs?: number;
   /** Budget for the backend's pre-start hook (kept under the kubelet's 30 s). */
   preStartTimeoutMs?: number;
+  /** Where the CDI spec of the devices goes when `spec.cdi.enabled` (default /var/run/cdi). */
+  cdiDir?: string;
 }
 
 /** What the runtime is doing, for probes, the node report and tests. */
@@ -49,6 +52,11 @@ export interface RuntimeStatus {
   registered: boolean;
   socketPath: string | undefined;
   registrationSocketPath: string | undefined;
+  /**
+   * The device plugin API version the kubelet accepted for the current registration: the one Register
+   * succeeded with, or the one the plugin watcher's GetInfo answer offered when the kubelet accepted it.
+   * Empty while not registered: nothing is negotiated then.
+   */
   kubeletAPIVersion: string;
   lastRegistrationError: string | undefined;
   /** When `registered` last changed (epoch ms); the runtime's start while it never has. */
@@ -79,6 +87,8 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
   /** Identity of the kubelet.sock we registered with; undefined while not registered. */
   private registeredWith: string | undefined;
   private watcherRegistered = false;
+  /** Version the kubelet accepted for the current registration; "" while not registered. */
+  private negotiatedVersion = "";
   private lastRegistrationError: string | undefined;
   private registrationChangedAtMs = this.startedAtMs;
   private kubeletRestarts = 0;
@@ -107,9 +117,14 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       });
     this.devices = new DeviceSet(backend, spec.sharing);
     this.backend = backend;
+    this.cdiKind = spec.cdi.kind ?? spec.resourceName;
+    if (spec.cdi.enabled) this.cdiWriter = this.createCdiWriter(opts.cdiDir ?? DEFAULT_CDI_DIR);
   }
 
   private readonly backend: DeviceBackend;
+  private readonly cdiKind: string;
+  /** Writes the spec the CDI names Allocate returns resolve against; undefined without CDI. */
+  private readonly cdiWriter: CdiSpecWriter | undefined;
 
   status(): RuntimeStatus {
     return {
@@ -118,7 +133,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
         this.opts.registration === "kubelet" ? this.registeredWith !== undefined : this.watcherRegistered,
       socketPath: this.socketName ? join(this.opts.devicePluginDir, this.socketName) : undefined,
       registrationSocketPath: this.watcherRegistration?.socketPath,
-      kubeletAPIVersion: KUBELET_API_VERSION,
+      kubeletAPIVersion: this.negotiatedVersion,
       lastRegistrationError: this.lastRegistrationError,
       registrationChangedAtMs: this.registrationChangedAtMs,
       kubeletRestarts: this.kubeletRestarts,
@@ -137,8 +152,11 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
 
     const snap = await this.devices.start();
     this.recordDevices(snap);
+    // Before the first registration: the kubelet may allocate (and a runtime resolve the names) at once.
+    await this.writeCdiSpec(snap);
     this.devices.onChange((s) => {
       this.recordDevices(s);
+      void this.writeCdiSpec(s);
       this.emit("devices", s);
     });
 
@@ -150,7 +168,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
         endpointPath: () => this.status().socketPath ?? "",
         supportedVersions: SUPPORTED_KUBELET_API_VERSIONS,
         logger: this.log,
-        onStatus: (registered, error) => this.onWatcherStatus(registered, error),
+        onStatus: (registered, error, offered) => this.onWatcherStatus(registered, error, offered),
       });
     }
 
@@ -174,8 +192,41 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     if (socketPath) await unlink(socketPath).catch(() => undefined);
     await this.watcherRegistration?.close();
     await this.devices.stop();
+    await this.cdiWriter?.remove().catch((err: unknown) => {
+      this.log.warn({ err: String(err), path: this.cdiWriter?.path }, "cannot remove the CDI spec");
+    });
     this.setRegistered(false);
     this.log.info("plugin runtime stopped");
+  }
+
+  private createCdiWriter(dir: string): CdiSpecWriter | undefined {
+    try {
+      return new CdiSpecWriter({ dir, fileName: cdiSpecFileName(this.cdiKind), logger: this.log });
+    } catch (err) {
+      // The config schema allows kinds the CDI parser refuses (a vendor starting with a digit): serve
+      // anyway, but say loudly that runtimes will not resolve the names.
+      this.log.error(
+        { err: (err as Error).message, kind: this.cdiKind },
+        "CDI kind is not valid for a CDI spec; no spec is written and CDI names will not resolve",
+      );
+      return undefined;
+    }
+  }
+
+  /** The CDI spec follows the physical devices: every one (healthy or not) that a name can point at. */
+  private async writeCdiSpec(snap: DeviceSetSnapshot): Promise<void> {
+    const writer = this.cdiWriter;
+    if (writer === undefined || this.stopped) return;
+    const devices: CdiDevice[] = snap.physical.map((d) => ({
+      name: d.id,
+      containerEdits: this.backend.cdiContainerEdits(d.id) ?? {},
+    }));
+    try {
+      await writer.write(this.cdiKind, devices);
+    } catch (err) {
+      // The next device change writes again; the kubelet keeps working without CDI meanwhile.
+      this.log.error({ err: String(err), path: writer.path }, "cannot write the CDI spec");
+    }
   }
 
   private recordDevices(snap: DeviceSetSnapshot): void {
@@ -319,7 +370,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.retryDelayMs = this.opts.retryBaseMs ?? 100;
     this.metrics.registrations.inc({ resource: this.resourceName, path: "kubelet", result: "ok" });
     this.registeredWith = kubeletId;
-    this.setRegistered(true);
+    this.setRegistered(true, KUBELET_API_VERSION);
     this.log.info({ socket: socketName, version: KUBELET_API_VERSION }, "registered with the kubelet");
   }
 
@@ -329,7 +380,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.retryDelayMs = Math.min(this.retryDelayMs * 2, this.opts.retryMaxMs ?? 5_000);
   }
 
-  private onWatcherStatus(registered: boolean, error: string): void {
+  private onWatcherStatus(registered: boolean, error: string, offered: readonly string[]): void {
     this.metrics.registrations.inc({
       resource: this.resourceName,
       path: "watcher",
@@ -338,8 +389,9 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     if (registered) {
       this.lastRegistrationError = undefined;
       this.retryDelayMs = this.opts.retryBaseMs ?? 100;
-      this.log.info({ socket: this.socketName }, "registered through the plugin watcher");
-      this.setRegistered(true);
+      const version = acceptedWatcherVersion(offered, SUPPORTED_KUBELET_API_VERSIONS) ?? "";
+      this.log.info({ socket: this.socketName, version }, "registered through the plugin watcher");
+      this.setRegistered(true, version);
       return;
     }
     this.recordRegistrationError(error);
@@ -365,8 +417,10 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     if (changed) this.emit("registrationError", this.status());
   }
 
-  private setRegistered(registered: boolean): void {
+  /** `version`: what the kubelet accepted, when `registered`; cleared otherwise. */
+  private setRegistered(registered: boolean, version = ""): void {
     const was = this.status().registered;
+    this.negotiatedVersion = registered ? version : "";
     if (this.opts.registration === "kubelet") {
       if (!registered) this.registeredWith = undefined;
     } else {

@@ -6,14 +6,12 @@ import { EventEmitter } from "node:events";
 import { watch, type FSWatcher } from "node:fs";
 import { mkdir, readdir, lstat, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import { checkExtendedResourceName } from "../../src/api/v1beta1/spec.js";
 import {
   DEVICE_PLUGIN_TYPE,
   DevicePluginClient,
   PluginRegistrationClient,
   RegistrationService,
   KUBELET_SOCKET_NAME,
-  SUPPORTED_KUBELET_API_VERSIONS,
   type AllocateResponse,
   type PluginInfo,
   type Device,
@@ -22,6 +20,14 @@ import {
   type RegisterRequest,
   type RegistrationServer,
 } from "../../src/plugin-runtime/proto/index.js";
+// The kubelet's rules, implemented here: a test peer sharing the plugin's validation could not catch its bugs.
+import {
+  invalidResourceNameMessage,
+  isExtendedResourceName,
+  KUBELET_DEVICE_PLUGIN_VERSIONS,
+  kubeletSpeaksAny,
+  unsupportedVersionMessage,
+} from "./kubelet-rules.js";
 
 /** What the device manager knows about one resource, as the kubelet tracks it. */
 export interface SimulatedResource {
@@ -74,6 +80,8 @@ export interface WatcherRegistration {
 const WATCHER_GET_INFO_TIMEOUT_MS = 1_000;
 const WATCHER_NOTIFY_TIMEOUT_MS = 5_000;
 const WATCHER_RESYNC_MS = 1_000;
+/** The kubelet's deadline on PreStartContainer (pluginapi.KubeletPreStartContainerRPCTimeoutInSecs). */
+const PRE_START_CONTAINER_TIMEOUT_MS = 30_000;
 
 function promisify<Req, Res>(
   fn: (
@@ -100,6 +108,8 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   readonly registrations: RegisterRequest[] = [];
   /** Register requests the manager refused, with the reason, for assertions. */
   readonly refused: { request: RegisterRequest; reason: string }[] = [];
+  /** Every PreStartContainer call made, in order, for assertions. */
+  readonly preStartCalls: { resourceName: string; deviceIds: string[] }[] = [];
   /** Every registration attempt through plugins_registry, in order (only with pluginsRegistryDir). */
   readonly watcherRegistrations: WatcherRegistration[] = [];
   /** Registration sockets the plugin watcher handled: socket path → resource registered, or undefined. */
@@ -189,40 +199,61 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   }
 
   /**
-   * Allocates `count` devices for one container the way pod admission does: asks GetPreferredAllocation
-   * when the plugin offers it, keeps the part of the answer that is available, fills up, then Allocate.
+   * Admits and starts one container that requests `count` devices, the way the kubelet does
+   * (devicesToAllocate in pkg/kubelet/cm/devicemanager/manager.go, without NUMA alignment): devices
+   * `reuse`d from an init container of the same pod come first; if they do not cover the request and
+   * the plugin offers GetPreferredAllocation, it is asked with `must_include` = the devices already
+   * chosen, `available` = the free devices plus those, `allocation_size` = the whole request, and the
+   * part of its answer that is free is taken; the rest is filled from the free devices. Then Allocate,
+   * then PreStartContainer with the container's devices when the plugin's options ask for it (30 s).
    */
   async allocate(
     resourceName: string,
     count: number,
+    options: { reuse?: readonly string[] } = {},
   ): Promise<{ deviceIds: string[]; response: AllocateResponse }> {
     const r = this.resources.get(resourceName);
     if (!r?.connected) throw new Error(`resource ${resourceName} is not registered`);
-    const available = r.devices
-      .filter((d) => d.health === "Healthy" && !r.allocated.has(d.ID))
-      .map((d) => d.ID);
-    if (available.length < count) {
-      throw new Error(`requested ${count} of ${resourceName}, ${available.length} available`);
+    const healthy = new Set(r.devices.filter((d) => d.health === "Healthy").map((d) => d.ID));
+    const reuse = options.reuse ?? [];
+    const notReusable = reuse.filter((id) => !r.allocated.has(id) || !healthy.has(id));
+    if (notReusable.length > 0) {
+      throw new Error(`cannot reuse ${notReusable.join(", ")}: not allocated to the pod, or unhealthy`);
     }
-    let chosen: string[] = [];
-    if (r.options.getPreferredAllocationAvailable) {
-      const preferred = await promisify(
-        r.client.getPreferredAllocation.bind(r.client),
-        {
-          containerRequests: [
-            { availableDeviceIDs: available, mustIncludeDeviceIDs: [], allocationSize: count },
-          ],
-        },
-        10_000,
-      );
-      const free = new Set(available);
-      chosen = (preferred.containerResponses[0]?.deviceIDs ?? [])
-        .filter((id) => free.has(id))
-        .slice(0, count);
-    }
-    for (const id of available) {
-      if (chosen.length >= count) break;
-      if (!chosen.includes(id)) chosen.push(id);
+    const chosen: string[] = [];
+    const take = (ids: Iterable<string>): boolean => {
+      for (const id of ids) {
+        if (chosen.length >= count) break;
+        if (!chosen.includes(id)) chosen.push(id);
+      }
+      return chosen.length >= count;
+    };
+    if (!take(reuse)) {
+      const available = [...healthy].filter((id) => !r.allocated.has(id));
+      const needed = count - chosen.length;
+      if (available.length < needed) {
+        throw new Error(
+          `requested number of devices unavailable for ${resourceName}. Requested: ${needed}, Available: ${available.length}`,
+        );
+      }
+      if (r.options.getPreferredAllocationAvailable) {
+        const preferred = await promisify(
+          r.client.getPreferredAllocation.bind(r.client),
+          {
+            containerRequests: [
+              {
+                availableDeviceIDs: [...available, ...chosen],
+                mustIncludeDeviceIDs: [...chosen],
+                allocationSize: count,
+              },
+            ],
+          },
+          10_000,
+        );
+        const free = new Set(available);
+        take((preferred.containerResponses[0]?.deviceIDs ?? []).filter((id) => free.has(id)));
+      }
+      take(available);
     }
     const response = await promisify(
       r.client.allocate.bind(r.client),
@@ -230,16 +261,22 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
       10_000,
     );
     for (const id of chosen) r.allocated.add(id);
+    if (r.options.preStartRequired) {
+      this.preStartCalls.push({ resourceName, deviceIds: [...chosen] });
+      await promisify(
+        r.client.preStartContainer.bind(r.client),
+        { devicesIds: chosen },
+        PRE_START_CONTAINER_TIMEOUT_MS,
+      );
+    }
     return { deviceIds: chosen, response };
   }
 
   private async register(req: RegisterRequest): Promise<void> {
-    if (!SUPPORTED_KUBELET_API_VERSIONS.includes(req.version)) {
-      throw new Error(`requested device plugin version ${req.version} is not supported`);
+    if (!kubeletSpeaksAny([req.version])) throw new Error(unsupportedVersionMessage(req.version));
+    if (!isExtendedResourceName(req.resourceName)) {
+      throw new Error(invalidResourceNameMessage(req.resourceName));
     }
-    const nameProblem = checkExtendedResourceName(req.resourceName);
-    if (nameProblem !== undefined)
-      throw new Error(`invalid resource name ${req.resourceName}: ${nameProblem}`);
     if (req.endpoint.includes("/")) throw new Error(`endpoint must be a file name, got ${req.endpoint}`);
     await this.connectPlugin(req.resourceName, join(this.opts.dir, req.endpoint), req.endpoint);
     this.registrations.push(req);
@@ -387,13 +424,14 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
       attempt.info = info;
       try {
         if (info.type !== DEVICE_PLUGIN_TYPE) throw new Error(`plugin type ${info.type} is not handled here`);
-        if (!info.supportedVersions.some((v) => SUPPORTED_KUBELET_API_VERSIONS.includes(v))) {
+        if (!kubeletSpeaksAny(info.supportedVersions)) {
           throw new Error(
-            `manager version ${SUPPORTED_KUBELET_API_VERSIONS.join(",")} is not among plugin supported versions ${info.supportedVersions.join(",")}`,
+            `manager version, ${KUBELET_DEVICE_PLUGIN_VERSIONS.join(",")}, is not among plugin supported versions [${info.supportedVersions.join(" ")}]`,
           );
         }
-        const nameProblem = checkExtendedResourceName(info.name);
-        if (nameProblem !== undefined) throw new Error(`invalid resource name ${info.name}: ${nameProblem}`);
+        if (!isExtendedResourceName(info.name)) {
+          throw new Error(`invalid name of device plugin socket: ${invalidResourceNameMessage(info.name)}`);
+        }
         const endpoint = info.endpoint === "" ? socketPath : info.endpoint;
         await this.connectPlugin(info.name, endpoint, endpoint);
         this.watchedSockets.set(socketPath, info.name);

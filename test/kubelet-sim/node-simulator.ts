@@ -9,6 +9,7 @@ import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from "node:fs/promise
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, posix } from "node:path";
 import { pino, type Logger } from "pino";
+import { DEFAULT_CDI_DIR } from "../../src/cdi/spec.js";
 import { isNotFound } from "../../src/kube/errors.js";
 import { createInformer, type Informer } from "../../src/kube/informer.js";
 import { kubeRequest } from "../../src/kube/request.js";
@@ -253,13 +254,17 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
     return this.node(node).deviceManager.capacity(resource);
   }
 
-  /** Admits a container asking for `count` devices on `node`: GetPreferredAllocation, then Allocate. */
+  /**
+   * Admits and starts a container asking for `count` devices on `node` (see
+   * SimulatedDeviceManager.allocate): GetPreferredAllocation, Allocate, PreStartContainer when asked.
+   */
   allocate(
     node: string,
     resource: string,
     count: number,
+    options: { reuse?: readonly string[] } = {},
   ): Promise<{ deviceIds: string[]; response: AllocateResponse }> {
-    return this.node(node).deviceManager.allocate(resource, count);
+    return this.node(node).deviceManager.allocate(resource, count, options);
   }
 
   /**
@@ -586,6 +591,8 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
         configFile,
         devicePluginDir: node.devicePluginDir,
         pluginsRegistryDir: node.pluginsRegistryDir,
+        // A plugin with CDI writes its spec into the node's tree, never into this host's /var/run/cdi.
+        cdiDir: this.hostPath(node.name, DEFAULT_CDI_DIR),
       }),
       env,
       logFile: join(logDir, `${namespace}_${name}_${uid}.log`),

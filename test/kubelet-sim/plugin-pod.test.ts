@@ -83,6 +83,22 @@ describe("rewritePluginArgs", () => {
   });
 });
 
+describe("rewritePluginArgs with a node CDI directory", () => {
+  it("points --cdi-dir at the node's tree, and adds it when the pod leaves it to the host default", () => {
+    const withCdi = { ...paths, cdiDir: "/sim/cdi" };
+    const rendered = ["plugin", "--config", "/etc/dpo/config.yaml", "--cdi-dir", "/var/run/cdi"];
+    expect(rewritePluginArgs(rendered, withCdi)).toEqual([
+      "plugin",
+      "--config",
+      "/sim/config.yaml",
+      "--cdi-dir",
+      "/sim/cdi",
+      ...defaultsAdded,
+    ]);
+    expect(rewritePluginArgs(["plugin"], withCdi)).toContain("/sim/cdi");
+  });
+});
+
 const pod: V1Pod = {
   metadata: {
     name: "dpo-foo-abcde",

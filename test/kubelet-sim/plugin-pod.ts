@@ -12,6 +12,8 @@ export interface PluginProcessPaths {
   configFile: string;
   devicePluginDir: string;
   pluginsRegistryDir: string;
+  /** The node's CDI directory; the host's default is kept (and added) only when given. */
+  cdiDir?: string;
 }
 
 /** Every host-network plugin on this machine shares one loopback: metrics off, probes on a free port. */
@@ -122,6 +124,7 @@ function replacements(paths: PluginProcessPaths): Map<string, string> {
     ["config", paths.configFile],
     ["device-plugin-dir", paths.devicePluginDir],
     ["plugins-registry-dir", paths.pluginsRegistryDir],
+    ...(paths.cdiDir !== undefined ? [["cdi-dir", paths.cdiDir] as const] : []),
     ["metrics-addr", SIMULATED_METRICS_ADDR],
     ["health-addr", SIMULATED_HEALTH_ADDR],
   ]);

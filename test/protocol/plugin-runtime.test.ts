@@ -1,12 +1,13 @@
 // The plugin runtime driven over real unix sockets the way the kubelet drives it: registration, options,
 // ListAndWatch, Allocate, GetPreferredAllocation, PreStartContainer, health changes and kubelet restarts.
 import * as grpc from "@grpc/grpc-js";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { pino } from "pino";
 import type { DeviceBackend, DeviceListener } from "../../src/plugin-runtime/backends/backend.js";
+import { DevFSDeviceBackend } from "../../src/plugin-runtime/backends/devfs.js";
 import { MockDeviceBackend } from "../../src/plugin-runtime/backends/mock.js";
 import { resourceEnvName } from "../../src/plugin-runtime/devices/env.js";
 import {
@@ -88,6 +89,32 @@ describe("registration on kubelet.sock", () => {
     expect(harness.runtime.status()).toMatchObject({ serving: true, registered: false });
     await harness.kubelet.start();
     await registered(harness);
+  });
+
+  it("reports no kubelet API version until the kubelet accepts one, then the version it registered with", async () => {
+    harness = await startHarness(makeConfig({}), { startKubelet: false });
+    expect(harness.runtime.status()).toMatchObject({ registered: false, kubeletAPIVersion: "" });
+    await harness.kubelet.start();
+    await registered(harness);
+    const accepted = harness.kubelet.registrations.map((q) => q.version);
+    expect(accepted).toHaveLength(1);
+    expect(harness.runtime.status()).toMatchObject({ registered: true, kubeletAPIVersion: accepted[0] });
+
+    // A kubelet restart ends the registration: nothing is negotiated until the new kubelet accepts again.
+    const h = harness;
+    const versions: string[] = [];
+    h.runtime.on("unregistered", (s) => versions.push(s.kubeletAPIVersion));
+    await h.kubelet.restart();
+    await waitFor(
+      "re-registration after the kubelet restart",
+      (observe) => {
+        observe({ registrations: h.kubelet.registrations.length, status: h.runtime.status() });
+        return h.kubelet.registrations.length === 2 && h.runtime.status().registered;
+      },
+      { timeoutMs: 5_000, intervalMs: 10 },
+    );
+    expect(versions).toEqual([""]);
+    expect(h.runtime.status().kubeletAPIVersion).toBe(h.kubelet.registrations[1]!.version);
   });
 
   it("removes stale sockets of its own prefix but keeps live ones and other plugins' sockets", async () => {
@@ -340,6 +367,141 @@ describe("Allocate", () => {
   });
 });
 
+/** A CDI spec file as a container runtime reads it: the fields this project writes, nothing assumed. */
+interface WrittenCdiSpec {
+  cdiVersion: string;
+  kind: string;
+  devices: {
+    name: string;
+    containerEdits: { env?: string[]; deviceNodes?: { path: string; hostPath?: string }[] };
+  }[];
+}
+
+/** Resolves `<kind>=<name>` against the spec files in a CDI directory, the way a runtime does. */
+function resolveCdiName(dir: string, qualified: string): WrittenCdiSpec["devices"][number] | undefined {
+  const [kind, name] = qualified.split("=");
+  for (const file of readdirSync(dir).filter((f) => f.endsWith(".json"))) {
+    const spec = JSON.parse(readFileSync(join(dir, file), "utf8")) as WrittenCdiSpec;
+    if (spec.kind !== kind) continue;
+    const device = spec.devices.find((d) => d.name === name);
+    if (device) return device;
+  }
+  return undefined;
+}
+
+describe("CDI specs", () => {
+  const kind = "vendor.example/foo";
+
+  it("writes a spec whose devices resolve every CDI name Allocate returns, and removes it on stop", async () => {
+    harness = await startHarness(
+      makeConfig({
+        cdi: { enabled: true, kind },
+        sharing: { strategy: "TimeSlicing", replicas: 2, failRequestsGreaterThanOne: false },
+      }),
+    );
+    const r = await registered(harness);
+    const specPath = join(harness.cdiDir, "vendor.example-foo.json");
+    expect(existsSync(specPath), `${specPath} after registration`).toBe(true);
+    const spec = JSON.parse(readFileSync(specPath, "utf8")) as WrittenCdiSpec;
+    // Env-only edits and names starting with a letter need nothing newer than the earliest version.
+    expect(spec).toMatchObject({ cdiVersion: "0.3.0", kind });
+    expect(spec.devices.map((d) => d.name)).toEqual(["foo-0", "foo-1", "foo-2", "foo-3"]);
+
+    const res: AllocateResponse = await call(r.client.allocate.bind(r.client), {
+      containerRequests: [{ devicesIds: ["foo-0::1", "foo-3::0"] }, { devicesIds: ["foo-2::1"] }],
+    });
+    const names = res.containerResponses.flatMap((c) => c.cdiDevices.map((d) => d.name));
+    expect(names).toHaveLength(3);
+    for (const name of names) {
+      const device = resolveCdiName(harness.cdiDir, name);
+      expect(device, `${name} in ${harness.cdiDir}`).toBeDefined();
+      expect(device!.containerEdits.env?.length ?? 0).toBeGreaterThan(0);
+    }
+
+    // No leftover temp files: a runtime reading the directory sees only whole specs.
+    expect(readdirSync(harness.cdiDir)).toEqual(["vendor.example-foo.json"]);
+    await harness.runtime.stop();
+    expect(existsSync(specPath)).toBe(false);
+  });
+
+  it("writes nothing when CDI is disabled", async () => {
+    harness = await startHarness(makeConfig({}));
+    await registered(harness);
+    expect(existsSync(harness.cdiDir) ? readdirSync(harness.cdiDir) : []).toEqual([]);
+  });
+
+  it("keeps the spec in step with the DevFS backend's devices, with device nodes, and removes it when none is left", async () => {
+    const tmp = tempDir("cdi-devfs");
+    try {
+      const devDir = join(tmp.dir, "dev");
+      mkdirSync(devDir);
+      for (const n of [0, 1]) writeFileSync(join(devDir, `ttyX${n}`), "");
+      const devFS = {
+        root: tmp.dir,
+        paths: [{ glob: "/dev/ttyX*", type: "File" as const, permissions: "rw", maxContainersPerDevice: 1 }],
+      };
+      const backend = new DevFSDeviceBackend(devFS, {
+        logger: pino({ level: "silent" }),
+        rescanIntervalMs: 50,
+        removedGracePeriodMs: 0,
+      });
+      harness = await startHarness(
+        makeConfig({
+          backend: { type: "DevFS", devFS },
+          cdi: { enabled: true, kind: "vendor.example/serial" },
+        }),
+        { backend },
+      );
+      const h = harness;
+      await registered(h);
+      const specPath = join(h.cdiDir, "vendor.example-serial.json");
+      const specNow = (): WrittenCdiSpec | undefined =>
+        existsSync(specPath) ? (JSON.parse(readFileSync(specPath, "utf8")) as WrittenCdiSpec) : undefined;
+      const first = specNow();
+      // deviceNodes[].hostPath is a 0.5.0 feature.
+      expect(first?.cdiVersion).toBe("0.5.0");
+      expect(first?.devices).toEqual([
+        {
+          name: "ttyX0",
+          containerEdits: {
+            deviceNodes: [{ path: "/dev/ttyX0", hostPath: join(tmp.dir, "dev/ttyX0"), permissions: "rw" }],
+          },
+        },
+        {
+          name: "ttyX1",
+          containerEdits: {
+            deviceNodes: [{ path: "/dev/ttyX1", hostPath: join(tmp.dir, "dev/ttyX1"), permissions: "rw" }],
+          },
+        },
+      ]);
+
+      unlinkSync(join(devDir, "ttyX1"));
+      await waitFor(
+        "ttyX1 to leave the CDI spec",
+        (observe) => {
+          const names = specNow()?.devices.map((d) => d.name);
+          observe(names);
+          return names?.length === 1 && names[0] === "ttyX0";
+        },
+        { timeoutMs: 5_000, intervalMs: 20 },
+      );
+      unlinkSync(join(devDir, "ttyX0"));
+      await waitFor(
+        "the CDI spec to go with the last device",
+        (observe) => {
+          observe(specNow());
+          return !existsSync(specPath);
+        },
+        { timeoutMs: 5_000, intervalMs: 20 },
+      );
+    } finally {
+      await harness?.close();
+      harness = undefined;
+      tmp.cleanup();
+    }
+  });
+});
+
 describe("GetPreferredAllocation", () => {
   const layout = {
     backend: { type: "Mock" as const, mock: { devices: 4, idPrefix: "foo", numaNodes: 2 } },
@@ -422,6 +584,9 @@ describe("PreStartContainer", () => {
     }
     allocate(ids: readonly string[]) {
       return this.inner.allocate(ids);
+    }
+    cdiContainerEdits(id: string) {
+      return this.inner.cdiContainerEdits(id);
     }
     stop() {
       return this.inner.stop();
@@ -526,9 +691,13 @@ describe("registration through the plugin watcher", () => {
     expect(opts.getPreferredAllocationAvailable).toBe(false);
     dp.close();
 
-    expect(harness.runtime.status().registered).toBe(false);
+    expect(harness.runtime.status()).toMatchObject({ registered: false, kubeletAPIVersion: "" });
     await call(client.notifyRegistrationStatus.bind(client), { pluginRegistered: true, error: "" });
-    expect(harness.runtime.status().registered).toBe(true);
+    // The kubelet accepted the GetInfo answer, whose only supported version is therefore the one in use.
+    expect(harness.runtime.status()).toMatchObject({
+      registered: true,
+      kubeletAPIVersion: info.supportedVersions[0],
+    });
 
     await call(client.notifyRegistrationStatus.bind(client), {
       pluginRegistered: false,
@@ -537,6 +706,7 @@ describe("registration through the plugin watcher", () => {
     client.close();
     expect(harness.runtime.status()).toMatchObject({
       registered: false,
+      kubeletAPIVersion: "",
       lastRegistrationError: "resource name taken",
     });
     await waitFor(

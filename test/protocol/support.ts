@@ -38,6 +38,8 @@ export function makeConfig(spec: Partial<DevicePluginConfigSpecInput>, name = "t
 
 export interface Harness {
   dir: string;
+  /** The CDI directory the runtime writes its spec into. */
+  cdiDir: string;
   kubelet: SimulatedDeviceManager;
   runtime: PluginRuntime;
   close(): Promise<void>;
@@ -51,6 +53,8 @@ export async function startHarness(
     backend?: DeviceBackend;
     startKubelet?: boolean;
     preStartTimeoutMs?: number;
+    /** The CDI directory; a fresh one under the harness's directory by default. */
+    cdiDir?: string;
   } = {},
 ): Promise<Harness> {
   const tmp = tempDir("proto");
@@ -69,10 +73,12 @@ export async function startHarness(
     retryBaseMs: 20,
     retryMaxMs: 200,
     preStartTimeoutMs: opts.preStartTimeoutMs,
+    cdiDir: opts.cdiDir ?? join(tmp.dir, "cdi"),
   });
   await runtime.start();
   return {
     dir,
+    cdiDir: opts.cdiDir ?? join(tmp.dir, "cdi"),
     kubelet,
     runtime,
     close: async () => {

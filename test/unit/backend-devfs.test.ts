@@ -155,6 +155,15 @@ describe("DevFSDeviceBackend", () => {
     expect(() => backend.allocate(["ttyUSB7"])).toThrow(UnknownDevicesError);
   });
 
+  it("gives each device its node as CDI edits, with the host path when the root moves it", async () => {
+    await plugCharDevice("/dev/ttyUSB1");
+    const { backend } = await startBackend([{ glob: "/dev/ttyUSB*", permissions: "r" }]);
+    expect(backend.cdiContainerEdits("ttyUSB1")).toEqual({
+      deviceNodes: [{ path: "/dev/ttyUSB1", hostPath: join(root.path, "dev/ttyUSB1"), permissions: "r" }],
+    });
+    expect(backend.cdiContainerEdits("ttyUSB7")).toBeUndefined();
+  });
+
   it("shares one path among maxContainersPerDevice devices and gives a container the node once", async () => {
     await plugCharDevice("/dev/kvm");
     const { backend, initial } = await startBackend([{ glob: "/dev/kvm", maxContainersPerDevice: 2 }]);

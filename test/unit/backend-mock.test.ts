@@ -287,6 +287,12 @@ describe("MockDeviceBackend", () => {
     expect(() => backend.allocate(["foo-9"])).toThrow(/foo-9/);
   });
 
+  it("gives each device a CDI edit of its own: an env var named after it", async () => {
+    const { backend } = await startBackend({ devices: 3, idPrefix: "foo" });
+    expect(backend.cdiContainerEdits("foo-2")).toEqual({ env: ["MOCK_DEVICE_FOO_2=foo-2"] });
+    expect(backend.cdiContainerEdits("foo-9")).toBeUndefined();
+  });
+
   it("keeps delivering to other subscribers when one throws", async () => {
     const { backend } = await startBackend({ devices: 1, idPrefix: "foo", healthFile });
     backend.subscribe(() => {

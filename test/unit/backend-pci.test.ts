@@ -252,6 +252,23 @@ describe("PCIDeviceBackend", () => {
     expect(() => backend.allocate(["0000:00:1f.0"])).toThrow(UnknownDevicesError);
   });
 
+  it("gives each function CDI edits of its own: its vfio nodes when bound to vfio-pci, and its address", async () => {
+    const { backend } = await startBackend({ vendor: "10de", classPrefix: "0302" });
+    expect(backend.cdiContainerEdits("0000:3b:00.0")).toEqual({
+      env: ["PCI_DEVICE_0000_3B_00_0=0000:3b:00.0"],
+      deviceNodes: [
+        { path: "/dev/vfio/42", hostPath: join(devRoot, "vfio/42"), permissions: "rw" },
+        { path: "/dev/vfio/vfio", hostPath: join(devRoot, "vfio/vfio"), permissions: "rw" },
+      ],
+    });
+    // Another driver: no nodes, but never empty edits (runtimes refuse those).
+    expect(backend.cdiContainerEdits("0000:86:00.0")).toEqual({
+      env: ["PCI_DEVICE_0000_86_00_0=0000:86:00.0"],
+      deviceNodes: [],
+    });
+    expect(backend.cdiContainerEdits("0000:00:1f.0")).toBeUndefined();
+  });
+
   it("marks a vfio-pci device unhealthy while /dev/vfio/<group> is missing, and healthy when it is back", async () => {
     const { backend } = await startBackend({ vendor: "10de", classPrefix: "0302" });
     await rm(join(devRoot, "vfio/42"));

@@ -141,6 +141,22 @@ describe("renderPluginDaemonSet per backend", () => {
     const kubelet = renderPluginDaemonSet(config(), ctx);
     expect(hostMounts(kubelet).map((m) => m.host)).not.toContain("/var/lib/kubelet/plugins_registry");
   });
+
+  it("mounts the host's CDI directory read-write and names it to the plugin only when CDI is enabled", () => {
+    const cdi = renderPluginDaemonSet(config({ cdi: { enabled: true } }), ctx);
+    // The plugin writes its spec there, for the node's container runtime; created if the node lacks it.
+    expect(hostMounts(cdi)).toContainEqual({
+      host: "/var/run/cdi",
+      type: "DirectoryOrCreate",
+      at: "/var/run/cdi",
+      readOnly: false,
+    });
+    const args = container(cdi).args ?? [];
+    expect(args[args.indexOf("--cdi-dir") + 1]).toBe("/var/run/cdi");
+    const plain = renderPluginDaemonSet(config(), ctx);
+    expect(hostMounts(plain).map((m) => m.host)).not.toContain("/var/run/cdi");
+    expect(container(plain).args).not.toContain("--cdi-dir");
+  });
 });
 
 describe("devfsHostDirectories", () => {

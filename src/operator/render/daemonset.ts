@@ -9,6 +9,7 @@ import type {
   V1VolumeMount,
 } from "@kubernetes/client-node";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
+import { DEFAULT_CDI_DIR } from "../../cdi/spec.js";
 import { backendPodNeeds, type HostPathMount } from "./backends.js";
 import { PLUGIN_CONFIG_DIR, PLUGIN_CONFIG_PATH, pluginConfigHash } from "./configmap.js";
 import type { RenderContext } from "./context.js";
@@ -26,15 +27,18 @@ export const HEALTH_PORT = 8081;
 /** Fixed by the kubelet: `--root-dir` does not move it. */
 export const DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins";
 export const PLUGINS_REGISTRY_DIR = "/var/lib/kubelet/plugins_registry";
+/** Where container runtimes (containerd, CRI-O) look for generated CDI specs by default. */
+export const CDI_SPEC_DIR = DEFAULT_CDI_DIR;
 
 /** The plugin flags, in the order `dpo plugin --help` lists them. */
-function pluginArgs(ctx: RenderContext): string[] {
+function pluginArgs(ctx: RenderContext, cdiEnabled: boolean): string[] {
   return [
     "plugin",
     "--config",
     PLUGIN_CONFIG_PATH,
     "--registration",
     ctx.registrationMode,
+    ...(cdiEnabled ? ["--cdi-dir", CDI_SPEC_DIR] : []),
     "--metrics-addr",
     `:${METRICS_PORT}`,
     "--health-addr",
@@ -88,7 +92,7 @@ export function renderPluginDaemonSet(config: DevicePluginConfig, ctx: RenderCon
   const { spec } = config;
   const backend = backendPodNeeds(spec.backend);
 
-  // The kubelet's directories are written (sockets), so they are the only read-write mounts.
+  // The kubelet's directories are written (sockets), and the CDI directory (specs): the only read-write mounts.
   const kubeletMounts: HostPathMount[] = [
     {
       name: "device-plugins",
@@ -108,6 +112,18 @@ export function renderPluginDaemonSet(config: DevicePluginConfig, ctx: RenderCon
           },
         ]
       : []),
+    // The plugin writes the CDI spec its Allocate answers point at; the runtime reads it on the host.
+    ...(spec.cdi.enabled
+      ? [
+          {
+            name: "cdi-specs",
+            hostPath: CDI_SPEC_DIR,
+            mountPath: CDI_SPEC_DIR,
+            type: "DirectoryOrCreate" as const,
+            readOnly: false,
+          },
+        ]
+      : []),
   ];
   const hostMounts = [...kubeletMounts, ...backend.hostPaths];
 
@@ -123,7 +139,7 @@ export function renderPluginDaemonSet(config: DevicePluginConfig, ctx: RenderCon
     name: PLUGIN_CONTAINER_NAME,
     image: spec.plugin.image !== "" ? spec.plugin.image : ctx.operatorImage,
     imagePullPolicy: "IfNotPresent",
-    args: pluginArgs(ctx),
+    args: pluginArgs(ctx, spec.cdi.enabled),
     env,
     ports: [
       { name: "metrics", containerPort: METRICS_PORT, protocol: "TCP" },

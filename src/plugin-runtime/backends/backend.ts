@@ -1,5 +1,6 @@
 // The interface every hardware backend implements: discovery, health events, allocation details and
 // an optional pre-start hook. The gRPC server never talks to hardware; it talks to this.
+import type { CdiContainerEdits } from "../../cdi/spec.js";
 import type { ContainerAllocation, PhysicalDevice } from "../devices/types.js";
 
 /** Called with the complete, current device list whenever discovery or health changes. */
@@ -24,6 +25,12 @@ export interface DeviceBackend {
    * Ids are known physical ids; the caller has already checked them. Must not block.
    */
   allocate(physicalIds: readonly string[]): ContainerAllocation;
+  /**
+   * What a container runtime must do for one physical device requested by its CDI name (the device's
+   * entry in the CDI spec): never empty, and complete for that device alone, since runtimes merge the
+   * edits of every device a container gets (so env names are per device). Undefined for unknown ids.
+   */
+  cdiContainerEdits(physicalId: string): CdiContainerEdits | undefined;
   /** Prepares devices before a container starts; only called when preStartRequired. */
   preStart?(physicalIds: readonly string[], signal: AbortSignal): Promise<void>;
   /** Stops watching; idempotent. */

@@ -4,10 +4,11 @@ import type { Dirent, Stats } from "node:fs";
 import { lstat, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
+import type { CdiContainerEdits } from "../../cdi/spec.js";
 import type { DevFSBackend, DevFSPath } from "../../api/v1beta1/spec.js";
 import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";
 import { RefreshingBackend } from "./refreshing-backend.js";
-import { type TrackedDevice, logDeviceChanges, trackRemovals } from "./device-list.js";
+import { type TrackedDevice, cdiDeviceNode, logDeviceChanges, trackRemovals } from "./device-list.js";
 
 export const DEFAULT_DEVFS_RESCAN_INTERVAL_MS = 5000;
 export const DEFAULT_REMOVED_GRACE_PERIOD_MS = 60_000;
@@ -239,6 +240,11 @@ export class DevFSDeviceBackend extends RefreshingBackend {
       if (spec !== undefined && !byHostPath.has(spec.hostPath)) byHostPath.set(spec.hostPath, spec);
     }
     return { envs: {}, mounts: [], devices: [...byHostPath.values()], annotations: {} };
+  }
+
+  cdiContainerEdits(physicalId: string): CdiContainerEdits | undefined {
+    const spec = this.specs.get(physicalId);
+    return spec === undefined ? undefined : { deviceNodes: [cdiDeviceNode(spec)] };
   }
 
   protected async refresh(): Promise<void> {

@@ -1,7 +1,8 @@
 // What every backend shares: publishing device lists to subscribers only when they change, the grace
 // period that keeps a removed device visible as unhealthy before it goes, and the unknown-id error.
 import type { Logger } from "pino";
-import type { PhysicalDevice } from "../devices/types.js";
+import type { CdiDeviceNode } from "../../cdi/spec.js";
+import type { ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";
 import type { DeviceListener } from "./backend.js";
 
 /** Reason given to a device whose file or sysfs entry disappeared, while it is kept for the grace period. */
@@ -141,4 +142,13 @@ export function logDeviceChanges(
   for (const device of before) {
     if (!remaining.has(device.id)) logger.info({ device: device.id }, "device gone");
   }
+}
+
+/** A device node as CDI writes it; the host path only when it differs, as it needs CDI 0.5.0. Pure. */
+export function cdiDeviceNode(spec: ContainerDeviceSpec): CdiDeviceNode {
+  return {
+    path: spec.containerPath,
+    ...(spec.hostPath !== spec.containerPath ? { hostPath: spec.hostPath } : {}),
+    permissions: spec.permissions,
+  };
 }

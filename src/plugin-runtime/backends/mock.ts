@@ -3,6 +3,7 @@
 import { readFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
+import { cdiEnvName, type CdiContainerEdits } from "../../cdi/spec.js";
 import { z } from "zod";
 import type { MockBackend } from "../../api/v1beta1/spec.js";
 import type { ContainerAllocation, PhysicalDevice } from "../devices/types.js";
@@ -11,6 +12,8 @@ import { logDeviceChanges } from "./device-list.js";
 
 /** Env var listing the mock device ids a container got (comma-separated). */
 export const MOCK_DEVICE_IDS_ENV = "MOCK_DEVICE_IDS";
+/** Prefix of the per-device env var a CDI device sets (`MOCK_DEVICE_FOO_0=foo-0`). */
+export const MOCK_CDI_ENV_PREFIX = "MOCK_DEVICE_";
 /** Reason of a device the health file marks Unhealthy without giving one. */
 export const REASON_MARKED_UNHEALTHY = "MarkedUnhealthy";
 export const DEFAULT_MOCK_POLL_INTERVAL_MS = 1000;
@@ -108,6 +111,12 @@ export class MockDeviceBackend extends RefreshingBackend {
       devices: [],
       annotations: {},
     };
+  }
+
+  /** A mock device has no device node: its CDI edit is an env var naming it, one variable per device. */
+  cdiContainerEdits(physicalId: string): CdiContainerEdits | undefined {
+    if (!this.knownIds.has(physicalId)) return undefined;
+    return { env: [`${cdiEnvName(MOCK_CDI_ENV_PREFIX, physicalId)}=${physicalId}`] };
   }
 
   protected override async begin(): Promise<readonly PhysicalDevice[]> {

@@ -3,14 +3,17 @@
 import { readFile, readdir, readlink, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
 import type { Logger } from "pino";
+import { cdiEnvName, type CdiContainerEdits } from "../../cdi/spec.js";
 import type { PCIBackend } from "../../api/v1beta1/spec.js";
 import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";
 import { RefreshingBackend } from "./refreshing-backend.js";
-import { type TrackedDevice, logDeviceChanges, trackRemovals } from "./device-list.js";
+import { type TrackedDevice, cdiDeviceNode, logDeviceChanges, trackRemovals } from "./device-list.js";
 
 export const DEFAULT_PCI_RESCAN_INTERVAL_MS = 5000;
 export const DEFAULT_PCI_REMOVED_GRACE_PERIOD_MS = 60_000;
 export const VFIO_DRIVER = "vfio-pci";
+/** Prefix of the per-function env var a CDI device sets (`PCI_DEVICE_0000_3B_00_0=0000:3b:00.0`). */
+export const PCI_CDI_ENV_PREFIX = "PCI_DEVICE_";
 /** Bound to vfio-pci but sysfs shows no IOMMU group: the device cannot be passed through. */
 export const REASON_NO_IOMMU_GROUP = "NoIOMMUGroup";
 /** Bound to vfio-pci but `/dev/vfio/<group>` is missing. */
@@ -194,6 +197,19 @@ export class PCIDeviceBackend extends RefreshingBackend {
       mounts: [],
       devices: vfioDeviceSpecs(this.config.devRoot, infos),
       annotations: {},
+    };
+  }
+
+  /**
+   * The function's vfio nodes when bound to vfio-pci, and always a variable naming its address (the
+   * only edit of a function on another driver, whose nodes are driver-specific).
+   */
+  cdiContainerEdits(physicalId: string): CdiContainerEdits | undefined {
+    const info = this.infos.get(physicalId);
+    if (info === undefined) return undefined;
+    return {
+      env: [`${cdiEnvName(PCI_CDI_ENV_PREFIX, info.address)}=${info.address}`],
+      deviceNodes: vfioDeviceSpecs(this.config.devRoot, [info]).map(cdiDeviceNode),
     };
   }
 

@@ -1,6 +1,7 @@
 // The life cycle every backend shares: a device list refreshed one run at a time, on file-system events
 // and on a timer, published only when it changed, and a stop that leaves no watcher or timer behind.
 import type { Logger } from "pino";
+import type { CdiContainerEdits } from "../../cdi/spec.js";
 import type { ContainerAllocation, PhysicalDevice } from "../devices/types.js";
 import type { DeviceBackend, DeviceListener } from "./backend.js";
 import { DeviceListPublisher, UnknownDevicesError } from "./device-list.js";
@@ -32,6 +33,8 @@ export abstract class RefreshingBackend implements DeviceBackend {
   protected abstract refresh(): Promise<void>;
 
   abstract allocate(physicalIds: readonly string[]): ContainerAllocation;
+
+  abstract cdiContainerEdits(physicalId: string): CdiContainerEdits | undefined;
 
   start(): Promise<readonly PhysicalDevice[]> {
     this.started ??= this.begin();

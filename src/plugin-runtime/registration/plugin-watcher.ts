@@ -20,8 +20,11 @@ export interface PluginWatcherOptions {
   endpointPath: () => string;
   supportedVersions: readonly string[];
   logger: Logger;
-  /** Called with the kubelet's verdict from NotifyRegistrationStatus. */
-  onStatus: (registered: boolean, error: string) => void;
+  /**
+   * Called with the kubelet's verdict from NotifyRegistrationStatus and the `supported_versions` of the
+   * GetInfo answer it judged (empty when it never asked GetInfo on this socket).
+   */
+  onStatus: (registered: boolean, error: string, offeredVersions: readonly string[]) => void;
   /** Called when the kubelet asks GetInfo, i.e. the watcher has found the socket. */
   onInfoRequested?: () => void;
 }
@@ -29,6 +32,8 @@ export interface PluginWatcherOptions {
 export class PluginWatcherRegistration {
   private server: grpc.Server | undefined;
   private path: string | undefined;
+  /** supported_versions of the last GetInfo answer on the current socket. */
+  private offered: readonly string[] = [];
 
   constructor(private readonly opts: PluginWatcherOptions) {}
 
@@ -40,6 +45,7 @@ export class PluginWatcherRegistration {
   async serve(): Promise<string> {
     await this.close();
     const path = socketPath(this.opts.registryDir, this.opts.socketName());
+    this.offered = [];
     const server = new grpc.Server();
     const implementation: PluginRegistrationServer = {
       getInfo: (_call, callback) => {
@@ -50,12 +56,13 @@ export class PluginWatcherRegistration {
           endpoint: this.opts.endpointPath(),
           supportedVersions: [...this.opts.supportedVersions],
         };
+        this.offered = info.supportedVersions;
         callback(null, info);
       },
       notifyRegistrationStatus: (call, callback) => {
         const { pluginRegistered, error } = call.request;
         callback(null, {});
-        this.opts.onStatus(pluginRegistered, error);
+        this.opts.onStatus(pluginRegistered, error, this.offered);
       },
     };
     server.addService(PluginRegistrationService, implementation);
@@ -92,4 +99,18 @@ export class PluginWatcherRegistration {
     }
     if (path) await unlink(path).catch(() => undefined);
   }
+}
+
+/**
+ * The device plugin API version a kubelet uses after accepting a plugin-watcher registration. The
+ * kubelet does not say which one it picked: its device manager accepts a plugin when any entry of
+ * GetInfo's `supported_versions` is a version it speaks, then uses that version. So the version in
+ * use is the first offered one that both sides speak; undefined when nothing was offered (the kubelet
+ * never asked GetInfo on this socket) or nothing offered is ours. Pure.
+ */
+export function acceptedWatcherVersion(
+  offered: readonly string[],
+  served: readonly string[],
+): string | undefined {
+  return offered.find((version) => served.includes(version));
 }

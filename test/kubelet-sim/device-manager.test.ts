@@ -1,0 +1,302 @@
+// The simulated device manager against a scripted device plugin over real unix sockets: it refuses what
+// the kubelet refuses (by its own rules, not the plugin's), calls PreStartContainer when asked, and builds
+// GetPreferredAllocation requests with must_include the way the kubelet does.
+import * as grpc from "@grpc/grpc-js";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  DevicePluginService,
+  RegistrationClient,
+  type DevicePluginOptions,
+  type DevicePluginServer,
+  type PreferredAllocationRequest,
+  type PreStartContainerRequest,
+} from "../../src/plugin-runtime/proto/index.js";
+import { waitFor } from "../../tools/cluster/wait.js";
+import { SimulatedDeviceManager } from "./device-manager.js";
+import { isExtendedResourceName } from "./kubelet-rules.js";
+
+const DEVICE_IDS = ["d-0", "d-1", "d-2", "d-3", "d-4", "d-5"];
+
+/** A device plugin whose options and GetPreferredAllocation answer the test chooses; it records every call. */
+class ScriptedPlugin {
+  readonly preStartCalls: { request: PreStartContainerRequest; deadlineMs: number }[] = [];
+  readonly preferredRequests: PreferredAllocationRequest[] = [];
+  preferredAnswer: (request: PreferredAllocationRequest) => string[] = () => [];
+  private server: grpc.Server | undefined;
+
+  constructor(readonly options: DevicePluginOptions) {}
+
+  async listen(path: string): Promise<void> {
+    const server = new grpc.Server();
+    const implementation: DevicePluginServer = {
+      getDevicePluginOptions: (_call, callback) => callback(null, this.options),
+      listAndWatch: (call) => {
+        call.write({ devices: DEVICE_IDS.map((ID) => ({ ID, health: "Healthy", topology: undefined })) });
+      },
+      getPreferredAllocation: (call, callback) => {
+        this.preferredRequests.push(call.request);
+        callback(null, {
+          containerResponses: call.request.containerRequests.map(() => ({
+            deviceIDs: this.preferredAnswer(call.request),
+          })),
+        });
+      },
+      allocate: (call, callback) =>
+        callback(null, {
+          containerResponses: call.request.containerRequests.map(() => ({
+            envs: {},
+            mounts: [],
+            devices: [],
+            annotations: {},
+            cdiDevices: [],
+          })),
+        }),
+      preStartContainer: (call, callback) => {
+        const deadline = call.getDeadline();
+        this.preStartCalls.push({
+          request: call.request,
+          // grpc-js gives a Date or epoch milliseconds (Infinity without a deadline).
+          deadlineMs: (deadline instanceof Date ? deadline.getTime() : deadline) - Date.now(),
+        });
+        callback(null, {});
+      },
+    };
+    server.addService(DevicePluginService, implementation);
+    await new Promise<void>((resolve, reject) =>
+      server.bindAsync(`unix://${path}`, grpc.ServerCredentials.createInsecure(), (err) =>
+        err ? reject(err) : resolve(),
+      ),
+    );
+    this.server = server;
+  }
+
+  close(): void {
+    this.server?.forceShutdown();
+  }
+}
+
+let dir: string;
+let kubelet: SimulatedDeviceManager;
+const plugins: ScriptedPlugin[] = [];
+
+beforeEach(async () => {
+  dir = mkdtempSync(join(tmpdir(), "dpo-dm-"));
+  kubelet = new SimulatedDeviceManager({ dir, gracePeriodMs: 60_000 });
+  await kubelet.start();
+});
+
+afterEach(async () => {
+  await kubelet.stop();
+  for (const plugin of plugins.splice(0)) plugin.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Serves a scripted plugin in the kubelet's directory and registers it the way a plugin does. */
+async function register(
+  resourceName: string,
+  options: DevicePluginOptions,
+  version = "v1beta1",
+): Promise<{ plugin: ScriptedPlugin; error: grpc.ServiceError | undefined }> {
+  const plugin = new ScriptedPlugin(options);
+  plugins.push(plugin);
+  const endpoint = `p-${plugins.length}.sock`;
+  await plugin.listen(join(dir, endpoint));
+  const client = new RegistrationClient(
+    `unix://${join(dir, "kubelet.sock")}`,
+    grpc.credentials.createInsecure(),
+  );
+  const error = await new Promise<grpc.ServiceError | undefined>((resolve) =>
+    client.register(
+      { version, endpoint, resourceName, options },
+      new grpc.Metadata(),
+      { deadline: Date.now() + 15_000 },
+      (err) => resolve(err ?? undefined),
+    ),
+  );
+  client.close();
+  return { plugin, error };
+}
+
+async function devicesSeen(resourceName: string): Promise<void> {
+  await waitFor(
+    `the device list of ${resourceName}`,
+    (observe) => {
+      const r = kubelet.resources.get(resourceName);
+      observe({ connected: r?.connected, devices: r?.devices.length, refused: kubelet.refused });
+      return r?.connected === true && r.devices.length === DEVICE_IDS.length;
+    },
+    { timeoutMs: 10_000, intervalMs: 10 },
+  );
+}
+
+const label = (n: number, c: string) => c.repeat(n);
+/** A DNS subdomain of exactly `length` characters, in labels of at most 63. */
+function domainOf(length: number): string {
+  const labels: string[] = [];
+  let left = length;
+  while (left > 0) {
+    const take = Math.min(63, left === 65 ? 62 : left);
+    labels.push(label(take, "a"));
+    left -= take + 1;
+  }
+  return labels.join(".");
+}
+
+/**
+ * Resource names with the kubelet's answer (IsExtendedResourceName in pkg/apis/core/v1/helper, applied by
+ * Register in pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go), worked out from its source.
+ */
+const RESOURCE_NAMES: { name: string; kubelet: "accept" | "refuse"; why: string }[] = [
+  { name: "hardware-vendor.example/foo", kubelet: "accept", why: "domain/name" },
+  { name: "example.com/Foo_Bar.baz-1", kubelet: "accept", why: "name part may hold upper case, _ and ." },
+  {
+    name: "example.com/requests.foo",
+    kubelet: "accept",
+    why: "only the whole name may not start with requests.",
+  },
+  {
+    name: "kubernetes.io.example/foo",
+    kubelet: "accept",
+    why: "kubernetes.io only counts right before the /",
+  },
+  { name: `example.com/${label(63, "x")}`, kubelet: "accept", why: "63-character name part" },
+  { name: `${domainOf(244)}/foo`, kubelet: "accept", why: "requests.<domain> is exactly 253 characters" },
+  { name: "foo", kubelet: "refuse", why: "no / makes it native" },
+  { name: "kubernetes.io/foo", kubelet: "refuse", why: "native domain" },
+  { name: "example.kubernetes.io/foo", kubelet: "refuse", why: "a *kubernetes.io/ domain is native" },
+  { name: "notkubernetes.io/foo", kubelet: "refuse", why: "contains kubernetes.io/" },
+  { name: "requests.example/foo", kubelet: "refuse", why: "starts with requests." },
+  { name: "Example.com/foo", kubelet: "refuse", why: "domain must be lower case" },
+  { name: "example.com/foo/bar", kubelet: "refuse", why: "two slashes" },
+  { name: "example.com/", kubelet: "refuse", why: "empty name part" },
+  { name: "/foo", kubelet: "refuse", why: "empty domain" },
+  { name: "example.com/-foo", kubelet: "refuse", why: "name part must start alphanumeric" },
+  { name: "example.com/foo bar", kubelet: "refuse", why: "space in the name part" },
+  { name: `example.com/${label(64, "x")}`, kubelet: "refuse", why: "64-character name part" },
+  {
+    name: `${domainOf(245)}/foo`,
+    kubelet: "refuse",
+    why: "requests.<domain> exceeds a 253-character subdomain",
+  },
+  { name: "", kubelet: "refuse", why: "empty" },
+];
+
+describe("resource names, by the kubelet's rules", () => {
+  it("the table's domains have the lengths it claims", () => {
+    expect(domainOf(244)).toHaveLength(244);
+    expect(domainOf(245)).toHaveLength(245);
+  });
+
+  it.each(RESOURCE_NAMES)("$kubelet $name ($why): the rule", ({ name, kubelet: answer }) => {
+    expect(isExtendedResourceName(name)).toBe(answer === "accept");
+  });
+
+  it("Register answers every name of the table as the kubelet does, with the kubelet's message", async () => {
+    const answers: { name: string; got: string }[] = [];
+    for (const { name, kubelet: answer } of RESOURCE_NAMES) {
+      const { error } = await register(name, {
+        preStartRequired: false,
+        getPreferredAllocationAvailable: false,
+      });
+      if (answer === "accept") {
+        if (error === undefined) await devicesSeen(name);
+        answers.push({ name, got: error === undefined ? "accept" : `refuse: ${error.details}` });
+      } else {
+        answers.push({ name, got: error === undefined ? "accept" : error.details });
+      }
+    }
+    expect(answers).toEqual(
+      RESOURCE_NAMES.map(({ name, kubelet: answer }) => ({
+        name,
+        got: answer === "accept" ? "accept" : `the ResourceName ${JSON.stringify(name)} is invalid`,
+      })),
+    );
+  });
+
+  it("refuses a version the kubelet does not speak", async () => {
+    const { error } = await register(
+      "example.com/foo",
+      { preStartRequired: false, getPreferredAllocationAvailable: false },
+      "v1alpha1",
+    );
+    expect(error?.details).toBe(
+      'requested API version "v1alpha1" is not supported by kubelet. Supported version is ["v1beta1"]',
+    );
+  });
+});
+
+describe("container start", () => {
+  it("calls PreStartContainer with the container's devices and the kubelet's 30 s deadline when the plugin asks", async () => {
+    const { plugin } = await register("example.com/pre", {
+      preStartRequired: true,
+      getPreferredAllocationAvailable: false,
+    });
+    await devicesSeen("example.com/pre");
+    const { deviceIds } = await kubelet.allocate("example.com/pre", 2);
+    expect(plugin.preStartCalls.map((c) => c.request.devicesIds)).toEqual([deviceIds]);
+    const deadlineMs = plugin.preStartCalls[0]!.deadlineMs;
+    expect(deadlineMs).toBeGreaterThan(25_000);
+    expect(deadlineMs).toBeLessThanOrEqual(30_000);
+  });
+
+  it("does not call PreStartContainer when the plugin does not ask", async () => {
+    const { plugin } = await register("example.com/nopre", {
+      preStartRequired: false,
+      getPreferredAllocationAvailable: false,
+    });
+    await devicesSeen("example.com/nopre");
+    await kubelet.allocate("example.com/nopre", 1);
+    expect(plugin.preStartCalls).toEqual([]);
+  });
+});
+
+describe("GetPreferredAllocation", () => {
+  it("sends the devices already chosen as must_include, inside available, with the whole request as the size", async () => {
+    const resource = "example.com/pref";
+    const { plugin } = await register(resource, {
+      preStartRequired: false,
+      getPreferredAllocationAvailable: true,
+    });
+    await devicesSeen(resource);
+    // An init container of the pod held d-1 and d-4; the app container may reuse them.
+    plugin.preferredAnswer = () => ["d-1", "d-4"];
+    const init = await kubelet.allocate(resource, 2);
+    const reuse = init.deviceIds;
+    expect(reuse).toEqual(["d-1", "d-4"]);
+
+    // The plugin keeps must_include and picks d-5 and d-0, plus an id the kubelet never offered.
+    plugin.preferredAnswer = (req) => [
+      ...req.containerRequests[0]!.mustIncludeDeviceIDs,
+      "d-5",
+      "nope",
+      "d-0",
+    ];
+    const app = await kubelet.allocate(resource, 4, { reuse });
+
+    const request = plugin.preferredRequests.at(-1)!.containerRequests[0]!;
+    expect(request.mustIncludeDeviceIDs.slice().sort()).toEqual(reuse.slice().sort());
+    expect(request.allocationSize).toBe(4);
+    const free = DEVICE_IDS.filter((id) => !reuse.includes(id));
+    expect(request.availableDeviceIDs.slice().sort()).toEqual([...free, ...reuse].sort());
+    // Honoured: the reused devices and the plugin's picks that were available, nothing else.
+    expect(app.deviceIds.slice().sort()).toEqual([...reuse, "d-0", "d-5"].sort());
+  });
+
+  it("asks nothing when the reused devices cover the request", async () => {
+    const resource = "example.com/covered";
+    const { plugin } = await register(resource, {
+      preStartRequired: false,
+      getPreferredAllocationAvailable: true,
+    });
+    await devicesSeen(resource);
+    plugin.preferredAnswer = () => [];
+    const init = await kubelet.allocate(resource, 2);
+    const asked = plugin.preferredRequests.length;
+    const app = await kubelet.allocate(resource, 2, { reuse: init.deviceIds });
+    expect(app.deviceIds).toEqual(init.deviceIds);
+    expect(plugin.preferredRequests).toHaveLength(asked);
+  });
+});
