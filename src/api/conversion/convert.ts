@@ -34,14 +34,29 @@ type AlphaSpec = DevicePluginConfigSpecV1alpha1Input;
 type BetaSpec = DevicePluginConfigSpecInput;
 type Metadata = BetaObject["metadata"];
 
+/** A field of the annotation that an up-conversion did not restore, and why. */
+export interface IgnoredField {
+  /** The field path the annotation would have set, e.g. `spec.sharing.replicas`. */
+  field: string;
+  reason: string;
+}
+
 export type ConversionResult<T> =
   | {
       ok: true;
       value: T;
-      /** Parts of the annotation that were not restored, each naming the object and the field. */
+      /** Parts of the annotation that were not restored. */
+      ignored: IgnoredField[];
+      /** The same, as messages naming the object, the annotation and the field. */
       warnings: string[];
     }
-  | { ok: false; error: string };
+  | {
+      ok: false;
+      /** The whole message, naming the object and the annotation. */
+      error: string;
+      /** What is wrong with the annotation, for messages that name it already. */
+      problem: string;
+    };
 
 const ALPHA_POLICY: Record<AllocationPolicy, V1alpha1AllocationPolicy> = {
   None: "none",
@@ -255,12 +270,14 @@ export function toV1beta1(alpha: AlphaObject): ConversionResult<BetaObject> {
   const core = toBetaCore(alpha);
   const annotations = alpha.metadata.annotations;
   const raw = isJsonObject(annotations) ? annotations[LOST_FIELDS_ANNOTATION] : undefined;
-  if (raw === undefined) return { ok: true, value: core, warnings: [] };
+  if (raw === undefined) return { ok: true, value: core, ignored: [], warnings: [] };
   const parsed = parseLostFields(raw);
   if (!parsed.ok) {
+    const problem = `${parsed.error}; it must be the JSON object a conversion to v1alpha1 writes`;
     return {
       ok: false,
-      error: `${objectName(alpha)}: annotation ${LOST_FIELDS_ANNOTATION} ${parsed.error}; it must be the JSON object a conversion to v1alpha1 writes`,
+      error: `${objectName(alpha)}: annotation ${LOST_FIELDS_ANNOTATION} ${problem}`,
+      problem,
     };
   }
   const meaning = alphaMeaning(alpha);
@@ -270,27 +287,23 @@ export function toV1beta1(alpha: AlphaObject): ConversionResult<BetaObject> {
     Object.keys(parsed.patch).every((k) => RESTORABLE_KEYS.has(k)) &&
     jsonEqual(safeAlphaMeaning(whole), meaning)
   ) {
-    return { ok: true, value: whole, warnings: [] };
+    return { ok: true, value: whole, ignored: [], warnings: [] };
   }
   // Restore field by field, keeping only what leaves the v1alpha1 fields as they are.
-  const warnings: string[] = [];
+  const ignored: IgnoredField[] = [];
   let restored: unknown = base;
   for (const leaf of patchLeaves(parsed.patch)) {
     const field = leaf.path.join(".");
     if (!RESTORABLE_KEYS.has(leaf.path[0] ?? "")) {
-      warnings.push(
-        `${objectName(alpha)}: annotation ${LOST_FIELDS_ANNOTATION}: ignored ${field} (not restorable)`,
-      );
+      ignored.push({ field, reason: "only metadata, spec and status are restored" });
       continue;
     }
     const next = applyMergePatch(restored, leafPatch(leaf));
-    if (jsonEqual(safeAlphaMeaning(fromRestorable(next)), meaning)) {
-      restored = next;
-    } else {
-      warnings.push(
-        `${objectName(alpha)}: annotation ${LOST_FIELDS_ANNOTATION}: ignored ${field} (contradicts the v1alpha1 fields)`,
-      );
-    }
+    if (jsonEqual(safeAlphaMeaning(fromRestorable(next)), meaning)) restored = next;
+    else ignored.push({ field, reason: "it contradicts the v1alpha1 fields" });
   }
-  return { ok: true, value: fromRestorable(restored), warnings };
+  const warnings = ignored.map(
+    (i) => `${objectName(alpha)}: annotation ${LOST_FIELDS_ANNOTATION}: ignored ${i.field} (${i.reason})`,
+  );
+  return { ok: true, value: fromRestorable(restored), ignored, warnings };
 }
