@@ -69,8 +69,8 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
     sharedDevNum: z
       .number()
       .int()
-      .min(1)
-      .max(MAX_SHARED_DEV_NUM)
+      .min(1, "must be >= 1 (1 means no sharing)")
+      .max(MAX_SHARED_DEV_NUM, `must be <= ${MAX_SHARED_DEV_NUM}`)
       .optional()
       .describe("How many containers share each physical device; 1 (or unset) means no sharing."),
     preferredAllocationPolicy: z
