@@ -175,7 +175,7 @@ function toBetaCore(alpha: AlphaObject): BetaObject {
     metadata: withoutLostFields(alpha.metadata),
     spec: betaSpecOf(alpha.spec),
     status: structuredClone(alpha.status),
-  }) as BetaObject;
+  });
 }
 
 /** Down-conversion of the fields both versions share; metadata is copied as it is. */
@@ -186,7 +186,7 @@ function toAlphaCore(beta: BetaObject): AlphaObject {
     metadata: structuredClone(objectOrEmpty(beta.metadata)) as Metadata,
     spec: alphaSpecOf(objectOrEmpty(beta.spec) as BetaSpec),
     status: structuredClone(beta.status),
-  }) as AlphaObject;
+  });
 }
 
 /** The parts of an object the annotation may restore: never apiVersion or kind. */

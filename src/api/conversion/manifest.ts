@@ -12,7 +12,7 @@ import {
   type ParsedNode,
 } from "yaml";
 import { supportedApiVersionOf, validateAnyVersion, type FieldError } from "../validate.js";
-import { V1ALPHA1_API_VERSION } from "../v1alpha1/config.js";
+import type { V1ALPHA1_API_VERSION } from "../v1alpha1/config.js";
 import { API_VERSION, GROUP, KIND } from "../v1beta1/config.js";
 import { toV1alpha1, toV1beta1, type AlphaObject, type BetaObject } from "./convert.js";
 import { isJsonObject } from "./merge-patch.js";
@@ -73,7 +73,7 @@ function keyOf(pair: Pair): unknown {
 }
 
 function pairIn(map: YAMLMap, key: string): Pair | undefined {
-  return (map.items as Pair[]).find((p) => keyOf(p) === key);
+  return map.items.find((p) => keyOf(p) === key);
 }
 
 function mapAt(root: unknown, path: Path): YAMLMap | undefined {
@@ -135,7 +135,7 @@ function unwrapBackendType(doc: Document): void {
 function reconcile(doc: Document, node: unknown, value: unknown): unknown {
   if (isJsonObject(value) && isMap(node)) {
     const keys = Object.keys(value).filter((k) => value[k] !== undefined);
-    const pairs = new Map<unknown, Pair>((node.items as Pair[]).map((p) => [keyOf(p), p]));
+    const pairs = new Map<unknown, Pair>(node.items.map((p) => [keyOf(p), p]));
     node.items = keys.map((key) => {
       const pair = pairs.get(key);
       if (!pair) return doc.createPair(key, value[key]);
