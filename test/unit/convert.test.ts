@@ -108,6 +108,12 @@ describe("convertManifests", () => {
     expect(r.problems.map((p) => [p.document, p.path])).toContainEqual([1, path]);
   });
 
+  it("refuses an invalid document that is already in the target version too", () => {
+    const r = convertManifests(read(fixtures, "invalid/pci-vendor-uppercase.yaml"), "dpo.dev/v1beta1");
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.problems.map((p) => p.path)).toEqual(["spec.backend.pci.vendor"]);
+  });
+
   it("refuses a v1alpha1 document whose annotation does not parse, naming it", () => {
     const doc = { ...(parse(read(alphaDir, "mock-basic.yaml")) as AlphaObject) };
     doc.metadata = { ...doc.metadata, annotations: { [LOST_FIELDS_ANNOTATION]: "{oops" } };

@@ -11,7 +11,7 @@ import {
   type Pair,
   type ParsedNode,
 } from "yaml";
-import { supportedApiVersionOf, validateAnyVersion, type FieldError } from "../validate.js";
+import { validateAnyVersion, type FieldError } from "../validate.js";
 import type { V1ALPHA1_API_VERSION } from "../v1alpha1/config.js";
 import { API_VERSION, GROUP, KIND } from "../v1beta1/config.js";
 import { toV1alpha1, toV1beta1, type AlphaObject, type BetaObject } from "./convert.js";
@@ -183,9 +183,9 @@ function isDevicePluginConfig(value: unknown): boolean {
 
 /**
  * Converts every dpo.dev DevicePluginConfig in a YAML stream to `to`. Documents of other kinds, and those
- * already in `to`, come out exactly as they went in. Every DevicePluginConfig is validated in its own
- * version first: an invalid one fails the whole stream with field paths, so nothing half-converted is
- * ever printed.
+ * already in `to`, come out exactly as they went in. Every DevicePluginConfig (those already in `to` too)
+ * is validated in its own version first: an invalid one fails the whole stream with field paths, so
+ * nothing half-converted is ever printed.
  */
 export function convertManifests(text: string, to: TargetApiVersion): ConvertManifestsResult {
   const docs = parseAllDocuments(text, { prettyErrors: true, uniqueKeys: true }) as Document<ParsedNode>[];
@@ -207,13 +207,18 @@ export function convertManifests(text: string, to: TargetApiVersion): ConvertMan
       return;
     }
     const value: unknown = doc.toJS({ maxAliasCount: 100 });
-    if (!isDevicePluginConfig(value) || supportedApiVersionOf(value) === to) {
+    if (!isDevicePluginConfig(value)) {
       chunks.push(original);
       return;
     }
+    // Validated even when already in `to`, so a converted repository is also a checked one.
     const valid = validateAnyVersion(value);
     if (!valid.ok) {
       problems.push(...valid.errors.map((e: FieldError) => ({ document: index, ...e })));
+      return;
+    }
+    if (valid.apiVersion === to) {
+      chunks.push(original);
       return;
     }
     const result =
