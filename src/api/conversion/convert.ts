@@ -231,14 +231,16 @@ function safeAlphaMeaning(beta: BetaObject): AlphaObject | undefined {
  */
 export function toV1alpha1(beta: BetaObject): AlphaObject {
   const core = toAlphaCore(beta);
+  // A copy of the annotation on the v1beta1 object is data like any other: the lost fields restore it.
   const annotations = core.metadata.annotations;
   if (isJsonObject(annotations)) delete annotations[LOST_FIELDS_ANNOTATION];
-  // Compare against what the up-conversion will see: an object carrying the annotation.
+  if (diffMergePatch(restorable(toBetaCore(core)), restorable(beta)) === undefined) return core;
+  // Something is lost. Diff against what the up-conversion will start from: an object that carries the
+  // annotation, whose annotations map goes away with it when it was the only key (so an empty map on the
+  // v1beta1 object is recorded and comes back).
   const carrying = { ...core, metadata: withLostFields(core.metadata, "") };
-  const lost = diffMergePatch(restorable(toBetaCore(core)), restorable(beta));
-  if (lost === undefined) return core;
-  const lostWithAnnotation = diffMergePatch(restorable(toBetaCore(carrying)), restorable(beta)) ?? {};
-  return { ...core, metadata: withLostFields(core.metadata, canonicalJson(lostWithAnnotation)) };
+  const lost = diffMergePatch(restorable(toBetaCore(carrying)), restorable(beta)) ?? {};
+  return { ...core, metadata: withLostFields(core.metadata, canonicalJson(lost)) };
 }
 
 function objectName(obj: { metadata?: { name?: unknown } }): string {
