@@ -1,8 +1,18 @@
-// Validation of DevicePluginConfig manifests with field-path errors, shared by `dpo validate`,
-// the plugin's config loader and the operator's reads.
+// Validation of DevicePluginConfig manifests with field-path errors, shared by `dpo validate`, `dpo convert`,
+// the plugin's config loader and the operator's reads. The runtime reads v1beta1 only; the offline tools
+// accept v1alpha1 too.
 import { parseAllDocuments } from "yaml";
 import type { z } from "zod";
-import { DevicePluginConfigSchema, type DevicePluginConfig } from "./v1beta1/config.js";
+import {
+  LOST_FIELDS_ANNOTATION,
+  LOST_FIELDS_PATH,
+  toV1alpha1,
+  toV1beta1,
+  type AlphaObject,
+} from "./conversion/convert.js";
+import { V1ALPHA1_API_VERSION, DevicePluginConfigV1alpha1Schema } from "./v1alpha1/config.js";
+import type { DevicePluginConfigV1alpha1 } from "./v1alpha1/config.js";
+import { API_VERSION, DevicePluginConfigSchema, type DevicePluginConfig } from "./v1beta1/config.js";
 
 /** One problem with a manifest, located by its field path (`spec.sharing.replicas`). */
 export interface FieldError {
@@ -46,6 +56,83 @@ export function validateDevicePluginConfig(obj: unknown): ValidationResult<Devic
   const result = DevicePluginConfigSchema.safeParse(obj);
   if (result.success) return { ok: true, value: result.data };
   return { ok: false, errors: issuesToFieldErrors(result.error.issues) };
+}
+
+/**
+ * Validates an already parsed object as a v1alpha1 DevicePluginConfig. Besides the schema, the conversion
+ * annotation (if any) must be a JSON object, restore only valid v1beta1 fields that do not contradict the
+ * v1alpha1 ones, and read exactly as a conversion writes it: then v1alpha1 → v1beta1 → v1alpha1 gives the
+ * object back unchanged.
+ */
+export function validateDevicePluginConfigV1alpha1(
+  obj: unknown,
+): ValidationResult<DevicePluginConfigV1alpha1> {
+  if (typeof obj !== "object" || obj === null || Array.isArray(obj)) {
+    return { ok: false, errors: [{ path: "<root>", message: "must be an object" }] };
+  }
+  const result = DevicePluginConfigV1alpha1Schema.safeParse(obj);
+  if (!result.success) return { ok: false, errors: issuesToFieldErrors(result.error.issues) };
+  const errors = lostFieldsErrors(obj as AlphaObject);
+  return errors.length === 0 ? { ok: true, value: result.data } : { ok: false, errors };
+}
+
+/** What is wrong with the conversion annotation of a schema-valid v1alpha1 object. */
+function lostFieldsErrors(alpha: AlphaObject): FieldError[] {
+  const raw = alpha.metadata.annotations?.[LOST_FIELDS_ANNOTATION];
+  if (raw === undefined) return [];
+  const at = (message: string): FieldError => ({ path: LOST_FIELDS_PATH, message });
+  const beta = toV1beta1(alpha);
+  if (!beta.ok) return [at(beta.problem)];
+  if (beta.ignored.length > 0) {
+    return beta.ignored.map((i) =>
+      at(`would set ${i.field}, but ${i.reason}; remove it, or convert the v1beta1 original again`),
+    );
+  }
+  const restored = validateDevicePluginConfig(beta.value);
+  if (!restored.ok) return restored.errors.map((e) => at(`restores an invalid ${e.path}: ${e.message}`));
+  const rewritten = toV1alpha1(beta.value).metadata.annotations?.[LOST_FIELDS_ANNOTATION];
+  if (rewritten !== raw) {
+    return [
+      at(
+        `is not what a conversion writes for this object: expected ${rewritten === undefined ? "no annotation" : `'${rewritten}'`}`,
+      ),
+    ];
+  }
+  return [];
+}
+
+/** The dpo.dev API versions a manifest may use. */
+export const SUPPORTED_API_VERSIONS = [API_VERSION, V1ALPHA1_API_VERSION] as const;
+export type SupportedApiVersion = (typeof SUPPORTED_API_VERSIONS)[number];
+
+/** A validated manifest of either version, with the version it uses. */
+export type AnyVersionResult =
+  | { ok: true; apiVersion: typeof API_VERSION; value: DevicePluginConfig }
+  | { ok: true; apiVersion: typeof V1ALPHA1_API_VERSION; value: DevicePluginConfigV1alpha1 }
+  | { ok: false; apiVersion: SupportedApiVersion | undefined; errors: FieldError[] };
+
+/** The apiVersion of a manifest when it is one this API serves. */
+export function supportedApiVersionOf(obj: unknown): SupportedApiVersion | undefined {
+  const version =
+    typeof obj === "object" && obj !== null ? (obj as { apiVersion?: unknown }).apiVersion : undefined;
+  return SUPPORTED_API_VERSIONS.find((v) => v === version);
+}
+
+/** Validates a DevicePluginConfig in whichever version its apiVersion names, for the offline tools. */
+export function validateAnyVersion(obj: unknown): AnyVersionResult {
+  const apiVersion = supportedApiVersionOf(obj);
+  if (apiVersion === V1ALPHA1_API_VERSION) {
+    const r = validateDevicePluginConfigV1alpha1(obj);
+    return r.ok ? { ok: true, apiVersion, value: r.value } : { ok: false, apiVersion, errors: r.errors };
+  }
+  const r = validateDevicePluginConfig(obj);
+  if (r.ok) return { ok: true, apiVersion: API_VERSION, value: r.value };
+  const errors = r.errors.map((e) =>
+    e.path === "apiVersion"
+      ? { path: e.path, message: `must be one of ${SUPPORTED_API_VERSIONS.join(", ")}` }
+      : e,
+  );
+  return { ok: false, apiVersion, errors };
 }
 
 /** A manifest document parsed from YAML (JSON is YAML too), or the reason it could not be parsed. */

@@ -8,7 +8,8 @@ Commands:
   operator   run the controller that turns DevicePluginConfigs into plugin DaemonSets (dpo operator --help)
   plugin     run the device-plugin runtime on a node (dpo plugin --help)
   crds       print the dpo.dev CustomResourceDefinitions
-  validate   check DevicePluginConfig manifests: dpo validate FILE...
+  validate   check DevicePluginConfig manifests (v1beta1 or v1alpha1): dpo validate FILE...
+  convert    print manifests in another API version: dpo convert --to v1beta1|v1alpha1 FILE...
   version    print version, git commit and supported kubelet API versions
 `;
 
@@ -25,7 +26,9 @@ async function main(argv: string[]): Promise<number> {
     }
     case "validate": {
       if (rest.length === 0 || rest.includes("--help") || rest.includes("-h")) {
-        process.stderr.write("Usage: dpo validate FILE...\n");
+        process.stderr.write(
+          "Usage: dpo validate FILE...\n\nChecks DevicePluginConfig manifests in dpo.dev/v1beta1 or dpo.dev/v1alpha1 and\nsays which version each document uses. Exit status: 0 valid, 1 invalid, 2 unreadable.\n",
+        );
         return rest.length === 0 ? 2 : 0;
       }
       const { validateFiles } = await import("./validate.js");
@@ -34,6 +37,8 @@ async function main(argv: string[]): Promise<number> {
       stream.write(out.lines.join("\n") + "\n");
       return out.exitCode;
     }
+    case "convert":
+      return (await import("./convert.js")).runConvertCommand(rest);
     case "crds":
       return (await import("./crds.js")).runCrdsCommand(rest);
     case "version": {

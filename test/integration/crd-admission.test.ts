@@ -18,7 +18,17 @@ const repoRoot = join(import.meta.dirname, "..", "..");
 const crdDir = join(repoRoot, "config", "crd", "bases");
 const invalidDir = join(repoRoot, "test", "fixtures", "invalid");
 const validDir = join(repoRoot, "test", "fixtures", "valid");
-const invalidFiles = readdirSync(invalidDir).filter((f) => f.endsWith(".yaml"));
+/**
+ * The CRD serves v1beta1 only until the v1alpha1 version and its conversion webhook land (issue 7); the
+ * v1alpha1 fixtures are checked offline by test/unit/validate.test.ts meanwhile. When the CRD serves
+ * v1alpha1, add it here and every invalid fixture is applied.
+ */
+const SERVED_API_VERSIONS = ["dpo.dev/v1beta1"];
+const invalidFiles = readdirSync(invalidDir)
+  .filter((f) => f.endsWith(".yaml"))
+  .filter((f) =>
+    SERVED_API_VERSIONS.includes((parse(readFileSync(join(invalidDir, f), "utf8")) as Manifest).apiVersion),
+  );
 const validFiles = readdirSync(validDir).filter((f) => f.endsWith(".yaml"));
 const FIELD_MANAGER = "dpo-crd-admission-test";
 

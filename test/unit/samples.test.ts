@@ -32,7 +32,7 @@ describe("config/samples", () => {
   it.each(sampleFiles)("dpo validate accepts %s", async (file) => {
     const path = join(samplesDir, file);
     const out = await validateFiles([path]);
-    expect(out.lines).toEqual([`${path}: valid`]);
+    expect(out.lines).toEqual([`${path}: valid (dpo.dev/v1beta1)`]);
     expect(out.exitCode).toBe(0);
   });
 

@@ -1,5 +1,6 @@
 // Validation of DevicePluginConfig manifests: field paths for every invalid fixture, and the rules themselves.
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { checkExtendedResourceName } from "../../src/api/v1beta1/spec.js";
@@ -15,6 +16,14 @@ const invalidDir = join(fixtures, "invalid");
 const validDir = join(fixtures, "valid");
 const invalidFiles = readdirSync(invalidDir).filter((f) => f.endsWith(".yaml"));
 const validFiles = readdirSync(validDir).filter((f) => f.endsWith(".yaml"));
+const validAlphaDir = join(fixtures, "valid-v1alpha1");
+const validAlphaFiles = readdirSync(validAlphaDir).filter((f) => f.endsWith(".yaml"));
+
+function apiVersionOf(dir: string, file: string): string {
+  const m = /^apiVersion: (\S+)$/m.exec(readFileSync(join(dir, file), "utf8"));
+  if (!m?.[1]) throw new Error(`${file} has no apiVersion line`);
+  return m[1];
+}
 
 function expectedPath(file: string): string {
   const m = /^# expect-path: (.+)$/m.exec(readFileSync(join(invalidDir, file), "utf8"));
@@ -27,19 +36,52 @@ describe("invalid fixture corpus", () => {
     expect(invalidFiles.length).toBeGreaterThanOrEqual(20);
   });
 
-  it.each(invalidFiles)("%s is rejected with its field path", async (file) => {
+  it("has at least 10 v1alpha1 manifests", () => {
+    expect(
+      invalidFiles.filter((f) => apiVersionOf(invalidDir, f) === "dpo.dev/v1alpha1").length,
+    ).toBeGreaterThanOrEqual(10);
+  });
+
+  it.each(invalidFiles)("%s is rejected with its field path and its version", async (file) => {
     const out = await validateFiles([join(invalidDir, file)]);
     expect(out.exitCode).toBe(1);
+    expect(out.lines[0]).toBe(`${join(invalidDir, file)}: invalid (${apiVersionOf(invalidDir, file)})`);
     const paths = out.lines.map((l) => l.split(": ")[1]);
     expect(paths).toContain(expectedPath(file));
   });
 });
 
 describe("valid fixtures", () => {
-  it.each(validFiles)("%s is valid", async (file) => {
+  it.each(validFiles)("%s is valid v1beta1", async (file) => {
     const out = await validateFiles([join(validDir, file)]);
-    expect(out.lines).toEqual([`${join(validDir, file)}: valid`]);
+    expect(out.lines).toEqual([`${join(validDir, file)}: valid (dpo.dev/v1beta1)`]);
     expect(out.exitCode).toBe(0);
+  });
+
+  it.each(validAlphaFiles)("%s is valid v1alpha1", async (file) => {
+    const out = await validateFiles([join(validAlphaDir, file)]);
+    expect(out.lines).toEqual([`${join(validAlphaDir, file)}: valid (dpo.dev/v1alpha1)`]);
+    expect(out.exitCode).toBe(0);
+  });
+
+  it("says which version each document of a stream uses", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dpo-validate-"));
+    try {
+      const file = join(dir, "both.yaml");
+      const alpha = readFileSync(join(validAlphaDir, "mock-basic.yaml"), "utf8");
+      const beta = readFileSync(join(validDir, "mock-basic.yaml"), "utf8");
+      writeFileSync(file, `${alpha}---\n${beta}---\napiVersion: dpo.dev/v2\nkind: DevicePluginConfig\n`);
+      const out = await validateFiles([file]);
+      expect(out.lines.slice(0, 3)).toEqual([
+        `${file}#0: valid (dpo.dev/v1alpha1)`,
+        `${file}#1: valid (dpo.dev/v1beta1)`,
+        `${file}#2: invalid`,
+      ]);
+      expect(out.lines).toContain(`${file}#2: apiVersion: must be one of dpo.dev/v1beta1, dpo.dev/v1alpha1`);
+      expect(out.exitCode).toBe(1);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
@@ -51,7 +93,7 @@ describe("validateFiles exit codes", () => {
     ]);
     expect(out.exitCode).toBe(2);
     expect(out.lines[0]).toMatch(/does-not-exist.yaml: cannot read: ENOENT/);
-    expect(out.lines[1]).toMatch(/mock-basic.yaml: valid$/);
+    expect(out.lines[1]).toMatch(/mock-basic.yaml: valid \(dpo.dev\/v1beta1\)$/);
   });
 });
 

@@ -1,0 +1,125 @@
+// The DevicePluginConfig spec of dpo.dev/v1alpha1, the older flatter API that manifests in the wild were
+// written against: its zod schema is the source of its types, `dpo validate` and (later) its CRD version.
+// Member schemas and resource-name rules are the v1beta1 ones, so both versions accept the same values.
+import { z } from "zod";
+import { celRules } from "../v1beta1/cel.crd.js";
+import {
+  BACKEND_TYPES,
+  checkExtendedResourceName,
+  DevFSBackendSchema,
+  EXTENDED_RESOURCE_NAME_PATTERN,
+  LOG_LEVELS,
+  MockBackendSchema,
+  PCIBackendSchema,
+  TolerationSchema,
+  type BackendType,
+} from "../v1beta1/spec.js";
+
+/** v1alpha1 spells the allocation policies in lower case and calls Spread "balanced". */
+export const V1ALPHA1_ALLOCATION_POLICIES = ["none", "packed", "balanced", "numa"] as const;
+export type V1alpha1AllocationPolicy = (typeof V1ALPHA1_ALLOCATION_POLICIES)[number];
+
+/** Which spec-level member belongs to each `backend` value in v1alpha1 (note `devfs`, not `devFS`). */
+export const V1ALPHA1_BACKEND_MEMBER: Record<BackendType, "mock" | "devfs" | "pci"> = {
+  Mock: "mock",
+  DevFS: "devfs",
+  PCI: "pci",
+};
+
+/** The largest `sharedDevNum`, the same bound as v1beta1's `sharing.replicas`. */
+export const MAX_SHARED_DEV_NUM = 1024;
+
+const labelValue = z
+  .string()
+  .max(63)
+  .regex(/^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/, "must be a valid label value");
+
+export const DevicePluginConfigSpecV1alpha1Schema = z
+  .object({
+    resourceName: z
+      .string()
+      .max(316)
+      .superRefine((name, ctx) => {
+        const problem = checkExtendedResourceName(name);
+        if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+      })
+      .describe("Extended resource name the kubelet advertises, <domain>/<name>. Immutable.")
+      // The same API-server rules as v1beta1's resourceName (see there for why they are metadata only).
+      .meta({
+        pattern: EXTENDED_RESOURCE_NAME_PATTERN,
+        ...celRules(
+          {
+            rule: "!self.contains('/') || self.indexOf('/') <= 253",
+            message: "domain must be a DNS subdomain of at most 253 characters",
+          },
+          {
+            rule: "!self.contains('kubernetes.io/')",
+            message: "must not be in the kubernetes.io domain (reserved for Kubernetes resources)",
+          },
+          { rule: "!self.startsWith('requests.')", message: "must not start with 'requests.'" },
+          { rule: "self == oldSelf", message: "is immutable" },
+        ),
+      }),
+    backend: z
+      .enum(BACKEND_TYPES)
+      .describe("Which backend discovers the devices; the spec member of the same name must be set."),
+    mock: MockBackendSchema.optional(),
+    devfs: DevFSBackendSchema.optional(),
+    pci: PCIBackendSchema.optional(),
+    sharedDevNum: z
+      .number()
+      .int()
+      .min(1, "must be >= 1 (1 means no sharing)")
+      .max(MAX_SHARED_DEV_NUM, `must be <= ${MAX_SHARED_DEV_NUM}`)
+      .optional()
+      .describe("How many containers share each physical device; 1 (or unset) means no sharing."),
+    preferredAllocationPolicy: z
+      .enum(V1ALPHA1_ALLOCATION_POLICIES)
+      .optional()
+      .describe("How the plugin answers GetPreferredAllocation; none (or unset) leaves it to the kubelet."),
+    nodeSelector: z.record(z.string().max(316), labelValue).optional(),
+    tolerations: z.array(TolerationSchema).max(64).optional(),
+    image: z.string().max(1024).optional().describe("Plugin image; empty means the operator's own image."),
+    logLevel: z.enum(LOG_LEVELS).optional(),
+  })
+  .strict()
+  .superRefine((spec, ctx) => {
+    const want = V1ALPHA1_BACKEND_MEMBER[spec.backend];
+    if (spec[want] === undefined) {
+      ctx.addIssue({ code: "custom", path: [want], message: `must be set when backend is ${spec.backend}` });
+    }
+    for (const member of Object.values(V1ALPHA1_BACKEND_MEMBER)) {
+      if (member !== want && spec[member] !== undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: [member],
+          message: `must not be set when backend is ${spec.backend}`,
+        });
+      }
+    }
+  })
+  // The superRefine above as CEL, so a CRD serving v1alpha1 refuses the same manifests at the same paths.
+  .meta(
+    celRules(
+      ...BACKEND_TYPES.flatMap((type) => {
+        const member = V1ALPHA1_BACKEND_MEMBER[type];
+        return [
+          {
+            rule: `self.backend != '${type}' || has(self.${member})`,
+            message: `must be set when backend is ${type}`,
+            fieldPath: `.${member}`,
+            reason: "FieldValueRequired" as const,
+          },
+          {
+            rule: `self.backend == '${type}' || !has(self.${member})`,
+            messageExpression: "'must not be set when backend is ' + self.backend",
+            fieldPath: `.${member}`,
+            reason: "FieldValueForbidden" as const,
+          },
+        ];
+      }),
+    ),
+  );
+
+export type DevicePluginConfigSpecV1alpha1 = z.infer<typeof DevicePluginConfigSpecV1alpha1Schema>;
+export type DevicePluginConfigSpecV1alpha1Input = z.input<typeof DevicePluginConfigSpecV1alpha1Schema>;
