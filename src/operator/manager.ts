@@ -131,10 +131,15 @@ export class Operator {
       configMaps: this.configMaps,
       reports: this.reports,
       applier: new ServerSideApplier(kc, { fieldManager: MANAGED_BY, force: true }),
-      deleteObject: (path) =>
-        kubeRequest(kc, { method: "DELETE", path, query: { propagationPolicy: "Background" } }).then(
-          () => undefined,
-        ),
+      deleteObject: (path, preconditions) =>
+        kubeRequest(kc, {
+          method: "DELETE",
+          path,
+          query: { propagationPolicy: "Background" },
+          ...(preconditions === undefined
+            ? {}
+            : { body: { apiVersion: "v1", kind: "DeleteOptions", preconditions } }),
+        }).then(() => undefined),
       events: new EventRecorder(kc, {
         component: MANAGED_BY,
         instance: opts.leaderElection.identity,
