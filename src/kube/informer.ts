@@ -44,6 +44,19 @@ export interface InformerOptions<T> {
   backoff?: Partial<BackoffOptions>;
   /** Server-side watch timeout per request; spread out so that watches do not all renew at once. */
   watchTimeoutSeconds?: () => number;
+  /**
+   * Applied to every object as it enters the cache (by list or watch), before handlers see it, like
+   * client-go's SetTransform: drop what no reader needs so the cache does not hold it. It must keep
+   * metadata.name, namespace and resourceVersion, and it may return its argument changed or a new object.
+   */
+  transform?: (obj: T) => T;
+}
+
+/** A transform for any kind: managedFields are the server's bookkeeping for apply, read by no controller. */
+export function stripManagedFields<T extends KubernetesObject>(obj: T): T {
+  if (obj.metadata?.managedFields === undefined) return obj;
+  const { managedFields: _dropped, ...metadata } = obj.metadata;
+  return { ...obj, metadata };
 }
 
 export interface CacheListOptions {
@@ -277,7 +290,7 @@ export class Informer<T extends KubernetesObject> {
             signal,
           );
           if (signal.aborted) break;
-          this.replace(list.items);
+          this.replace(list.items.map((item) => this.transform(item)));
           this.resourceVersion = list.metadata?.resourceVersion ?? "";
           this.markSynced();
           needList = false;
@@ -321,7 +334,7 @@ export class Informer<T extends KubernetesObject> {
           settle(err instanceof GoneError ? "expired" : err);
           return;
         }
-        this.applyEvent(type, object as T);
+        this.applyEvent(type, type === "BOOKMARK" ? (object as T) : this.transform(object as T));
       };
       const onDone = (err: unknown): void => {
         if (settled) return;
@@ -349,6 +362,10 @@ export class Informer<T extends KubernetesObject> {
         (err: unknown) => settle(toKubeError(err)),
       );
     });
+  }
+
+  private transform(obj: T): T {
+    return this.options.transform === undefined ? obj : this.options.transform(obj);
   }
 
   private applyEvent(type: string, obj: T): void {
@@ -505,7 +522,7 @@ function randomWatchTimeoutSeconds(): number {
   return 300 + Math.floor(Math.random() * 300);
 }
 
-export interface KubeInformerOptions {
+export interface KubeInformerOptions<T extends KubernetesObject = KubernetesObject> {
   resource: ResourceRef;
   /** Only this namespace (namespaced resources); all namespaces when absent. */
   namespace?: string;
@@ -513,6 +530,8 @@ export interface KubeInformerOptions {
   fieldSelector?: string;
   logger?: Logger;
   backoff?: Partial<BackoffOptions>;
+  /** See InformerOptions.transform. */
+  transform?: (obj: T) => T;
 }
 
 /**
@@ -522,7 +541,7 @@ export interface KubeInformerOptions {
  */
 export function createInformer<T extends KubernetesObject>(
   kc: KubeConfig,
-  options: KubeInformerOptions,
+  options: KubeInformerOptions<T>,
 ): Informer<T> {
   const path = collectionPath(options.resource, options.namespace);
   const watcher = new Watch(kc);
@@ -541,6 +560,7 @@ export function createInformer<T extends KubernetesObject>(
     fieldSelector: options.fieldSelector,
     logger: options.logger,
     backoff: options.backoff,
+    transform: options.transform,
   });
 }
 

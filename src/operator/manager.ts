@@ -19,6 +19,7 @@ import {
   kubeRequest,
   observeKubeRequests,
   runWorkers,
+  stripManagedFields,
   waitForCacheSync,
   type Informer,
 } from "../kube/index.js";
@@ -33,6 +34,7 @@ import {
 import type { RenderContext } from "./render/context.js";
 import { ConfigReconciler, INDEX_BY_CONFIG, type StoredConfig } from "./controllers/config-reconciler.js";
 import { nodeChangeMatters, ownerConfigName } from "./controllers/mapping.js";
+import { slimNodeForCache } from "./controllers/cache-transforms.js";
 import { nodeMatchesSelector } from "./status/selection.js";
 import { OperatorMetrics } from "./metrics.js";
 
@@ -91,10 +93,21 @@ export class Operator {
     observeKubeRequests((method) => this.metrics.apiRequests.inc({ verb: method }));
     this.queue = new WorkQueue({ name: "devicepluginconfigs" });
     const informerLog = logger.child({ component: "informer" });
-    this.configs = createInformer<StoredConfig>(kc, { resource: DEVICE_PLUGIN_CONFIGS, logger: informerLog });
-    this.nodes = createInformer<V1Node>(kc, { resource: NODES, logger: informerLog });
+    // managedFields go from every cached kind; Nodes keep only what the operator reads. DaemonSets and
+    // ConfigMaps keep the rest: drift detection (containsDesired) compares them whole with the render.
+    this.configs = createInformer<StoredConfig>(kc, {
+      resource: DEVICE_PLUGIN_CONFIGS,
+      logger: informerLog,
+      transform: stripManagedFields,
+    });
+    this.nodes = createInformer<V1Node>(kc, {
+      resource: NODES,
+      logger: informerLog,
+      transform: slimNodeForCache,
+    });
     this.pods = createInformer<V1Pod>(kc, {
       resource: PODS,
+      transform: stripManagedFields,
       namespace: ns,
       labelSelector: `${LABEL_NAME}=${PLUGIN_APP_NAME}`,
       logger: informerLog,
@@ -102,18 +115,21 @@ export class Operator {
     const ownedSelector = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
     this.daemonSets = createInformer<V1DaemonSet>(kc, {
       resource: DAEMON_SETS,
+      transform: stripManagedFields,
       namespace: ns,
       labelSelector: ownedSelector,
       logger: informerLog,
     });
     this.configMaps = createInformer<V1ConfigMap>(kc, {
       resource: CONFIG_MAPS,
+      transform: stripManagedFields,
       namespace: ns,
       labelSelector: ownedSelector,
       logger: informerLog,
     });
     this.reports = createInformer<DeviceNodeState>(kc, {
       resource: DEVICE_NODE_STATES,
+      transform: stripManagedFields,
       namespace: ns,
       logger: informerLog,
     });
@@ -131,10 +147,15 @@ export class Operator {
       configMaps: this.configMaps,
       reports: this.reports,
       applier: new ServerSideApplier(kc, { fieldManager: MANAGED_BY, force: true }),
-      deleteObject: (path) =>
-        kubeRequest(kc, { method: "DELETE", path, query: { propagationPolicy: "Background" } }).then(
-          () => undefined,
-        ),
+      deleteObject: (path, preconditions) =>
+        kubeRequest(kc, {
+          method: "DELETE",
+          path,
+          query: { propagationPolicy: "Background" },
+          ...(preconditions === undefined
+            ? {}
+            : { body: { apiVersion: "v1", kind: "DeleteOptions", preconditions } }),
+        }).then(() => undefined),
       events: new EventRecorder(kc, {
         component: MANAGED_BY,
         instance: opts.leaderElection.identity,

@@ -388,6 +388,8 @@ describe("config/rbac applied for real: what each ServiceAccount can do", () => 
     ["update its Lease", ["update", "leases.coordination.k8s.io", "-n", "@ns"], true],
     ["record Events about configs", ["create", "events", "-n", "default"], true],
     ["record events.k8s.io Events", ["create", "events.events.k8s.io", "-n", "default"], true],
+    ["bump the count of its Events", ["patch", "events", "-n", "default"], true],
+    ["delete Events", ["delete", "events", "-n", "default"], false],
     ["update a config's spec", ["update", "devicepluginconfigs.dpo.dev"], false],
     ["patch a config's spec", ["patch", "devicepluginconfigs.dpo.dev"], false],
     ["delete a config", ["delete", "devicepluginconfigs.dpo.dev"], false],

@@ -5,7 +5,7 @@ import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
-import { ForbiddenError, TransientError, type Informer } from "../../src/kube/index.js";
+import { ForbiddenError, NotFoundError, TransientError, type Informer } from "../../src/kube/index.js";
 import {
   ConfigReconciler,
   type ConfigReconcilerDeps,
@@ -18,6 +18,10 @@ const NS = "dpo-system";
 /** A cache the reconciler reads, holding what the test puts in it. */
 class FakeCache<T extends KubernetesObject> {
   readonly objects = new Map<string, T>();
+  synced = true;
+  hasSynced(): boolean {
+    return this.synced;
+  }
   put(obj: T): void {
     const ns = obj.metadata?.namespace;
     this.objects.set(ns ? `${ns}/${obj.metadata!.name}` : obj.metadata!.name!, obj);
@@ -28,8 +32,9 @@ class FakeCache<T extends KubernetesObject> {
   list(): T[] {
     return [...this.objects.values()];
   }
+  /** Every object: the reconciler's consumers filter by config themselves. */
   byIndex(): T[] {
-    return [];
+    return this.list();
   }
   asInformer(): Informer<T> {
     return this as unknown as Informer<T>;
@@ -66,18 +71,20 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
   const nodes = new FakeCache<V1Node>();
   const daemonSets = new FakeCache<V1DaemonSet>();
   const configMaps = new FakeCache<V1ConfigMap>();
+  const reports = new FakeCache<DeviceNodeState>();
   const applied: Applied[] = [];
   const deleted: string[] = [];
   const events: string[] = [];
   let rv = 100;
   let failApply: Error | undefined;
+  let failDelete: ((path: string) => Error | undefined) | undefined;
   const deps: ConfigReconcilerDeps = {
     configs: configs.asInformer(),
     nodes: nodes.asInformer(),
     pods: new FakeCache().asInformer(),
     daemonSets: daemonSets.asInformer(),
     configMaps: configMaps.asInformer(),
-    reports: new FakeCache<DeviceNodeState>().asInformer(),
+    reports: reports.asInformer(),
     applier: {
       apply: (obj: KubernetesObject) => {
         if (failApply) return Promise.reject(failApply);
@@ -90,6 +97,8 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
       },
     } as never,
     deleteObject: (path) => {
+      const err = failDelete?.(path);
+      if (err) return Promise.reject(err);
       deleted.push(path);
       return Promise.resolve();
     },
@@ -116,12 +125,14 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
     nodes,
     daemonSets,
     configMaps,
+    reports,
     applied,
     deleted,
     events,
     reconciler,
     now,
     failApplyWith: (err: Error | undefined) => (failApply = err),
+    failDeleteWith: (fn: ((path: string) => Error | undefined) | undefined) => (failDelete = fn),
     /** What the API server would hold after the applies: the objects in the caches. */
     settle: (rendered: { cm?: V1ConfigMap; ds?: V1DaemonSet }) => {
       if (rendered.cm) configMaps.put(rendered.cm);
@@ -273,5 +284,80 @@ describe("ConfigReconciler", () => {
     expect(await t.reconciler.reconcile("foo")).toEqual({});
     expect(t.applied).toEqual([]);
     expect(await t.reconciler.reconcile("gone")).toEqual({});
+  });
+
+  describe("stale DeviceNodeStates", () => {
+    const selector = { "feature.example/foo": "true" };
+    const reportPath = (node: string) =>
+      `/apis/dpo.dev/v1beta1/namespaces/${NS}/devicenodestates/foo-${node}`;
+
+    function report(node: string): DeviceNodeState {
+      return {
+        apiVersion: "dpo.dev/v1beta1",
+        kind: "DeviceNodeState",
+        metadata: { name: `foo-${node}`, namespace: NS, uid: `uid-${node}` },
+        spec: { configName: "foo", nodeName: node, resourceName: "vendor.example/foo" },
+      };
+    }
+
+    function withReports(nodes: Array<[string, Record<string, string>]>, reportNodes: string[]) {
+      const t = setup();
+      t.configs.put(config("foo", "2026-01-01T00:00:00Z", { nodeSelector: selector }));
+      for (const [name, labels] of nodes) t.nodes.put({ metadata: { name, labels } });
+      for (const node of reportNodes) t.reports.put(report(node));
+      return t;
+    }
+
+    it("deletes the reports of a deleted node and of a node no longer selected, and keeps the rest", async () => {
+      const t = withReports(
+        [
+          ["kept", selector],
+          ["unlabelled", {}],
+        ],
+        ["kept", "unlabelled", "gone"],
+      );
+      await t.reconciler.reconcile("foo");
+      expect(t.deleted.filter((p) => p.includes("devicenodestates")).sort()).toEqual([
+        reportPath("gone"),
+        reportPath("unlabelled"),
+      ]);
+    });
+
+    it("deletes nothing before the node cache has synced", async () => {
+      const t = withReports([], ["n1", "n2"]);
+      t.nodes.synced = false;
+      await t.reconciler.reconcile("foo");
+      expect(t.deleted).toEqual([]);
+    });
+
+    it("takes a 404 on delete as done and goes on with the others", async () => {
+      const t = withReports([], ["a", "b"]);
+      t.failDeleteWith((path) =>
+        path === reportPath("a")
+          ? new NotFoundError("not found", { code: 404, reason: "NotFound" })
+          : undefined,
+      );
+      const result = await t.reconciler.reconcile("foo");
+      expect(t.deleted).toEqual([reportPath("b")]);
+      expect(result.requeueAfterMs).toBeUndefined();
+    });
+
+    it("retries later when a delete fails for another reason, and still writes the status", async () => {
+      const t = withReports([], ["a"]);
+      t.failDeleteWith(() => new TransientError("unavailable", { code: 503 }));
+      const result = await t.reconciler.reconcile("foo");
+      expect(result.requeueAfterMs).toBeGreaterThan(0);
+      expect(t.applied.some((a) => a.kind === "status")).toBe(true);
+    });
+
+    it("deletes a bounded batch per reconcile and comes back for the rest", async () => {
+      const gone = Array.from({ length: 60 }, (_, i) => `gone-${String(i).padStart(2, "0")}`);
+      const t = withReports([], gone);
+      const first = await t.reconciler.reconcile("foo");
+      const deletedReports = t.deleted.filter((p) => p.includes("devicenodestates"));
+      expect(deletedReports.length).toBeLessThan(60);
+      expect(deletedReports.length).toBeGreaterThan(0);
+      expect(first.requeueAfterMs).toBeGreaterThan(0);
+    });
   });
 });

@@ -7,6 +7,7 @@ import { API_VERSION, KIND, type DevicePluginConfig } from "../../api/v1beta1/co
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigStatus } from "../../api/v1beta1/status.js";
 import {
+  isConflict,
   isForbidden,
   isInvalid,
   type ApplyObject,
@@ -32,6 +33,7 @@ import {
 } from "../status/index.js";
 import { containsDesired } from "./drift.js";
 import { ownerConfigName } from "./mapping.js";
+import { findStaleReports } from "./stale-reports.js";
 import type { OperatorMetrics } from "../metrics.js";
 
 /** A DevicePluginConfig as the API server returns it: spec not yet checked, status as last written. */
@@ -50,7 +52,8 @@ export interface ConfigReconcilerDeps {
   /** DeviceNodeStates, indexed by INDEX_BY_CONFIG on spec.configName. */
   reports: Informer<DeviceNodeState>;
   applier: ServerSideApplier;
-  deleteObject: (path: string) => Promise<void>;
+  /** DELETE of the object at `path`; with `uid`, only if the object there still has that uid. */
+  deleteObject: (path: string, preconditions?: { uid?: string }) => Promise<void>;
   events: EventRecorder;
   render: RenderContext;
   logger: Logger;
@@ -59,6 +62,12 @@ export interface ConfigReconcilerDeps {
   /** At most one status write per config in this interval, so 5000 node updates are not 5000 writes. */
   statusWriteIntervalMs?: number;
 }
+
+/** Stale DeviceNodeStates deleted per reconcile: a drained node pool must not stall the other configs. */
+const STALE_REPORT_DELETES_PER_RECONCILE = 20;
+/** When to come back for the stale reports left over, or after a delete failed. */
+const STALE_REPORT_RETRY_MS = 1_000;
+const STALE_REPORT_ERROR_RETRY_MS = 10_000;
 
 /** The status we wrote last and the resourceVersion it produced, until the cache has caught up with it. */
 interface WrittenStatus {
@@ -122,6 +131,8 @@ export class ConfigReconciler {
       applyError = await this.applyOwned(config);
     }
 
+    const staleRetryMs = await this.deleteStaleReports(config);
+
     const previous = this.previousStatus(name, stored);
     const { status, events } = aggregateStatus({
       config,
@@ -134,7 +145,49 @@ export class ConfigReconciler {
       previous,
       now: this.now(),
     });
-    return this.writeStatus(stored, status, events, previous);
+    const written = await this.writeStatus(stored, status, events, previous);
+    return soonest(written, staleRetryMs);
+  }
+
+  /**
+   * Deletes (a bounded batch of) the config's DeviceNodeStates whose node left the cluster or is no longer
+   * one the plugin runs on: no plugin is left to update or remove them, and they would stay forever.
+   * Returns when to come back, if there is more to do.
+   */
+  private async deleteStaleReports(config: DevicePluginConfig): Promise<number | undefined> {
+    const { deps } = this;
+    const name = config.metadata.name;
+    const { stale, remaining } = findStaleReports({
+      configName: name,
+      spec: config.spec,
+      reports: deps.reports.byIndex(INDEX_BY_CONFIG, name),
+      node: (nodeName) => deps.nodes.get(nodeName),
+      nodesSynced: deps.nodes.hasSynced(),
+      limit: STALE_REPORT_DELETES_PER_RECONCILE,
+    });
+    let retryMs = remaining > 0 ? STALE_REPORT_RETRY_MS : undefined;
+    for (const { report, reason } of stale) {
+      const reportName = report.metadata.name;
+      const path = `/apis/dpo.dev/v1beta1/namespaces/${deps.render.namespace}/devicenodestates/${reportName}`;
+      const uid = typeof report.metadata["uid"] === "string" ? report.metadata["uid"] : undefined;
+      try {
+        await deps.deleteObject(path, uid === undefined ? undefined : { uid });
+        deps.logger.info(
+          { config: name, node: report.spec.nodeName, report: reportName, reason },
+          "deleted stale DeviceNodeState",
+        );
+      } catch (err) {
+        // 404: someone else deleted it. 409: the uid precondition failed, so it is a new report that the
+        // next reconcile judges afresh. Both are done as far as this one is concerned.
+        if (isNotFound(err) || isConflict(err)) continue;
+        deps.logger.warn(
+          { config: name, node: report.spec.nodeName, report: reportName, err: String(err) },
+          "could not delete stale DeviceNodeState; retrying later",
+        );
+        retryMs = STALE_REPORT_ERROR_RETRY_MS;
+      }
+    }
+    return retryMs;
   }
 
   /** Applies the ConfigMap and DaemonSet when the cache shows they differ; returns a permanent error. */
@@ -278,4 +331,12 @@ export class ConfigReconciler {
       ),
     };
   }
+}
+
+/** The reconcile result that comes back at the earlier of the two times. */
+function soonest(result: ReconcileResult, retryMs: number | undefined): ReconcileResult {
+  if (retryMs === undefined) return result;
+  if (result.requeueAfterMs === undefined || retryMs < result.requeueAfterMs)
+    return { ...result, requeueAfterMs: retryMs };
+  return result;
 }

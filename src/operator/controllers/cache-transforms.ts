@@ -1,0 +1,73 @@
+// What the operator's informer cache keeps of a Node: only the fields its selection, status and mapping
+// code reads. At 1000 nodes the rest (images, managedFields, addresses, annotations) is most of the memory.
+import type {
+  V1Node,
+  V1NodeCondition,
+  V1NodeSpec,
+  V1NodeStatus,
+  V1ObjectMeta,
+} from "@kubernetes/client-node";
+
+/** Copies the keys of `source` that are present, so the slim object has no `undefined` members. */
+function pick<T extends object, K extends keyof T>(
+  source: T | undefined,
+  keys: readonly K[],
+): Pick<T, K> | undefined {
+  if (source === undefined) return undefined;
+  const result: Partial<Pick<T, K>> = {};
+  let any = false;
+  for (const key of keys) {
+    if (source[key] !== undefined) {
+      result[key] = source[key];
+      any = true;
+    }
+  }
+  return any ? (result as Pick<T, K>) : undefined;
+}
+
+/**
+ * The Node as the operator's cache holds it. Kept, and why:
+ * - metadata name, uid, resourceVersion (cache identity, update detection), labels (nodeSelector),
+ *   creation and deletion timestamps;
+ * - spec.taints and spec.unschedulable (which nodes a DaemonSet targets; nodeChangeMatters);
+ * - status.capacity and status.allocatable (the kubelet's advertised devices);
+ * - status.conditions without heartbeat times or messages (the Ready condition);
+ * - status.nodeInfo.kubeletVersion (kubelet features by version, for the upgrade work).
+ * Adding a reader of another Node field means adding that field here.
+ */
+export function slimNodeForCache(node: V1Node): V1Node {
+  const metadata = pick<V1ObjectMeta, keyof V1ObjectMeta>(node.metadata, [
+    "name",
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "labels",
+  ]);
+  const spec = pick<V1NodeSpec, keyof V1NodeSpec>(node.spec, ["taints", "unschedulable"]);
+  const conditions = node.status?.conditions?.map(
+    (c): V1NodeCondition =>
+      pick<V1NodeCondition, keyof V1NodeCondition>(c, ["type", "status", "reason", "lastTransitionTime"]) ?? {
+        type: c.type,
+        status: c.status,
+      },
+  );
+  const kubeletVersion = node.status?.nodeInfo?.kubeletVersion;
+  const status = pick<V1NodeStatus, keyof V1NodeStatus>(
+    {
+      ...(node.status?.capacity === undefined ? {} : { capacity: node.status.capacity }),
+      ...(node.status?.allocatable === undefined ? {} : { allocatable: node.status.allocatable }),
+      ...(conditions === undefined ? {} : { conditions }),
+      // nodeInfo's other members are required in the model type but nobody reads them.
+      ...(kubeletVersion === undefined ? {} : { nodeInfo: { kubeletVersion } as V1NodeStatus["nodeInfo"] }),
+    },
+    ["capacity", "allocatable", "conditions", "nodeInfo"],
+  );
+  return {
+    ...(node.apiVersion === undefined ? {} : { apiVersion: node.apiVersion }),
+    ...(node.kind === undefined ? {} : { kind: node.kind }),
+    ...(metadata === undefined ? {} : { metadata }),
+    ...(spec === undefined ? {} : { spec }),
+    ...(status === undefined ? {} : { status }),
+  };
+}

@@ -1,0 +1,76 @@
+// Which DeviceNodeStates of a config are stale (their node left the cluster or the config no longer
+// targets it), so the reconciler can delete them: a pure decision, the deletes happen in the reconciler.
+import type { V1Node } from "@kubernetes/client-node";
+import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
+import type { DevicePluginConfigSpec } from "../../api/v1beta1/spec.js";
+import { nodeMatchesSelector, toleratesTaint, DAEMON_POD_DEFAULT_TOLERATIONS } from "../status/selection.js";
+
+export type StaleReason = "NodeGone" | "NodeNotTargeted";
+
+export interface StaleReport {
+  report: DeviceNodeState;
+  reason: StaleReason;
+}
+
+export interface StaleReportsInput {
+  configName: string;
+  spec: Pick<DevicePluginConfigSpec, "nodeSelector" | "tolerations">;
+  /** The config's reports from the cache (others are ignored by spec.configName). */
+  reports: readonly DeviceNodeState[];
+  /** Looks a node up in the cache. */
+  node: (name: string) => V1Node | undefined;
+  /**
+   * Whether the node cache holds a complete list. Before that, a missing node proves nothing, and no
+   * report is stale.
+   */
+  nodesSynced: boolean;
+  /** At most this many results; the rest wait for the next reconcile. */
+  limit: number;
+}
+
+export interface StaleReportsResult {
+  stale: StaleReport[];
+  /** Stale reports beyond `limit`, left for a later reconcile. */
+  remaining: number;
+}
+
+/**
+ * True while the config's plugin pod may still run on the node: the nodeSelector matches and no
+ * NoExecute taint evicts it. Deliberately more lenient than the status's "targeted" (which also counts
+ * NoSchedule taints): the DaemonSet controller keeps a running daemon pod on a node that gains a
+ * NoSchedule taint, and that pod still writes its report, so deleting it would only fight the plugin.
+ */
+function pluginMayRunOnNode(
+  node: V1Node,
+  spec: Pick<DevicePluginConfigSpec, "nodeSelector" | "tolerations">,
+): boolean {
+  if (!nodeMatchesSelector(node, spec.nodeSelector)) return false;
+  for (const taint of node.spec?.taints ?? []) {
+    if (taint.effect !== "NoExecute") continue;
+    const tolerated =
+      spec.tolerations.some((t) => toleratesTaint(t, taint)) ||
+      DAEMON_POD_DEFAULT_TOLERATIONS.some((t) => toleratesTaint(t, taint));
+    if (!tolerated) return false;
+  }
+  return true;
+}
+
+/**
+ * The config's reports whose node is gone from a synced cache, or whose node the config's plugin can no
+ * longer run on, in name order (so a bounded batch makes progress deterministically). A report being
+ * deleted already is not returned again.
+ */
+export function findStaleReports(input: StaleReportsInput): StaleReportsResult {
+  if (!input.nodesSynced) return { stale: [], remaining: 0 };
+  const stale: StaleReport[] = [];
+  const candidates = input.reports
+    .filter((r) => r.spec.configName === input.configName && !r.metadata.deletionTimestamp)
+    .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
+  for (const report of candidates) {
+    const node = input.node(report.spec.nodeName);
+    if (node === undefined) stale.push({ report, reason: "NodeGone" });
+    else if (!pluginMayRunOnNode(node, input.spec)) stale.push({ report, reason: "NodeNotTargeted" });
+  }
+  const limit = Math.max(0, input.limit);
+  return { stale: stale.slice(0, limit), remaining: Math.max(0, stale.length - limit) };
+}
