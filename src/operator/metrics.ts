@@ -37,4 +37,9 @@ export class OperatorMetrics {
     "dpo_operator_queue_depth",
     "Keys waiting in the work queue.",
   );
+
+  /** The Prometheus text exposition of every metric above, as served on /metrics. */
+  render(): Promise<string> {
+    return Promise.resolve(this.registry.expose());
+  }
 }

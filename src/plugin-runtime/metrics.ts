@@ -45,4 +45,9 @@ export class PluginMetrics {
     "dpo_plugin_report_writes_total",
     "DeviceNodeState report writes, by result: ok, error, or unchanged (nothing new, so not sent).",
   );
+
+  /** The Prometheus text exposition of every metric above, as served on /metrics. */
+  render(): Promise<string> {
+    return Promise.resolve(this.registry.expose());
+  }
 }
