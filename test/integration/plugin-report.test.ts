@@ -15,6 +15,7 @@ import { stringify } from "yaml";
 import type { DeviceNodeStateStatus } from "../../src/api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
 import { validateDevicePluginConfig } from "../../src/api/validate.js";
+import { metricValue } from "../../src/observability/metrics.js";
 import {
   pluginConfigHash,
   renderPluginConfigData,
@@ -309,7 +310,7 @@ describe("the plugin's DeviceNodeState on a real API server, with only the plugi
 
   it("folds a burst of 20 health flips into a few writes that end in the right state", async () => {
     const metrics = plugin.runtime.metrics.reportWrites;
-    const writesBefore = metrics.get({ result: "ok" });
+    const writesBefore = await metricValue(metrics, { result: "ok" });
     let deviceChanges = 0;
     const count = (): void => void deviceChanges++;
     plugin.runtime.on("devices", count);
@@ -331,7 +332,7 @@ describe("the plugin's DeviceNodeState on a real API server, with only the plugi
     });
     plugin.runtime.off("devices", count);
     const burstMs = Date.now() - started;
-    const writes = metrics.get({ result: "ok" }) - writesBefore;
+    const writes = (await metricValue(metrics, { result: "ok" })) - writesBefore;
     const seen = `${writes} writes for ${deviceChanges} device changes in ${burstMs} ms`;
     expect(deviceChanges, seen).toBeGreaterThanOrEqual(10);
     // At most one write per 200 ms, plus the one due when the burst began.
@@ -403,12 +404,12 @@ describe("with the API server away", () => {
         observe({ registered: plugin.runtime.status().registered, capacity });
         return plugin.runtime.status().registered && capacity?.allocatable === 2;
       });
-      await waitFor("the report retried", (observe) => {
-        const errors = plugin.runtime.metrics.reportWrites.get({ result: "error" });
+      await waitFor("the report retried", async (observe) => {
+        const errors = await metricValue(plugin.runtime.metrics.reportWrites, { result: "error" });
         observe(`${errors} failed writes`);
         return errors >= 2;
       });
-      expect(plugin.runtime.metrics.reportWrites.get({ result: "ok" })).toBe(0);
+      expect(await metricValue(plugin.runtime.metrics.reportWrites, { result: "ok" })).toBe(0);
       const { response } = await plugin.kubelet.allocate(RESOURCE, 1);
       expect(response.containerResponses).toHaveLength(1);
       const started = Date.now();

@@ -137,6 +137,9 @@ describe("dpo plugin", () => {
     const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     expect(metrics).toContain(`dpo_plugin_devices{health="Healthy",resource="${RESOURCE}"} 3`);
     expect(metrics).toContain(`dpo_plugin_registered{resource="${RESOURCE}"} 1`);
+    // The process metrics come with the served registry (prom-client's default collectors).
+    expect(metrics).toMatch(/^process_resident_memory_bytes \d+/m);
+    expect(metrics).toMatch(/^nodejs_eventloop_lag_p99_seconds \S+/m);
 
     const disconnected = new Promise<void>((resolve) => kubelet.once("disconnected", () => resolve()));
     const sentAt = Date.now();

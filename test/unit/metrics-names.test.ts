@@ -1,5 +1,6 @@
 // The dpo metric names, types, help texts, label names and buckets users scrape stay what they were.
 import { describe, expect, it } from "vitest";
+import { collectProcessMetrics } from "../../src/observability/metrics.js";
 import { OperatorMetrics } from "../../src/operator/metrics.js";
 import { PluginMetrics } from "../../src/plugin-runtime/metrics.js";
 
@@ -181,5 +182,25 @@ describe("operator metrics", () => {
       dpo_operator_leader: expected("gauge", "1 while this replica leads.", []),
       dpo_operator_queue_depth: expected("gauge", "Keys waiting in the work queue.", []),
     });
+  });
+});
+
+describe("process metrics", () => {
+  it("adds Node's default metrics to a component's registry without touching the dpo ones", async () => {
+    const m = new PluginMetrics();
+    expect(await m.render()).not.toContain("process_resident_memory_bytes");
+    collectProcessMetrics(m.registry);
+    const text = await m.render();
+    for (const name of [
+      "process_cpu_seconds_total",
+      "process_resident_memory_bytes",
+      "nodejs_heap_size_used_bytes",
+      "nodejs_gc_duration_seconds",
+      "nodejs_eventloop_lag_p99_seconds",
+    ])
+      expect(text).toMatch(new RegExp(`^# TYPE ${name} `, "m"));
+    expect([...parseExposition(text).keys()]).toHaveLength(10);
+    // A second component's registry stays empty of them: nothing goes through prom-client's global one.
+    expect(await new OperatorMetrics().render()).not.toContain("process_");
   });
 });
