@@ -81,8 +81,9 @@ function startPlugin(dir: string, config: string, launch: Launch): Plugin {
       config,
       "--device-plugin-dir",
       dir,
+      // Serve /metrics (and the probes) as the DaemonSet does, so its memory is in the figures.
       "--metrics-addr",
-      "0",
+      "127.0.0.1:0",
       "--health-addr",
       "0",
     ],
