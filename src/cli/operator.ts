@@ -4,6 +4,7 @@ import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 import { createLogger, type LogLevelName } from "../log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
+import { collectProcessMetrics } from "../observability/metrics.js";
 import { Operator } from "../operator/manager.js";
 import type { RegistrationMode } from "../plugin-runtime/runtime.js";
 import { buildInfo } from "../version.js";
@@ -156,7 +157,7 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
   const probes: ProbeHandlers = {
     healthy: () => ({ ok: true, detail: "ok" }),
     ready: () => ({ ok: operator.ready(), detail: operator.ready() ? "caches synced" : "caches syncing" }),
-    metrics: () => operator.metrics.registry.expose(),
+    metrics: () => operator.metrics.render(),
   };
   const listeners: ListeningEndpoint[] = [];
   let stopping: Promise<void> | undefined;
@@ -179,6 +180,8 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
   process.once("SIGINT", () => void shutdown("SIGINT"));
 
   try {
+    // The process metrics only when someone can scrape them: their observers cost CPU and memory.
+    if (metricsAddr) collectProcessMetrics(operator.metrics.registry);
     listeners.push(...(await listenEndpoints(metricsAddr, healthAddr, probes)));
     logger.info(
       {

@@ -4,6 +4,7 @@ import { loadDevicePluginConfig } from "../api/validate.js";
 import { DEFAULT_CDI_DIR } from "../cdi/spec.js";
 import { createLogger, type LogLevelName } from "../log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
+import { collectProcessMetrics } from "../observability/metrics.js";
 import {
   createNodeReporter,
   reportCredentials,
@@ -164,7 +165,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
           : `not registered${s.lastRegistrationError ? `: ${s.lastRegistrationError}` : ""}`,
       };
     },
-    metrics: () => runtime.metrics.registry.expose(),
+    metrics: () => runtime.metrics.render(),
   };
   const listeners: ListeningEndpoint[] = [];
   let stopping: Promise<number> | undefined;
@@ -192,6 +193,8 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
   });
 
   try {
+    // The process metrics only when someone can scrape them: their observers cost CPU and memory.
+    if (metricsAddr) collectProcessMetrics(runtime.metrics.registry);
     listeners.push(...(await listenEndpoints(metricsAddr, healthAddr, probes)));
     await runtime.start();
     reporter?.start();

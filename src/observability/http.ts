@@ -1,5 +1,5 @@
 // HTTP endpoints for probes and scraping: /healthz, /readyz and /metrics, on one or two listeners.
-import { createServer, type Server } from "node:http";
+import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 
 export interface ProbeHandlers {
@@ -8,7 +8,7 @@ export interface ProbeHandlers {
   /** Readiness: the component is doing its job (for the plugin: serving and registered). */
   ready(): { ok: boolean; detail: string };
   /** Prometheus text; absent on a listener that serves only probes. */
-  metrics?: () => string;
+  metrics?: () => Promise<string>;
 }
 
 export interface ListeningEndpoint {
@@ -22,8 +22,9 @@ export async function listenProbes(
   address: { host: string; port: number },
   handlers: ProbeHandlers,
 ): Promise<ListeningEndpoint> {
-  const server = createServer((req, res) => {
-    const path = (req.url ?? "/").split("?")[0];
+  const server = createServer((req, res) => void respond(req.url, res));
+  async function respond(url: string | undefined, res: ServerResponse): Promise<void> {
+    const path = (url ?? "/").split("?")[0];
     const send = (status: number, body: string, type = "text/plain; charset=utf-8"): void => {
       res.writeHead(status, { "content-type": type, "cache-control": "no-store" });
       res.end(body);
@@ -36,14 +37,14 @@ export async function listenProbes(
         const r = handlers.ready();
         send(r.ok ? 200 : 503, `${r.detail}\n`);
       } else if (path === "/metrics" && handlers.metrics) {
-        send(200, handlers.metrics(), "text/plain; version=0.0.4; charset=utf-8");
+        send(200, await handlers.metrics(), "text/plain; version=0.0.4; charset=utf-8");
       } else {
         send(404, "not found\n");
       }
     } catch (err) {
       send(500, `${(err as Error).message}\n`);
     }
-  });
+  }
   // Keep-alive sockets from scrapers must not hold shutdown up.
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {

@@ -1,40 +1,63 @@
 // The operator's Prometheus metrics: reconciles, writes it makes, API requests, leadership.
-import { MetricsRegistry, type Counter, type Gauge, type Histogram } from "../observability/metrics.js";
+import { Counter, Gauge, Histogram, Registry } from "../observability/metrics.js";
 
 export class OperatorMetrics {
-  readonly registry = new MetricsRegistry();
-  readonly reconciles: Counter = this.registry.counter(
-    "dpo_operator_reconciles_total",
-    "Reconciles of DevicePluginConfigs, by result (ok, requeue, error).",
-  );
-  readonly reconcileDuration: Histogram = this.registry.histogram(
-    "dpo_operator_reconcile_duration_seconds",
-    "Time to reconcile one DevicePluginConfig.",
-    [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-  );
-  readonly applies: Counter = this.registry.counter(
-    "dpo_operator_applies_total",
-    "Server-side applies of plugin objects, by kind.",
-  );
-  readonly applyErrors: Counter = this.registry.counter(
-    "dpo_operator_apply_errors_total",
-    "Applies refused for good (forbidden, invalid), by kind.",
-  );
-  readonly statusWrites: Counter = this.registry.counter(
-    "dpo_operator_status_writes_total",
-    "DevicePluginConfig status writes.",
-  );
-  readonly statusWritesDeferred: Counter = this.registry.counter(
-    "dpo_operator_status_writes_deferred_total",
-    "Status writes postponed to keep at most one per config per interval.",
-  );
-  readonly apiRequests: Counter = this.registry.counter(
-    "dpo_operator_api_requests_total",
-    "Requests to the API server, by verb (WATCH counts watch starts).",
-  );
-  readonly leader: Gauge = this.registry.gauge("dpo_operator_leader", "1 while this replica leads.");
-  readonly queueDepth: Gauge = this.registry.gauge(
-    "dpo_operator_queue_depth",
-    "Keys waiting in the work queue.",
-  );
+  /** A registry of its own, never prom-client's global one: two runtimes (or tests) never share series. */
+  readonly registry = new Registry();
+
+  readonly reconciles = new Counter({
+    name: "dpo_operator_reconciles_total",
+    help: "Reconciles of DevicePluginConfigs, by result (ok, requeue, error).",
+    labelNames: ["result"] as const,
+    registers: [this.registry],
+  });
+  readonly reconcileDuration = new Histogram({
+    name: "dpo_operator_reconcile_duration_seconds",
+    help: "Time to reconcile one DevicePluginConfig.",
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+  readonly applies = new Counter({
+    name: "dpo_operator_applies_total",
+    help: "Server-side applies of plugin objects, by kind.",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+  });
+  readonly applyErrors = new Counter({
+    name: "dpo_operator_apply_errors_total",
+    help: "Applies refused for good (forbidden, invalid), by kind.",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+  });
+  readonly statusWrites = new Counter({
+    name: "dpo_operator_status_writes_total",
+    help: "DevicePluginConfig status writes.",
+    registers: [this.registry],
+  });
+  readonly statusWritesDeferred = new Counter({
+    name: "dpo_operator_status_writes_deferred_total",
+    help: "Status writes postponed to keep at most one per config per interval.",
+    registers: [this.registry],
+  });
+  readonly apiRequests = new Counter({
+    name: "dpo_operator_api_requests_total",
+    help: "Requests to the API server, by verb (WATCH counts watch starts).",
+    labelNames: ["verb"] as const,
+    registers: [this.registry],
+  });
+  readonly leader = new Gauge({
+    name: "dpo_operator_leader",
+    help: "1 while this replica leads.",
+    registers: [this.registry],
+  });
+  readonly queueDepth = new Gauge({
+    name: "dpo_operator_queue_depth",
+    help: "Keys waiting in the work queue.",
+    registers: [this.registry],
+  });
+
+  /** The Prometheus text exposition of every metric above, as served on /metrics. */
+  render(): Promise<string> {
+    return this.registry.metrics();
+  }
 }

@@ -3,9 +3,15 @@
 import { AppsV1Api, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
-import { injectedCluster, kubeConfigFromInjected, kubectl, waitFor } from "../cluster/helpers.js";
+import {
+  apiStatusCode,
+  injectedCluster,
+  kubeConfigFromInjected,
+  kubectl,
+  waitFor,
+} from "../cluster/helpers.js";
 import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
 
@@ -54,6 +60,17 @@ async function statusWhere(
   );
 }
 
+/** Whether a read finds the object: false on 404 only; any other error is thrown (and shown by waitFor). */
+function found(read: Promise<unknown>): Promise<boolean> {
+  return read.then(
+    () => true,
+    (err: unknown) => {
+      if (apiStatusCode(err) === 404) return false;
+      throw err;
+    },
+  );
+}
+
 function writeHealth(node: string, content: Record<string, unknown>): void {
   const path = sim.hostPath(node, HEALTH_FILE);
   mkdirSync(dirname(path), { recursive: true });
@@ -72,21 +89,59 @@ const baseSpec = {
   nodeSelector: { "feature.example/foo": "true" },
 };
 
+/**
+ * Brings the shared config to its starting point: present with `baseSpec`, every device healthy, every
+ * plugin running, and Ready with 3/3 nodes and 12/12 devices for its current generation. Each test starts
+ * from there, so none depends on what an earlier one left (a changed spec, a deleted config, a killed
+ * plugin) and each can run alone with -t.
+ */
+async function ensureBaseConfig(): Promise<void> {
+  const existing = await getConfig().catch((err: unknown) => {
+    if (apiStatusCode(err) === 404) return undefined;
+    throw err;
+  });
+  if (!existing) {
+    await custom.createClusterCustomObject({ ...GROUP, body: manifest(NAME, baseSpec) });
+  } else {
+    // A JSON merge patch would keep fields a test added; replacing /spec restores it whole.
+    await custom.patchClusterCustomObject({
+      ...GROUP,
+      name: NAME,
+      body: [{ op: "replace", path: "/spec", value: baseSpec }],
+    });
+  }
+  for (const node of nodes) writeHealth(node, {});
+  // A plugin killed by an earlier test stays down until restarted (the simulator has no restart policy).
+  for (const p of sim.plugins())
+    if (!p.running && p.slot === `${NAMESPACE}/${NAME}`) sim.restartPlugin(p.node, p.slot);
+  await statusWhere(
+    "back at the starting point: 3/3 nodes, 12/12 devices, Ready, current generation",
+    (s, c) =>
+      s.observedGeneration === c.metadata.generation &&
+      s.nodes?.summary === "3/3" &&
+      s.nodes.updated === 3 &&
+      s.devices?.summary === "12/12" &&
+      (s.problems ?? []).length === 0 &&
+      condition(s, "Ready")?.status === "True",
+    NAME,
+    120_000,
+  );
+}
+
 beforeAll(async () => {
   nodes = injectedCluster().nodeNames;
+  expect(nodes).toHaveLength(3);
   await installDpo();
   sim = await KubeletSimulator.start({ kubeconfig: kc, nodes, gracePeriodMs: 60_000 });
   operator = await startOperator(["--status-write-interval", "500"]);
-  await custom.createClusterCustomObject({ ...GROUP, body: manifest(NAME, baseSpec) });
 }, 120_000);
+
+beforeEach(ensureBaseConfig, 180_000);
 
 afterAll(async () => {
   await custom.deleteClusterCustomObject({ ...GROUP, name: NAME }).catch(() => undefined);
   await waitFor("the e2e plugin DaemonSet to be garbage-collected", () =>
-    apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE }).then(
-      () => false,
-      () => true,
-    ),
+    found(apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE })).then((ds) => !ds),
   ).catch(() => undefined);
   await operator?.stop();
   await sim?.stop();
@@ -262,9 +317,11 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
       );
       expect(condition(status, "Ready")?.status).toBe("False");
       expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "ResourceNameConflict" });
-      await expect(
-        apps.readNamespacedDaemonSet({ name: `dpo-${second}`, namespace: NAMESPACE }),
-      ).rejects.toThrow();
+      // Not found, rather than any error (a refused or failed request would also throw).
+      const missing = await apps
+        .readNamespacedDaemonSet({ name: `dpo-${second}`, namespace: NAMESPACE })
+        .then(() => "the DaemonSet exists", apiStatusCode);
+      expect(missing).toBe(404);
       // The older config keeps running.
       const first = await getConfig();
       expect(condition(first.status, "Ready")?.status).toBe("True");
@@ -300,14 +357,8 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
     await waitFor(
       "DaemonSet, ConfigMap and DeviceNodeStates to be garbage-collected",
       async (observe) => {
-        const ds = await apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE }).then(
-          () => true,
-          () => false,
-        );
-        const cm = await core.readNamespacedConfigMap({ name: `dpo-${NAME}`, namespace: NAMESPACE }).then(
-          () => true,
-          () => false,
-        );
+        const ds = await found(apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE }));
+        const cm = await found(core.readNamespacedConfigMap({ name: `dpo-${NAME}`, namespace: NAMESPACE }));
         const states = (
           await kubectl([
             "get",

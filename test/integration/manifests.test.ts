@@ -141,7 +141,10 @@ describe("config/default", () => {
       "CustomResourceDefinition",
       "Namespace",
     ]);
-    for (const o of objects.filter((o) => !clusterScoped.has(o.kind))) {
+    const namespaced = objects.filter((o) => !clusterScoped.has(o.kind));
+    // The loop below passes on no object at all.
+    expect(namespaced.map((o) => o.kind)).toEqual(expect.arrayContaining(["Deployment", "ServiceAccount"]));
+    for (const o of namespaced) {
       expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBe(OPERATOR_NAMESPACE);
     }
   });
@@ -288,6 +291,7 @@ describe("config/rbac rules", () => {
   });
 
   it("never touches secrets, RBAC, tokens, or pods beyond reading them", () => {
+    expect(rules.length).toBeGreaterThan(0);
     for (const { owner, rule } of rules) {
       const where = `${owner}: ${JSON.stringify(rule)}`;
       expect(rule.apiGroups ?? [], where).not.toContain("rbac.authorization.k8s.io");
@@ -302,8 +306,10 @@ describe("config/rbac rules", () => {
 
   it("gives the operator no write to any DevicePluginConfig but its status", () => {
     const writes = new Set(["create", "update", "patch", "delete", "deletecollection"]);
-    for (const { owner, rule } of rules) {
-      if (!(rule.resources ?? []).includes("devicepluginconfigs")) continue;
+    const onConfigs = rules.filter(({ rule }) => (rule.resources ?? []).includes("devicepluginconfigs"));
+    // The operator reads its configs, so some rule names them; without one the loop would check nothing.
+    expect(onConfigs.length).toBeGreaterThan(0);
+    for (const { owner, rule } of onConfigs) {
       expect(
         rule.verbs.filter((v) => writes.has(v)),
         owner,

@@ -10,11 +10,12 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import type { DeviceNodeStateStatus } from "../../src/api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
 import { validateDevicePluginConfig } from "../../src/api/validate.js";
+import { metricValue } from "../../src/observability/metrics.js";
 import {
   pluginConfigHash,
   renderPluginConfigData,
@@ -215,19 +216,24 @@ afterAll(async () => {
 });
 
 describe("the plugin's DeviceNodeState on a real API server, with only the plugin's Role", () => {
-  const healthFile = join(work, "health.json");
+  let healthFile: string;
   let config: DevicePluginConfig;
   let plugin: Plugin;
   let name: string;
+  let run = 0;
 
-  beforeAll(async () => {
+  // A config, a health file and a plugin of its own for every test: none sees the health changes, the
+  // report writes or the deletion of another, so each can run alone (-t) or in any order.
+  beforeEach(async () => {
+    run += 1;
+    healthFile = join(work, `health-${run}.json`);
     writeHealth(healthFile, {});
     config = await createConfig(healthFile);
-    plugin = await startPlugin(config, await pluginKubeconfig(), join(work, "main"));
+    plugin = await startPlugin(config, await pluginKubeconfig(), join(work, `main-${run}`));
     name = plugin.reporter.writer.name;
   });
 
-  afterAll(async () => {
+  afterEach(async () => {
     await plugin?.stop();
     if (config) {
       await kubectl([
@@ -293,6 +299,13 @@ describe("the plugin's DeviceNodeState on a real API server, with only the plugi
   });
 
   it("shows a device made unhealthy, with its reason and since", async () => {
+    const first = await waitFor("the first report", async (observe) => {
+      const seen = (await readReport(name))?.status;
+      observe(summary(seen));
+      return seen?.registration.state === "Registered" ? seen : undefined;
+    });
+    const foo0Since = first.devices.find((d) => d.id === "foo-0")?.since;
+    expect(foo0Since).toBeDefined();
     const before = Date.now();
     writeHealth(healthFile, { "foo-1": { health: "Unhealthy", reason: "Overheated" } });
     const status = await waitFor("foo-1 Unhealthy in the report", async (observe) => {
@@ -303,13 +316,14 @@ describe("the plugin's DeviceNodeState on a real API server, with only the plugi
     const device = status.devices.find((d) => d.id === "foo-1")!;
     expect(device.reason).toBe("Overheated");
     expect(Date.parse(device.since)).toBeGreaterThanOrEqual(before - 1_000);
-    expect(Date.parse(status.devices.find((d) => d.id === "foo-0")!.since)).toBeLessThan(before);
+    // Only the changed device gets a new since.
+    expect(status.devices.find((d) => d.id === "foo-0")?.since).toBe(foo0Since);
     expect(status).toMatchObject({ advertised: 8, healthy: 6 });
   });
 
   it("folds a burst of 20 health flips into a few writes that end in the right state", async () => {
     const metrics = plugin.runtime.metrics.reportWrites;
-    const writesBefore = metrics.get({ result: "ok" });
+    const writesBefore = await metricValue(metrics, { result: "ok" });
     let deviceChanges = 0;
     const count = (): void => void deviceChanges++;
     plugin.runtime.on("devices", count);
@@ -331,7 +345,7 @@ describe("the plugin's DeviceNodeState on a real API server, with only the plugi
     });
     plugin.runtime.off("devices", count);
     const burstMs = Date.now() - started;
-    const writes = metrics.get({ result: "ok" }) - writesBefore;
+    const writes = (await metricValue(metrics, { result: "ok" })) - writesBefore;
     const seen = `${writes} writes for ${deviceChanges} device changes in ${burstMs} ms`;
     expect(deviceChanges, seen).toBeGreaterThanOrEqual(10);
     // At most one write per 200 ms, plus the one due when the burst began.
@@ -403,12 +417,12 @@ describe("with the API server away", () => {
         observe({ registered: plugin.runtime.status().registered, capacity });
         return plugin.runtime.status().registered && capacity?.allocatable === 2;
       });
-      await waitFor("the report retried", (observe) => {
-        const errors = plugin.runtime.metrics.reportWrites.get({ result: "error" });
+      await waitFor("the report retried", async (observe) => {
+        const errors = await metricValue(plugin.runtime.metrics.reportWrites, { result: "error" });
         observe(`${errors} failed writes`);
         return errors >= 2;
       });
-      expect(plugin.runtime.metrics.reportWrites.get({ result: "ok" })).toBe(0);
+      expect(await metricValue(plugin.runtime.metrics.reportWrites, { result: "ok" })).toBe(0);
       const { response } = await plugin.kubelet.allocate(RESOURCE, 1);
       expect(response.containerResponses).toHaveLength(1);
       const started = Date.now();

@@ -151,6 +151,38 @@ async function waitForPluginsOfCurrentPods(timeoutMs = 60_000): Promise<Map<stri
   );
 }
 
+/**
+ * Brings the main config's plugins to the starting point of every test: its DaemonSet applied (a test
+ * deletes it), one running plugin per node for the current pod (a test kills one), every device healthy,
+ * and each node registered and advertising all devices. So no test depends on what an earlier one did or
+ * left, and each can run alone with -t.
+ */
+async function ensurePluginsServing(): Promise<void> {
+  // Every per-node assertion below would pass on no node at all.
+  if (nodes.length === 0) throw new Error("the cluster has no nodes");
+  await applyRendered(config);
+  for (const n of nodes) await writeHealthFile(n, {});
+  const pods = await core.listNamespacedPod({
+    namespace,
+    labelSelector: `${LABEL_CONFIG}=${configLabelValue(configName)}`,
+  });
+  const current = new Set(
+    pods.items.filter((p) => p.metadata?.deletionTimestamp == null).map((p) => p.metadata?.uid),
+  );
+  // The simulator has no restart policy: a plugin killed for a pod that is still current stays down.
+  for (const p of simulator().plugins())
+    if (p.slot === slot && !p.running && current.has(p.podUid)) simulator().restartPlugin(p.node, slot);
+  await waitForPluginsOfCurrentPods();
+  for (const n of nodes) {
+    const dm = simulator().deviceManager(n);
+    await waitFor(`the plugin on ${n} to be registered for ${resource}`, (observe) => {
+      observe(dm.registrations.map((r) => r.endpoint));
+      return dm.resources.get(resource)?.connected;
+    });
+    await waitForAdvertised(n, { capacity: String(DEVICES), allocatable: String(DEVICES) });
+  }
+}
+
 function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -260,12 +292,13 @@ afterAll(async () => {
   await core.deleteNamespace({ name: namespace }).catch(() => undefined);
 });
 
-beforeEach(({ onTestFailed }) => {
+beforeEach(async ({ onTestFailed }) => {
   onTestFailed(() => {
     if (sim === undefined) return;
     for (const n of nodes) console.error(sim.pluginLogs(n));
   });
-});
+  await ensurePluginsServing();
+}, 180_000);
 
 describe("kubelet simulator with the dpo plugin runtime", () => {
   it("runs the plugin of each node's pod, with the pod's node name, and it registers with that node's kubelet", async () => {

@@ -402,21 +402,20 @@ describe("preferredAllocation, every policy", () => {
     expect(answer).toEqual(["foo-10::11", "foo-2::0", "foo-2::1", "foo-10::0"]);
   });
 
-  it("answers 8 devices x 100 replicas well within a millisecond", () => {
+  // How fast is measured by `make bench-plugin` (docs/benchmarks.md), not here: a time budget in a unit
+  // test fails on a busy machine and says nothing about the answer.
+  it("answers 8 devices x 100 replicas with the requested size, the must-include device and no repeat", () => {
     const eight = node(
       Array.from({ length: 8 }, (_, i) => [`foo-${i}`, i % 2] as const),
       timeSlicing(100),
     );
     const available = [...eight.keys()].reverse();
     for (const policy of policies) {
-      const request = { available, mustInclude: ["foo-5::50"], size: 16 };
-      for (let i = 0; i < 50; i++) preferredAllocation(policy, eight, request);
-      const runs = 200;
-      const started = performance.now();
-      for (let i = 0; i < runs; i++) preferredAllocation(policy, eight, request);
-      const perCall = (performance.now() - started) / runs;
-      // Generous against a shared CI machine; a regression to quadratic sorting would blow it.
-      expect(perCall, `${policy}: ${perCall.toFixed(3)} ms per call`).toBeLessThan(1);
+      const answer = preferredAllocation(policy, eight, { available, mustInclude: ["foo-5::50"], size: 16 });
+      expect(answer, policy).toHaveLength(16);
+      expect(answer, policy).toContain("foo-5::50");
+      expect(new Set(answer).size, policy).toBe(16);
+      for (const id of answer) expect(available, policy).toContain(id);
     }
   });
 });

@@ -13,7 +13,7 @@ import {
   mockDevices,
   parseHealthFile,
 } from "../../src/plugin-runtime/backends/mock.js";
-import { byId, captureLogs, makeTempDir, percentile, silentLogger, waitForDevices } from "./backend-wait.js";
+import { byId, captureLogs, makeTempDir, silentLogger, waitForDevices } from "./backend-wait.js";
 
 const config = (input: Partial<Record<keyof MockBackend, unknown>>): MockBackend =>
   MockBackendSchema.parse(input);
@@ -149,9 +149,10 @@ describe("MockDeviceBackend", () => {
     expect(byId(initial, "foo-2")).toMatchObject({ health: "Unhealthy", reason: "Overheated" });
   });
 
-  it("delivers a health change and the recovery within 100 ms of the file changing", async () => {
+  // How fast a change reaches the kubelet is measured end to end by `make bench-plugin` (health change →
+  // ListAndWatch); here only that every change and recovery arrives, each within waitForDevices' deadline.
+  it("delivers a health change and the recovery, ten rounds in a row", async () => {
     const { backend } = await startBackend({ devices: 4, idPrefix: "foo", numaNodes: 2, healthFile });
-    const latencies: number[] = [];
     for (let round = 0; round < 10; round += 1) {
       const fault = replaceHealthFile({ "foo-1": { health: "Unhealthy", reason: `Fault${round}` } });
       const down = await waitForDevices(
@@ -160,7 +161,6 @@ describe("MockDeviceBackend", () => {
         `foo-1 unhealthy (round ${round})`,
       );
       await fault;
-      latencies.push(down.elapsedMs);
       expect(byId(down.devices, "foo-1")?.health).toBe("Unhealthy");
       expect(down.devices.filter((d) => d.health === "Unhealthy")).toHaveLength(1);
 
@@ -171,14 +171,8 @@ describe("MockDeviceBackend", () => {
         `foo-1 recovered (round ${round})`,
       );
       await recovery;
-      latencies.push(up.elapsedMs);
+      expect(up.devices.filter((d) => d.health === "Healthy")).toHaveLength(4);
     }
-    const p50 = percentile(latencies, 50);
-    const max = Math.max(...latencies);
-    console.log(
-      `mock health file → subscriber latency over ${latencies.length} changes: p50 ${p50.toFixed(1)} ms, p90 ${percentile(latencies, 90).toFixed(1)} ms, max ${max.toFixed(1)} ms`,
-    );
-    expect(p50).toBeLessThanOrEqual(100);
   });
 
   it("picks up in-place writes and a deleted file (everything healthy again)", async () => {

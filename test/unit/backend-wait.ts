@@ -93,10 +93,3 @@ export async function makeTempDir(prefix: string): Promise<{ path: string; remov
   const path = await mkdtemp(join(tmpdir(), `dpo-${prefix}-`));
   return { path, remove: () => rm(path, { recursive: true, force: true }) };
 }
-
-/** Percentile of a sample (nearest rank). */
-export function percentile(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[rank] ?? Number.NaN;
-}
