@@ -8,7 +8,7 @@ import { parse, parseAllDocuments } from "yaml";
 import { tempDir } from "./support.js";
 
 const repo = join(import.meta.dirname, "..", "..");
-const dpo = join(repo, "dist", "cli", "main.js");
+const dpo = join(repo, "dist", "dpo.js");
 const fixtures = join(repo, "test", "fixtures");
 
 beforeAll(() => {
