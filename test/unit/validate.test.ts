@@ -110,6 +110,9 @@ describe("checkExtendedResourceName", () => {
     ["node.kubernetes.io/foo", /kubernetes.io/],
     ["requests.example.com/foo", /requests\./],
     ["Example.com/foo", /DNS subdomain/],
+    // requests.<domain> must stay a 253-character DNS subdomain, as the kubelet checks it.
+    [`${"a".repeat(63)}.${"b".repeat(63)}.${"c".repeat(63)}.${"d".repeat(52)}/foo`, undefined],
+    [`${"a".repeat(63)}.${"b".repeat(63)}.${"c".repeat(63)}.${"d".repeat(53)}/foo`, /at most 244 characters/],
     ["example.com/-foo", /name '-foo'/],
     [`example.com/${"a".repeat(64)}`, /at most 63/],
   ])("%s", (name, want) => {

@@ -5,12 +5,11 @@ import { z } from "zod";
 import { celRules } from "../v1beta1/cel.crd.js";
 import {
   BACKEND_TYPES,
-  checkExtendedResourceName,
   DevFSBackendSchema,
-  EXTENDED_RESOURCE_NAME_PATTERN,
   LOG_LEVELS,
   MockBackendSchema,
   PCIBackendSchema,
+  ResourceNameSchema,
   TolerationSchema,
   type BackendType,
 } from "../v1beta1/spec.js";
@@ -36,30 +35,7 @@ const labelValue = z
 
 export const DevicePluginConfigSpecV1alpha1Schema = z
   .object({
-    resourceName: z
-      .string()
-      .max(316)
-      .superRefine((name, ctx) => {
-        const problem = checkExtendedResourceName(name);
-        if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
-      })
-      .describe("Extended resource name the kubelet advertises, <domain>/<name>. Immutable.")
-      // The same API-server rules as v1beta1's resourceName (see there for why they are metadata only).
-      .meta({
-        pattern: EXTENDED_RESOURCE_NAME_PATTERN,
-        ...celRules(
-          {
-            rule: "!self.contains('/') || self.indexOf('/') <= 253",
-            message: "domain must be a DNS subdomain of at most 253 characters",
-          },
-          {
-            rule: "!self.contains('kubernetes.io/')",
-            message: "must not be in the kubernetes.io domain (reserved for Kubernetes resources)",
-          },
-          { rule: "!self.startsWith('requests.')", message: "must not start with 'requests.'" },
-          { rule: "self == oldSelf", message: "is immutable" },
-        ),
-      }),
+    resourceName: ResourceNameSchema,
     backend: z
       .enum(BACKEND_TYPES)
       .describe("Which backend discovers the devices; the spec member of the same name must be set."),

@@ -29,8 +29,9 @@ export function checkExtendedResourceName(name: string): string | undefined {
   }
   const domain = name.slice(0, slash);
   const short = name.slice(slash + 1);
-  if (domain.length > 253 || !DNS_SUBDOMAIN.test(domain)) {
-    return `domain '${domain}' must be a lowercase DNS subdomain (RFC 1123) of at most 253 characters`;
+  // requests.<domain> must itself be a DNS subdomain of at most 253 characters, so 244 for the domain.
+  if (domain.length > 244 || !DNS_SUBDOMAIN.test(domain)) {
+    return `domain '${domain}' must be a lowercase DNS subdomain (RFC 1123) of at most 244 characters`;
   }
   if (domain === "kubernetes.io" || domain.endsWith(".kubernetes.io") || name.includes("kubernetes.io/")) {
     return "must not be in the kubernetes.io domain (reserved for Kubernetes resources)";
@@ -338,32 +339,36 @@ export const CDISchema = z
   })
   .strict();
 
+/** An extended resource name, with the rules of the kubelet and the API server; shared by both API versions. */
+export const ResourceNameSchema = z
+  .string()
+  .max(316)
+  .superRefine((name, ctx) => {
+    const problem = checkExtendedResourceName(name);
+    if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+  })
+  .describe("Extended resource name the kubelet advertises, <domain>/<name>. Immutable.")
+  // For the API server only: a zod .regex() here would report each bad name twice in `dpo validate`.
+  .meta({
+    pattern: EXTENDED_RESOURCE_NAME_PATTERN,
+    ...celRules(
+      {
+        rule: "!self.contains('/') || self.indexOf('/') <= 244",
+        message:
+          "domain must be a DNS subdomain of at most 244 characters (requests.<domain> must stay a DNS subdomain)",
+      },
+      {
+        rule: "!self.contains('kubernetes.io/')",
+        message: "must not be in the kubernetes.io domain (reserved for Kubernetes resources)",
+      },
+      { rule: "!self.startsWith('requests.')", message: "must not start with 'requests.'" },
+      { rule: "self == oldSelf", message: "is immutable" },
+    ),
+  });
+
 export const DevicePluginConfigSpecSchema = z
   .object({
-    resourceName: z
-      .string()
-      .max(316)
-      .superRefine((name, ctx) => {
-        const problem = checkExtendedResourceName(name);
-        if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
-      })
-      .describe("Extended resource name the kubelet advertises, <domain>/<name>. Immutable.")
-      // For the API server only: a zod .regex() here would report each bad name twice in `dpo validate`.
-      .meta({
-        pattern: EXTENDED_RESOURCE_NAME_PATTERN,
-        ...celRules(
-          {
-            rule: "!self.contains('/') || self.indexOf('/') <= 253",
-            message: "domain must be a DNS subdomain of at most 253 characters",
-          },
-          {
-            rule: "!self.contains('kubernetes.io/')",
-            message: "must not be in the kubernetes.io domain (reserved for Kubernetes resources)",
-          },
-          { rule: "!self.startsWith('requests.')", message: "must not start with 'requests.'" },
-          { rule: "self == oldSelf", message: "is immutable" },
-        ),
-      }),
+    resourceName: ResourceNameSchema,
     backend: BackendSchema,
     sharing: SharingSchema.default({ strategy: "None", failRequestsGreaterThanOne: false }),
     topology: TopologySchema.default({ allocationPolicy: "None" }),
