@@ -518,6 +518,28 @@ function matchesLabels(obj: KubernetesObject, labels: Record<string, string> | u
   return Object.entries(labels).every(([name, value]) => actual[name] === value);
 }
 
+/**
+ * How long a watch may go without a byte before it counts as dead. The API server sends a bookmark
+ * about once a minute to a watch that asked for them, so this is longer than that: a quiet watch stays
+ * open, on its keep-alive connection, until its own timeoutSeconds; a dead one is noticed within it.
+ */
+export const WATCH_INACTIVITY_TIMEOUT_MS = 90_000;
+
+/**
+ * client-node 2's Watch aborts a watch after 30 s without data, shorter than the API server's bookmark
+ * interval, so every quiet watch was cut and relisted on a new connection. The field is private, so it
+ * is set here and checked: a client-node release that renames it fails at start-up, not silently.
+ */
+export function longLivedWatch(kc: KubeConfig): Watch {
+  const watcher = new Watch(kc);
+  const settable = watcher as unknown as { requestTimeoutMs?: unknown };
+  if (typeof settable.requestTimeoutMs !== "number") {
+    throw new Error("@kubernetes/client-node's Watch has no requestTimeoutMs: check the watch timeout");
+  }
+  settable.requestTimeoutMs = WATCH_INACTIVITY_TIMEOUT_MS;
+  return watcher;
+}
+
 function randomWatchTimeoutSeconds(): number {
   return 300 + Math.floor(Math.random() * 300);
 }
@@ -544,7 +566,7 @@ export function createInformer<T extends KubernetesObject>(
   options: KubeInformerOptions<T>,
 ): Informer<T> {
   const path = collectionPath(options.resource, options.namespace);
-  const watcher = new Watch(kc);
+  const watcher = longLivedWatch(kc);
   return new Informer<T>({
     path,
     name:
