@@ -6,6 +6,7 @@ import { createLogger, type LogLevelName } from "../log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
 import { collectProcessMetrics } from "../observability/metrics.js";
 import { Operator } from "../operator/manager.js";
+import { shareConnections } from "../kube/connections.js";
 import type { RegistrationMode } from "../plugin-runtime/runtime.js";
 import { buildInfo } from "../version.js";
 import {
@@ -109,7 +110,7 @@ function loadKubeConfig(path: string | undefined): KubeConfig {
   if (path) kc.loadFromFile(path);
   else if (process.env["KUBERNETES_SERVICE_HOST"]) kc.loadFromCluster();
   else kc.loadFromDefault();
-  return kc;
+  return shareConnections(kc);
 }
 
 export async function runOperatorCommand(argv: readonly string[]): Promise<number> {

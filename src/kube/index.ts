@@ -1,6 +1,7 @@
 // The controller machinery on @kubernetes/client-node: informers, work queue, leader election, apply, errors.
 export * from "./apply.js";
 export * from "./clock.js";
+export * from "./connections.js";
 export * from "./errors.js";
 export * from "./informer.js";
 export * from "./leader.js";

@@ -1,0 +1,38 @@
+// One keep-alive connection pool per API server for everything a KubeConfig sends, typed clients included.
+import type { KubeConfig } from "@kubernetes/client-node";
+import { createHash } from "node:crypto";
+
+interface Dispatcher {
+  close(): Promise<void>;
+}
+type CreateDispatcher = (cluster: unknown, agentOptions: unknown) => Dispatcher | undefined;
+interface DispatcherFactory {
+  createDispatcher?: unknown;
+  createDispatcherOptions(cluster: unknown, agentOptions: unknown): unknown;
+}
+
+/**
+ * client-node 2 builds a new undici Agent, and so a new TCP and TLS connection, for every request: its
+ * keep-alive never gets to keep anything, and every Lease renewal pays a handshake. This makes the
+ * KubeConfig reuse one Agent while the TLS material it is built from stays the same, and replace it
+ * (closing the old one) when that material changes, e.g. a rotated client certificate. The method is
+ * private to client-node, so its presence is checked: a release that renames it fails at start-up.
+ */
+export function shareConnections(kc: KubeConfig): KubeConfig {
+  const factory = kc as unknown as DispatcherFactory;
+  if (typeof factory.createDispatcher !== "function") {
+    throw new Error("@kubernetes/client-node's KubeConfig has no createDispatcher: check connection reuse");
+  }
+  const create = (factory.createDispatcher as CreateDispatcher).bind(kc);
+  let shared: { key: string; dispatcher: Dispatcher | undefined } | undefined;
+  factory.createDispatcher = (cluster: unknown, agentOptions: unknown): Dispatcher | undefined => {
+    const key = createHash("sha256")
+      .update(JSON.stringify(factory.createDispatcherOptions(cluster, agentOptions)))
+      .digest("hex");
+    if (shared?.key === key) return shared.dispatcher;
+    void shared?.dispatcher?.close().catch(() => undefined);
+    shared = { key, dispatcher: create(cluster, agentOptions) };
+    return shared.dispatcher;
+  };
+  return kc;
+}
