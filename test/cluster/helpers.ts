@@ -88,6 +88,9 @@ export async function kubectl(args: string[], options: KubectlOptions = {}): Pro
       }
       resolve({ stdout, stderr, exitCode: typeof error?.code === "number" ? error.code : 0 });
     });
+    // A kubectl that reads no stdin may exit before this write lands (EPIPE); its exit code and stderr
+    // already say what happened, so the pipe error must not become an uncaught exception.
+    child.stdin?.on("error", () => undefined);
     child.stdin?.end(options.input ?? "");
   });
   if (result.exitCode !== 0 && !options.allowFailure) {
