@@ -43,11 +43,15 @@ const validAlpha = alphaObject(valid).filter((a) => validateDevicePluginConfigV1
 
 describe("the arbitraries", () => {
   it("mostly draw valid objects when asked to, so the filters above do not starve", () => {
-    const betas = fc.sample(betaObject(valid), 300);
-    const alphas = fc.sample(alphaObject(valid), 300);
+    // Fixed seeds: these are statements about the generators' mix, not properties, and the mixed
+    // generator draws about 87% invalid objects, close enough to the 90% bound that an unseeded
+    // sample of 300 crossed it about one run in twelve.
+    const sample = { numRuns: 300, seed: 20261123 };
+    const betas = fc.sample(betaObject(valid), sample);
+    const alphas = fc.sample(alphaObject(valid), sample);
     expect(betas.filter((b) => validateDevicePluginConfig(b).ok).length).toBeGreaterThan(270);
     expect(alphas.filter((a) => validateDevicePluginConfigV1alpha1(a).ok).length).toBeGreaterThan(270);
-    const mixed = fc.sample(alphaObject(any), 300);
+    const mixed = fc.sample(alphaObject(any), sample);
     const invalid = mixed.filter((a) => !validateDevicePluginConfigV1alpha1(a).ok).length;
     expect(invalid).toBeGreaterThan(30);
     expect(invalid).toBeLessThan(270);
