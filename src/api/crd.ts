@@ -11,6 +11,8 @@ import {
 } from "./v1beta1/devicenodestate.js";
 import { DevicePluginConfigSpecSchema } from "./v1beta1/spec.js";
 import { DevicePluginConfigStatusSchema } from "./v1beta1/status.js";
+import { DevicePluginConfigStatusV1alpha1Schema, V1ALPHA1 } from "./v1alpha1/config.js";
+import { DevicePluginConfigSpecV1alpha1Schema } from "./v1alpha1/spec.js";
 
 export type SchemaType = "object" | "array" | "string" | "integer" | "number" | "boolean";
 
@@ -64,10 +66,20 @@ export interface CustomResourceDefinitionVersion {
   additionalPrinterColumns?: PrinterColumn[];
 }
 
+/** Where the API server sends ConversionReviews: a Service in the cluster, or a URL (local runs, tests). */
+export type WebhookClientConfig =
+  | { service: { namespace: string; name: string; path: string; port: number }; caBundle?: string }
+  | { url: string; caBundle?: string };
+
+export interface CustomResourceConversion {
+  strategy: "None" | "Webhook";
+  webhook?: { conversionReviewVersions: string[]; clientConfig: WebhookClientConfig };
+}
+
 export interface CustomResourceDefinition {
   apiVersion: "apiextensions.k8s.io/v1";
   kind: "CustomResourceDefinition";
-  metadata: { name: string };
+  metadata: { name: string; annotations?: Record<string, string> };
   spec: {
     group: string;
     names: {
@@ -80,6 +92,7 @@ export interface CustomResourceDefinition {
     };
     scope: "Cluster" | "Namespaced";
     versions: CustomResourceDefinitionVersion[];
+    conversion?: CustomResourceConversion;
   };
 }
 
@@ -441,12 +454,132 @@ function withDescription(schema: StructuralSchema, description: string): Structu
 
 const READY = `.status.conditions[?(@.type=="Ready")]`;
 
-/** The DevicePluginConfig CRD: cluster-scoped, `kubectl get dpc` shows what a user checks first. */
-export function devicePluginConfigCrd(): CustomResourceDefinition {
+/** The columns both versions show from the status, which they share. */
+const STATUS_COLUMNS: readonly PrinterColumn[] = [
+  {
+    name: "Nodes",
+    type: "string",
+    jsonPath: ".status.nodes.summary",
+    description: "Nodes with a ready plugin / nodes the config targets.",
+  },
+  {
+    name: "Devices",
+    type: "string",
+    jsonPath: ".status.devices.summary",
+    description: "Allocatable / capacity, summed over the nodes as the kubelets advertise them.",
+  },
+  { name: "Unhealthy", type: "integer", jsonPath: ".status.devices.unhealthy" },
+  { name: "Ready", type: "string", jsonPath: `${READY}.status` },
+  { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+];
+
+const REASON_COLUMN: PrinterColumn = {
+  name: "Reason",
+  type: "string",
+  jsonPath: `${READY}.reason`,
+  priority: 1,
+};
+
+const CONFIG_DESCRIPTION =
+  "DevicePluginConfig describes one extended resource, the backend that discovers its devices on the nodes, and how the bundled plugin advertises and shares them.";
+const STATUS_DESCRIPTION =
+  "What the operator observed: conditions, node counts, device totals and problem nodes.";
+
+/** The CRD whose versions the operator's webhook converts. */
+export const DEVICE_PLUGIN_CONFIG_CRD_NAME = `${PLURAL}.${GROUP}`;
+
+/** The Service the conversion webhook is reached through in a cluster (config/webhook), before kustomize sets its namespace. */
+export const CONVERSION_SERVICE = {
+  namespace: "dpo-system",
+  name: "dpo-webhook",
+  path: "/convert",
+  port: 443,
+} as const;
+
+/** The API server converts between the versions through the operator's webhook; only `v1` reviews are spoken. */
+export function webhookConversion(clientConfig: WebhookClientConfig): CustomResourceConversion {
+  return { strategy: "Webhook", webhook: { conversionReviewVersions: ["v1"], clientConfig } };
+}
+
+function v1beta1Version(): CustomResourceDefinitionVersion {
+  return {
+    name: VERSION,
+    served: true,
+    storage: true,
+    subresources: { status: {} },
+    additionalPrinterColumns: [
+      { name: "Resource", type: "string", jsonPath: ".spec.resourceName" },
+      { name: "Backend", type: "string", jsonPath: ".spec.backend.type" },
+      ...STATUS_COLUMNS,
+      { name: "Sharing", type: "string", jsonPath: ".spec.sharing.strategy", priority: 1 },
+      { name: "Policy", type: "string", jsonPath: ".spec.topology.allocationPolicy", priority: 1 },
+      REASON_COLUMN,
+    ],
+    schema: {
+      openAPIV3Schema: objectSchema(
+        CONFIG_DESCRIPTION,
+        withDescription(
+          structuralSchemaOf(DevicePluginConfigSpecSchema, "spec"),
+          "The desired plugin: resource name, backend, sharing, topology, the nodes it runs on.",
+        ),
+        withDescription(structuralSchemaOf(DevicePluginConfigStatusSchema, "status"), STATUS_DESCRIPTION),
+      ),
+    },
+  };
+}
+
+/**
+ * The older, flatter v1alpha1: served so manifests written against it keep applying, never stored. Its
+ * columns read its own field names; the status is v1beta1's.
+ */
+function v1alpha1Version(): CustomResourceDefinitionVersion {
+  return {
+    name: V1ALPHA1,
+    served: true,
+    storage: false,
+    subresources: { status: {} },
+    additionalPrinterColumns: [
+      { name: "Resource", type: "string", jsonPath: ".spec.resourceName" },
+      { name: "Backend", type: "string", jsonPath: ".spec.backend" },
+      ...STATUS_COLUMNS,
+      {
+        name: "Shared",
+        type: "integer",
+        jsonPath: ".spec.sharedDevNum",
+        description: "Containers per device.",
+        priority: 1,
+      },
+      { name: "Policy", type: "string", jsonPath: ".spec.preferredAllocationPolicy", priority: 1 },
+      REASON_COLUMN,
+    ],
+    schema: {
+      openAPIV3Schema: objectSchema(
+        `${CONFIG_DESCRIPTION} v1alpha1 is the older API, converted to and stored as v1beta1; fields only v1beta1 has travel in the annotation dpo.dev/v1beta1-fields.`,
+        withDescription(
+          structuralSchemaOf(DevicePluginConfigSpecV1alpha1Schema, "spec"),
+          "The desired plugin in the v1alpha1 shape: backend and its member at spec level, sharedDevNum, preferredAllocationPolicy.",
+        ),
+        withDescription(
+          structuralSchemaOf(DevicePluginConfigStatusV1alpha1Schema, "status"),
+          STATUS_DESCRIPTION,
+        ),
+      ),
+    },
+  };
+}
+
+/**
+ * The DevicePluginConfig CRD: cluster-scoped, `kubectl get dpc` shows what a user checks first. Served as
+ * v1beta1 (stored) and v1alpha1, converted by the operator's webhook at `clientConfig` (the in-cluster
+ * Service by default; the operator keeps its caBundle current).
+ */
+export function devicePluginConfigCrd(
+  clientConfig: WebhookClientConfig = { service: { ...CONVERSION_SERVICE } },
+): CustomResourceDefinition {
   return {
     apiVersion: "apiextensions.k8s.io/v1",
     kind: "CustomResourceDefinition",
-    metadata: { name: `${PLURAL}.${GROUP}` },
+    metadata: { name: DEVICE_PLUGIN_CONFIG_CRD_NAME },
     spec: {
       group: GROUP,
       names: {
@@ -458,49 +591,8 @@ export function devicePluginConfigCrd(): CustomResourceDefinition {
         categories: ["devices"],
       },
       scope: "Cluster",
-      versions: [
-        {
-          name: VERSION,
-          served: true,
-          storage: true,
-          subresources: { status: {} },
-          additionalPrinterColumns: [
-            { name: "Resource", type: "string", jsonPath: ".spec.resourceName" },
-            { name: "Backend", type: "string", jsonPath: ".spec.backend.type" },
-            {
-              name: "Nodes",
-              type: "string",
-              jsonPath: ".status.nodes.summary",
-              description: "Nodes with a ready plugin / nodes the config targets.",
-            },
-            {
-              name: "Devices",
-              type: "string",
-              jsonPath: ".status.devices.summary",
-              description: "Allocatable / capacity, summed over the nodes as the kubelets advertise them.",
-            },
-            { name: "Unhealthy", type: "integer", jsonPath: ".status.devices.unhealthy" },
-            { name: "Ready", type: "string", jsonPath: `${READY}.status` },
-            { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
-            { name: "Sharing", type: "string", jsonPath: ".spec.sharing.strategy", priority: 1 },
-            { name: "Policy", type: "string", jsonPath: ".spec.topology.allocationPolicy", priority: 1 },
-            { name: "Reason", type: "string", jsonPath: `${READY}.reason`, priority: 1 },
-          ],
-          schema: {
-            openAPIV3Schema: objectSchema(
-              "DevicePluginConfig describes one extended resource, the backend that discovers its devices on the nodes, and how the bundled plugin advertises and shares them.",
-              withDescription(
-                structuralSchemaOf(DevicePluginConfigSpecSchema, "spec"),
-                "The desired plugin: resource name, backend, sharing, topology, the nodes it runs on.",
-              ),
-              withDescription(
-                structuralSchemaOf(DevicePluginConfigStatusSchema, "status"),
-                "What the operator observed: conditions, node counts, device totals and problem nodes.",
-              ),
-            ),
-          },
-        },
-      ],
+      versions: [v1beta1Version(), v1alpha1Version()],
+      conversion: webhookConversion(clientConfig),
     },
   };
 }

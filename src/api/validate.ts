@@ -76,6 +76,19 @@ export function validateDevicePluginConfigV1alpha1(
   return errors.length === 0 ? { ok: true, value: result.data } : { ok: false, errors };
 }
 
+/**
+ * Checks an object against the schema of the version its apiVersion names, without v1alpha1's checks of
+ * the conversion annotation: the conversion webhook applies that annotation leniently (fields that
+ * contradict the v1alpha1 ones are skipped) and checks the restored object instead.
+ */
+export function validateDevicePluginConfigSchemaOnly(obj: unknown): ValidationResult<unknown> {
+  if (supportedApiVersionOf(obj) !== V1ALPHA1_API_VERSION) return validateDevicePluginConfig(obj);
+  const result = DevicePluginConfigV1alpha1Schema.safeParse(obj);
+  return result.success
+    ? { ok: true, value: result.data }
+    : { ok: false, errors: issuesToFieldErrors(result.error.issues) };
+}
+
 /** What is wrong with the conversion annotation of a schema-valid v1alpha1 object. */
 function lostFieldsErrors(alpha: AlphaObject): FieldError[] {
   const raw = alpha.metadata.annotations?.[LOST_FIELDS_ANNOTATION];

@@ -56,6 +56,25 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  readonly conversionReviews = new Counter({
+    name: "dpo_webhook_conversion_reviews_total",
+    help: "ConversionReviews answered, by desired version and result (Success, Failure).",
+    labelNames: ["to", "result"] as const,
+    registers: [this.registry],
+  });
+  readonly conversionObjects = new Counter({
+    name: "dpo_webhook_converted_objects_total",
+    help: "Objects in the ConversionReviews answered, by desired version.",
+    labelNames: ["to"] as const,
+    registers: [this.registry],
+  });
+  readonly conversionDuration = new Histogram({
+    name: "dpo_webhook_conversion_duration_seconds",
+    help: "Time to read, convert and answer one ConversionReview.",
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [this.registry],
+  });
+
   /** The Prometheus text exposition of every metric above, as served on /metrics. */
   render(): Promise<string> {
     return this.registry.metrics();

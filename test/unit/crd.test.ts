@@ -249,8 +249,57 @@ describe("DevicePluginConfig CRD", () => {
       shortNames: ["dpc"],
       categories: ["devices"],
     });
-    expect(crd.spec.versions.map((v) => [v.name, v.served, v.storage])).toEqual([["v1beta1", true, true]]);
-    expect(crd.spec.versions[0]?.subresources).toEqual({ status: {} });
+    expect(crd.spec.versions.map((v) => [v.name, v.served, v.storage])).toEqual([
+      ["v1beta1", true, true],
+      ["v1alpha1", true, false],
+    ]);
+    for (const version of crd.spec.versions) expect(version.subresources).toEqual({ status: {} });
+  });
+
+  it("converts between its versions through the operator's webhook Service, speaking ConversionReview v1", () => {
+    expect(crd.spec.conversion).toEqual({
+      strategy: "Webhook",
+      webhook: {
+        conversionReviewVersions: ["v1"],
+        clientConfig: {
+          service: { namespace: "dpo-system", name: "dpo-webhook", path: "/convert", port: 443 },
+        },
+      },
+    });
+    // The operator fills in the caBundle at run time; a committed one would be stale on every cluster.
+    expect(JSON.stringify(crd)).not.toContain("caBundle");
+  });
+
+  it("prints the v1alpha1 columns from v1alpha1 field names", () => {
+    const columns = crd.spec.versions.find((v) => v.name === "v1alpha1")?.additionalPrinterColumns ?? [];
+    expect(columns.map((c) => [c.name.toUpperCase(), c.type, c.jsonPath, c.priority ?? 0])).toEqual([
+      ["RESOURCE", "string", ".spec.resourceName", 0],
+      ["BACKEND", "string", ".spec.backend", 0],
+      ["NODES", "string", ".status.nodes.summary", 0],
+      ["DEVICES", "string", ".status.devices.summary", 0],
+      ["UNHEALTHY", "integer", ".status.devices.unhealthy", 0],
+      ["READY", "string", '.status.conditions[?(@.type=="Ready")].status', 0],
+      ["AGE", "date", ".metadata.creationTimestamp", 0],
+      ["SHARED", "integer", ".spec.sharedDevNum", 1],
+      ["POLICY", "string", ".spec.preferredAllocationPolicy", 1],
+      ["REASON", "string", '.status.conditions[?(@.type=="Ready")].reason', 1],
+    ]);
+  });
+
+  it("serves the v1alpha1 schema generated from its own zod schema, with its CEL rules", () => {
+    const alpha = crd.spec.versions.find((v) => v.name === "v1alpha1")?.schema.openAPIV3Schema;
+    const alphaSpec = alpha?.properties?.spec;
+    expect(alphaSpec?.properties?.backend).toMatchObject({ type: "string", enum: ["Mock", "DevFS", "PCI"] });
+    expect(alphaSpec?.properties?.sharedDevNum).toMatchObject({ type: "integer", minimum: 1, maximum: 1024 });
+    expect(alphaSpec?.["x-kubernetes-validations"]?.map((r) => r.fieldPath)).toEqual([
+      ".mock",
+      ".mock",
+      ".devfs",
+      ".devfs",
+      ".pci",
+      ".pci",
+    ]);
+    expect(alpha?.properties?.status).toEqual(rootSchema(crd).properties?.status);
   });
 
   it("prints the columns a user checks first, and more with -o wide", () => {

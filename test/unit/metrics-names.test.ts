@@ -134,7 +134,7 @@ describe("plugin metrics", () => {
 });
 
 describe("operator metrics", () => {
-  it("exposes every dpo_operator_ metric with its type, help, label names and buckets", async () => {
+  it("exposes every dpo_operator_ and dpo_webhook_ metric with its type, help, label names and buckets", async () => {
     const m = new OperatorMetrics();
     // The label sets the operator records (manager.ts, controllers/config-reconciler.ts).
     m.reconciles.inc({ result: "ok" });
@@ -146,6 +146,9 @@ describe("operator metrics", () => {
     m.apiRequests.inc({ verb: "GET" });
     m.leader.set({}, 1);
     m.queueDepth.set({}, 3);
+    m.conversionReviews.inc({ to: "dpo.dev/v1beta1", result: "Success" });
+    m.conversionObjects.inc({ to: "dpo.dev/v1beta1" }, 2);
+    m.conversionDuration.observe(0.001);
 
     const scraped = parseExposition(await m.render());
     expect(Object.fromEntries(scraped)).toEqual({
@@ -181,6 +184,22 @@ describe("operator metrics", () => {
       ),
       dpo_operator_leader: expected("gauge", "1 while this replica leads.", []),
       dpo_operator_queue_depth: expected("gauge", "Keys waiting in the work queue.", []),
+      dpo_webhook_conversion_reviews_total: expected(
+        "counter",
+        "ConversionReviews answered, by desired version and result (Success, Failure).",
+        ["result", "to"],
+      ),
+      dpo_webhook_converted_objects_total: expected(
+        "counter",
+        "Objects in the ConversionReviews answered, by desired version.",
+        ["to"],
+      ),
+      dpo_webhook_conversion_duration_seconds: expected(
+        "histogram",
+        "Time to read, convert and answer one ConversionReview.",
+        [],
+        [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      ),
     });
   });
 });

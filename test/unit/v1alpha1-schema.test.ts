@@ -57,7 +57,14 @@ describe("the v1alpha1 spec as a structural schema", () => {
     );
   });
 
-  it("is not served yet: the CRD has v1beta1 only until the conversion webhook exists", () => {
-    expect(devicePluginConfigCrd().spec.versions.map((v) => v.name)).toEqual(["v1beta1"]);
+  it("is served by the CRD beside v1beta1, which stays the storage version", () => {
+    const versions = devicePluginConfigCrd().spec.versions;
+    expect(versions.map((v) => [v.name, v.storage])).toEqual([
+      ["v1beta1", true],
+      ["v1alpha1", false],
+    ]);
+    const { description, ...served } = versions[1]?.schema.openAPIV3Schema.properties?.spec ?? {};
+    expect(description).toContain("v1alpha1");
+    expect(served).toEqual(alpha);
   });
 });

@@ -1,0 +1,116 @@
+// The conversion webhook as the operator runs it: the HTTPS server, and where its certificate comes
+// from (the Secret the operator keeps, or a directory cert-manager fills).
+import type { KubeConfig } from "@kubernetes/client-node";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import { DEVICE_PLUGIN_CONFIG_CRD_NAME } from "../api/crd.js";
+import type { OperatorMetrics } from "../operator/metrics.js";
+import { WebhookCertificates } from "./cert-controller.js";
+import { ConversionWebhookServer, type ServingCertificate } from "./server.js";
+
+export { reviewConversion } from "./conversion.js";
+export { ConversionWebhookServer, CONVERT_PATH } from "./server.js";
+
+export interface ConversionWebhookOptions {
+  kubeConfig: KubeConfig;
+  address: { host: string; port: number };
+  namespace: string;
+  secretName: string;
+  /** With cert-manager: serve tls.crt/tls.key from here and leave the Secret and caBundle alone. */
+  certDir?: string;
+  hosts: string[];
+  caValidityMs: number;
+  certValidityMs: number;
+  canWrite: () => boolean;
+  logger: Logger;
+  metrics?: OperatorMetrics;
+}
+
+export interface RunningWebhook {
+  port: number;
+  ready(): boolean;
+  problem(): string;
+  stop(): Promise<void>;
+}
+
+/** How often a mounted certificate directory is read again (kubelet updates Secret volumes within a minute or so). */
+const CERT_DIR_INTERVAL_MS = 10_000;
+
+export async function startConversionWebhook(opts: ConversionWebhookOptions): Promise<RunningWebhook> {
+  const { logger, metrics } = opts;
+  const server = new ConversionWebhookServer({
+    host: opts.address.host,
+    port: opts.address.port,
+    logger,
+    onReview: (outcome, seconds) => {
+      const to = outcome.desiredAPIVersion ?? "unknown";
+      metrics?.conversionReviews.inc({ to, result: outcome.review.response.result.status });
+      metrics?.conversionObjects.inc({ to }, outcome.objects);
+      metrics?.conversionDuration.observe(seconds);
+    },
+  });
+  const port = await server.start();
+  logger.info({ port, hosts: opts.hosts, certDir: opts.certDir }, "conversion webhook listening");
+  const stop = new AbortController();
+
+  if (opts.certDir) {
+    const dir = opts.certDir;
+    let problem = "no certificate read yet";
+    const load = async (): Promise<void> => {
+      try {
+        const cert: ServingCertificate = {
+          certPem: await readFile(join(dir, "tls.crt"), "utf8"),
+          keyPem: await readFile(join(dir, "tls.key"), "utf8"),
+        };
+        if (server.certificate?.certPem !== cert.certPem) logger.info({ dir }, "webhook certificate loaded");
+        server.setCertificate(cert);
+        problem = "";
+      } catch (err) {
+        problem = `reading ${dir}: ${(err as Error).message}`;
+        logger.error({ err: problem }, "webhook certificate");
+      }
+    };
+    await load();
+    const timer = setInterval(() => void load(), CERT_DIR_INTERVAL_MS);
+    timer.unref();
+    return {
+      port,
+      ready: () => server.certificate !== undefined,
+      problem: () => problem,
+      async stop() {
+        clearInterval(timer);
+        await server.close();
+      },
+    };
+  }
+
+  const certificates = new WebhookCertificates({
+    kubeConfig: opts.kubeConfig,
+    namespace: opts.namespace,
+    secretName: opts.secretName,
+    crdNames: [DEVICE_PLUGIN_CONFIG_CRD_NAME],
+    settings: {
+      hosts: opts.hosts,
+      caValidityMs: opts.caValidityMs,
+      certValidityMs: opts.certValidityMs,
+      // Time for every API server to see a new caBundle before the CA it adds signs anything.
+      settleMs: Math.min(30_000, Math.max(1_000, Math.floor(opts.caValidityMs / 12))),
+      backdateMs: Math.min(60_000, Math.floor(opts.certValidityMs / 10)),
+    },
+    logger,
+    canWrite: opts.canWrite,
+    onCertificate: (cert) => server.setCertificate(cert),
+  });
+  const running = certificates.run(stop.signal);
+  return {
+    port,
+    ready: () => certificates.ready(),
+    problem: () => certificates.problem() ?? "waiting for the serving certificate",
+    async stop() {
+      stop.abort();
+      await running;
+      await server.close();
+    },
+  };
+}
