@@ -73,10 +73,10 @@ cluster-down:
 
 ## Against the current kubeconfig ($$KUBECONFIG or ~/.kube/config).
 install: cluster-tools
-	$(KUBECTL) apply --server-side -k config/crd
+	$(KUBECTL) apply --server-side -k config/local
 
 run: build install
-	node dist/dpo.js operator --namespace "$${POD_NAMESPACE:-dpo-system}" --metrics-addr 127.0.0.1:8080 --health-addr 127.0.0.1:8081
+	node dist/dpo.js operator --namespace "$${POD_NAMESPACE:-dpo-system}" --metrics-addr 127.0.0.1:8080 --health-addr 127.0.0.1:8081 --webhook-addr 127.0.0.1:9443 --webhook-hosts 127.0.0.1
 
 deploy: cluster-tools
 	$(KUBECTL) apply --server-side -k config/default

@@ -12,7 +12,6 @@ import {
 } from "@kubernetes/client-node";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, connect, type AddressInfo, type Socket } from "node:net";
 import { arch, tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -23,6 +22,7 @@ import {
   type ClusterHandle,
 } from "../tools/cluster/cluster.js";
 import { goArchitecture, renderSimulatedNode } from "../tools/cluster/nodes.js";
+import { startTcpRelay } from "../tools/cluster/tcp-relay.js";
 import { waitFor } from "../tools/cluster/wait.js";
 
 const repo = join(import.meta.dirname, "..");
@@ -55,30 +55,11 @@ function cpuSeconds(pid: number): number {
 async function connectionCountingRelay(
   server: URL,
 ): Promise<{ url: string; connections: () => number; close(): void }> {
-  let connections = 0;
-  const sockets = new Set<Socket>();
-  const relay = createServer((client) => {
-    connections++;
-    const upstream = connect(Number(server.port), server.hostname);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on("close", () => sockets.delete(s));
-      s.on("error", () => {
-        client.destroy();
-        upstream.destroy();
-      });
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
-  const { port } = relay.address() as AddressInfo;
+  const relay = await startTcpRelay([{ host: server.hostname, port: Number(server.port) }]);
   return {
-    url: `https://127.0.0.1:${port}`,
-    connections: () => connections,
-    close: () => {
-      relay.close();
-      for (const s of sockets) s.destroy();
-    },
+    url: `https://127.0.0.1:${relay.port}`,
+    connections: () => relay.connections()[0] ?? 0,
+    close: () => relay.close(),
   };
 }
 

@@ -9,6 +9,7 @@ import { Operator } from "../operator/manager.js";
 import { shareConnections } from "../kube/connections.js";
 import type { RegistrationMode } from "../plugin-runtime/runtime.js";
 import { buildInfo } from "../version.js";
+import { startConversionWebhook, type RunningWebhook } from "../webhook/index.js";
 import {
   ENDPOINT_FLAGS,
   formatFlagHelp,
@@ -89,6 +90,51 @@ export const OPERATOR_FLAGS: readonly FlagSpec[] = [
     default: "500",
   },
   {
+    name: "webhook-addr",
+    env: "DPO_WEBHOOK_ADDR",
+    description: "HOST:PORT serving the conversion webhook over HTTPS (POST /convert); 0 disables.",
+    default: ":9443",
+  },
+  {
+    name: "webhook-secret",
+    env: "DPO_WEBHOOK_SECRET",
+    description:
+      "Secret in the namespace holding the webhook's CA and serving certificate, which the operator keeps.",
+    default: "dpo-webhook-cert",
+  },
+  {
+    name: "webhook-service",
+    env: "DPO_WEBHOOK_SERVICE",
+    description: "Service the API server reaches the webhook through; its DNS names go in the certificate.",
+    default: "dpo-webhook",
+  },
+  {
+    name: "webhook-hosts",
+    env: "DPO_WEBHOOK_HOSTS",
+    description:
+      "More DNS names or IPs for the serving certificate, comma-separated (127.0.0.1 for a local run).",
+    default: "",
+  },
+  {
+    name: "webhook-cert-dir",
+    env: "DPO_WEBHOOK_CERT_DIR",
+    description:
+      "Serve tls.crt and tls.key from this directory (cert-manager) instead of keeping certificates in the Secret.",
+    default: "",
+  },
+  {
+    name: "webhook-cert-validity",
+    env: "DPO_WEBHOOK_CERT_VALIDITY",
+    description: "Lifetime of the serving certificate, seconds; renewed with a third left.",
+    default: String(365 * 24 * 3600),
+  },
+  {
+    name: "webhook-ca-validity",
+    env: "DPO_WEBHOOK_CA_VALIDITY",
+    description: "Lifetime of the webhook CA, seconds; renewed with a third left.",
+    default: String(10 * 365 * 24 * 3600),
+  },
+  {
     name: "log-level",
     env: "DPO_LOG_LEVEL",
     description: "trace, debug, info, warn or error.",
@@ -155,9 +201,18 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
     },
   });
 
+  const webhookAddr = parseListenAddress("webhook-addr", v["webhook-addr"] ?? "0");
+  let webhook: RunningWebhook | undefined;
   const probes: ProbeHandlers = {
     healthy: () => ({ ok: true, detail: "ok" }),
-    ready: () => ({ ok: operator.ready(), detail: operator.ready() ? "caches synced" : "caches syncing" }),
+    // With the conversion webhook on, ready means serving it: the Service must send conversions to a
+    // replica whose caches are still syncing, because listing objects stored as v1alpha1 needs them.
+    ready: () => {
+      const caches = operator.ready() ? "caches synced" : "caches syncing";
+      if (!webhook) return { ok: operator.ready(), detail: caches };
+      if (!webhook.ready()) return { ok: false, detail: `conversion webhook: ${webhook.problem()}` };
+      return { ok: true, detail: `conversion webhook serving; ${caches}` };
+    },
     metrics: () => operator.metrics.render(),
   };
   const listeners: ListeningEndpoint[] = [];
@@ -171,6 +226,7 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
       }, 10_000);
       force.unref();
       await operator.stop();
+      await webhook?.stop();
       await Promise.all(listeners.map((l) => l.close()));
       clearTimeout(force);
       finish(exitCode);
@@ -184,12 +240,36 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
     // The process metrics only when someone can scrape them: their observers cost CPU and memory.
     if (metricsAddr) collectProcessMetrics(operator.metrics.registry);
     listeners.push(...(await listenEndpoints(metricsAddr, healthAddr, probes)));
+    if (webhookAddr) {
+      const service = v["webhook-service"]!;
+      webhook = await startConversionWebhook({
+        kubeConfig,
+        address: webhookAddr,
+        namespace,
+        secretName: v["webhook-secret"]!,
+        certDir: v["webhook-cert-dir"] || undefined,
+        hosts: [
+          `${service}.${namespace}.svc`,
+          `${service}.${namespace}.svc.cluster.local`,
+          ...(v["webhook-hosts"] ?? "")
+            .split(",")
+            .map((h) => h.trim())
+            .filter(Boolean),
+        ],
+        caValidityMs: positiveNumber("webhook-ca-validity", v["webhook-ca-validity"]) * 1000,
+        certValidityMs: positiveNumber("webhook-cert-validity", v["webhook-cert-validity"]) * 1000,
+        canWrite: () => v["leader-elect"] !== "true" || operator.isLeader(),
+        logger: logger.child({ component: "webhook" }),
+        metrics: operator.metrics,
+      });
+    }
     logger.info(
       {
         namespace,
         identity,
         leaderElection: v["leader-elect"],
         ports: listeners.map((l) => l.port),
+        ...(webhook ? { webhookPort: webhook.port } : {}),
         ...buildInfo(),
       },
       "operator starting",

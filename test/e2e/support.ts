@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { installDpo as installDpoWith } from "../../tools/cluster/install-dpo.js";
+import { installDpo as installDpoWith, type InstallOptions } from "../../tools/cluster/install-dpo.js";
 import { issuedToken } from "../../tools/cluster/kubeconfig.js";
 import { kubeConfigFromInjected, kubeConfigWithToken, kubectl, waitFor } from "../cluster/helpers.js";
 
@@ -15,9 +15,10 @@ export const repo = join(import.meta.dirname, "..", "..");
 export const dpoEntrypoint = join(repo, "dist", "dpo.js");
 
 /** Applies config/default as a user would, minus the operator Deployment (the tests run it as a process). */
-export async function installDpo(): Promise<void> {
+export async function installDpo(options: InstallOptions = {}): Promise<void> {
   await installDpoWith(
     async (args, input) => (await kubectl(args, input === undefined ? {} : { input })).stdout,
+    options,
   );
 }
 
@@ -39,6 +40,8 @@ export interface OperatorProcess {
   child: ChildProcess;
   logs: string[];
   metricsPort: number;
+  /** The conversion webhook's port, when started with --webhook-addr. */
+  webhookPort: number | undefined;
   metric(name: string): Promise<number>;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
@@ -66,7 +69,12 @@ export async function startOperator(
       "dpo:e2e",
       ...args,
     ],
-    { env: { ...process.env, DPO_LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"] },
+    // No conversion webhook unless a test asks for one (--webhook-addr): most need none, and two replicas
+    // would compete for one port.
+    {
+      env: { ...process.env, DPO_LOG_LEVEL: "info", DPO_WEBHOOK_ADDR: "0", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
   );
   const logs: string[] = [];
   child.stdout.setEncoding("utf8").on("data", (d: string) => logs.push(d));
@@ -80,8 +88,10 @@ export async function startOperator(
         throw new Error(`operator exited with ${child.exitCode}: ${logs.join("")}`);
       for (const line of logs.join("").split("\n")) {
         if (!line.startsWith("{")) continue;
-        const event = JSON.parse(line) as { msg?: string; ports?: number[] };
-        if (event.msg === "operator starting" && event.ports?.[0]) return event.ports[0];
+        const event = JSON.parse(line) as { msg?: string; ports?: number[]; webhookPort?: number };
+        if (event.msg === "operator starting" && event.ports?.[0]) {
+          return { metricsPort: event.ports[0], webhookPort: event.webhookPort };
+        }
       }
       return undefined;
     },
@@ -90,9 +100,10 @@ export async function startOperator(
   return {
     child,
     logs,
-    metricsPort: started,
+    metricsPort: started.metricsPort,
+    webhookPort: started.webhookPort,
     async metric(name: string): Promise<number> {
-      const text = await (await fetch(`http://127.0.0.1:${started}/metrics`)).text();
+      const text = await (await fetch(`http://127.0.0.1:${started.metricsPort}/metrics`)).text();
       let sum = 0;
       for (const line of text.split("\n")) {
         if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.split(" ").pop());

@@ -4,7 +4,9 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse, stringify } from "yaml";
+import { toV1beta1, type AlphaObject } from "../../src/api/conversion/convert.js";
 import { validateDevicePluginConfig } from "../../src/api/validate.js";
+import { serveConversionFromTest, type TestConversionWebhook } from "../cluster/conversion-webhook.js";
 import {
   kubeConfigFromInjected,
   kubectl,
@@ -18,18 +20,23 @@ const repoRoot = join(import.meta.dirname, "..", "..");
 const crdDir = join(repoRoot, "config", "crd", "bases");
 const invalidDir = join(repoRoot, "test", "fixtures", "invalid");
 const validDir = join(repoRoot, "test", "fixtures", "valid");
+const validAlphaDir = join(repoRoot, "test", "fixtures", "valid-v1alpha1");
 /**
- * The CRD serves v1beta1 only until the v1alpha1 version and its conversion webhook land (issue 7); the
- * v1alpha1 fixtures are checked offline by test/unit/validate.test.ts meanwhile. When the CRD serves
- * v1alpha1, add it here and every invalid fixture is applied.
+ * Both versions are served. One v1alpha1 fixture is for `dpo validate` only: a conversion annotation that
+ * contradicts the v1alpha1 fields is what every edit through v1alpha1 leaves behind (the annotation was
+ * written by the last down-conversion), so the webhook skips the contradicted fields with a warning
+ * instead of refusing the edit; `dpo validate` flags it so a repository can be cleaned up.
  */
-const SERVED_API_VERSIONS = ["dpo.dev/v1beta1"];
+const SERVED_API_VERSIONS = ["dpo.dev/v1beta1", "dpo.dev/v1alpha1"];
+const OFFLINE_ONLY = new Set(["v1alpha1-annotation-stale.yaml"]);
 const invalidFiles = readdirSync(invalidDir)
   .filter((f) => f.endsWith(".yaml"))
+  .filter((f) => !OFFLINE_ONLY.has(f))
   .filter((f) =>
     SERVED_API_VERSIONS.includes((parse(readFileSync(join(invalidDir, f), "utf8")) as Manifest).apiVersion),
   );
 const validFiles = readdirSync(validDir).filter((f) => f.endsWith(".yaml"));
+const validAlphaFiles = readdirSync(validAlphaDir).filter((f) => f.endsWith(".yaml"));
 const FIELD_MANAGER = "dpo-crd-admission-test";
 
 const kubeconfig = kubeConfigFromInjected();
@@ -45,6 +52,7 @@ interface Manifest {
 
 /** Every object this file creates, deleted at the end so a reused cluster stays clean. */
 const createdConfigs = new Set<string>();
+let webhook: TestConversionWebhook | undefined;
 const namespace = uniqueName("it-crd");
 
 /** A fixture under a fresh name: names are cluster-wide for DevicePluginConfig, and clusters may be reused. */
@@ -85,6 +93,8 @@ beforeAll(async () => {
   const crdFiles = readdirSync(crdDir).filter((f) => f.endsWith(".yaml"));
   expect(crdFiles).toHaveLength(2);
   await installCrds(FIELD_MANAGER);
+  // v1alpha1 objects are stored as v1beta1: creating one goes through the conversion webhook.
+  webhook = await serveConversionFromTest();
   // Established comes before the endpoint serves; a dry run proves requests reach the new schema.
   const probe = fixture(validDir, "mock-basic.yaml");
   await waitFor("DevicePluginConfig endpoint serving", async (observe) => {
@@ -99,12 +109,15 @@ afterAll(async () => {
   if (createdConfigs.size > 0) {
     await kubectl(["delete", "devicepluginconfigs.dpo.dev", "--ignore-not-found", ...createdConfigs]);
   }
+  await webhook?.stop();
   await core.deleteNamespace({ name: namespace }).catch(() => undefined);
 });
 
 describe("invalid manifests are refused by the API server with the field path dpo validate names", () => {
-  it("has a corpus to apply", () => {
+  it("has a corpus to apply, in both versions", () => {
     expect(invalidFiles.length).toBeGreaterThanOrEqual(20);
+    const alpha = invalidFiles.filter((f) => fixture(invalidDir, f).apiVersion === "dpo.dev/v1alpha1");
+    expect(alpha.length).toBeGreaterThanOrEqual(10);
   });
 
   it.each(invalidFiles)("server-side apply refuses %s", async (file) => {
@@ -140,6 +153,32 @@ describe("valid manifests", () => {
       topology: { allocationPolicy: expect.any(String) as string },
     });
   });
+
+  it.each(validAlphaFiles)(
+    "v1alpha1 %s is accepted, stored as v1beta1 with zod's defaults, and reads back unchanged",
+    async (file) => {
+      const manifest = fixture(validAlphaDir, file);
+      const result = await serverSideApply(manifest);
+      expect(result.exitCode, result.stderr).toBe(0);
+      createdConfigs.add(manifest.metadata.name);
+
+      const converted = toV1beta1(manifest as unknown as AlphaObject);
+      if (!converted.ok) throw new Error(converted.error);
+      const parsed = validateDevicePluginConfig(converted.value);
+      if (!parsed.ok)
+        throw new Error(`${file} converts to an invalid object: ${JSON.stringify(parsed.errors)}`);
+      expect((await readConfig(manifest.metadata.name)).spec).toEqual(parsed.value.spec);
+      // Read in its own version, what the user wrote is there as written (defaults may add to it).
+      const { stdout } = await kubectl([
+        "get",
+        "devicepluginconfigs.v1alpha1.dpo.dev",
+        manifest.metadata.name,
+        "-o",
+        "json",
+      ]);
+      expect((JSON.parse(stdout) as Manifest).spec).toMatchObject(manifest.spec);
+    },
+  );
 
   it("defaults an omitted topology to allocationPolicy None", async () => {
     const manifest = fixture(validDir, "mock-basic.yaml");

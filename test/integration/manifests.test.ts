@@ -12,6 +12,8 @@ import type {
   V1Namespace,
   V1PolicyRule,
   V1Role,
+  V1Secret,
+  V1Service,
   V1ServiceAccount,
 } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -130,7 +132,9 @@ describe("config/default", () => {
         "Role/dpo-plugin",
         "RoleBinding/dpo-operator",
         "RoleBinding/dpo-plugin",
+        "Secret/dpo-webhook-cert",
         "Service/dpo-operator-metrics",
+        "Service/dpo-webhook",
         "ServiceAccount/dpo-operator",
         "ServiceAccount/dpo-plugin",
       ].sort(),
@@ -197,6 +201,39 @@ describe("config/default", () => {
     expect(container.args).toEqual(expect.arrayContaining(["--metrics-addr=:8080", "--health-addr=:8081"]));
     expect(container.livenessProbe?.httpGet).toMatchObject({ path: "/healthz", port: "health" });
     expect(container.readinessProbe?.httpGet).toMatchObject({ path: "/readyz", port: "health" });
+  });
+
+  it("routes the CRD's conversion webhook to the operator's webhook port, with the certificate Secret it keeps", () => {
+    const crd = objects.find(
+      (o) => o.kind === "CustomResourceDefinition" && o.metadata.name === "devicepluginconfigs.dpo.dev",
+    ) as unknown as {
+      spec: {
+        conversion: { webhook: { clientConfig: { service: Record<string, unknown>; caBundle?: string } } };
+      };
+    };
+    const clientConfig = crd.spec.conversion.webhook.clientConfig;
+    expect(clientConfig.service).toEqual({
+      namespace: OPERATOR_NAMESPACE,
+      name: "dpo-webhook",
+      path: "/convert",
+      port: 443,
+    });
+    // The operator writes the caBundle; a GitOps tool applying these files must not own (and reset) it.
+    expect(clientConfig.caBundle).toBeUndefined();
+    const service = find<V1Service>(objects, "Service", "dpo-webhook");
+    expect(service.spec?.ports).toEqual([
+      { name: "webhook", port: 443, targetPort: "webhook", protocol: "TCP" },
+    ]);
+    const deployment = operatorDeployment(objects);
+    expect(service.spec?.selector).toEqual(deployment.spec?.selector?.matchLabels);
+    const container = managerContainer(deployment);
+    expect(container.ports).toEqual(
+      expect.arrayContaining([expect.objectContaining({ name: "webhook", containerPort: 9443 })]),
+    );
+    expect(container.args).toContain("--webhook-addr=:9443");
+    const secret = find<V1Secret>(objects, "Secret", "dpo-webhook-cert");
+    expect(secret.type).toBe("Opaque");
+    expect(secret.data).toBeUndefined();
   });
 
   it("is accepted by the API server as a whole (server-side apply, dry run)", async () => {
@@ -290,12 +327,20 @@ describe("config/rbac rules", () => {
     }
   });
 
-  it("never touches secrets, RBAC, tokens, or pods beyond reading them", () => {
+  it("never touches secrets (but the webhook's own, by name), RBAC, tokens, or pods beyond reading them", () => {
     expect(rules.length).toBeGreaterThan(0);
     for (const { owner, rule } of rules) {
       const where = `${owner}: ${JSON.stringify(rule)}`;
       expect(rule.apiGroups ?? [], where).not.toContain("rbac.authorization.k8s.io");
-      expect(rule.resources ?? [], where).not.toContain("secrets");
+      if ((rule.resources ?? []).includes("secrets")) {
+        // The conversion webhook's certificates: one Secret, named, read and rewritten, never created or listed.
+        expect({ owner, resources: rule.resources, names: rule.resourceNames, verbs: rule.verbs }).toEqual({
+          owner: "Role/dpo-operator",
+          resources: ["secrets"],
+          names: ["dpo-webhook-cert"],
+          verbs: ["get", "update"],
+        });
+      }
       for (const verb of ["bind", "impersonate", "escalate"]) expect(rule.verbs, where).not.toContain(verb);
       for (const resource of rule.resources ?? []) {
         expect(resource, where).not.toMatch(/^(pods\/.+|serviceaccounts\/token)$/);
@@ -401,6 +446,16 @@ describe("config/rbac applied for real: what each ServiceAccount can do", () => 
     ["delete a config", ["delete", "devicepluginconfigs.dpo.dev"], false],
     ["get secrets in its namespace", ["get", "secrets", "-n", "@ns"], false],
     ["list secrets anywhere", ["list", "secrets", "--all-namespaces"], false],
+    ["read its webhook Secret", ["get", "secrets/dpo-webhook-cert", "-n", "@ns"], true],
+    ["rewrite its webhook Secret", ["update", "secrets/dpo-webhook-cert", "-n", "@ns"], true],
+    ["read another Secret", ["get", "secrets/other", "-n", "@ns"], false],
+    ["create Secrets", ["create", "secrets", "-n", "@ns"], false],
+    ["delete its webhook Secret", ["delete", "secrets/dpo-webhook-cert", "-n", "@ns"], false],
+    [
+      "read the webhook Secret's namesake elsewhere",
+      ["get", "secrets/dpo-webhook-cert", "-n", "default"],
+      false,
+    ],
     ["create ClusterRoles", ["create", "clusterroles.rbac.authorization.k8s.io"], false],
     ["create RoleBindings", ["create", "rolebindings.rbac.authorization.k8s.io", "-n", "@ns"], false],
     ["exec into pods", ["create", "pods", "--subresource=exec", "-n", "@ns"], false],

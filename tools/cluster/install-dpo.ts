@@ -8,11 +8,29 @@ export type KubectlRunner = (args: string[], input?: string) => Promise<string>;
 
 const repo = join(import.meta.dirname, "..", "..");
 
-export async function installDpo(kubectl: KubectlRunner): Promise<void> {
+export interface InstallOptions {
+  /**
+   * Where the API server calls the conversion webhook, for an operator running on this machine (the
+   * local API server cannot reach the dpo-webhook Service): e.g. `https://127.0.0.1:9443/convert`.
+   */
+  conversionUrl?: string;
+}
+
+interface RenderedObject {
+  kind: string;
+  metadata?: { name?: string };
+  spec?: { conversion?: { webhook?: { clientConfig?: unknown } } };
+}
+
+export async function installDpo(kubectl: KubectlRunner, options: InstallOptions = {}): Promise<void> {
   const rendered = await kubectl(["kustomize", join(repo, "config", "default")]);
   const docs = parseAllDocuments(rendered)
-    .map((d) => d.toJS() as { kind?: string } | null)
-    .filter((d): d is { kind: string } => !!d && d.kind !== "Deployment");
+    .map((d) => d.toJS() as RenderedObject | null)
+    .filter((d): d is RenderedObject => !!d && d.kind !== "Deployment");
+  for (const doc of docs) {
+    const webhook = doc.kind === "CustomResourceDefinition" ? doc.spec?.conversion?.webhook : undefined;
+    if (webhook && options.conversionUrl) webhook.clientConfig = { url: options.conversionUrl };
+  }
   await kubectl(
     ["apply", "--server-side", "--force-conflicts", "--field-manager=dpo-install", "-f", "-"],
     docs.map((d) => JSON.stringify(d)).join("\n---\n"),

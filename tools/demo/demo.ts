@@ -4,6 +4,7 @@
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 
@@ -18,6 +19,15 @@ const repo = join(import.meta.dirname, "..", "..");
 const once = process.argv.includes("--once") || process.env["DEMO_ONCE"] === "1";
 const SAMPLES = ["mock-basic.yaml", "mock-time-slicing.yaml"];
 const HEALTH_FILE = "/run/dpo/health.json";
+
+/** A port nothing listens on right now, for the operator's conversion webhook. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
 
 function banner(text: string): void {
   process.stdout.write(`\n\x1b[1m== ${text}\x1b[0m\n`);
@@ -72,7 +82,9 @@ async function main(): Promise<number> {
     };
 
     banner("installing the CRDs, namespace and least-privilege RBAC from config/default");
-    await installDpo(kubectl);
+    // The operator runs on this machine: the API server calls its conversion webhook on 127.0.0.1.
+    const webhookPort = await freePort();
+    await installDpo(kubectl, { conversionUrl: `https://127.0.0.1:${webhookPort}/convert` });
 
     const kc = new KubeConfig();
     kc.loadFromFile(kubeconfig);
@@ -104,6 +116,10 @@ async function main(): Promise<number> {
         "0",
         "--plugin-image",
         "dpo:demo",
+        "--webhook-addr",
+        `127.0.0.1:${webhookPort}`,
+        "--webhook-hosts",
+        "127.0.0.1",
       ],
       {
         stdio: ["ignore", openSync(operatorLog, "a"), "inherit"],
