@@ -349,8 +349,9 @@ describe("config/rbac rules", () => {
     }
   });
 
-  it("gives the operator no write to any DevicePluginConfig but its status", () => {
-    const writes = new Set(["create", "update", "patch", "delete", "deletecollection"]);
+  it("gives the operator no write to any DevicePluginConfig but its status and the migration's patch", () => {
+    // patch stays: the storage-version migration sends an empty patch, which RBAC cannot tell apart.
+    const writes = new Set(["create", "update", "delete", "deletecollection"]);
     const onConfigs = rules.filter(({ rule }) => (rule.resources ?? []).includes("devicepluginconfigs"));
     // The operator reads its configs, so some rule names them; without one the loop would check nothing.
     expect(onConfigs.length).toBeGreaterThan(0);
@@ -361,7 +362,22 @@ describe("config/rbac rules", () => {
       ).toEqual([]);
     }
   });
+
+  it("lets the operator read and patch its own CRD only, by name, and nothing else on CRDs", () => {
+    const onCrds = rules.filter(({ rule }) =>
+      (rule.resources ?? []).some((r) => r.startsWith("customresourcedefinitions")),
+    );
+    expect(onCrds.length).toBeGreaterThan(0);
+    for (const { owner, rule } of onCrds) {
+      const where = `${owner}: ${JSON.stringify(rule)}`;
+      expect(rule.apiGroups, where).toEqual(["apiextensions.k8s.io"]);
+      expect(rule.resourceNames, where).toEqual(["devicepluginconfigs.dpo.dev"]);
+      expect(["get", "patch"], where).toEqual(expect.arrayContaining(rule.verbs));
+    }
+  });
 });
+
+const CRD = "customresourcedefinitions.apiextensions.k8s.io";
 
 /** `kubectl auth can-i` as a ServiceAccount, with the groups a real token of it carries. */
 async function canI(namespace: string, account: string, args: string[]): Promise<boolean> {
@@ -442,7 +458,25 @@ describe("config/rbac applied for real: what each ServiceAccount can do", () => 
     ["bump the count of its Events", ["patch", "events", "-n", "default"], true],
     ["delete Events", ["delete", "events", "-n", "default"], false],
     ["update a config's spec", ["update", "devicepluginconfigs.dpo.dev"], false],
-    ["patch a config's spec", ["patch", "devicepluginconfigs.dpo.dev"], false],
+    // The storage-version migration's empty patch; RBAC cannot restrict a patch to `{}`.
+    ["patch a config (storage migration)", ["patch", "devicepluginconfigs.dpo.dev"], true],
+    ["get its CRD", ["get", `${CRD}/devicepluginconfigs.dpo.dev`], true],
+    ["record migration progress on its CRD", ["patch", `${CRD}/devicepluginconfigs.dpo.dev`], true],
+    [
+      "trim its CRD's storedVersions",
+      ["patch", `${CRD}/devicepluginconfigs.dpo.dev`, "--subresource=status"],
+      true,
+    ],
+    ["update its CRD", ["update", `${CRD}/devicepluginconfigs.dpo.dev`], false],
+    ["delete its CRD", ["delete", `${CRD}/devicepluginconfigs.dpo.dev`], false],
+    ["patch another CRD", ["patch", `${CRD}/devicenodestates.dpo.dev`], false],
+    [
+      "patch another CRD's status",
+      ["patch", `${CRD}/devicenodestates.dpo.dev`, "--subresource=status"],
+      false,
+    ],
+    ["list CRDs", ["list", CRD], false],
+    ["create CRDs", ["create", CRD], false],
     ["delete a config", ["delete", "devicepluginconfigs.dpo.dev"], false],
     ["get secrets in its namespace", ["get", "secrets", "-n", "@ns"], false],
     ["list secrets anywhere", ["list", "secrets", "--all-namespaces"], false],
