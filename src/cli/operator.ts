@@ -90,6 +90,14 @@ export const OPERATOR_FLAGS: readonly FlagSpec[] = [
     default: "500",
   },
   {
+    name: "storage-migration",
+    env: "DPO_STORAGE_MIGRATION",
+    description:
+      "On the leader, rewrite configs stored in an older API version and trim the CRD's storedVersions (false where kube-storage-version-migrator does it).",
+    default: "true",
+    choices: ["true", "false"],
+  },
+  {
     name: "webhook-addr",
     env: "DPO_WEBHOOK_ADDR",
     description: "HOST:PORT serving the conversion webhook over HTTPS (POST /convert); 0 disables.",
@@ -194,6 +202,7 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
     },
     concurrency: Math.floor(positiveNumber("concurrency", v["concurrency"])),
     statusWriteIntervalMs: positiveNumber("status-write-interval", v["status-write-interval"]),
+    storageMigration: v["storage-migration"] === "true",
     logger,
     onLeadershipLost: () => {
       exitCode = 1;

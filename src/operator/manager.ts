@@ -37,6 +37,8 @@ import { nodeChangeMatters, ownerConfigName } from "./controllers/mapping.js";
 import { slimNodeForCache } from "./controllers/cache-transforms.js";
 import { nodeMatchesSelector } from "./status/selection.js";
 import { OperatorMetrics } from "./metrics.js";
+import { StorageMigrationRunner } from "./migration/runner.js";
+import { DEVICE_PLUGIN_CONFIG_CRD_NAME } from "../api/crd.js";
 
 export interface LeaderElectionOptions {
   enabled: boolean;
@@ -57,6 +59,11 @@ export interface OperatorOptions {
   statusWriteIntervalMs?: number;
   /** Called when leadership is lost; the process should exit so a restart rejoins cleanly. */
   onLeadershipLost: () => void;
+  /**
+   * Rewrite configs stored in an older API version and trim the CRD's storedVersions (on the leader).
+   * Off for clusters where kube-storage-version-migrator does it. Default on.
+   */
+  storageMigration?: boolean;
 }
 
 /** The stored spec's nodeSelector, read without validating the whole spec (this runs per node event). */
@@ -86,6 +93,8 @@ export class Operator {
   private workers: Promise<void> | undefined;
   private elector: LeaderElector | undefined;
   private electorRun: Promise<void> | undefined;
+  private readonly events: EventRecorder;
+  private migration: Promise<void> | undefined;
 
   constructor(private readonly opts: OperatorOptions) {
     const { kubeConfig: kc, logger } = opts;
@@ -156,11 +165,11 @@ export class Operator {
             ? {}
             : { body: { apiVersion: "v1", kind: "DeleteOptions", preconditions } }),
         }).then(() => undefined),
-      events: new EventRecorder(kc, {
+      events: (this.events = new EventRecorder(kc, {
         component: MANAGED_BY,
         instance: opts.leaderElection.identity,
         logger,
-      }),
+      })),
       render: opts.render,
       logger,
       metrics: this.metrics,
@@ -218,6 +227,7 @@ export class Operator {
     await this.queue.shutDown();
     await this.workers;
     this.stopController.abort();
+    await this.migration;
     await this.electorRun?.catch(() => undefined);
     await Promise.all(
       [this.configs, this.nodes, this.pods, this.daemonSets, this.configMaps, this.reports].map((i) =>
@@ -232,6 +242,14 @@ export class Operator {
     this.leading = true;
     this.metrics.leader.set({}, 1);
     this.opts.logger.info({ concurrency: this.opts.concurrency }, "started leading; reconciling");
+    if (this.opts.storageMigration !== false) {
+      this.migration = new StorageMigrationRunner({
+        kubeConfig: this.opts.kubeConfig,
+        crdName: DEVICE_PLUGIN_CONFIG_CRD_NAME,
+        logger: this.opts.logger.child({ component: "storage-migration" }),
+        events: this.events,
+      }).run(this.stopController.signal);
+    }
     for (const key of this.configs.keys()) this.queue.add(key);
     this.workers = runWorkers(
       this.queue,

@@ -109,7 +109,10 @@ function convertOne(obj: unknown, index: number, desired: SupportedApiVersion, w
     const what = restored.errors.map((e) => `restores an invalid ${e.path}: ${e.message}`).join("; ");
     throw new ReviewError(`${label}: ${LOST_FIELDS_PATH}: ${what}`, "Invalid");
   }
-  return converted.value;
+  // With v1beta1's defaults, as the API server fills them in for objects stored as v1beta1: a v1beta1
+  // reader sees the same spec whichever version an object is stored in, and rewriting an object stored as
+  // v1alpha1 in v1beta1 (the storage migration) changes no field, so its generation stays.
+  return { ...converted.value, spec: restored.value.spec };
 }
 
 function failure(uid: string, err: ReviewError): ConversionReviewResponse {

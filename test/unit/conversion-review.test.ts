@@ -2,6 +2,7 @@
 // object and field for every kind of broken request.
 import { describe, expect, it } from "vitest";
 import { LOST_FIELDS_ANNOTATION } from "../../src/api/conversion/convert.js";
+import { validateDevicePluginConfig } from "../../src/api/validate.js";
 import { reviewConversion } from "../../src/webhook/conversion.js";
 
 const ALPHA = "dpo.dev/v1alpha1";
@@ -40,6 +41,18 @@ function betaObject(name = "gpu", spec: Record<string, unknown> = {}): Record<st
   };
 }
 
+/** A v1beta1 spec as the API server stores it: zod's defaults are the CRD's (test/unit/crd.test.ts). */
+function withDefaults(spec: Record<string, unknown>): unknown {
+  const parsed = validateDevicePluginConfig({
+    apiVersion: BETA,
+    kind: "DevicePluginConfig",
+    metadata: { name: "x" },
+    spec,
+  });
+  if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
+  return parsed.value.spec;
+}
+
 function review(desiredAPIVersion: unknown, objects: unknown, uid: unknown = "req-1"): string {
   return JSON.stringify({
     apiVersion: "apiextensions.k8s.io/v1",
@@ -67,21 +80,31 @@ describe("reviewConversion: successful conversions", () => {
         apiVersion: BETA,
         kind: "DevicePluginConfig",
         metadata: { name: "gpu", uid: "u-1", resourceVersion: "7", generation: 2, labels: { team: "a" } },
-        spec: {
+        // v1beta1's defaults filled in, as the API server does for objects stored as v1beta1.
+        spec: withDefaults({
           resourceName: "example.com/gpu",
           backend: { type: "Mock", mock: { devices: 4 } },
           sharing: { strategy: "TimeSlicing", replicas: 3 },
           topology: { allocationPolicy: "Spread" },
-        },
+        }),
         status: { observedGeneration: 2 },
       },
     ]);
   });
 
   it("keeps the v1beta1-only fields in the annotation on the way down and restores them on the way up", () => {
-    const original = betaObject();
-    const [down] = converted(review(ALPHA, [original])) as Record<string, Record<string, unknown>>[];
-    expect(down?.spec).toEqual({
+    // As the API server holds it: with v1beta1's defaults.
+    const [original] = converted(review(BETA, [alphaObject()])) as Record<string, unknown>[];
+    const withBetaOnly = {
+      ...original,
+      spec: {
+        ...(original?.spec as object),
+        sharing: { strategy: "TimeSlicing", replicas: 3, failRequestsGreaterThanOne: true },
+        cdi: { enabled: true },
+      },
+    };
+    const [down] = converted(review(ALPHA, [withBetaOnly])) as Record<string, Record<string, unknown>>[];
+    expect(down?.spec).toMatchObject({
       resourceName: "example.com/gpu",
       backend: "Mock",
       mock: { devices: 4 },
@@ -90,10 +113,14 @@ describe("reviewConversion: successful conversions", () => {
     });
     expect(
       JSON.parse((down?.metadata?.annotations as Record<string, string>)[LOST_FIELDS_ANNOTATION]!),
-    ).toEqual({
-      spec: { cdi: { enabled: true }, sharing: { failRequestsGreaterThanOne: true } },
+    ).toMatchObject({
+      spec: {
+        cdi: { enabled: true },
+        sharing: { failRequestsGreaterThanOne: true },
+        plugin: { priorityClassName: "system-node-critical" },
+      },
     });
-    expect(converted(review(BETA, [down]))).toEqual([original]);
+    expect(converted(review(BETA, [down]))).toEqual([withBetaOnly]);
   });
 
   it("converts every object of a list in order, and keeps one already in the desired version as it is", () => {
@@ -120,8 +147,12 @@ describe("reviewConversion: successful conversions", () => {
     };
     const outcome = reviewConversion(review(BETA, [alpha]));
     const [beta] = outcome.review.response.convertedObjects as { spec: Record<string, unknown> }[];
-    expect(beta?.spec.sharing).toEqual({ strategy: "TimeSlicing", replicas: 3 });
-    expect(beta?.spec.cdi).toEqual({ enabled: true });
+    expect(beta?.spec.sharing).toEqual({
+      strategy: "TimeSlicing",
+      replicas: 3,
+      failRequestsGreaterThanOne: false,
+    });
+    expect(beta?.spec.cdi).toMatchObject({ enabled: true });
     expect(outcome.warnings).toEqual([
       `DevicePluginConfig stale: annotation ${LOST_FIELDS_ANNOTATION}: ignored spec.sharing.replicas (it contradicts the v1alpha1 fields)`,
     ]);

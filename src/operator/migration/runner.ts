@@ -1,0 +1,135 @@
+// Runs the storage-version migration of the DevicePluginConfig CRD on the leader: when the CRD lists
+// more stored versions than its storage version, once that storage version is in effect, and again
+// after every CRD change (checked every few minutes). See storage-migration.ts for the migration itself.
+import type { KubeConfig } from "@kubernetes/client-node";
+import { createHash } from "node:crypto";
+import type { Logger } from "pino";
+import type { EventRecorder } from "../../kube/events.js";
+import { kubeRequest } from "../../kube/request.js";
+import { migrateStorage, planMigration, type CrdView, type MigrationOutcome } from "./storage-migration.js";
+
+/**
+ * The API server's storage version hash (k8s.io/apiserver discovery.StorageVersionHash): the first 8 bytes
+ * of SHA-256 over `group/version/kind`, base64. Discovery shows it for each resource once the API server
+ * stores that resource in that version.
+ */
+export function storageVersionHash(group: string, version: string, kind: string): string {
+  return createHash("sha256")
+    .update(`${group}/${version}/${kind}`)
+    .digest()
+    .subarray(0, 8)
+    .toString("base64");
+}
+
+interface CrdObject extends CrdView {
+  spec: CrdView["spec"] & { names: { plural: string; kind: string } };
+}
+
+interface ApiResourceList {
+  resources?: { name: string; storageVersionHash?: string }[];
+}
+
+export interface StorageMigrationRunnerOptions {
+  kubeConfig: KubeConfig;
+  crdName: string;
+  logger: Logger;
+  events?: Pick<EventRecorder, "record">;
+  /** The CRD must have been unchanged this long before a migration starts. */
+  settleMs?: number;
+  /** Time between checks when nothing needs doing. */
+  recheckMs?: number;
+  /** Time before trying again after a failed or refused migration. */
+  retryMs?: number;
+}
+
+export class StorageMigrationRunner {
+  private lastOutcome: MigrationOutcome | undefined;
+
+  constructor(private readonly opts: StorageMigrationRunnerOptions) {}
+
+  /** The outcome of the last migration run, if any. */
+  outcome(): MigrationOutcome | undefined {
+    return this.lastOutcome;
+  }
+
+  /** Checks and migrates until the signal aborts (leadership ends or the operator stops). */
+  async run(signal: AbortSignal): Promise<void> {
+    const settleMs = this.opts.settleMs ?? 10_000;
+    const recheckMs = this.opts.recheckMs ?? 5 * 60_000;
+    const retryMs = this.opts.retryMs ?? 60_000;
+    const log = this.opts.logger;
+    let seen: { resourceVersion: string | undefined; since: number } | undefined;
+    while (!signal.aborted) {
+      let delay = recheckMs;
+      try {
+        const crd = await kubeRequest<CrdObject>(this.opts.kubeConfig, {
+          method: "GET",
+          path: `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${this.opts.crdName}`,
+          signal,
+        });
+        const plan = planMigration(crd);
+        const now = Date.now();
+        if (!plan.needed) {
+          seen = undefined;
+        } else if (seen === undefined || seen.resourceVersion !== crd.metadata.resourceVersion) {
+          // A CRD that just changed may not be in effect in the API server yet: rewriting now could
+          // re-encode objects in the old storage version and then trim storedVersions over them.
+          seen = { resourceVersion: crd.metadata.resourceVersion, since: now };
+          log.info(
+            {
+              crd: this.opts.crdName,
+              storedVersions: plan.storedVersions,
+              storageVersion: plan.storageVersion,
+            },
+            "storage migration needed; waiting for the CRD to settle",
+          );
+          delay = settleMs;
+        } else if (now - seen.since < settleMs) {
+          delay = settleMs - (now - seen.since);
+        } else if (!(await this.storageInEffect(crd, plan.storageVersion, signal))) {
+          log.info(
+            { crd: this.opts.crdName },
+            "storage migration waits for discovery to show the new storage version",
+          );
+          delay = 2_000;
+        } else {
+          const outcome = await migrateStorage({
+            kubeConfig: this.opts.kubeConfig,
+            crdName: this.opts.crdName,
+            logger: log,
+            events: this.opts.events,
+            signal,
+          });
+          this.lastOutcome = outcome;
+          if (outcome.state === "Aborted") return;
+          if (outcome.state === "Failed" || outcome.state === "StoredVersionsChanged") delay = retryMs;
+          else seen = undefined;
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        log.error({ crd: this.opts.crdName, err: (err as Error).message }, "storage migration check failed");
+        delay = retryMs;
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, delay);
+        signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+      });
+    }
+  }
+
+  /** Discovery shows the storage version hash of `storageVersion`: the API server stores in it. */
+  private async storageInEffect(
+    crd: CrdObject,
+    storageVersion: string,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    const { group, names } = crd.spec;
+    const list = await kubeRequest<ApiResourceList>(this.opts.kubeConfig, {
+      method: "GET",
+      path: `/apis/${group}/${storageVersion}`,
+      signal,
+    });
+    const resource = list.resources?.find((r) => r.name === names.plural);
+    return resource?.storageVersionHash === storageVersionHash(group, storageVersion, names.kind);
+  }
+}
