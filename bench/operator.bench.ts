@@ -22,6 +22,7 @@ import {
   type ClusterHandle,
 } from "../tools/cluster/cluster.js";
 import { goArchitecture, renderSimulatedNode } from "../tools/cluster/nodes.js";
+import { kubeRequest } from "../src/kube/request.js";
 import { startTcpRelay } from "../tools/cluster/tcp-relay.js";
 import { waitFor } from "../tools/cluster/wait.js";
 
@@ -149,6 +150,21 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     ]);
     await kubectl(["create", "namespace", "dpo-system"]);
     await kubectl(["create", "serviceaccount", "dpo-plugin", "-n", "dpo-system"]);
+    // The conversion webhook on, as the Deployment runs it; the API server calls it on 127.0.0.1.
+    const webhookPort = await freePort();
+    await kubectl([
+      "patch",
+      "crd/devicepluginconfigs.dpo.dev",
+      "--type=json",
+      "-p",
+      JSON.stringify([
+        {
+          op: "replace",
+          path: "/spec/conversion/webhook/clientConfig",
+          value: { url: `https://127.0.0.1:${webhookPort}/convert` },
+        },
+      ]),
+    ]);
 
     // The operator reaches the API server through a relay that counts its connections, and runs with
     // leader election on, as the Deployment runs it: Lease renewals are its steady traffic.
@@ -173,6 +189,8 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
         "127.0.0.1:0",
         "--health-addr",
         "0",
+        `--webhook-addr=127.0.0.1:${webhookPort}`,
+        "--webhook-hosts=127.0.0.1",
       ],
       {
         stdio: ["ignore", "pipe", "inherit"],
@@ -390,6 +408,12 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       target: "≤ 200 MiB",
       ok: rss <= 200,
     });
+
+    // 4. Conversion: CONVERSION_OBJECTS configs listed through the API server as v1beta1 (stored, no
+    // conversion) and as v1alpha1 (every object through the operator's webhook), taking turns.
+    if (nodeCount === NODE_COUNTS[NODE_COUNTS.length - 1]) {
+      await benchConversion(kc, port, rows);
+    }
   } catch (err) {
     console.error(
       `bench-operator failed at ${nodeCount} nodes; operator log tail:\n${operatorLog().slice(-4000)}`,
@@ -403,6 +427,90 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     await cluster?.stop();
     rmSync(stateDir, { recursive: true, force: true });
   }
+}
+
+const CONVERSION_OBJECTS = Number(process.env["BENCH_CONVERSION_OBJECTS"] ?? 1000);
+const CONVERSION_LISTS = Number(process.env["BENCH_CONVERSION_LISTS"] ?? 20);
+
+/** A port nothing listens on right now. */
+async function freePort(): Promise<number> {
+  const { createServer } = await import("node:net");
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+async function benchConversion(kc: KubeConfig, metricsPort: number, rows: Row[]): Promise<void> {
+  const created = Date.now();
+  for (let start = 0; start < CONVERSION_OBJECTS; start += 50) {
+    await Promise.all(
+      Array.from({ length: Math.min(50, CONVERSION_OBJECTS - start) }, (_, i) =>
+        kubeRequest(kc, {
+          method: "POST",
+          path: "/apis/dpo.dev/v1beta1/devicepluginconfigs",
+          body: {
+            apiVersion: "dpo.dev/v1beta1",
+            kind: "DevicePluginConfig",
+            metadata: { name: `conv-${start + i}` },
+            spec: {
+              resourceName: `conv.example/dev-${start + i}`,
+              backend: { type: "Mock", mock: { devices: 4 } },
+              sharing: { strategy: "TimeSlicing", replicas: 4, failRequestsGreaterThanOne: true },
+              topology: { allocationPolicy: "Packed" },
+              nodeSelector: { "conv.example/none": "true" },
+            },
+          },
+        }),
+      ),
+    );
+  }
+  // Let the operator reconcile them (a DaemonSet and ConfigMap each) before measuring reads.
+  await waitFor(
+    "the operator to reconcile the conversion configs",
+    async (observe) => {
+      const depth = await metric(metricsPort, "dpo_operator_queue_depth");
+      const reconciles = await metric(metricsPort, "dpo_operator_reconciles_total");
+      observe({ depth, reconciles });
+      return depth === 0 && reconciles >= CONVERSION_OBJECTS;
+    },
+    { timeoutMs: 600_000, intervalMs: 2_000 },
+  );
+  console.error(
+    `bench-operator: ${CONVERSION_OBJECTS} configs created and reconciled in ${Date.now() - created} ms`,
+  );
+  const timings: Record<"v1beta1" | "v1alpha1", number[]> = { v1beta1: [], v1alpha1: [] };
+  for (let i = 0; i < CONVERSION_LISTS + 2; i++) {
+    for (const version of ["v1beta1", "v1alpha1"] as const) {
+      const started = performance.now();
+      const list = await kubeRequest<{ items: unknown[] }>(kc, {
+        method: "GET",
+        path: `/apis/dpo.dev/${version}/devicepluginconfigs`,
+      });
+      const ms = performance.now() - started;
+      if (list.items.length < CONVERSION_OBJECTS)
+        throw new Error(`${version} list has ${list.items.length} items`);
+      // The first two rounds warm the watch cache and the webhook's connections.
+      if (i >= 2) timings[version].push(ms);
+    }
+  }
+  const reviews = await metric(metricsPort, "dpo_webhook_conversion_reviews_total");
+  const p = (version: "v1beta1" | "v1alpha1", q: number): number => percentile(timings[version], q);
+  for (const version of ["v1beta1", "v1alpha1"] as const) {
+    rows.push({
+      metric: `list of ${CONVERSION_OBJECTS} configs read as ${version} (${CONVERSION_LISTS} lists${version === "v1alpha1" ? ", through the webhook" : ", stored version"})`,
+      value: `p50 ${p(version, 50).toFixed(0)} ms, p99 ${p(version, 99).toFixed(0)} ms`,
+      target: "(reported)",
+      ok: true,
+    });
+  }
+  rows.push({
+    metric: "conversion cost per list of configs: v1alpha1 p50 − v1beta1 p50 (per object)",
+    value: `${(p("v1alpha1", 50) - p("v1beta1", 50)).toFixed(0)} ms (${(((p("v1alpha1", 50) - p("v1beta1", 50)) / CONVERSION_OBJECTS) * 1000).toFixed(0)} µs), ${reviews} reviews answered`,
+    target: "(reported)",
+    ok: true,
+  });
 }
 
 async function main(): Promise<void> {

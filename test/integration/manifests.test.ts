@@ -300,6 +300,61 @@ describe("config/default", () => {
   });
 });
 
+describe("config/components/cert-manager and config/local", () => {
+  let overlayDir = "";
+  afterAll(async () => {
+    if (overlayDir !== "") await rm(overlayDir, { recursive: true, force: true });
+  });
+
+  it("hands the webhook's certificate to cert-manager: mounted, served from the directory, CA injected", async () => {
+    overlayDir = await mkdtemp(join(tmpdir(), "dpo-cert-manager-overlay-"));
+    await writeFile(
+      join(overlayDir, "kustomization.yaml"),
+      stringify({
+        apiVersion: "kustomize.config.k8s.io/v1beta1",
+        kind: "Kustomization",
+        resources: [relative(overlayDir, join(configDir, "default"))],
+        components: [relative(overlayDir, join(configDir, "components", "cert-manager"))],
+      }),
+    );
+    const objects = await render(overlayDir);
+    const crd = find<{ metadata: { annotations?: Record<string, string> } }>(
+      objects,
+      "CustomResourceDefinition",
+      "devicepluginconfigs.dpo.dev",
+    );
+    const certificate = find<{
+      metadata: { name: string };
+      spec: { secretName: string; dnsNames: string[] };
+    }>(objects, "Certificate", "dpo-webhook");
+    const service = find<V1Service>(objects, "Service", "dpo-webhook");
+    expect(crd.metadata.annotations?.["cert-manager.io/inject-ca-from"]).toBe(
+      `${OPERATOR_NAMESPACE}/${certificate.metadata.name}`,
+    );
+    expect(certificate.spec.dnsNames).toContain(`${service.metadata?.name}.${OPERATOR_NAMESPACE}.svc`);
+    const deployment = operatorDeployment(objects);
+    const container = managerContainer(deployment);
+    const mount = container.volumeMounts?.find((m) => m.name === "webhook-certs");
+    expect(container.args).toContain(`--webhook-cert-dir=${mount?.mountPath}`);
+    expect(deployment.spec?.template.spec?.volumes).toEqual(
+      expect.arrayContaining([
+        { name: "webhook-certs", secret: { secretName: certificate.spec.secretName } },
+      ]),
+    );
+  });
+
+  it("points the CRD of a local run at 127.0.0.1:9443, where `make run` serves the webhook", async () => {
+    const crd = find<{ spec: { conversion: { webhook: { clientConfig: unknown } } } }>(
+      await render(join(configDir, "local")),
+      "CustomResourceDefinition",
+      "devicepluginconfigs.dpo.dev",
+    );
+    expect(crd.spec.conversion.webhook.clientConfig).toEqual({ url: "https://127.0.0.1:9443/convert" });
+    const makefile = readFileSync(join(configDir, "..", "Makefile"), "utf8");
+    expect(makefile).toMatch(/--webhook-addr 127\.0\.0\.1:9443 --webhook-hosts 127\.0\.0\.1/);
+  });
+});
+
 describe("config/rbac rules", () => {
   let rules: { owner: string; rule: V1PolicyRule }[] = [];
 

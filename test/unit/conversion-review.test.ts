@@ -2,7 +2,9 @@
 // object and field for every kind of broken request.
 import { describe, expect, it } from "vitest";
 import { LOST_FIELDS_ANNOTATION } from "../../src/api/conversion/convert.js";
-import { validateDevicePluginConfig } from "../../src/api/validate.js";
+import fc from "fast-check";
+import { validateDevicePluginConfig, validateDevicePluginConfigV1alpha1 } from "../../src/api/validate.js";
+import { alphaObject as arbitraryAlpha, betaObject as arbitraryBeta } from "./api-arbitraries.js";
 import { reviewConversion } from "../../src/webhook/conversion.js";
 
 const ALPHA = "dpo.dev/v1alpha1";
@@ -255,5 +257,43 @@ describe("reviewConversion: broken requests get a Failure result naming what is 
     const result = r.response.result;
     if (result.status !== "Failure") throw new Error("expected a Failure result");
     expect(result.message).toMatch(message);
+  });
+});
+
+describe("reviewConversion: round trips as the API server makes them", () => {
+  const validBeta = arbitraryBeta({ invalid: false }).filter((b) => validateDevicePluginConfig(b).ok);
+  const validAlpha = arbitraryAlpha({ invalid: false }).filter(
+    (a) => validateDevicePluginConfigV1alpha1(a).ok,
+  );
+
+  /** One object through the webhook, as JSON on the wire. */
+  function through(desired: string, obj: unknown): Record<string, unknown> {
+    const { review: r } = reviewConversion(review(desired, [obj]));
+    if (r.response.result.status !== "Success") throw new Error(r.response.result.message);
+    return r.response.convertedObjects![0] as Record<string, unknown>;
+  }
+
+  it("v1beta1 as stored (defaults filled in) → v1alpha1 → v1beta1 is the identity", () => {
+    fc.assert(
+      fc.property(validBeta, (beta) => {
+        const stored = JSON.parse(
+          JSON.stringify({ ...beta, spec: withDefaults(beta.spec as never) }),
+        ) as object;
+        expect(through(BETA, through(ALPHA, stored))).toEqual(stored);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("v1alpha1 → v1beta1 gives the v1beta1 object with its defaults, and a second round trip changes nothing", () => {
+    fc.assert(
+      fc.property(validAlpha, (alpha) => {
+        const up = through(BETA, JSON.parse(JSON.stringify(alpha)));
+        expect(validateDevicePluginConfig(up).ok).toBe(true);
+        expect(up.spec).toEqual(withDefaults(up.spec as never));
+        expect(through(BETA, through(ALPHA, up))).toEqual(up);
+      }),
+      { numRuns: 500 },
+    );
   });
 });
