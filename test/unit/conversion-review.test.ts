@@ -276,9 +276,7 @@ describe("reviewConversion: round trips as the API server makes them", () => {
   it("v1beta1 as stored (defaults filled in) → v1alpha1 → v1beta1 is the identity", () => {
     fc.assert(
       fc.property(validBeta, (beta) => {
-        const stored = JSON.parse(
-          JSON.stringify({ ...beta, spec: withDefaults(beta.spec) }),
-        ) as object;
+        const stored = JSON.parse(JSON.stringify({ ...beta, spec: withDefaults(beta.spec) })) as object;
         expect(through(BETA, through(ALPHA, stored))).toEqual(stored);
       }),
       { numRuns: 500 },
