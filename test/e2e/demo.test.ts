@@ -19,6 +19,17 @@ it("make demo shows both samples Ready, a failed device in the status, and its r
   child.stderr.setEncoding("utf8").on("data", (d: string) => (out += d));
   const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
   expect(code, out).toBe(0);
+  // The same configs through the older API, converted by the operator's webhook; set apart from the rest.
+  const marker = "$ kubectl get devicepluginconfigs.v1alpha1.dpo.dev -o wide";
+  const start = out.indexOf(marker);
+  expect(start, out).toBeGreaterThan(-1);
+  const end = out.indexOf("\x1b[1m==", start);
+  const alpha = out.slice(start, end).split("\n");
+  out = out.slice(0, start) + out.slice(end);
+  expect(alpha[1]?.split(/\s{2,}/).slice(0, 5)).toEqual(["NAME", "RESOURCE", "BACKEND", "NODES", "DEVICES"]);
+  expect(alpha[1]).toContain("SHARED");
+  const alphaMock = alpha.find((l) => l.startsWith("example-mock "))?.split(/\s{2,}/);
+  expect(alphaMock?.slice(2, 5)).toEqual(["Mock", "3/3", "12/12"]);
   const rows = (name: string) => out.split("\n").filter((l) => l.startsWith(`${name} `));
   const devices = rows("example-mock").map((l) => l.split(/\s{2,}/)[4]);
   // Ready with every device, then one unhealthy, then recovered.

@@ -160,6 +160,9 @@ async function main(): Promise<number> {
     );
     banner("both configs are Ready: every node advertises its devices");
     await show();
+    process.stdout.write(
+      `\n$ kubectl get devicepluginconfigs.v1alpha1.dpo.dev -o wide   # the older API, converted by the operator\n${await kubectl(["get", "devicepluginconfigs.v1alpha1.dpo.dev", "-o", "wide"])}`,
+    );
 
     const node = cluster.nodeNames[1]!;
     const healthPath = sim.hostPath(node, HEALTH_FILE);
