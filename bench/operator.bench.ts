@@ -23,7 +23,7 @@ import {
 } from "../tools/cluster/cluster.js";
 import { goArchitecture, renderSimulatedNode } from "../tools/cluster/nodes.js";
 import { kubeRequest } from "../src/kube/request.js";
-import { startTcpRelay } from "../tools/cluster/tcp-relay.js";
+import { freePort, startTcpRelay } from "../tools/cluster/tcp-relay.js";
 import { waitFor } from "../tools/cluster/wait.js";
 
 const repo = join(import.meta.dirname, "..");
@@ -433,16 +433,6 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
 
 const CONVERSION_OBJECTS = Number(process.env["BENCH_CONVERSION_OBJECTS"] ?? 1000);
 const CONVERSION_LISTS = Number(process.env["BENCH_CONVERSION_LISTS"] ?? 20);
-
-/** A port nothing listens on right now. */
-async function freePort(): Promise<number> {
-  const { createServer } = await import("node:net");
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 async function benchConversion(kc: KubeConfig, metricsPort: number, rows: Row[]): Promise<void> {
   const created = Date.now();

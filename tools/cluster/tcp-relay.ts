@@ -56,3 +56,12 @@ export async function startTcpRelay(initial: readonly Backend[] = []): Promise<T
     },
   };
 }
+
+/** A port nothing listens on right now (for a process that must be told its port before it starts). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}

@@ -4,7 +4,6 @@
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 
@@ -12,6 +11,7 @@ import { pino } from "pino";
 import { KubeletSimulator } from "../../test/kubelet-sim/node-simulator.js";
 import { buildOrReuseBinaries, startCluster, type ClusterHandle } from "../cluster/cluster.js";
 import { installDpo } from "../cluster/install-dpo.js";
+import { freePort } from "../cluster/tcp-relay.js";
 import { issuedToken, withBearerToken } from "../cluster/kubeconfig.js";
 import { waitFor } from "../cluster/wait.js";
 
@@ -19,15 +19,6 @@ const repo = join(import.meta.dirname, "..", "..");
 const once = process.argv.includes("--once") || process.env["DEMO_ONCE"] === "1";
 const SAMPLES = ["mock-basic.yaml", "mock-time-slicing.yaml"];
 const HEALTH_FILE = "/run/dpo/health.json";
-
-/** A port nothing listens on right now, for the operator's conversion webhook. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 function banner(text: string): void {
   process.stdout.write(`\n\x1b[1m== ${text}\x1b[0m\n`);
