@@ -9,7 +9,8 @@ import "./provided-context.js";
 
 export { waitFor, type WaitOptions } from "../../tools/cluster/wait.js";
 import { withBearerToken } from "../../tools/cluster/kubeconfig.js";
-import { waitForDpoCrds } from "../../tools/cluster/install-dpo.js";
+import { replaceClientConfig, waitForDpoCrds } from "../../tools/cluster/install-dpo.js";
+import { CONVERSION_SERVICE, DEVICE_PLUGIN_CONFIG_CRD_NAME } from "../../src/api/crd.js";
 export {
   NODE_INDEX_LABEL,
   SIMULATED_NODE_LABEL,
@@ -105,6 +106,10 @@ export async function kubectl(args: string[], options: KubectlOptions = {}): Pro
  */
 export async function installCrds(fieldManager: string): Promise<void> {
   const crdDir = join(import.meta.dirname, "..", "..", "config", "crd", "bases");
+  // An earlier test may have pointed the conversion webhook at a URL; the files name the Service.
+  await replaceClientConfig(async (args) => (await kubectl(args)).stdout, DEVICE_PLUGIN_CONFIG_CRD_NAME, {
+    service: { ...CONVERSION_SERVICE },
+  });
   for (const file of readdirSync(crdDir).filter((f) => f.endsWith(".yaml"))) {
     await kubectl([
       "apply",

@@ -17,6 +17,8 @@ import type {
   V1ServiceAccount,
 } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CONVERSION_SERVICE, DEVICE_PLUGIN_CONFIG_CRD_NAME } from "../../src/api/crd.js";
+import { replaceClientConfig } from "../../tools/cluster/install-dpo.js";
 import { parseAllDocuments, stringify } from "yaml";
 import { injectedCluster, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
 
@@ -42,6 +44,21 @@ function parseObjects(yamlText: string): KubeObject[] {
 
 async function render(dir: string): Promise<KubeObject[]> {
   return parseObjects((await kubectl(["kustomize", dir])).stdout);
+}
+
+/** config/crd applied for real, after putting the webhook's clientConfig back to what it names. */
+async function applyConfigCrds(): Promise<void> {
+  await replaceClientConfig(async (args) => (await kubectl(args)).stdout, DEVICE_PLUGIN_CONFIG_CRD_NAME, {
+    service: { ...CONVERSION_SERVICE },
+  });
+  await kubectl([
+    "apply",
+    "--server-side",
+    "--force-conflicts",
+    `--field-manager=${FIELD_MANAGER}`,
+    "-k",
+    join(configDir, "crd"),
+  ]);
 }
 
 function find<T>(objects: KubeObject[], kind: string, name: string): T {
@@ -87,14 +104,7 @@ describe("config/default", () => {
   beforeAll(async () => {
     objects = await render(join(configDir, "default"));
     // CRDs for real (the same YAML the cluster tests use), so the dry run below can resolve the kinds.
-    await kubectl([
-      "apply",
-      "--server-side",
-      "--force-conflicts",
-      `--field-manager=${FIELD_MANAGER}`,
-      "-k",
-      join(configDir, "crd"),
-    ]);
+    await applyConfigCrds();
     await waitForCrdsEstablished();
     // A server-side dry run does not create the Namespace, and nothing can be created in a missing one.
     const existing = await kubectl(["get", "namespace", OPERATOR_NAMESPACE], { allowFailure: true });
@@ -476,14 +486,7 @@ describe("config/rbac applied for real: what each ServiceAccount can do", () => 
         resources: [relative(variantDir, join(configDir, "rbac"))],
       }),
     );
-    await kubectl([
-      "apply",
-      "--server-side",
-      "--force-conflicts",
-      `--field-manager=${FIELD_MANAGER}`,
-      "-k",
-      join(configDir, "crd"),
-    ]);
+    await applyConfigCrds();
     await waitForCrdsEstablished();
     await kubectl(["create", "namespace", namespace]);
     await kubectl(["apply", "--server-side", `--field-manager=${FIELD_MANAGER}`, "-k", variantDir]);

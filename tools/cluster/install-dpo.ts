@@ -30,12 +30,37 @@ export async function installDpo(kubectl: KubectlRunner, options: InstallOptions
   for (const doc of docs) {
     const webhook = doc.kind === "CustomResourceDefinition" ? doc.spec?.conversion?.webhook : undefined;
     if (webhook && options.conversionUrl) webhook.clientConfig = { url: options.conversionUrl };
+    if (webhook?.clientConfig && doc.metadata?.name) {
+      await replaceClientConfig(kubectl, doc.metadata.name, webhook.clientConfig);
+    }
   }
   await kubectl(
     ["apply", "--server-side", "--force-conflicts", "--field-manager=dpo-install", "-f", "-"],
     docs.map((d) => JSON.stringify(d)).join("\n---\n"),
   );
   await waitForDpoCrds(kubectl);
+}
+
+/**
+ * Sets a CRD's conversion webhook clientConfig as a whole, before an apply: `url` and `service` exclude
+ * each other, and a server-side apply that sets one leaves the other in place when another field
+ * manager set it (a test, or `make install` then `make deploy`), which the API server refuses. Does
+ * nothing when the CRD does not exist yet or converts without a webhook.
+ */
+export async function replaceClientConfig(
+  kubectl: KubectlRunner,
+  crd: string,
+  clientConfig: unknown,
+): Promise<void> {
+  const patch = JSON.stringify([
+    { op: "replace", path: "/spec/conversion/webhook/clientConfig", value: clientConfig },
+  ]);
+  try {
+    await kubectl(["patch", `crd/${crd}`, "--type=json", "-p", patch]);
+  } catch (err) {
+    const message = (err as Error).message;
+    if (!/NotFound|not found|missing|doesn't exist|does not exist|nonexistent/i.test(message)) throw err;
+  }
 }
 
 /** Resolves once both dpo.dev CRDs are Established (the API server serves them). */
