@@ -52,15 +52,23 @@ export async function replaceClientConfig(
   crd: string,
   clientConfig: unknown,
 ): Promise<void> {
+  let current: {
+    spec?: { conversion?: { webhook?: { clientConfig?: { url?: unknown; service?: unknown } } } };
+  };
+  try {
+    current = JSON.parse(await kubectl(["get", `crd/${crd}`, "-o", "json"])) as typeof current;
+  } catch (err) {
+    if (/NotFound|not found/i.test((err as Error).message)) return;
+    throw err;
+  }
+  const existing = current.spec?.conversion?.webhook?.clientConfig;
+  if (existing === undefined) return;
+  const { url, service } = existing;
+  if (JSON.stringify({ url, service }) === JSON.stringify({ ...(clientConfig as object) })) return;
   const patch = JSON.stringify([
     { op: "replace", path: "/spec/conversion/webhook/clientConfig", value: clientConfig },
   ]);
-  try {
-    await kubectl(["patch", `crd/${crd}`, "--type=json", "-p", patch]);
-  } catch (err) {
-    const message = (err as Error).message;
-    if (!/NotFound|not found|missing|doesn't exist|does not exist|nonexistent/i.test(message)) throw err;
-  }
+  await kubectl(["patch", `crd/${crd}`, "--type=json", "-p", patch]);
 }
 
 /** Resolves once both dpo.dev CRDs are Established (the API server serves them). */
