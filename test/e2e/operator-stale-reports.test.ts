@@ -1,8 +1,10 @@
 // End to end: the operator deletes the DeviceNodeStates of a node that left the cluster and of a node the
-// config no longer selects, and keeps those of nodes it still targets.
+// config no longer selects, and one an earlier plugin version wrote under plain `<config>-<node>` once the
+// current one exists, and keeps the current reports of nodes it still targets.
 import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { apiStatusCode, kubeConfigFromInjected, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
+import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
 
 const CONFIGS = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
@@ -21,13 +23,17 @@ const nodeNames = {
   deleted: uniqueName("stale-deleted"),
   unlabelled: uniqueName("stale-unlabelled"),
 };
-const reportName = (node: string): string => `${configName}-${node}`.slice(0, 253);
+/** The name the current plugin gives a node's report. */
+const reportName = (node: string): string => deviceNodeStateName(configName, node);
+/** The name plugins gave it before report names were made unique. */
+const oldReportName = (node: string): string => `${configName}-${node}`;
 
 let operator: OperatorProcess;
+let configUid: string;
 
-async function reportExists(node: string): Promise<boolean> {
+async function reportExists(node: string, name = reportName(node)): Promise<boolean> {
   try {
-    await custom.getNamespacedCustomObject({ ...REPORTS, namespace: NAMESPACE, name: reportName(node) });
+    await custom.getNamespacedCustomObject({ ...REPORTS, namespace: NAMESPACE, name });
     return true;
   } catch (err) {
     if (apiStatusCode(err) === 404) return false;
@@ -57,33 +63,33 @@ beforeAll(async () => {
       },
     },
   })) as { metadata: { uid: string } };
+  configUid = config.metadata.uid;
   for (const node of Object.values(nodeNames)) {
     // Plain Node objects (no KWOK, no kubelet): the operator only needs them to exist and be labelled.
     await core.createNode({ body: { metadata: { name: node, labels: { [LABEL]: "true" } } } });
-    // What the plugin on that node would have written (the operator reads spec; status does not matter).
-    await custom.createNamespacedCustomObject({
-      ...REPORTS,
-      namespace: NAMESPACE,
-      body: {
-        apiVersion: "dpo.dev/v1beta1",
-        kind: "DeviceNodeState",
-        metadata: {
-          name: reportName(node),
-          namespace: NAMESPACE,
-          ownerReferences: [
-            {
-              apiVersion: "dpo.dev/v1beta1",
-              kind: "DevicePluginConfig",
-              name: configName,
-              uid: config.metadata.uid,
-            },
-          ],
-        },
-        spec: { configName, nodeName: node, resourceName },
-      },
-    });
+    await createReport(node, reportName(node));
   }
 }, 120_000);
+
+/** What the plugin on `node` would have written (the operator reads spec; status does not matter). */
+async function createReport(node: string, name: string): Promise<void> {
+  await custom.createNamespacedCustomObject({
+    ...REPORTS,
+    namespace: NAMESPACE,
+    body: {
+      apiVersion: "dpo.dev/v1beta1",
+      kind: "DeviceNodeState",
+      metadata: {
+        name,
+        namespace: NAMESPACE,
+        ownerReferences: [
+          { apiVersion: "dpo.dev/v1beta1", kind: "DevicePluginConfig", name: configName, uid: configUid },
+        ],
+      },
+      spec: { configName, nodeName: node, resourceName },
+    },
+  });
+}
 
 afterAll(async () => {
   await custom.deleteClusterCustomObject({ ...CONFIGS, name: configName }).catch(() => undefined);
@@ -105,6 +111,30 @@ describe("stale DeviceNodeStates", () => {
       },
       { timeoutMs: 60_000, intervalMs: 250 },
     );
+    expect(await existingReports()).toEqual({ kept: true, deleted: true, unlabelled: true });
+  });
+
+  it("deletes the report an earlier plugin wrote under <config>-<node> and keeps the current one", async () => {
+    const old = oldReportName(nodeNames.kept);
+    expect(old).not.toBe(reportName(nodeNames.kept));
+    // As a plugin of the earlier version left it on a node whose new plugin already writes the new name.
+    await createReport(nodeNames.kept, old);
+    // The log line follows the DELETE's answer, so wait for both rather than assume their order.
+    const line = await waitFor(
+      `${old} to be deleted as superseded`,
+      async (observe) => {
+        const exists = await reportExists(nodeNames.kept, old);
+        const logged = operator.logs
+          .join("")
+          .split("\n")
+          .find((l) => l.includes(`"report":"${old}"`));
+        observe({ exists, logged });
+        return !exists && logged !== undefined ? logged : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
+    expect(line).toContain('"reason":"Superseded"');
+    expect(line).toContain(`"replacedBy":"${reportName(nodeNames.kept)}"`);
     expect(await existingReports()).toEqual({ kept: true, deleted: true, unlabelled: true });
   });
 

@@ -23,6 +23,7 @@ import {
 } from "../../src/operator/render/configmap.js";
 import { loadKubeconfig } from "../../src/plugin-runtime/report/api-client.js";
 import { createNodeReporter, type NodeReporter } from "../../src/plugin-runtime/report/index.js";
+import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 import { PluginRuntime } from "../../src/plugin-runtime/runtime.js";
 import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
 import {
@@ -252,7 +253,11 @@ describe("the plugin's DeviceNodeState on a real API server, with only the plugi
       observe(summary(seen?.status));
       return seen?.status?.registration.state === "Registered" ? seen : undefined;
     });
-    expect(name).toBe(`${config.metadata.name}-${nodeName}`);
+    // Readable as `<config>-<node>` (cut to fit) and made unique by a hash of the pair.
+    expect(name).toBe(deviceNodeStateName(config.metadata.name, nodeName));
+    expect(name.length).toBeLessThanOrEqual(63);
+    expect(name).toMatch(/-[0-9a-f]{10}$/);
+    expect(`${config.metadata.name}-${nodeName}`.startsWith(name.slice(0, -11))).toBe(true);
     expect(report.metadata.labels).toMatchObject({
       "dpo.dev/config": config.metadata.name,
       "dpo.dev/node": nodeName,

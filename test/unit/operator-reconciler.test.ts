@@ -12,6 +12,7 @@ import {
   type StoredConfig,
 } from "../../src/operator/controllers/config-reconciler.js";
 import { OperatorMetrics } from "../../src/operator/metrics.js";
+import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 
 const NS = "dpo-system";
 
@@ -75,6 +76,7 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
   const applied: Applied[] = [];
   const deleted: string[] = [];
   const events: string[] = [];
+  const logs: string[] = [];
   let rv = 100;
   let failApply: Error | undefined;
   let failDelete: ((path: string) => Error | undefined) | undefined;
@@ -114,7 +116,7 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
       pluginServiceAccount: "dpo-plugin",
       registrationMode: "kubelet",
     },
-    logger: pino({ level: "silent" }),
+    logger: pino({ level: "info" }, { write: (line: string) => void logs.push(line) }),
     metrics: new OperatorMetrics(),
     now: () => new Date(now.t),
     statusWriteIntervalMs: 500,
@@ -129,6 +131,7 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
     applied,
     deleted,
     events,
+    logs,
     reconciler,
     now,
     failApplyWith: (err: Error | undefined) => (failApply = err),
@@ -288,14 +291,14 @@ describe("ConfigReconciler", () => {
 
   describe("stale DeviceNodeStates", () => {
     const selector = { "feature.example/foo": "true" };
-    const reportPath = (node: string) =>
-      `/apis/dpo.dev/v1beta1/namespaces/${NS}/devicenodestates/foo-${node}`;
+    const reportPath = (node: string, name = deviceNodeStateName("foo", node)) =>
+      `/apis/dpo.dev/v1beta1/namespaces/${NS}/devicenodestates/${name}`;
 
-    function report(node: string): DeviceNodeState {
+    function report(node: string, name = deviceNodeStateName("foo", node)): DeviceNodeState {
       return {
         apiVersion: "dpo.dev/v1beta1",
         kind: "DeviceNodeState",
-        metadata: { name: `foo-${node}`, namespace: NS, uid: `uid-${node}` },
+        metadata: { name, namespace: NS, uid: `uid-${name}` },
         spec: { configName: "foo", nodeName: node, resourceName: "vendor.example/foo" },
       };
     }
@@ -321,6 +324,28 @@ describe("ConfigReconciler", () => {
         reportPath("gone"),
         reportPath("unlabelled"),
       ]);
+    });
+
+    it("deletes a report under the name of an earlier plugin version once the current one exists", async () => {
+      const t = withReports([["n1", selector]], ["n1"]);
+      t.reports.put(report("n1", "foo-n1"));
+      await t.reconciler.reconcile("foo");
+      expect(t.deleted).toEqual([reportPath("n1", "foo-n1")]);
+      const line = t.logs
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .find((l) => l["report"] === "foo-n1");
+      expect(line).toMatchObject({
+        reason: "Superseded",
+        replacedBy: deviceNodeStateName("foo", "n1"),
+        msg: "deleted DeviceNodeState superseded by the report under its current name",
+      });
+    });
+
+    it("keeps a report under an earlier name while its node has no current one", async () => {
+      const t = withReports([["n1", selector]], []);
+      t.reports.put(report("n1", "foo-n1"));
+      await t.reconciler.reconcile("foo");
+      expect(t.deleted).toEqual([]);
     });
 
     it("deletes nothing before the node cache has synced", async () => {

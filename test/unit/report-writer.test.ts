@@ -11,7 +11,7 @@ import { NodeStateWriter, type ReportSource } from "../../src/plugin-runtime/rep
 import type { RuntimeStatus } from "../../src/plugin-runtime/runtime.js";
 import { waitFor } from "../../tools/cluster/wait.js";
 
-const PATH = "/apis/dpo.dev/v1beta1/namespaces/dpo-system/devicenodestates/example-foo-node-a";
+const PATH = "/apis/dpo.dev/v1beta1/namespaces/dpo-system/devicenodestates/example-foo-node-a-1c111f8095";
 const QUERY = "?fieldManager=dpo-plugin&force=true";
 const NO_SHARING = { strategy: "None", failRequestsGreaterThanOne: false } as const;
 
@@ -158,7 +158,11 @@ describe("NodeStateWriter", () => {
     const object = api.sent[0]?.body as Record<string, unknown>;
     expect(object).toMatchObject({
       kind: "DeviceNodeState",
-      metadata: { name: "example-foo-node-a", namespace: "dpo-system", ownerReferences: [{ uid: "uid-1" }] },
+      metadata: {
+        name: "example-foo-node-a-1c111f8095",
+        namespace: "dpo-system",
+        ownerReferences: [{ uid: "uid-1" }],
+      },
       spec: { configName: "example-foo", nodeName: "node-a" },
     });
     expect(object).not.toHaveProperty("status");
@@ -259,7 +263,7 @@ describe("NodeStateWriter", () => {
       refusals-- > 0
         ? Promise.reject(
             new ApiError(
-              'devicenodestates.dpo.dev "example-foo-node-a" is forbidden: User "x" cannot patch',
+              'devicenodestates.dpo.dev "example-foo-node-a-1c111f8095" is forbidden: User "x" cannot patch',
               {
                 code: 403,
                 reason: "Forbidden",

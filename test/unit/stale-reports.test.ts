@@ -1,24 +1,32 @@
-// Which DeviceNodeStates the operator deletes: only those whose node is gone or no longer targeted.
+// Which DeviceNodeStates the operator deletes: only those whose node is gone or no longer targeted, and
+// those under an earlier version's name once the report under the current name exists.
 import type { V1Node, V1Taint } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import type { Toleration } from "../../src/api/v1beta1/spec.js";
 import { findStaleReports, type StaleReason } from "../../src/operator/controllers/stale-reports.js";
+import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 
 const CONFIG = "foo";
 
-function report(node: string, configName = CONFIG, deleting = false): DeviceNodeState {
+/** A report under the current name, or under `name` (an earlier version's `<config>-<node>`, say). */
+function report(node: string, configName = CONFIG, deleting = false, name?: string): DeviceNodeState {
   return {
     apiVersion: "dpo.dev/v1beta1",
     kind: "DeviceNodeState",
     metadata: {
-      name: `${configName}-${node}`,
+      name: name ?? deviceNodeStateName(configName, node),
       namespace: "dpo-system",
       ...(deleting ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}),
     },
     spec: { configName, nodeName: node, resourceName: "example.com/foo" },
   };
 }
+
+const current = (node: string): string => deviceNodeStateName(CONFIG, node);
+/** The name plugins before unique report names gave a pair. */
+const legacy = (node: string, configName = CONFIG): DeviceNodeState =>
+  report(node, configName, false, `${configName}-${node}`);
 
 function node(name: string, labels: Record<string, string>, taints: V1Taint[] = []): V1Node {
   return { metadata: { name, labels }, spec: { taints } };
@@ -47,19 +55,19 @@ describe("findStaleReports", () => {
       name: "deleted node: report is stale",
       nodes: [node("n1", selected)],
       reports: [report("n1"), report("gone")],
-      want: [["foo-gone", "NodeGone"]],
+      want: [[current("gone"), "NodeGone"]],
     },
     {
       name: "node lost the selector's label",
       nodes: [node("n1", {}), node("n2", selected)],
       reports: [report("n1"), report("n2")],
-      want: [["foo-n1", "NodeNotTargeted"]],
+      want: [[current("n1"), "NodeNotTargeted"]],
     },
     {
       name: "label with another value",
       nodes: [node("n1", { "feature.example/foo": "false" })],
       reports: [report("n1")],
-      want: [["foo-n1", "NodeNotTargeted"]],
+      want: [[current("n1"), "NodeNotTargeted"]],
     },
     {
       name: "node cache not synced: a missing node proves nothing",
@@ -79,7 +87,7 @@ describe("findStaleReports", () => {
       name: "untolerated NoExecute taint evicts the plugin",
       nodes: [node("n1", selected, [evict])],
       reports: [report("n1")],
-      want: [["foo-n1", "NodeNotTargeted"]],
+      want: [[current("n1"), "NodeNotTargeted"]],
     },
     {
       name: "tolerated NoExecute taint keeps the report",
@@ -112,6 +120,69 @@ describe("findStaleReports", () => {
       reports: [report("gone", CONFIG, true)],
       want: [],
     },
+    {
+      name: "old-named report beside the current one: superseded",
+      nodes: [node("n1", selected)],
+      reports: [legacy("n1"), report("n1")],
+      want: [["foo-n1", "Superseded"]],
+    },
+    {
+      name: "old-named report alone: its plugin may not be updated yet, so it stays",
+      nodes: [node("n1", selected)],
+      reports: [legacy("n1")],
+      want: [],
+    },
+    {
+      name: "a current report being deleted supersedes nothing",
+      nodes: [node("n1", selected)],
+      reports: [legacy("n1"), report("n1", CONFIG, true)],
+      want: [],
+    },
+    {
+      name: "the current report of another node supersedes nothing",
+      nodes: [node("n1", selected), node("n2", selected)],
+      reports: [legacy("n1"), report("n2")],
+      want: [],
+    },
+    {
+      name: "any other name than the current one is superseded, not only <config>-<node>",
+      nodes: [node("n1", selected)],
+      reports: [report("n1", CONFIG, false, "hand-made"), report("n1")],
+      want: [["hand-made", "Superseded"]],
+    },
+    {
+      name: "old-named report of a deleted node: NodeGone, like the current one",
+      nodes: [],
+      reports: [legacy("gone"), report("gone")],
+      want: [
+        ["foo-gone", "NodeGone"],
+        [current("gone"), "NodeGone"],
+      ],
+    },
+    {
+      name: "old-named report of an untargeted node: NodeNotTargeted",
+      nodes: [node("n1", {})],
+      reports: [legacy("n1"), report("n1")],
+      want: [
+        ["foo-n1", "NodeNotTargeted"],
+        [current("n1"), "NodeNotTargeted"],
+      ],
+    },
+    {
+      name: "node cache not synced: superseded needs no node, so it is still deleted",
+      nodes: [],
+      reports: [legacy("n1"), report("n1")],
+      synced: false,
+      want: [["foo-n1", "Superseded"]],
+    },
+    {
+      // `a-b-c` was the old name of both config a-b on node c and config a on node b-c: it is judged as
+      // the pair its spec names.
+      name: "the colliding old name is superseded by the current name of the pair in its spec",
+      nodes: [node("b-c", selected), node("c", selected)],
+      reports: [report("b-c", "foo", false, "foo-b-c"), report("c", "foo-b"), report("b-c")],
+      want: [["foo-b-c", "Superseded"]],
+    },
   ])("$name", ({ nodes, reports, tolerations, synced, want }) => {
     const byName = new Map(nodes.map((n) => [n.metadata!.name!, n]));
     const result = findStaleReports({
@@ -136,8 +207,22 @@ describe("findStaleReports", () => {
       nodesSynced: true,
       limit: 2,
     });
-    expect(result.stale.map((s) => s.report.metadata.name)).toEqual(["foo-a", "foo-b"]);
+    expect(result.stale.map((s) => s.report.metadata.name)).toEqual(
+      ["a", "b", "c", "d", "e"].map(current).sort().slice(0, 2),
+    );
     expect(result.remaining).toBe(3);
+  });
+
+  it("names the report that supersedes an old-named one", () => {
+    const result = findStaleReports({
+      configName: CONFIG,
+      spec: { nodeSelector: selected, tolerations: [] },
+      reports: [report("n1"), legacy("n1")],
+      node: (name) => node(name, selected),
+      nodesSynced: true,
+      limit: 10,
+    });
+    expect(result.stale).toEqual([{ report: legacy("n1"), reason: "Superseded", replacedBy: current("n1") }]);
   });
 
   it("an empty selector targets every node", () => {

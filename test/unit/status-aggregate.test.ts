@@ -15,6 +15,7 @@ import {
   type AggregateStatusInput,
 } from "../../src/operator/status/aggregate.js";
 import { statusEqual } from "../../src/operator/status/conditions.js";
+import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 
 const RESOURCE = "hardware-vendor.example/foo";
 const T0 = new Date("2025-03-01T10:00:00.123Z");
@@ -122,7 +123,7 @@ function world(cfg: DevicePluginConfig, setups: NodeSetup[]): World {
       w.reports.push({
         apiVersion: "dpo.dev/v1beta1",
         kind: "DeviceNodeState",
-        metadata: { name: `${cfg.metadata.name}-${s.name}`, namespace: "dpo-system" },
+        metadata: { name: deviceNodeStateName(cfg.metadata.name, s.name), namespace: "dpo-system" },
         spec: { configName: cfg.metadata.name, nodeName: s.name, resourceName: RESOURCE },
         status: {
           pluginVersion: "0.1.0",
@@ -349,6 +350,50 @@ describe("aggregateStatus", () => {
       input(cfg, three({ n1: { report: { unhealthy: [0, 3] } }, n3: { allocatable: 0 } })),
     );
     expect(status.devices).toEqual({ capacity: 12, allocatable: 6, unhealthy: 2, summary: "6/12" });
+  });
+
+  describe("while reports are renamed (an old-named one lingers beside the current one)", () => {
+    /** n2's report as `report` describes it, under the `<config>-<node>` name of earlier plugins. */
+    function oldNamed(
+      cfg: DevicePluginConfig,
+      report: NodeSetup["report"],
+      updateTime: string,
+    ): DeviceNodeState {
+      const [r] = world(cfg, [{ name: "n2", report }]).reports;
+      return {
+        ...r!,
+        metadata: { ...r!.metadata, name: `${cfg.metadata.name}-n2` },
+        status: { ...r!.status!, updateTime },
+      };
+    }
+
+    it("counts the node once, as its current report says, even when the old one is newer", () => {
+      const cfg = config();
+      const base = input(cfg, three());
+      const stale = oldNamed(cfg, { unhealthy: [0, 1], state: "NotRegistered" }, "2025-03-01T09:59:00Z");
+      const { status } = aggregateStatus({ ...base, reports: [stale, ...base.reports] });
+      expect(status).toEqual(aggregateStatus(base).status);
+      expect(status.nodes).toMatchObject({ desired: 3, ready: 3 });
+      expect(status.devices).toMatchObject({ capacity: 12, allocatable: 12, unhealthy: 0 });
+    });
+
+    it("takes the current report's problem, once, over a healthy old one", () => {
+      const cfg = config();
+      const base = input(cfg, three({ n2: { report: { unhealthy: [1] } } }));
+      const stale = oldNamed(cfg, {}, "2025-03-01T09:59:00Z");
+      const { status } = aggregateStatus({ ...base, reports: [...base.reports, stale] });
+      expect(status.devices?.unhealthy).toBe(1);
+      expect(status.problems).toEqual([expect.objectContaining({ node: "n2", reason: "UnhealthyDevices" })]);
+    });
+
+    it("still uses the old-named report of a node whose plugin has not written the current one", () => {
+      const cfg = config();
+      const base = input(cfg, three({ n2: { report: "none" } }));
+      const stale = oldNamed(cfg, { unhealthy: [1] }, "2025-03-01T09:00:00Z");
+      const { status } = aggregateStatus({ ...base, reports: [...base.reports, stale] });
+      expect(status.devices?.unhealthy).toBe(1);
+      expect(status.problems?.map((p) => p.node)).toEqual(["n2"]);
+    });
   });
 
   it("is Ready with no nodes, saying so", () => {

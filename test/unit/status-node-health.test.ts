@@ -9,6 +9,7 @@ import {
   unhealthyAdvertisedCount,
   unhealthyAdvertisedIds,
 } from "../../src/operator/status/node-health.js";
+import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 
 describe("parseCountQuantity", () => {
   it.each<{ quantity: string | undefined; want: number | undefined }>([
@@ -138,5 +139,22 @@ describe("chooseReport", () => {
       chooseReport([at("old", "2025-01-01T00:00:00Z"), at("new", "2025-01-02T00:00:00Z")])?.metadata.name,
     ).toBe("new");
     expect(chooseReport([])).toBeUndefined();
+  });
+
+  it("takes the report under the current name over any other, however recent", () => {
+    const named = (name: string, updateTime: string) => ({
+      apiVersion: "dpo.dev/v1beta1" as const,
+      kind: "DeviceNodeState" as const,
+      metadata: { name },
+      spec: { configName: "c", nodeName: "n1", resourceName: "vendor.example/foo" },
+      status: { ...report([]), updateTime },
+    });
+    const current = deviceNodeStateName("c", "n1");
+    for (const reports of [
+      [named("c-n1", "2025-01-02T00:00:00Z"), named(current, "2025-01-01T00:00:00Z")],
+      [named(current, "2025-01-01T00:00:00Z"), named("c-n1", "2025-01-02T00:00:00Z")],
+    ]) {
+      expect(chooseReport(reports)?.metadata.name).toBe(current);
+    }
   });
 });

@@ -151,7 +151,9 @@ export class ConfigReconciler {
 
   /**
    * Deletes (a bounded batch of) the config's DeviceNodeStates whose node left the cluster or is no longer
-   * one the plugin runs on: no plugin is left to update or remove them, and they would stay forever.
+   * one the plugin runs on: no plugin is left to update or remove them, and they would stay forever. Also
+   * those under a name an earlier plugin version used, once the report under the current name exists:
+   * the new plugin does not know the old name, so nothing else would remove them.
    * Returns when to come back, if there is more to do.
    */
   private async deleteStaleReports(config: DevicePluginConfig): Promise<number | undefined> {
@@ -166,15 +168,23 @@ export class ConfigReconciler {
       limit: STALE_REPORT_DELETES_PER_RECONCILE,
     });
     let retryMs = remaining > 0 ? STALE_REPORT_RETRY_MS : undefined;
-    for (const { report, reason } of stale) {
+    for (const { report, reason, replacedBy } of stale) {
       const reportName = report.metadata.name;
       const path = `/apis/dpo.dev/v1beta1/namespaces/${deps.render.namespace}/devicenodestates/${reportName}`;
       const uid = typeof report.metadata["uid"] === "string" ? report.metadata["uid"] : undefined;
       try {
         await deps.deleteObject(path, uid === undefined ? undefined : { uid });
         deps.logger.info(
-          { config: name, node: report.spec.nodeName, report: reportName, reason },
-          "deleted stale DeviceNodeState",
+          {
+            config: name,
+            node: report.spec.nodeName,
+            report: reportName,
+            reason,
+            ...(replacedBy !== undefined ? { replacedBy } : {}),
+          },
+          reason === "Superseded"
+            ? "deleted DeviceNodeState superseded by the report under its current name"
+            : "deleted stale DeviceNodeState",
         );
       } catch (err) {
         // 404: someone else deleted it. 409: the uid precondition failed, so it is a new report that the

@@ -1,15 +1,24 @@
-// Which DeviceNodeStates of a config are stale (their node left the cluster or the config no longer
-// targets it), so the reconciler can delete them: a pure decision, the deletes happen in the reconciler.
+// Which DeviceNodeStates of a config are stale (their node left the cluster, the config no longer targets
+// it, or a report under the current name replaced it), so the reconciler can delete them: a pure
+// decision, the deletes happen in the reconciler.
 import type { V1Node } from "@kubernetes/client-node";
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigSpec } from "../../api/v1beta1/spec.js";
+import { deviceNodeStateName, hasCurrentName } from "../../plugin-runtime/report/node-state.js";
 import { nodeMatchesSelector, toleratesTaint, DAEMON_POD_DEFAULT_TOLERATIONS } from "../status/selection.js";
 
-export type StaleReason = "NodeGone" | "NodeNotTargeted";
+/**
+ * NodeGone: the node left the cluster. NodeNotTargeted: the plugin can no longer run there. Superseded:
+ * the report has a name other than the current one for its (config, node) pair, and the current one
+ * exists — a plugin of an earlier version named it (plain `<config>-<node>`, which two pairs can share).
+ */
+export type StaleReason = "NodeGone" | "NodeNotTargeted" | "Superseded";
 
 export interface StaleReport {
   report: DeviceNodeState;
   reason: StaleReason;
+  /** For Superseded: the name of the report that replaces it. */
+  replacedBy?: string;
 }
 
 export interface StaleReportsInput {
@@ -20,8 +29,8 @@ export interface StaleReportsInput {
   /** Looks a node up in the cache. */
   node: (name: string) => V1Node | undefined;
   /**
-   * Whether the node cache holds a complete list. Before that, a missing node proves nothing, and no
-   * report is stale.
+   * Whether the node cache holds a complete list. Before that, a missing node proves nothing, and only
+   * superseded reports (which need no node to judge) are stale.
    */
   nodesSynced: boolean;
   /** At most this many results; the rest wait for the next reconcile. */
@@ -56,20 +65,30 @@ function pluginMayRunOnNode(
 }
 
 /**
- * The config's reports whose node is gone from a synced cache, or whose node the config's plugin can no
- * longer run on, in name order (so a bounded batch makes progress deterministically). A report being
- * deleted already is not returned again.
+ * The config's reports whose node is gone from a synced cache, whose node the config's plugin can no
+ * longer run on, or that a report under the current name superseded, in name order (so a bounded batch
+ * makes progress deterministically). A report being deleted already is not returned again.
+ *
+ * A report under an old name is only superseded once the current one exists: until the DaemonSet's
+ * rolling update reaches its node, a plugin of the earlier version still writes the old name, and
+ * deleting it then would only make that plugin re-create it while the status lost the node's report.
  */
 export function findStaleReports(input: StaleReportsInput): StaleReportsResult {
-  if (!input.nodesSynced) return { stale: [], remaining: 0 };
   const stale: StaleReport[] = [];
   const candidates = input.reports
     .filter((r) => r.spec.configName === input.configName && !r.metadata.deletionTimestamp)
     .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
+  const current = new Set(candidates.filter(hasCurrentName).map((r) => r.metadata.name));
   for (const report of candidates) {
-    const node = input.node(report.spec.nodeName);
-    if (node === undefined) stale.push({ report, reason: "NodeGone" });
-    else if (!pluginMayRunOnNode(node, input.spec)) stale.push({ report, reason: "NodeNotTargeted" });
+    const node = input.nodesSynced ? input.node(report.spec.nodeName) : undefined;
+    if (input.nodesSynced && node === undefined) {
+      stale.push({ report, reason: "NodeGone" });
+    } else if (node !== undefined && !pluginMayRunOnNode(node, input.spec)) {
+      stale.push({ report, reason: "NodeNotTargeted" });
+    } else if (!current.has(report.metadata.name)) {
+      const replacedBy = deviceNodeStateName(report.spec.configName, report.spec.nodeName);
+      if (current.has(replacedBy)) stale.push({ report, reason: "Superseded", replacedBy });
+    }
   }
   const limit = Math.max(0, input.limit);
   return { stale: stale.slice(0, limit), remaining: Math.max(0, stale.length - limit) };

@@ -4,6 +4,7 @@ import type { V1Node, V1Pod } from "@kubernetes/client-node";
 import type { DeviceNodeState, DeviceNodeStateStatus } from "../../api/v1beta1/devicenodestate.js";
 import { MAX_PROBLEM_DEVICES, type NodeProblem, type ProblemReason } from "../../api/v1beta1/status.js";
 import { replicaId } from "../../plugin-runtime/devices/sharing.js";
+import { hasCurrentName } from "../../plugin-runtime/report/node-state.js";
 import { ANNOTATION_CONFIG_HASH } from "../render/names.js";
 import { timestampMillis } from "./conflicts.js";
 
@@ -88,9 +89,16 @@ export function choosePluginPod(pods: readonly V1Pod[], configHash: string): V1P
   })[0];
 }
 
-/** The latest of several reports for one node (there should be one; a stale copy must not win). */
+/**
+ * The one report to believe of several for one node (there should be one; a stale copy must not win):
+ * the one under the current name first — while a plugin upgrade renames reports, the old-named one may
+ * linger until the operator deletes it, and its node must count once, as the new plugin sees it — then
+ * the most recently updated.
+ */
 export function chooseReport(reports: readonly DeviceNodeState[]): DeviceNodeState | undefined {
   return [...reports].sort((a, b) => {
+    const ac = hasCurrentName(a);
+    if (ac !== hasCurrentName(b)) return ac ? -1 : 1;
     const at = timestampMillis(a.status?.updateTime) || 0;
     const bt = timestampMillis(b.status?.updateTime) || 0;
     if (at !== bt) return bt - at;
