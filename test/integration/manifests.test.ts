@@ -147,6 +147,8 @@ describe("config/default", () => {
         "Service/dpo-webhook",
         "ServiceAccount/dpo-operator",
         "ServiceAccount/dpo-plugin",
+        "ValidatingAdmissionPolicy/dpo-plugin-own-node",
+        "ValidatingAdmissionPolicyBinding/dpo-plugin-own-node",
       ].sort(),
     );
     const clusterScoped = new Set([
@@ -154,6 +156,8 @@ describe("config/default", () => {
       "ClusterRoleBinding",
       "CustomResourceDefinition",
       "Namespace",
+      "ValidatingAdmissionPolicy",
+      "ValidatingAdmissionPolicyBinding",
     ]);
     const namespaced = objects.filter((o) => !clusterScoped.has(o.kind));
     // The loop below passes on no object at all.
@@ -161,6 +165,32 @@ describe("config/default", () => {
     for (const o of namespaced) {
       expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBe(OPERATOR_NAMESPACE);
     }
+    // kustomize does not know every cluster-scoped kind (admission policies); config/default unsets theirs.
+    for (const o of objects.filter((o) => clusterScoped.has(o.kind))) {
+      expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBeUndefined();
+    }
+  });
+
+  it("binds the plugin node policy, for the plugin ServiceAccount the operator hands its DaemonSets", () => {
+    const policy = find<{
+      metadata: { name: string };
+      spec: { failurePolicy: string; matchConditions: { expression: string }[] };
+    }>(objects, "ValidatingAdmissionPolicy", "dpo-plugin-own-node");
+    const binding = find<{ spec: { policyName: string; validationActions: string[] } }>(
+      objects,
+      "ValidatingAdmissionPolicyBinding",
+      "dpo-plugin-own-node",
+    );
+    expect(binding.spec).toEqual({ policyName: policy.metadata.name, validationActions: ["Deny"] });
+    expect(policy.spec.failurePolicy).toBe("Fail");
+    // The namespace comes from the request, so a namespace overlay cannot leave the policy matching nobody.
+    const account = find<V1ServiceAccount>(objects, "ServiceAccount", "dpo-plugin").metadata?.name ?? "";
+    expect(policy.spec.matchConditions.map((c) => c.expression)).toEqual([
+      `request.userInfo.username == 'system:serviceaccount:' + request.namespace + ':${account}'`,
+    ]);
+    expect(managerContainer(operatorDeployment(objects)).args).toContain(
+      `--plugin-service-account=${account}`,
+    );
   });
 
   it("labels the namespace for Pod Security privileged, which the plugins' hostPath mounts need", () => {

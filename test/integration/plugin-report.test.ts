@@ -93,12 +93,25 @@ function writeHealth(path: string, health: Record<string, unknown>): void {
   renameSync(tmp, path);
 }
 
-/** A kubeconfig for the plugin's ServiceAccount, with a token from the TokenRequest API. */
+/** The plugin's pod on `nodeName`, which its tokens are bound to (set in beforeAll). */
+let pluginPod: { name: string; uid: string } | undefined;
+
+/**
+ * A kubeconfig for the plugin's ServiceAccount, with a token bound to its pod as the kubelet would mint it:
+ * such a token names the pod's node, which config/policy requires of plugin writes once it is installed.
+ */
 async function pluginKubeconfig(): Promise<string> {
+  if (!pluginPod) throw new Error("the plugin pod was not created");
   const response = await core.createNamespacedServiceAccountToken({
     name: PLUGIN_ACCOUNT,
     namespace,
-    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+    body: {
+      spec: {
+        audiences: [],
+        expirationSeconds: 3600,
+        boundObjectRef: { apiVersion: "v1", kind: "Pod", ...pluginPod },
+      },
+    },
   });
   const path = join(work, "plugin.kubeconfig");
   writeFileSync(path, kubeConfigWithToken(response.status?.token ?? "").exportConfig(), { mode: 0o600 });
@@ -209,6 +222,19 @@ beforeAll(async () => {
       subjects: [{ kind: "ServiceAccount", name: PLUGIN_ACCOUNT, namespace }],
     },
   });
+  // Bound to the node directly, as the scheduler would; it goes with the namespace.
+  const pod = await core.createNamespacedPod({
+    namespace,
+    body: {
+      metadata: { name: "plugin" },
+      spec: {
+        nodeName,
+        serviceAccountName: PLUGIN_ACCOUNT,
+        containers: [{ name: "plugin", image: "dpo:report-test" }],
+      },
+    },
+  });
+  pluginPod = { name: pod.metadata?.name ?? "", uid: pod.metadata?.uid ?? "" };
 });
 
 afterAll(async () => {

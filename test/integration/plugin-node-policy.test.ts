@@ -1,0 +1,241 @@
+// config/policy on a real API server: a plugin's pod-bound token writes its own node's DeviceNodeState and
+// no other, a token that names no node writes none, and the operator and administrators are untouched.
+import { AuthenticationV1Api, CoreV1Api, type V1Pod } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { KubeApiError } from "../../src/kube/errors.js";
+import { ServerSideApplier } from "../../src/kube/apply.js";
+import { kubeRequest } from "../../src/kube/request.js";
+import { PLUGIN_FIELD_MANAGER } from "../../src/plugin-runtime/report/node-state.js";
+import { issuedToken } from "../../tools/cluster/kubeconfig.js";
+import {
+  injectedCluster,
+  kubeConfigFromInjected,
+  kubeConfigWithToken,
+  uniqueName,
+  waitFor,
+} from "../cluster/helpers.js";
+import { installDpo, NAMESPACE, OPERATOR_SA } from "../e2e/support.js";
+
+const PLUGIN_SA = "dpo-plugin";
+const NODE_CLAIM = "authentication.kubernetes.io/node-name";
+const API_VERSION = "dpo.dev/v1beta1";
+const REPORTS = `/apis/dpo.dev/v1beta1/namespaces/${NAMESPACE}/devicenodestates`;
+
+const admin = kubeConfigFromInjected();
+const core = admin.makeApiClient(CoreV1Api);
+const [nodeA, nodeB] = twoNodes();
+const configName = uniqueName("vap");
+const podA = uniqueName("vap-plugin-a");
+const podB = uniqueName("vap-plugin-b");
+/** Every report this file may create, deleted at the end whichever tests ran. */
+const reportA = uniqueName("vap-report-a");
+const reportB = uniqueName("vap-report-b");
+
+/** Tokens of the plugin ServiceAccount: bound to the pod on node A, and bound to nothing. */
+let tokenA = "";
+let unboundToken = "";
+
+function twoNodes(): [string, string] {
+  const [a, b] = injectedCluster().nodeNames;
+  if (a === undefined || b === undefined) throw new Error("the test cluster needs two nodes");
+  return [a, b];
+}
+
+function report(name: string, nodeName: string, labels: Record<string, string> = {}) {
+  return {
+    apiVersion: API_VERSION,
+    kind: "DeviceNodeState",
+    metadata: { name, namespace: NAMESPACE, labels },
+    spec: { configName, nodeName, resourceName: "vap.example/foo" },
+  };
+}
+
+function withStatus(name: string, nodeName: string, healthy: number) {
+  const now = new Date().toISOString();
+  return {
+    ...report(name, nodeName),
+    status: {
+      pluginVersion: "0.0.0-test",
+      kubeletAPIVersion: "v1beta1",
+      registration: { state: "Registered", since: now },
+      advertised: 1,
+      healthy,
+      devices: [{ id: "foo-0", health: healthy > 0 ? "Healthy" : "Unhealthy", since: now, replicas: 1 }],
+      updateTime: now,
+    },
+  };
+}
+
+/** Server-side apply as the plugin does it (its field manager, forced), with the given token. */
+function pluginApplier(token: string): ServerSideApplier {
+  return new ServerSideApplier(kubeConfigWithToken(token), { fieldManager: PLUGIN_FIELD_MANAGER });
+}
+
+/** The API server's refusal of `write`; fails the test if the write went through. */
+async function refusal(write: Promise<unknown>): Promise<KubeApiError> {
+  const outcome = await write.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  if (!(outcome instanceof KubeApiError)) {
+    throw new Error(`expected the API server to refuse the write, got ${String(outcome)}`);
+  }
+  return outcome;
+}
+
+async function createBoundPlugin(name: string, nodeName: string): Promise<V1Pod> {
+  // Bound to the node directly, as the scheduler would; the token records the node the pod is on.
+  return core.createNamespacedPod({
+    namespace: NAMESPACE,
+    body: {
+      metadata: { name },
+      spec: {
+        nodeName,
+        serviceAccountName: PLUGIN_SA,
+        containers: [{ name: "plugin", image: "dpo:vap-test" }],
+      },
+    },
+  });
+}
+
+async function pluginToken(pod?: V1Pod): Promise<string> {
+  const answer = await core.createNamespacedServiceAccountToken({
+    name: PLUGIN_SA,
+    namespace: NAMESPACE,
+    body: {
+      spec: {
+        audiences: [],
+        expirationSeconds: 3600,
+        ...(pod && {
+          boundObjectRef: { apiVersion: "v1", kind: "Pod", name: pod.metadata?.name, uid: pod.metadata?.uid },
+        }),
+      },
+    },
+  });
+  return issuedToken(answer, PLUGIN_SA);
+}
+
+beforeAll(async () => {
+  await installDpo();
+  const [a] = await Promise.all([createBoundPlugin(podA, nodeA), createBoundPlugin(podB, nodeB)]);
+  tokenA = await pluginToken(a);
+  unboundToken = await pluginToken();
+  // Node B's report exists before any plugin writes, as if node B's own plugin had written it.
+  await new ServerSideApplier(admin, { fieldManager: "vap-test-admin" }).apply(report(reportB, nodeB));
+  // Admission policies reach the API server's admission chain asynchronously after they are created:
+  // wait until a dry-run write of node B's report with node A's token is refused by this policy.
+  await waitFor("the plugin node policy in force", async (observe) => {
+    const outcome = await pluginApplier(tokenA)
+      .apply(report(reportB, nodeB), { dryRun: true })
+      .then(
+        () => "accepted",
+        (error: unknown) => error,
+      );
+    observe(outcome instanceof Error ? outcome.message : outcome);
+    return outcome instanceof KubeApiError && outcome.message.includes("dpo-plugin-own-node");
+  });
+});
+
+afterAll(async () => {
+  for (const name of [reportA, reportB]) {
+    await kubeRequest(admin, { method: "DELETE", path: `${REPORTS}/${name}` }).catch(() => undefined);
+  }
+  for (const name of [podA, podB]) {
+    await core
+      .deleteNamespacedPod({ name, namespace: NAMESPACE, gracePeriodSeconds: 0 })
+      .catch(() => undefined);
+  }
+});
+
+describe("ValidatingAdmissionPolicy dpo-plugin-own-node", () => {
+  it("type-checks without warnings, so no expression refers to a field that is not there", async () => {
+    const path = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/dpo-plugin-own-node";
+    const policy = await waitFor("the policy type-checked", async (observe) => {
+      const seen = await kubeRequest<{
+        metadata: { generation: number };
+        status?: { observedGeneration?: number; typeChecking?: { expressionWarnings?: unknown[] } };
+      }>(admin, { method: "GET", path });
+      observe(seen.status);
+      return seen.status?.observedGeneration === seen.metadata.generation && seen;
+    });
+    expect(policy.status?.typeChecking?.expressionWarnings ?? []).toEqual([]);
+  });
+
+  it("sees the node of the pod in the token of a plugin bound to it", async () => {
+    const review = await kubeConfigWithToken(tokenA)
+      .makeApiClient(AuthenticationV1Api)
+      .createSelfSubjectReview({ body: {} });
+    expect(review.status?.userInfo?.username).toBe(`system:serviceaccount:${NAMESPACE}:${PLUGIN_SA}`);
+    expect(review.status?.userInfo?.extra?.[NODE_CLAIM]).toEqual([nodeA]);
+  });
+
+  it("lets the plugin on node A create its report and patch it, spec and status", async () => {
+    const plugin = pluginApplier(tokenA);
+    const created = await plugin.apply(report(reportA, nodeA));
+    expect(created.spec.nodeName).toBe(nodeA);
+    await plugin.applyStatus(withStatus(reportA, nodeA, 1));
+    await plugin.apply(report(reportA, nodeA, { x: "y" }));
+    const patched = await plugin.applyStatus(withStatus(reportA, nodeA, 0));
+    expect(patched.status.healthy).toBe(0);
+    expect(patched.metadata.labels).toMatchObject({ x: "y" });
+  });
+
+  it("refuses the plugin on node A a report for node B, naming both nodes", async () => {
+    const error = await refusal(pluginApplier(tokenA).apply(report(uniqueName("vap-report-c"), nodeB)));
+    expect(error.code).toBe(403);
+    expect(error.message).toContain(
+      `dpo-plugin on node ${nodeA} may write only its own node's DeviceNodeState, not one for node ${nodeB}`,
+    );
+  });
+
+  it("refuses the plugin on node A a patch of node B's report, spec, status or a takeover", async () => {
+    const plugin = pluginApplier(tokenA);
+    const spec = await refusal(plugin.apply(report(reportB, nodeB, { x: "y" })));
+    const status = await refusal(plugin.applyStatus(withStatus(reportB, nodeB, 0)));
+    for (const error of [spec, status]) {
+      expect(error.code).toBe(403);
+      expect(error.message).toContain(`not one for node ${nodeB}`);
+    }
+    // Rewriting node B's report to name node A passes the check on the new object; the old one stops it.
+    const takeover = await refusal(plugin.apply(report(reportB, nodeA)));
+    expect(takeover.code).toBe(403);
+    expect(takeover.message).toContain(
+      `dpo-plugin on node ${nodeA} may not change the DeviceNodeState of node ${nodeB}`,
+    );
+  });
+
+  it("refuses a plugin token bound to no pod, saying it names no node", async () => {
+    const error = await refusal(pluginApplier(unboundToken).apply(report(uniqueName("vap-report-d"), nodeA)));
+    expect(error.code).toBe(403);
+    expect(error.message).toContain("this token names no node");
+  });
+
+  it("leaves the operator and administrators alone: they read, write and delete any node's report", async () => {
+    const operatorToken = issuedToken(
+      await core.createNamespacedServiceAccountToken({
+        name: OPERATOR_SA,
+        namespace: NAMESPACE,
+        body: { spec: { audiences: [], expirationSeconds: 600 } },
+      }),
+      OPERATOR_SA,
+    );
+    const operator = kubeConfigWithToken(operatorToken);
+    const seen = await kubeRequest<{ items: { metadata: { name: string } }[] }>(operator, {
+      method: "GET",
+      path: REPORTS,
+    });
+    expect(seen.items.map((item) => item.metadata.name)).toEqual(expect.arrayContaining([reportA, reportB]));
+
+    // An administrator writes node B's status with no node claim at all.
+    const written = await new ServerSideApplier(admin, { fieldManager: "vap-test-admin" }).applyStatus(
+      withStatus(reportB, nodeB, 1),
+    );
+    expect(written.status.healthy).toBe(1);
+
+    await kubeRequest(operator, { method: "DELETE", path: `${REPORTS}/${reportB}` });
+    await waitFor(`report ${reportB} gone`, async () => {
+      const gone = await refusal(kubeRequest(admin, { method: "GET", path: `${REPORTS}/${reportB}` }));
+      return gone.code === 404;
+    });
+  });
+});
