@@ -270,6 +270,7 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
         canWrite: () => v["leader-elect"] !== "true" || operator.isLeader(),
         logger: logger.child({ component: "webhook" }),
         metrics: operator.metrics,
+        events: operator.events,
       });
     }
     logger.info(

@@ -93,7 +93,8 @@ export class Operator {
   private workers: Promise<void> | undefined;
   private elector: LeaderElector | undefined;
   private electorRun: Promise<void> | undefined;
-  private readonly events: EventRecorder;
+  /** Events of the operator (reconciles, storage migration, the webhook's certificates), correlated. */
+  readonly events: EventRecorder;
   private migration: Promise<void> | undefined;
 
   constructor(private readonly opts: OperatorOptions) {

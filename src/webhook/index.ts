@@ -5,6 +5,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { DEVICE_PLUGIN_CONFIG_CRD_NAME } from "../api/crd.js";
+import type { EventRecorder } from "../kube/events.js";
 import type { OperatorMetrics } from "../operator/metrics.js";
 import { WebhookCertificates } from "./cert-controller.js";
 import { ConversionWebhookServer, type ServingCertificate } from "./server.js";
@@ -25,6 +26,8 @@ export interface ConversionWebhookOptions {
   canWrite: () => boolean;
   logger: Logger;
   metrics?: OperatorMetrics;
+  /** Records `CertificatesUpdated` on the Secret when the certificates are issued or renewed. */
+  events?: EventRecorder;
 }
 
 export interface RunningWebhook {
@@ -101,6 +104,7 @@ export async function startConversionWebhook(opts: ConversionWebhookOptions): Pr
     logger,
     canWrite: opts.canWrite,
     onCertificate: (cert) => server.setCertificate(cert),
+    events: opts.events,
   });
   const running = certificates.run(stop.signal);
   return {

@@ -375,6 +375,18 @@ describe("DevicePluginConfig in two API versions", () => {
     }
     expect(failures).toEqual([]);
     expect(requests).toBeGreaterThan(100);
+    // Every issue and renewal is on the record, as an Event on the Secret.
+    const events = await kubectl([
+      "get",
+      "events",
+      "-n",
+      NAMESPACE,
+      "--field-selector",
+      `involvedObject.name=${SECRET},reason=CertificatesUpdated`,
+      "-o",
+      "jsonpath={.items[*].message}",
+    ]);
+    expect(events.stdout).toContain("promoted the next CA");
     // Each caBundle change (the next CA added, the expired one dropped) re-initializes the CRD's storage
     // for about a second; nothing else may throttle.
     expect(throttled.length, throttled.join("\n")).toBeLessThanOrEqual(12);
