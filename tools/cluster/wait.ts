@@ -35,7 +35,13 @@ export async function waitFor<T>(
       if (value !== undefined && value !== null && value !== false) return value;
       if (!observed) lastSeen = value;
     } catch (error) {
-      if (!observed) lastSeen = error;
+      // A probe cut off by the deadline saw nothing new: keep what the previous one saw, and say so.
+      if (error instanceof ProbeDeadline) {
+        if (!observed)
+          lastSeen = `${describe(lastSeen)} (and the probe after it was still running at the deadline)`;
+      } else if (!observed) {
+        lastSeen = error;
+      }
     }
     const remaining = deadline - Date.now();
     if (remaining <= 0) {
@@ -47,12 +53,14 @@ export async function waitFor<T>(
   }
 }
 
+class ProbeDeadline extends Error {}
+
 /** A probe that hangs must not stretch the wait past its deadline. */
 async function withDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
   const remaining = Math.max(deadline - Date.now(), 1);
   const abort = new AbortController();
   const expired = delay(remaining, undefined, { signal: abort.signal }).then(() => {
-    throw new Error(`probe still running at the deadline`);
+    throw new ProbeDeadline("probe still running at the deadline");
   });
   try {
     return await Promise.race([work, expired]);
