@@ -330,9 +330,12 @@ export const CDISchema = z
     enabled: z.boolean().default(false).describe("Return CDI device names in Allocate responses."),
     kind: z
       .string()
+      // The CDI parser's rule for vendor and class (pkg/parser in container-device-interface): a letter
+      // first, a letter or digit last, letters, digits, '_', '-' and '.' between; at least two characters
+      // each, since its check of a one-character name slices past the end.
       .regex(
-        /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\/[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$/,
-        "must be a CDI kind <vendor>/<class>, e.g. vendor.example/foo",
+        /^[a-zA-Z][-a-zA-Z0-9_.]*[a-zA-Z0-9]\/[a-zA-Z][-a-zA-Z0-9_.]*[a-zA-Z0-9]$/,
+        "must be a CDI kind <vendor>/<class>, each starting with a letter and ending with a letter or digit, e.g. vendor.example/foo",
       )
       .optional()
       .describe("CDI kind; defaults to the resource name."),
