@@ -23,6 +23,10 @@ import {
 } from "./registration/sockets.js";
 import { DevicePluginEndpoint } from "./server/device-plugin-server.js";
 
+/** Backoff of a failed CDI spec write. */
+const CDI_RETRY_MIN_MS = 1_000;
+const CDI_RETRY_MAX_MS = 60_000;
+
 export type RegistrationMode = "kubelet" | "watcher";
 
 export interface PluginRuntimeOptions {
@@ -123,6 +127,8 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
 
   private readonly backend: DeviceBackend;
   private readonly cdiKind: string;
+  private cdiRetryTimer: NodeJS.Timeout | undefined;
+  private cdiRetryMs = CDI_RETRY_MIN_MS;
   /** Writes the spec the CDI names Allocate returns resolve against; undefined without CDI. */
   private readonly cdiWriter: CdiSpecWriter | undefined;
 
@@ -184,6 +190,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.stopped = true;
     clearInterval(this.pollTimer);
     clearTimeout(this.retryTimer);
+    clearTimeout(this.cdiRetryTimer);
     this.fsWatcher?.close();
     await this.running?.catch(() => undefined);
     const socketPath = this.status().socketPath;
@@ -221,11 +228,23 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       name: d.id,
       containerEdits: this.backend.cdiContainerEdits(d.id) ?? {},
     }));
+    clearTimeout(this.cdiRetryTimer);
     try {
       await writer.write(this.cdiKind, devices);
+      if (this.cdiRetryMs !== CDI_RETRY_MIN_MS) this.log.info({ path: writer.path }, "CDI spec written");
+      this.cdiRetryMs = CDI_RETRY_MIN_MS;
     } catch (err) {
-      // The next device change writes again; the kubelet keeps working without CDI meanwhile.
-      this.log.error({ err: String(err), path: writer.path }, "cannot write the CDI spec");
+      // Containers whose Allocate named these devices cannot start until the spec is there: try again
+      // with backoff (a read-only or full directory may recover), not only on the next device change.
+      this.log.error(
+        { err: String(err), path: writer.path, retryInMs: this.cdiRetryMs },
+        "cannot write the CDI spec",
+      );
+      if (this.stopped) return;
+      clearTimeout(this.cdiRetryTimer);
+      this.cdiRetryTimer = setTimeout(() => void this.writeCdiSpec(this.devices.snapshot()), this.cdiRetryMs);
+      this.cdiRetryTimer.unref();
+      this.cdiRetryMs = Math.min(this.cdiRetryMs * 2, CDI_RETRY_MAX_MS);
     }
   }
 

@@ -424,6 +424,28 @@ describe("CDI specs", () => {
     expect(existsSync(specPath)).toBe(false);
   });
 
+  it("writes the CDI spec once its directory can be written, without waiting for a device change", async () => {
+    // The CDI directory cannot be made at first: a file stands where its parent should be.
+    const tmp = tempDir("cdi-blocked");
+    const blocker = join(tmp.dir, "blocked");
+    writeFileSync(blocker, "not a directory");
+    const cdiDir = join(blocker, "cdi");
+    harness = await startHarness(makeConfig({ cdi: { enabled: true, kind: "vendor.example/foo" } }), {
+      cdiDir,
+    });
+    await registered(harness);
+    expect(existsSync(cdiDir)).toBe(false);
+    unlinkSync(blocker);
+    // The runtime retries with backoff (1 s first); no device changed meanwhile.
+    await waitFor("the CDI spec to be written", () => existsSync(join(cdiDir, "vendor.example-foo.json")), {
+      timeoutMs: 10_000,
+      intervalMs: 100,
+    });
+    await harness.close();
+    harness = undefined;
+    tmp.cleanup();
+  });
+
   it("writes nothing when CDI is disabled", async () => {
     harness = await startHarness(makeConfig({}));
     await registered(harness);
