@@ -210,8 +210,9 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     try {
       return new CdiSpecWriter({ dir, fileName: cdiSpecFileName(this.cdiKind), logger: this.log });
     } catch (err) {
-      // The config schema allows kinds the CDI parser refuses (a vendor starting with a digit): serve
-      // anyway, but say loudly that runtimes will not resolve the names.
+      // An explicit cdi.kind is checked by the schema, but one defaulted from the resource name may be
+      // refused by the CDI parser (a domain starting with a digit): serve anyway, but say loudly that
+      // runtimes will not resolve the names.
       this.log.error(
         { err: (err as Error).message, kind: this.cdiKind },
         "CDI kind is not valid for a CDI spec; no spec is written and CDI names will not resolve",
