@@ -11,7 +11,7 @@ export PATH := $(NODE_BIN):$(PATH):/usr/local/go/bin
 KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
 .PHONY: all deps build lint typecheck format test test-unit test-protocol test-cluster proto manifests \
-	cluster-tools cluster-up cluster-down install run deploy undeploy demo bench-plugin bench-operator clean
+	cluster-tools cluster-up cluster-down install run deploy undeploy demo bench-plugin bench-operator fuzz clean
 
 all: build
 
@@ -60,6 +60,11 @@ proto: deps
 
 manifests: deps
 	npx tsx tools/manifests/generate.ts
+
+## Seeded gRPC fuzzing of the built plugin over its sockets: FUZZ_SEED replays a run (random and printed
+## otherwise), FUZZ_REQUESTS sets the size (10,000 by default). The protocol tier runs a 2,000-case slice.
+fuzz: build
+	node --import tsx test/fuzz/run.ts
 
 ## The local control plane.
 cluster-tools:

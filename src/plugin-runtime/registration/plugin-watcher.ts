@@ -1,5 +1,6 @@
 // Registration through the kubelet's plugin watcher: serve pluginregistration.Registration on a socket in
 // plugins_registry; the kubelet calls GetInfo, connects to our device-plugin endpoint and reports back.
+import { refuseMalformed, tolerantDefinition } from "../server/malformed.js";
 import * as grpc from "@grpc/grpc-js";
 import { unlink } from "node:fs/promises";
 import { socketPath } from "./sockets.js";
@@ -65,7 +66,10 @@ export class PluginWatcherRegistration {
         this.opts.onStatus(pluginRegistered, error, this.offered);
       },
     };
-    server.addService(PluginRegistrationService, implementation);
+    server.addService(
+      tolerantDefinition(PluginRegistrationService),
+      refuseMalformed(PluginRegistrationService, implementation),
+    );
     await new Promise<void>((resolve, reject) =>
       server.bindAsync(`unix://${path}`, grpc.ServerCredentials.createInsecure(), (err) =>
         err ? reject(err) : resolve(),

@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import type { AllocationPolicy, Sharing } from "../../api/v1beta1/spec.js";
 import type { DeviceBackend } from "../backends/backend.js";
 import { UnknownDevicesError } from "../backends/device-list.js";
+import { refuseMalformed, tolerantDefinition } from "./malformed.js";
 import { checkAllocateRequest, preferredAllocation } from "../devices/allocation.js";
 import type { DeviceSet, DeviceSetSnapshot } from "../devices/device-set.js";
 import { resourceEnvName } from "../devices/env.js";
@@ -51,6 +52,22 @@ class RequestError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * At most this many ids go into a status message. The message travels in the grpc-message trailer; one
+ * naming 100k ids is megabytes, past HTTP/2's header limits, and the client then resets the whole
+ * connection, failing every other call the kubelet has in flight on it.
+ */
+const MAX_IDS_IN_MESSAGE = 10;
+
+/** The ids for a status message, shortened to the first few plus a count. */
+export function describeIds(ids: readonly string[]): string {
+  const shown = ids
+    .slice(0, MAX_IDS_IN_MESSAGE)
+    .map((id) => JSON.stringify(id.length > 64 ? `${id.slice(0, 64)}…` : id));
+  const more = ids.length - shown.length;
+  return more > 0 ? `${shown.join(", ")} and ${more} more` : shown.join(", ");
 }
 
 function toServiceError(err: unknown): Partial<grpc.StatusObject> {
@@ -106,17 +123,17 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
       case "Unknown":
         throw new RequestError(
           grpc.status.INVALID_ARGUMENT,
-          `unknown device ids for ${resourceName}: ${check.ids.join(", ")}`,
+          `unknown device ids for ${resourceName}: ${describeIds(check.ids)}`,
         );
       case "Unhealthy":
         throw new RequestError(
           grpc.status.FAILED_PRECONDITION,
-          `unhealthy devices for ${resourceName}: ${check.ids.join(", ")}`,
+          `unhealthy devices for ${resourceName}: ${describeIds(check.ids)}`,
         );
       case "Duplicate":
         throw new RequestError(
           grpc.status.INVALID_ARGUMENT,
-          `device ids requested twice: ${check.ids.join(", ")}`,
+          `device ids requested twice: ${describeIds(check.ids)}`,
         );
       case "TooManyReplicas":
         throw new RequestError(
@@ -271,7 +288,7 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
       });
       if (check.kind === "Unhealthy") {
         callback(
-          { code: grpc.status.FAILED_PRECONDITION, details: `unhealthy devices: ${check.ids.join(", ")}` },
+          { code: grpc.status.FAILED_PRECONDITION, details: `unhealthy devices: ${describeIds(check.ids)}` },
           null,
         );
         return;
@@ -339,7 +356,10 @@ export class DevicePluginEndpoint {
   async listen(socketPath: string): Promise<void> {
     const server = new grpc.Server({ "grpc.max_receive_message_length": 4 * 1024 * 1024 });
     const service = createDevicePluginService(this.opts);
-    server.addService(DevicePluginService, service.implementation);
+    server.addService(
+      tolerantDefinition(DevicePluginService),
+      refuseMalformed(DevicePluginService, service.implementation),
+    );
     await new Promise<void>((resolve, reject) => {
       server.bindAsync(`unix://${socketPath}`, grpc.ServerCredentials.createInsecure(), (err) =>
         err ? reject(err) : resolve(),
