@@ -29,6 +29,7 @@ function isSessionReset(details: string): boolean {
 
 describe("gRPC fuzzing of dpo plugin", () => {
   let plugin: PluginUnderFuzz;
+  let before = { fds: 0, rss: 0 };
   beforeAll(async () => {
     plugin = await startPluginUnderFuzz();
   });
@@ -36,41 +37,45 @@ describe("gRPC fuzzing of dpo plugin", () => {
     await plugin?.stop();
   });
 
-  // OPEN BUG found by this fuzzer, not yet fixed: after the storm the kubelet's connection to the plugin is
-  // gone and the plugin watcher does not bring it back, so the post-storm Allocate fails. `it.fails` keeps
-  // `make test` green while the bug stands and turns red once it is fixed: then make this a plain `it`.
-  it.fails(
-    `answers ${REQUESTS} seeded malformed requests with the right codes and stays healthy`,
-    async () => {
-      const before = { fds: fdCount(plugin.pid), rss: rssBytes(plugin.pid) };
-      let result: FuzzResult | undefined;
-      try {
-        result = await fuzz({
-          seed: SEED,
-          requests: REQUESTS,
-          endpoint: plugin.endpoint,
-          registrationSocket: plugin.registrationSocket,
-        });
-      } finally {
-        if (!result || result.unexpected.some((u) => !isSessionReset(u.details)))
-          process.stdout.write(`grpc fuzz failed: replay with FUZZ_SEED=${SEED}\n`);
-      }
-      process.stdout.write(`${formatCounts(result)}\n`);
-      expect(plugin.exit).toBeUndefined();
-      expect(result.unexpected.filter((u) => !isSessionReset(u.details))).toEqual([]);
-      // Every kind of input was exercised.
-      expect([...result.counts.keys()].sort()).toEqual(
-        expect.arrayContaining([
-          "cancelled",
-          "huge-repeated",
-          "listandwatch-churn",
-          "mutated-valid",
-          "random-bytes",
-          "registration",
-          "wrong-method",
-        ]),
-      );
+  let result: FuzzResult | undefined;
 
+  it(`answers ${REQUESTS} seeded malformed requests with the right codes, and the process survives`, async () => {
+    before = { fds: fdCount(plugin.pid), rss: rssBytes(plugin.pid) };
+    try {
+      result = await fuzz({
+        seed: SEED,
+        requests: REQUESTS,
+        endpoint: plugin.endpoint,
+        registrationSocket: plugin.registrationSocket,
+      });
+    } finally {
+      if (!result || result.unexpected.some((u) => !isSessionReset(u.details)))
+        process.stdout.write(`grpc fuzz failed: replay with FUZZ_SEED=${SEED}\n`);
+    }
+    process.stdout.write(`${formatCounts(result)}\n`);
+    expect(plugin.exit).toBeUndefined();
+    // Connection resets under the storm are the open finding below; every other answer has its code.
+    expect(result.unexpected.filter((u) => !isSessionReset(u.details))).toEqual([]);
+    // Every kind of input was exercised.
+    expect([...result.counts.keys()].sort()).toEqual(
+      expect.arrayContaining([
+        "cancelled",
+        "huge-repeated",
+        "listandwatch-churn",
+        "mutated-valid",
+        "random-bytes",
+        "registration",
+        "wrong-method",
+      ]),
+    );
+  });
+
+  // OPEN BUG found by this fuzzer, not fixed yet: after the storm the kubelet's connection to the plugin is
+  // gone and the plugin does not register again, so the post-storm Allocate never happens. `it.fails`
+  // states the bug in `make test` and turns red once it is fixed: then make this a plain `it`.
+  it.fails(
+    "keeps serving the kubelet after the storm, and gives descriptors and memory back (open bug)",
+    async () => {
       // Still serving the kubelet: a valid allocation through the simulator, and ListAndWatch still live.
       // Open finding: the storm can end the kubelet's own ListAndWatch connection (see isSessionReset); the
       // plugin watcher then re-registers it. Wait for that, then check it serves.

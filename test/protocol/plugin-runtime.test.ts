@@ -446,6 +446,43 @@ describe("CDI specs", () => {
     tmp.cleanup();
   });
 
+  it("answers an undecodable request with INVALID_ARGUMENT, not grpc-js's INTERNAL", async () => {
+    harness = await startHarness(makeConfig({}));
+    const r = await registered(harness);
+    // A raw client, so the bytes are ours: 0x0a 0xff… is a length-delimited field longer than the body.
+    const raw = new grpc.Client(`unix://${join(harness.dir, r.endpoint)}`, grpc.credentials.createInsecure());
+    const err = await new Promise<grpc.ServiceError>((resolve, reject) =>
+      raw.makeUnaryRequest(
+        "/v1beta1.DevicePlugin/Allocate",
+        (b: Buffer) => b,
+        (b: Buffer) => b,
+        Buffer.from([0x0a, 0xff, 0xff, 0x01, 0x41]),
+        (e: grpc.ServiceError | null) => (e ? resolve(e) : reject(new Error("expected an error"))),
+      ),
+    );
+    raw.close();
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err.details).toMatch(/^malformed request: /);
+  });
+
+  it("names at most ten of 5000 unknown ids, and the kubelet's connection keeps serving", async () => {
+    harness = await startHarness(makeConfig({}));
+    const r = await registered(harness);
+    const dp = new DevicePluginClient(
+      `unix://${join(harness.dir, r.endpoint)}`,
+      grpc.credentials.createInsecure(),
+    );
+    const ids = Array.from({ length: 5000 }, (_, i) => `nope-${i}`);
+    const err = await callError(dp.allocate.bind(dp), { containerRequests: [{ devicesIds: ids }] });
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err.details).toContain('"nope-9" and 4990 more');
+    expect(err.details.length).toBeLessThan(500);
+    // A megabyte of details used to reset the whole HTTP/2 connection; the next call on it must work.
+    const options = await call(dp.getDevicePluginOptions.bind(dp), {});
+    expect(options).toBeDefined();
+    dp.close();
+  });
+
   it("writes nothing when CDI is disabled", async () => {
     harness = await startHarness(makeConfig({}));
     await registered(harness);
