@@ -6,6 +6,7 @@
 // never overwrite each other: the second gets a conflict, writes nothing, and reads the first's.
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { sleep, systemClock } from "../kube/clock.js";
 import { isConflict, isForbidden, isNotFound, kubeRequest, type EventRecorder } from "../kube/index.js";
 import {
   planCertificates,
@@ -140,13 +141,7 @@ export class WebhookCertificates {
         if (message !== this.lastProblem) this.opts.logger.error({ err: message }, "webhook certificates");
         this.lastProblem = message;
       }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(
-          resolve,
-          this.lastProblem === undefined ? interval : Math.min(interval, 2_000),
-        );
-        signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
-      });
+      await sleep(systemClock, this.lastProblem === undefined ? interval : Math.min(interval, 2_000), signal);
     }
   }
 

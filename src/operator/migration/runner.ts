@@ -4,6 +4,7 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
+import { sleep, systemClock } from "../../kube/clock.js";
 import type { EventRecorder } from "../../kube/events.js";
 import { kubeRequest } from "../../kube/request.js";
 import { migrateStorage, planMigration, type CrdView, type MigrationOutcome } from "./storage-migration.js";
@@ -110,10 +111,7 @@ export class StorageMigrationRunner {
         log.error({ crd: this.opts.crdName, err: (err as Error).message }, "storage migration check failed");
         delay = retryMs;
       }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, delay);
-        signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
-      });
+      await sleep(systemClock, delay, signal);
     }
   }
 
