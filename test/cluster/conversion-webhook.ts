@@ -3,14 +3,12 @@
 import { pino } from "pino";
 import { planCertificates } from "../../src/webhook/certificates.js";
 import { ConversionWebhookServer } from "../../src/webhook/server.js";
+import { CONVERSION_SERVICE, DEVICE_PLUGIN_CONFIG_CRD_NAME } from "../../src/api/crd.js";
+import { replaceClientConfig } from "../../tools/cluster/install-dpo.js";
 import { kubectl } from "./helpers.js";
 
-const CRD = "crd/devicepluginconfigs.dpo.dev";
-
 /** Where config/crd points the webhook in a cluster; tests put it back when done. */
-const SERVICE_CLIENT_CONFIG = {
-  service: { namespace: "dpo-system", name: "dpo-webhook", path: "/convert", port: 443 },
-};
+const SERVICE_CLIENT_CONFIG = { service: { ...CONVERSION_SERVICE } };
 
 export interface TestConversionWebhook {
   port: number;
@@ -48,13 +46,11 @@ export async function serveConversionFromTest(): Promise<TestConversionWebhook> 
 
 /** Replaces the whole clientConfig (a JSON patch), so no url or service of an earlier run lingers. */
 export async function setClientConfig(clientConfig: object): Promise<void> {
-  await kubectl([
-    "patch",
-    CRD,
-    "--type=json",
-    "-p",
-    JSON.stringify([{ op: "replace", path: "/spec/conversion/webhook/clientConfig", value: clientConfig }]),
-  ]);
+  await replaceClientConfig(
+    async (args) => (await kubectl(args)).stdout,
+    DEVICE_PLUGIN_CONFIG_CRD_NAME,
+    clientConfig,
+  );
 }
 
 export { SERVICE_CLIENT_CONFIG };

@@ -17,8 +17,7 @@ import type {
   V1ServiceAccount,
 } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CONVERSION_SERVICE, DEVICE_PLUGIN_CONFIG_CRD_NAME } from "../../src/api/crd.js";
-import { replaceClientConfig } from "../../tools/cluster/install-dpo.js";
+import { SERVICE_CLIENT_CONFIG, setClientConfig } from "../cluster/conversion-webhook.js";
 import { parseAllDocuments, stringify } from "yaml";
 import { injectedCluster, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
 
@@ -48,9 +47,7 @@ async function render(dir: string): Promise<KubeObject[]> {
 
 /** config/crd applied for real, after putting the webhook's clientConfig back to what it names. */
 async function applyConfigCrds(): Promise<void> {
-  await replaceClientConfig(async (args) => (await kubectl(args)).stdout, DEVICE_PLUGIN_CONFIG_CRD_NAME, {
-    service: { ...CONVERSION_SERVICE },
-  });
+  await setClientConfig(SERVICE_CLIENT_CONFIG);
   await kubectl([
     "apply",
     "--server-side",
