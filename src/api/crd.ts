@@ -21,7 +21,9 @@ export type SchemaType = "object" | "array" | "string" | "integer" | "number" | 
  * node, no unions or references, and either `properties` or `additionalProperties`, never both.
  */
 export interface StructuralSchema {
-  type: SchemaType;
+  /** Absent only with `x-kubernetes-int-or-string`. */
+  type?: SchemaType;
+  "x-kubernetes-int-or-string"?: true;
   description?: string;
   format?: string;
   nullable?: boolean;
@@ -285,7 +287,35 @@ const IGNORED_KEYS = new Set([
 
 function sortKeys(schema: StructuralSchema): StructuralSchema {
   const entries = Object.entries(schema).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return Object.fromEntries(entries) as unknown as StructuralSchema;
+  return Object.fromEntries(entries);
+}
+
+const INT_OR_STRING = "x-kubernetes-int-or-string";
+
+/**
+ * A union of an integer and a string marked `x-kubernetes-int-or-string` (like a DaemonSet's
+ * maxUnavailable): the one union a structural schema allows. The branches' own bounds cannot be said
+ * without a type, so the marked schema must carry CEL rules that check them.
+ */
+function intOrString(node: JsonObject, path: string): StructuralSchema {
+  const branches = node.anyOf;
+  const types = Array.isArray(branches)
+    ? (branches as unknown[]).map((b) => (isJsonObject(b) ? b.type : undefined)).sort()
+    : [];
+  if (JSON.stringify(types) !== JSON.stringify(["integer", "string"])) {
+    throw new CrdSchemaError(path, `${INT_OR_STRING} needs a union of an integer and a string`);
+  }
+  const rules = node[CEL_RULES_KEY];
+  if (!Array.isArray(rules) || rules.length === 0) {
+    throw new CrdSchemaError(path, `${INT_OR_STRING} needs CEL rules for the bounds of its branches`);
+  }
+  const out: StructuralSchema = {
+    [INT_OR_STRING]: true,
+    [CEL_RULES_KEY]: (rules as CelRule[]).map((rule) => ({ ...rule })),
+  };
+  if (typeof node.description === "string") out.description = node.description;
+  if ("default" in node) out.default = structuredClone(node.default);
+  return sortKeys(out);
 }
 
 /**
@@ -295,6 +325,7 @@ function sortKeys(schema: StructuralSchema): StructuralSchema {
 function toStructural(raw: unknown, path: string): StructuralSchema {
   if (!isJsonObject(raw)) throw new CrdSchemaError(path, "is not a schema object");
   if ("$ref" in raw) throw new CrdSchemaError(path, "$ref is not allowed: the schema must be inlined");
+  if (raw[INT_OR_STRING] === true) return intOrString(raw, path);
   const { node, nullable: unionNullable } = unwrapNullable(raw, path);
   const { type, nullable: typeNullable } = nodeType(node, path);
   const out: StructuralSchema = { type };
@@ -469,6 +500,12 @@ const STATUS_COLUMNS: readonly PrinterColumn[] = [
     description: "Allocatable / capacity, summed over the nodes as the kubelets advertise them.",
   },
   { name: "Unhealthy", type: "integer", jsonPath: ".status.devices.unhealthy" },
+  {
+    name: "Updated",
+    type: "string",
+    jsonPath: ".status.upgrade.summary",
+    description: "Nodes whose kubelet advertises the current plugin revision / nodes the upgrade targets.",
+  },
   { name: "Ready", type: "string", jsonPath: `${READY}.status` },
   { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
 ];

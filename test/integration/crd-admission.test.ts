@@ -232,6 +232,15 @@ describe("printer columns", () => {
       ],
       nodes: { desired: 3, ready: 2, updated: 3, summary: "2/3" },
       devices: { capacity: 32, allocatable: 30, unhealthy: 2, summary: "30/32" },
+      upgrade: {
+        phase: "Progressing",
+        currentRevision: "1a2b3c4d5e",
+        updateRevision: "6f7a8b9c0d",
+        updated: 1,
+        total: 3,
+        summary: "1/3",
+        inFlight: ["n2"],
+      },
     };
     const written = await serverSideApply(
       { apiVersion: manifest.apiVersion, kind: manifest.kind, metadata: manifest.metadata, status },
@@ -248,6 +257,7 @@ describe("printer columns", () => {
       "NODES",
       "DEVICES",
       "UNHEALTHY",
+      "UPDATED",
       "READY",
       "AGE",
       "SHARING",
@@ -255,13 +265,14 @@ describe("printer columns", () => {
       "REASON",
     ]);
     const cells = row?.split(/\s+/) ?? [];
-    expect([...cells.slice(0, 7), ...cells.slice(8)]).toEqual([
+    expect([...cells.slice(0, 8), ...cells.slice(9)]).toEqual([
       manifest.metadata.name,
       "hardware-vendor.example/foo-shared",
       "Mock",
       "2/3",
       "30/32",
       "2",
+      "1/3",
       "False",
       "TimeSlicing",
       "Packed",

@@ -4,7 +4,12 @@
 import fc from "fast-check";
 import type { AlphaObject, BetaObject } from "../../src/api/conversion/index.js";
 import { LOST_FIELDS_ANNOTATION } from "../../src/api/conversion/index.js";
-import { ALLOCATION_POLICIES, BACKEND_TYPES, LOG_LEVELS } from "../../src/api/v1beta1/spec.js";
+import {
+  ALLOCATION_POLICIES,
+  BACKEND_TYPES,
+  LOG_LEVELS,
+  UPGRADE_STRATEGIES,
+} from "../../src/api/v1beta1/spec.js";
 import { V1ALPHA1_ALLOCATION_POLICIES } from "../../src/api/v1alpha1/spec.js";
 
 export interface Options {
@@ -142,6 +147,21 @@ const nodeSelector = (o: Options) =>
 const logLevel = (o: Options) =>
   pick(o, fc.constantFrom(...LOG_LEVELS), "verbose" as (typeof LOG_LEVELS)[number]);
 
+/** spec.upgrade: the same shape in both versions. */
+const upgrade = (o: Options) =>
+  partial({
+    strategy: pick(o, fc.constantFrom(...UPGRADE_STRATEGIES), "Blue" as (typeof UPGRADE_STRATEGIES)[number]),
+    maxUnavailable: pick<number | `${number}%`>(
+      o,
+      fc.oneof(fc.integer({ min: 1, max: 50 }), fc.constantFrom("10%" as const, "100%" as const)),
+      0,
+      "0%",
+    ),
+    progressDeadlineSeconds: pick(o, fc.integer({ min: 10, max: 3600 }), 5),
+    paused: fc.boolean(),
+    autoRollback: fc.boolean(),
+  });
+
 const image = (o: Options) => pick(o, fc.constantFrom("", "registry.example/dpo:1.0"), "x".repeat(1025));
 
 /** metadata: a name, and annotations absent, empty, or with other keys (sometimes the reserved one). */
@@ -217,6 +237,7 @@ export function betaObject(o: Options): fc.Arbitrary<BetaObject> {
           }),
           logLevel: logLevel(o),
         }),
+        upgrade: upgrade(o),
       },
       { requiredKeys: ["resourceName", "backend"] },
     ),
@@ -250,6 +271,7 @@ export function alphaObject(o: Options): fc.Arbitrary<AlphaObject> {
           tolerations: tolerations(o),
           image: image(o),
           logLevel: logLevel(o),
+          upgrade: upgrade(o),
         },
         { requiredKeys: ["resourceName", "backend", "members"] },
       )

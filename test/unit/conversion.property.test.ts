@@ -21,6 +21,7 @@ import {
   MockBackendSchema,
   PCIBackendSchema,
   PluginSchema,
+  UpgradeSchema,
   SharingSchema,
   TolerationSchema,
   TopologySchema,
@@ -70,6 +71,7 @@ describe("the arbitraries", () => {
     ["cdi", CDISchema, (b: BetaObject) => [b.spec.cdi]],
     ["tolerations[]", TolerationSchema, (b: BetaObject) => b.spec.tolerations ?? []],
     ["plugin", PluginSchema, (b: BetaObject) => [b.spec.plugin]],
+    ["upgrade", UpgradeSchema, (b: BetaObject) => [b.spec.upgrade]],
   ] as const)("the v1beta1 arbitrary covers every field of %s", (_name, schema, select) => {
     const seen = new Set<string>();
     for (const b of fc.sample(betaObject(valid), 2000)) {

@@ -155,12 +155,18 @@ describe.each(allCrds().map((crd) => [crd.metadata.name, crd] as const))("%s is 
     "x-kubernetes-list-map-keys",
     "x-kubernetes-map-type",
     "x-kubernetes-validations",
+    "x-kubernetes-int-or-string",
   ]);
 
-  it("gives every node a type", () => {
+  it("gives every node a type, but for int-or-string nodes, which carry CEL rules for their bounds", () => {
     const untyped = nodes.filter(
       ({ node }) =>
-        !["object", "array", "string", "integer", "number", "boolean"].includes(node.type as string),
+        !["object", "array", "string", "integer", "number", "boolean"].includes(node.type as string) &&
+        !(
+          node.type === undefined &&
+          node["x-kubernetes-int-or-string"] === true &&
+          Array.isArray(node["x-kubernetes-validations"])
+        ),
     );
     expect(untyped.map((n) => n.path)).toEqual([]);
   });
@@ -278,6 +284,7 @@ describe("DevicePluginConfig CRD", () => {
       ["NODES", "string", ".status.nodes.summary", 0],
       ["DEVICES", "string", ".status.devices.summary", 0],
       ["UNHEALTHY", "integer", ".status.devices.unhealthy", 0],
+      ["UPDATED", "string", ".status.upgrade.summary", 0],
       ["READY", "string", '.status.conditions[?(@.type=="Ready")].status', 0],
       ["AGE", "date", ".metadata.creationTimestamp", 0],
       ["SHARED", "integer", ".spec.sharedDevNum", 1],
@@ -310,6 +317,7 @@ describe("DevicePluginConfig CRD", () => {
       ["NODES", "string", ".status.nodes.summary", 0],
       ["DEVICES", "string", ".status.devices.summary", 0],
       ["UNHEALTHY", "integer", ".status.devices.unhealthy", 0],
+      ["UPDATED", "string", ".status.upgrade.summary", 0],
       ["READY", "string", '.status.conditions[?(@.type=="Ready")].status', 0],
       ["AGE", "date", ".metadata.creationTimestamp", 0],
       ["SHARING", "string", ".spec.sharing.strategy", 1],
@@ -334,6 +342,11 @@ describe("DevicePluginConfig CRD", () => {
     ["backend.pci.sysfsRoot", "/sys"],
     ["tolerations", []],
     ["nodeSelector", {}],
+    ["upgrade.strategy", "Auto"],
+    ["upgrade.maxUnavailable", 1],
+    ["upgrade.progressDeadlineSeconds", 300],
+    ["upgrade.paused", false],
+    ["upgrade.autoRollback", true],
   ])("defaults spec.%s to %j", (path, value) => {
     expect(schemaAt(spec, path).default).toEqual(value);
   });

@@ -143,6 +143,7 @@ function betaSpecOf(spec: AlphaSpec): BetaSpec {
     nodeSelector: spec.nodeSelector,
     tolerations: spec.tolerations,
     plugin: Object.keys(plugin).length > 0 ? plugin : undefined,
+    upgrade: spec.upgrade === undefined ? undefined : structuredClone(spec.upgrade),
   });
 }
 
@@ -164,6 +165,7 @@ function alphaSpecOf(spec: BetaSpec): AlphaSpec {
     tolerations: spec.tolerations,
     image: plugin.image,
     logLevel: plugin.logLevel,
+    upgrade: isJsonObject(spec.upgrade) ? (structuredClone(spec.upgrade) as AlphaSpec["upgrade"]) : undefined,
   });
 }
 

@@ -11,6 +11,7 @@ import {
   PCIBackendSchema,
   ResourceNameSchema,
   TolerationSchema,
+  UpgradeSchema,
   type BackendType,
 } from "../v1beta1/spec.js";
 
@@ -57,6 +58,7 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
     tolerations: z.array(TolerationSchema).max(64).optional(),
     image: z.string().max(1024).optional().describe("Plugin image; empty means the operator's own image."),
     logLevel: z.enum(LOG_LEVELS).optional(),
+    upgrade: UpgradeSchema.optional().describe("How a change of the plugin pods rolls out; as in v1beta1."),
   })
   .strict()
   .superRefine((spec, ctx) => {

@@ -342,6 +342,63 @@ export const CDISchema = z
   })
   .strict();
 
+export const UPGRADE_STRATEGIES = ["Auto", "Replace", "Surge"] as const;
+export type UpgradeStrategy = (typeof UPGRADE_STRATEGIES)[number];
+
+const MAX_UNAVAILABLE_MESSAGE = "must be a number of nodes >= 1 or a percentage from 1% to 100%";
+const PERCENT_PATTERN = "^(100|[1-9][0-9]?)%$";
+
+/**
+ * Nodes in flight at once during a plugin upgrade: a count, or a percentage of the targeted nodes, as a
+ * DaemonSet's `maxUnavailable` (int-or-string in the CRD, checked by CEL there).
+ */
+export const MaxUnavailableSchema = z
+  .union([z.number().int().min(1).max(100_000), z.string().regex(new RegExp(PERCENT_PATTERN))], {
+    error: MAX_UNAVAILABLE_MESSAGE,
+  })
+  .meta({
+    "x-kubernetes-int-or-string": true,
+    ...celRules({
+      rule: `type(self) == int ? (self >= 1 && self <= 100000) : self.matches('${PERCENT_PATTERN}')`,
+      message: MAX_UNAVAILABLE_MESSAGE,
+    }),
+  });
+
+/** How a change of the plugin pods rolls out, node by node, gated on what the kubelet advertises. */
+export const UpgradeSchema = z
+  .object({
+    strategy: z
+      .enum(UPGRADE_STRATEGIES)
+      .default("Auto")
+      .describe(
+        "Surge starts the new plugin beside the old one; Replace stops the old one first; Auto surges where the node's kubelet can take it (v1.37.0 and later) and replaces elsewhere.",
+      ),
+    maxUnavailable: MaxUnavailableSchema.default(1).describe(
+      "Nodes in flight at once: a count, or a percentage of the targeted nodes (at least 1).",
+    ),
+    progressDeadlineSeconds: z
+      .number()
+      .int()
+      .min(10)
+      .max(86_400)
+      .default(300)
+      .describe("How long one node may take from first touch until the kubelet advertises the new plugin."),
+    paused: z.boolean().default(false).describe("No node starts while paused; nodes in flight finish."),
+    autoRollback: z
+      .boolean()
+      .default(true)
+      .describe("A node that misses its deadline rolls every node moved so far back to the previous plugin."),
+  })
+  .strict();
+export type Upgrade = z.infer<typeof UpgradeSchema>;
+export const UPGRADE_DEFAULTS: Upgrade = {
+  strategy: "Auto",
+  maxUnavailable: 1,
+  progressDeadlineSeconds: 300,
+  paused: false,
+  autoRollback: true,
+};
+
 /** An extended resource name, with the rules of the kubelet and the API server; shared by both API versions. */
 export const ResourceNameSchema = z
   .string()
@@ -384,6 +441,7 @@ export const DevicePluginConfigSpecSchema = z
       resources: {},
       logLevel: "info",
     }),
+    upgrade: UpgradeSchema.default(UPGRADE_DEFAULTS),
   })
   .strict();
 

@@ -28,6 +28,8 @@ export const PROBLEM_REASONS = [
   "UnhealthyDevices",
   "PluginNotRegistered",
   "PluginNotReady",
+  "KubeletTooOld",
+  "UpgradeFailed",
 ] as const;
 export type ProblemReason = (typeof PROBLEM_REASONS)[number];
 
@@ -45,6 +47,35 @@ export const NodeProblemSchema = z
   })
   .strict();
 export type NodeProblem = z.infer<typeof NodeProblemSchema>;
+
+export const UPGRADE_PHASES = [
+  "Progressing",
+  "Paused",
+  "Complete",
+  "RollingBack",
+  "RolledBack",
+  "Failed",
+] as const;
+export type UpgradePhase = (typeof UPGRADE_PHASES)[number];
+/** At most this many nodes are listed as in flight, and as failed; the rest are counted. */
+export const MAX_UPGRADE_NODES = 20;
+
+export const UpgradeStatusSchema = z
+  .object({
+    phase: z.enum(UPGRADE_PHASES),
+    currentRevision: z.string().max(63).describe("The plugin revision the nodes are moving from."),
+    updateRevision: z.string().max(63).describe("The plugin revision of the current spec."),
+    updated: z.number().int().min(0).describe("Targeted nodes whose kubelet advertises the update revision."),
+    total: z.number().int().min(0).describe("Targeted nodes (kubelets too old are not targeted)."),
+    summary: z.string().max(64).describe("updated/total, for printer columns."),
+    inFlight: z.array(z.string().max(253)).max(MAX_UPGRADE_NODES).optional(),
+    inFlightOmitted: z.number().int().min(0).optional(),
+    failed: z.array(z.string().max(253)).max(MAX_UPGRADE_NODES).optional(),
+    failedOmitted: z.number().int().min(0).optional(),
+    message: z.string().max(1024).optional(),
+  })
+  .strict();
+export type UpgradeStatus = z.infer<typeof UpgradeStatusSchema>;
 
 export const DevicePluginConfigStatusSchema = z
   .object({
@@ -71,6 +102,7 @@ export const DevicePluginConfigStatusSchema = z
     problems: z.array(NodeProblemSchema).max(MAX_PROBLEMS).optional(),
     problemsOmitted: z.number().int().min(0).optional().describe("Problem nodes beyond the listed ones."),
     daemonSetName: z.string().max(253).optional(),
+    upgrade: UpgradeStatusSchema.optional(),
   })
   .strict();
 export type DevicePluginConfigStatus = z.infer<typeof DevicePluginConfigStatusSchema>;
