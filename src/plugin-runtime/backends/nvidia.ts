@@ -204,12 +204,16 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
     return nodes.length === 0 ? undefined : { deviceNodes: nodes.map(cdiDeviceNode) };
   }
 
-  /** /dev/nvidia<minor> of each GPU, then the control nodes that exist, each once. */
+  /**
+   * /dev/nvidia<minor> of each GPU, then the control nodes, each once and only when it exists: a missing
+   * host path would fail the container's creation instead of just leaving a node out.
+   */
   private deviceSpecs(physicalIds: readonly string[]): ContainerDeviceSpec[] {
     const names: string[] = [];
     for (const id of physicalIds) {
       const minor = this.minors.get(id);
-      if (minor !== undefined && !names.includes(`nvidia${minor}`)) names.push(`nvidia${minor}`);
+      const name = `nvidia${minor}`;
+      if (minor !== undefined && this.presentGpuNodes.has(name) && !names.includes(name)) names.push(name);
     }
     names.push(...this.controlNodes);
     return names.map((name) => ({
@@ -374,7 +378,13 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
         this.logger.warn(fields, "XID for a device that is not a known GPU");
       } else {
         this.logger.warn(fields, "XID makes the GPU unhealthy until nvidia-smi shows it well again");
-        this.xids.set(gpu.row.uuid, { xid: event.xid, detail: event.detail, refresh });
+        // The first XID names the fault; the ones that follow it (63 after 48, say) only extend the hold.
+        const active = this.xids.get(gpu.row.uuid);
+        this.xids.set(gpu.row.uuid, {
+          xid: active?.xid ?? event.xid,
+          detail: active?.detail ?? event.detail,
+          refresh,
+        });
       }
     }
   }
