@@ -13,6 +13,8 @@ import {
 import { V1ALPHA1_API_VERSION, DevicePluginConfigV1alpha1Schema } from "./v1alpha1/config.js";
 import type { DevicePluginConfigV1alpha1 } from "./v1alpha1/config.js";
 import { API_VERSION, DevicePluginConfigSchema, type DevicePluginConfig } from "./v1beta1/config.js";
+import { V1ALPHA1_BACKEND_MEMBER } from "./v1alpha1/spec.js";
+import { BACKEND_MEMBER } from "./v1beta1/spec.js";
 
 /** One problem with a manifest, located by its field path (`spec.sharing.replicas`). */
 export interface FieldError {
@@ -92,8 +94,8 @@ export function validateDevicePluginConfigSchemaOnly(obj: unknown): ValidationRe
 /** What is wrong with the conversion annotation of a schema-valid v1alpha1 object. */
 function lostFieldsErrors(alpha: AlphaObject): FieldError[] {
   const raw = alpha.metadata.annotations?.[LOST_FIELDS_ANNOTATION];
-  if (raw === undefined) return [];
   const at = (message: string): FieldError => ({ path: LOST_FIELDS_PATH, message });
+  if (raw === undefined) return missingLostFieldsErrors(alpha).map(at);
   const beta = toV1beta1(alpha);
   if (!beta.ok) return [at(beta.problem)];
   if (beta.ignored.length > 0) {
@@ -112,6 +114,20 @@ function lostFieldsErrors(alpha: AlphaObject): FieldError[] {
     ];
   }
   return [];
+}
+
+/**
+ * Without the annotation a v1alpha1 object is complete, except for a backend whose settings only v1beta1
+ * can hold (NVIDIA): then the annotation must carry them. Messages for the annotation path.
+ */
+export function missingLostFieldsErrors(alpha: AlphaObject): string[] {
+  if (alpha.metadata.annotations?.[LOST_FIELDS_ANNOTATION] !== undefined) return [];
+  const type = alpha.spec.backend;
+  if (!Object.hasOwn(V1ALPHA1_BACKEND_MEMBER, type) || V1ALPHA1_BACKEND_MEMBER[type] !== undefined) return [];
+  const member = BACKEND_MEMBER[type];
+  return [
+    `must hold spec.backend.${member} when backend is ${type}: v1alpha1 has no member for it (write ${type} configs in ${API_VERSION}, or convert a v1beta1 one with dpo convert --to v1alpha1)`,
+  ];
 }
 
 /** The dpo.dev API versions a manifest may use. */

@@ -7,6 +7,7 @@ const USAGE = `Usage: dpo <command> [flags]
 Commands:
   operator   run the controller that turns DevicePluginConfigs into plugin DaemonSets (dpo operator --help)
   plugin     run the device-plugin runtime on a node (dpo plugin --help)
+  probe      print what a config's backend discovers on this machine: dpo probe --config FILE
   crds       print the dpo.dev CustomResourceDefinitions
   validate   check DevicePluginConfig manifests (v1beta1 or v1alpha1): dpo validate FILE...
   convert    print manifests in another API version: dpo convert --to v1beta1|v1alpha1 FILE...
@@ -24,6 +25,8 @@ async function main(argv: string[]): Promise<number> {
       const { runPluginCommand } = await import("./plugin.js");
       return runPluginCommand(rest);
     }
+    case "probe":
+      return (await import("./probe.js")).runProbeCommand(rest);
     case "validate": {
       if (rest.length === 0 || rest.includes("--help") || rest.includes("-h")) {
         process.stderr.write(

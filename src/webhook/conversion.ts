@@ -13,6 +13,7 @@ import {
   type BetaObject,
 } from "../api/conversion/convert.js";
 import {
+  missingLostFieldsErrors,
   SUPPORTED_API_VERSIONS,
   validateDevicePluginConfig,
   validateDevicePluginConfigSchemaOnly,
@@ -99,6 +100,9 @@ function convertOne(obj: unknown, index: number, desired: SupportedApiVersion, w
   const source = validateDevicePluginConfigSchemaOnly(obj);
   if (!source.ok) throw new ReviewError(`${label}: ${fieldErrors(source.errors)}`, "Invalid");
   if (desired === V1ALPHA1_API_VERSION) return toV1alpha1(obj as unknown as BetaObject);
+  const missing = missingLostFieldsErrors(obj as unknown as AlphaObject);
+  if (missing.length > 0)
+    throw new ReviewError(`${label}: ${LOST_FIELDS_PATH}: ${missing.join("; ")}`, "Invalid");
   const converted = toV1beta1(obj as unknown as AlphaObject);
   if (!converted.ok) throw new ReviewError(`${label}: ${LOST_FIELDS_PATH}: ${converted.problem}`, "Invalid");
   warnings.push(...converted.warnings);

@@ -10,7 +10,7 @@ import {
   LOG_LEVELS,
   UPGRADE_STRATEGIES,
 } from "../../src/api/v1beta1/spec.js";
-import { V1ALPHA1_ALLOCATION_POLICIES } from "../../src/api/v1alpha1/spec.js";
+import { V1ALPHA1_ALLOCATION_POLICIES, V1ALPHA1_MEMBER_BACKEND_TYPES } from "../../src/api/v1alpha1/spec.js";
 
 export interface Options {
   /** Also draw values the schemas refuse. */
@@ -86,12 +86,26 @@ const pciMember = (o: Options) =>
     { requiredKeys: ["vendor"] },
   );
 
+const nvidiaMember = (o: Options) =>
+  partial({
+    nvidiaSmiPath: absolutePath(o),
+    devRoot: absolutePath(o),
+    sysfsRoot: absolutePath(o),
+    pollIntervalSeconds: pick(o, fc.integer({ min: 1, max: 3600 }), 0, 3601),
+    timeoutSeconds: pick(o, fc.integer({ min: 1, max: 300 }), 0),
+    dmesgPath: absolutePath(o),
+    ignoredXids: fc.array(pick(o, fc.constantFrom(13, 31, 79), 0, -1), { maxLength: 3 }),
+  });
+
 type BackendType = (typeof BACKEND_TYPES)[number];
 const backendType = fc.constantFrom(...BACKEND_TYPES);
 
 /** Which members are set: the one the type names, and with `invalid` sometimes none or an extra one. */
 function members(o: Options, type: BackendType) {
-  const set = { Mock: false, DevFS: false, PCI: false, [type]: true } as Record<BackendType, boolean>;
+  const set = { Mock: false, DevFS: false, PCI: false, NVIDIA: false, [type]: true } as Record<
+    BackendType,
+    boolean
+  >;
   const variants = o.invalid
     ? fc.oneof(
         { arbitrary: fc.constant(set), weight: 6 },
@@ -104,6 +118,7 @@ function members(o: Options, type: BackendType) {
       mock: s.Mock ? mockMember(o) : fc.constant(undefined),
       devFS: s.DevFS ? devFSMember(o) : fc.constant(undefined),
       pci: s.PCI ? pciMember(o) : fc.constant(undefined),
+      nvidia: s.NVIDIA ? nvidiaMember(o) : fc.constant(undefined),
     }),
   );
 }
@@ -150,14 +165,14 @@ const logLevel = (o: Options) =>
 /** spec.upgrade: the same shape in both versions. */
 const upgrade = (o: Options) =>
   partial({
-    strategy: pick(o, fc.constantFrom(...UPGRADE_STRATEGIES), "Blue" as (typeof UPGRADE_STRATEGIES)[number]),
+    strategy: fc.constantFrom(...UPGRADE_STRATEGIES),
     maxUnavailable: pick<number | `${number}%`>(
       o,
       fc.oneof(fc.integer({ min: 1, max: 50 }), fc.constantFrom("10%" as const, "100%" as const)),
       0,
       "0%",
     ),
-    progressDeadlineSeconds: pick(o, fc.integer({ min: 10, max: 3600 }), 5),
+    progressDeadlineSeconds: fc.integer({ min: 10, max: 3600 }),
     paused: fc.boolean(),
     autoRollback: fc.boolean(),
   });
@@ -256,9 +271,13 @@ export function betaObject(o: Options): fc.Arbitrary<BetaObject> {
     .map((b) => plain(b) as BetaObject);
 }
 
-/** A v1alpha1 DevicePluginConfig without the conversion annotation. */
+/**
+ * A v1alpha1 DevicePluginConfig without the conversion annotation. Backends v1alpha1 has no member for
+ * (NVIDIA) need the annotation, so only the mixed generator draws them, as invalid objects.
+ */
 export function alphaObject(o: Options): fc.Arbitrary<AlphaObject> {
-  const spec = backendType.chain((type) =>
+  const types = o.invalid ? BACKEND_TYPES : V1ALPHA1_MEMBER_BACKEND_TYPES;
+  const spec = fc.constantFrom(...types).chain((type) =>
     fc
       .record(
         {

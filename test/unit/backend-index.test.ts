@@ -4,6 +4,7 @@ import { DevicePluginConfigSpecSchema } from "../../src/api/v1beta1/spec.js";
 import {
   DevFSDeviceBackend,
   MockDeviceBackend,
+  NVIDIADeviceBackend,
   PCIDeviceBackend,
   createBackend,
 } from "../../src/plugin-runtime/backends/index.js";
@@ -39,6 +40,7 @@ describe("createBackend", () => {
       "DevFS",
     ],
     [{ type: "PCI", pci: { vendor: "10de", sysfsRoot: "/nonexistent-sys" } }, PCIDeviceBackend, "PCI"],
+    [{ type: "NVIDIA", nvidia: { nvidiaSmiPath: "/nonexistent/nvidia-smi" } }, NVIDIADeviceBackend, "NVIDIA"],
   ])("builds the backend named by type %#", async (backend, kind, type) => {
     const built = createBackend(spec(backend), options);
     expect(built).toBeInstanceOf(kind);

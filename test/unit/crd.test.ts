@@ -296,7 +296,10 @@ describe("DevicePluginConfig CRD", () => {
   it("serves the v1alpha1 schema generated from its own zod schema, with its CEL rules", () => {
     const alpha = crd.spec.versions.find((v) => v.name === "v1alpha1")?.schema.openAPIV3Schema;
     const alphaSpec = alpha?.properties?.spec;
-    expect(alphaSpec?.properties?.backend).toMatchObject({ type: "string", enum: ["Mock", "DevFS", "PCI"] });
+    expect(alphaSpec?.properties?.backend).toMatchObject({
+      type: "string",
+      enum: ["Mock", "DevFS", "PCI", "NVIDIA"],
+    });
     expect(alphaSpec?.properties?.sharedDevNum).toMatchObject({ type: "integer", minimum: 1, maximum: 1024 });
     expect(alphaSpec?.["x-kubernetes-validations"]?.map((r) => r.fieldPath)).toEqual([
       ".mock",
@@ -340,6 +343,9 @@ describe("DevicePluginConfig CRD", () => {
     ["backend.devFS.paths[*].type", "CharDevice"],
     ["backend.devFS.paths[*].maxContainersPerDevice", 1],
     ["backend.pci.sysfsRoot", "/sys"],
+    ["backend.nvidia.nvidiaSmiPath", "/usr/bin/nvidia-smi"],
+    ["backend.nvidia.pollIntervalSeconds", 10],
+    ["backend.nvidia.ignoredXids", [13, 31, 43, 45, 68, 109]],
     ["tolerations", []],
     ["nodeSelector", {}],
     ["upgrade.strategy", "Auto"],
@@ -372,6 +378,8 @@ describe("DevicePluginConfig CRD", () => {
       ["self.type == 'DevFS' || !has(self.devFS)", ".devFS", "FieldValueForbidden"],
       ["self.type != 'PCI' || has(self.pci)", ".pci", "FieldValueRequired"],
       ["self.type == 'PCI' || !has(self.pci)", ".pci", "FieldValueForbidden"],
+      ["self.type != 'NVIDIA' || has(self.nvidia)", ".nvidia", "FieldValueRequired"],
+      ["self.type == 'NVIDIA' || !has(self.nvidia)", ".nvidia", "FieldValueForbidden"],
     ]);
   });
 

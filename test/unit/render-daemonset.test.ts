@@ -116,6 +116,7 @@ describe("renderPluginDaemonSet per backend", () => {
     { backend: "Mock", spec: {} },
     { backend: "DevFS", spec: { backend: { type: "DevFS", devFS: { paths: [{ glob: "/dev/tty*" }] } } } },
     { backend: "PCI", spec: { backend: { type: "PCI", pci: { vendor: "10de" } } } },
+    { backend: "NVIDIA without XID events", spec: { backend: { type: "NVIDIA", nvidia: {} } } },
   ])("$backend runs as uid 0 without privilege, capabilities or a writable root", ({ spec }) => {
     expect(container(renderPluginDaemonSet(config(spec), ctx)).securityContext).toEqual({
       runAsUser: 0,
@@ -126,6 +127,29 @@ describe("renderPluginDaemonSet per backend", () => {
       readOnlyRootFilesystem: true,
       capabilities: { drop: ["ALL"] },
       seccompProfile: { type: "RuntimeDefault" },
+    });
+  });
+
+  it("NVIDIA: sysfs and /dev, the NVIDIA Container Toolkit's variables, and CAP_SYSLOG only to read XIDs", () => {
+    const plain = renderPluginDaemonSet(config({ backend: { type: "NVIDIA", nvidia: {} } }), ctx);
+    expect(hostMounts(plain)).toEqual([
+      kubeletDir,
+      { host: "/dev", type: "Directory", at: "/dev", readOnly: true },
+      { host: "/sys", type: "Directory", at: "/sys", readOnly: true },
+    ]);
+    expect(container(plain).env).toEqual(
+      expect.arrayContaining([
+        { name: "NVIDIA_VISIBLE_DEVICES", value: "all" },
+        { name: "NVIDIA_DRIVER_CAPABILITIES", value: "utility" },
+      ]),
+    );
+    const xids = renderPluginDaemonSet(
+      config({ backend: { type: "NVIDIA", nvidia: { dmesgPath: "/usr/bin/dmesg" } } }),
+      ctx,
+    );
+    expect(container(xids).securityContext).toMatchObject({
+      privileged: false,
+      capabilities: { drop: ["ALL"], add: ["SYSLOG"] },
     });
   });
 

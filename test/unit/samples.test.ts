@@ -24,6 +24,7 @@ describe("config/samples", () => {
       "devfs-serial.yaml",
       "mock-basic.yaml",
       "mock-time-slicing.yaml",
+      "nvidia-gpu.yaml",
       "pci-vfio-gpu.yaml",
       "topology-spread.yaml",
     ]);

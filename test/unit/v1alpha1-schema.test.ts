@@ -43,7 +43,7 @@ describe("the v1alpha1 spec as a structural schema", () => {
     expect(alpha.properties?.sharedDevNum).toMatchObject({ type: "integer", minimum: 1, maximum: 1024 });
     expect(beta.properties?.sharing?.properties?.replicas).toMatchObject({ maximum: 1024 });
     expect(alpha.properties?.preferredAllocationPolicy?.enum).toEqual(["none", "packed", "balanced", "numa"]);
-    expect(alpha.properties?.backend?.enum).toEqual(["Mock", "DevFS", "PCI"]);
+    expect(alpha.properties?.backend?.enum).toEqual(["Mock", "DevFS", "PCI", "NVIDIA"]);
   });
 
   it("has no defaults of its own: an absent field converts to an absent field, and v1beta1's defaults apply", () => {

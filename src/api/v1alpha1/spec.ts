@@ -19,12 +19,25 @@ import {
 export const V1ALPHA1_ALLOCATION_POLICIES = ["none", "packed", "balanced", "numa"] as const;
 export type V1alpha1AllocationPolicy = (typeof V1ALPHA1_ALLOCATION_POLICIES)[number];
 
-/** Which spec-level member belongs to each `backend` value in v1alpha1 (note `devfs`, not `devFS`). */
-export const V1ALPHA1_BACKEND_MEMBER: Record<BackendType, "mock" | "devfs" | "pci"> = {
+/**
+ * Which spec-level member belongs to each `backend` value in v1alpha1 (note `devfs`, not `devFS`).
+ * Backends added after v1alpha1 (NVIDIA) have none: v1alpha1 names the type, and the settings live
+ * only in v1beta1, carried through v1alpha1 in the conversion annotation like every other v1beta1-only
+ * field, so the version manifests in the wild were written against does not grow.
+ */
+export const V1ALPHA1_BACKEND_MEMBER: Record<BackendType, "mock" | "devfs" | "pci" | undefined> = {
   Mock: "mock",
   DevFS: "devfs",
   PCI: "pci",
+  NVIDIA: undefined,
 };
+
+/** The backend types whose settings v1alpha1 can hold itself. */
+export const V1ALPHA1_MEMBER_BACKEND_TYPES = BACKEND_TYPES.filter(
+  (type) => V1ALPHA1_BACKEND_MEMBER[type] !== undefined,
+);
+
+const V1ALPHA1_MEMBERS = ["mock", "devfs", "pci"] as const;
 
 /** The largest `sharedDevNum`, the same bound as v1beta1's `sharing.replicas`. */
 export const MAX_SHARED_DEV_NUM = 1024;
@@ -63,10 +76,10 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
   .strict()
   .superRefine((spec, ctx) => {
     const want = V1ALPHA1_BACKEND_MEMBER[spec.backend];
-    if (spec[want] === undefined) {
+    if (want !== undefined && spec[want] === undefined) {
       ctx.addIssue({ code: "custom", path: [want], message: `must be set when backend is ${spec.backend}` });
     }
-    for (const member of Object.values(V1ALPHA1_BACKEND_MEMBER)) {
+    for (const member of V1ALPHA1_MEMBERS) {
       if (member !== want && spec[member] !== undefined) {
         ctx.addIssue({
           code: "custom",
@@ -79,7 +92,7 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
   // The superRefine above as CEL, so a CRD serving v1alpha1 refuses the same manifests at the same paths.
   .meta(
     celRules(
-      ...BACKEND_TYPES.flatMap((type) => {
+      ...V1ALPHA1_MEMBER_BACKEND_TYPES.flatMap((type) => {
         const member = V1ALPHA1_BACKEND_MEMBER[type];
         return [
           {

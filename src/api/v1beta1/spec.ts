@@ -140,14 +140,56 @@ export const PCIBackendSchema = z
   })
   .strict();
 
-export const BACKEND_TYPES = ["Mock", "DevFS", "PCI"] as const;
+/**
+ * The XIDs NVIDIA documents as caused by the application rather than the GPU (13 graphics engine
+ * exception, 31 MMU fault, 43 channel stopped, 45 preemptive cleanup, 68 video processor exception,
+ * 109 context switch timeout): NVIDIA's own device plugin skips the same ones by default.
+ */
+export const DEFAULT_IGNORED_XIDS = [13, 31, 43, 45, 68, 109] as const;
+
+export const NVIDIABackendSchema = z
+  .object({
+    nvidiaSmiPath: absolutePath
+      .default("/usr/bin/nvidia-smi")
+      .describe("The nvidia-smi binary; the NVIDIA Container Toolkit mounts it at /usr/bin/nvidia-smi."),
+    devRoot: absolutePath.default("/dev").describe("Where the host's /dev (with /dev/nvidia*) is seen."),
+    sysfsRoot: absolutePath.default("/sys").describe("Where sysfs is mounted; the NUMA node of each GPU."),
+    pollIntervalSeconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(3600)
+      .default(10)
+      .describe("How often nvidia-smi (and dmesg) are run for health."),
+    timeoutSeconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(300)
+      .default(10)
+      .describe("How long one nvidia-smi or dmesg run may take before it is killed and counted as failed."),
+    dmesgPath: absolutePath
+      .optional()
+      .describe(
+        "dmesg binary to read XID events (NVRM: Xid lines) from the kernel log; unset: nvidia-smi polling only. Needs CAP_SYSLOG.",
+      ),
+    ignoredXids: z
+      .array(z.number().int().min(1).max(65535))
+      .max(64)
+      .default([...DEFAULT_IGNORED_XIDS])
+      .describe("XIDs that do not make a GPU unhealthy (application errors)."),
+  })
+  .strict();
+
+export const BACKEND_TYPES = ["Mock", "DevFS", "PCI", "NVIDIA"] as const;
 export type BackendType = (typeof BACKEND_TYPES)[number];
 
 /** Which member of `backend` belongs to each `type`. */
-export const BACKEND_MEMBER: Record<BackendType, "mock" | "devFS" | "pci"> = {
+export const BACKEND_MEMBER: Record<BackendType, "mock" | "devFS" | "pci" | "nvidia"> = {
   Mock: "mock",
   DevFS: "devFS",
   PCI: "pci",
+  NVIDIA: "nvidia",
 };
 
 export const BackendSchema = z
@@ -156,6 +198,7 @@ export const BackendSchema = z
     mock: MockBackendSchema.optional(),
     devFS: DevFSBackendSchema.optional(),
     pci: PCIBackendSchema.optional(),
+    nvidia: NVIDIABackendSchema.optional(),
   })
   .strict()
   .superRefine((backend, ctx) => {
@@ -451,6 +494,7 @@ export type MockBackend = z.infer<typeof MockBackendSchema>;
 export type DevFSBackend = z.infer<typeof DevFSBackendSchema>;
 export type DevFSPath = z.infer<typeof DevFSPathSchema>;
 export type PCIBackend = z.infer<typeof PCIBackendSchema>;
+export type NVIDIABackend = z.infer<typeof NVIDIABackendSchema>;
 export type Sharing = z.infer<typeof SharingSchema>;
 export type Toleration = z.infer<typeof TolerationSchema>;
 export type LogLevel = (typeof LOG_LEVELS)[number];

@@ -7,6 +7,7 @@ import {
   type DevFSBackend,
   type DevicePluginConfigSpec,
   type MockBackend,
+  type NVIDIABackend,
   type PCIBackend,
 } from "../../api/v1beta1/spec.js";
 import { globSegments, hasWildcard } from "../../plugin-runtime/backends/devfs.js";
@@ -36,6 +37,7 @@ interface BackendMembers {
   Mock: MockBackend;
   DevFS: DevFSBackend;
   PCI: PCIBackend;
+  NVIDIA: NVIDIABackend;
 }
 
 type BackendPodProfile<M> = (member: M) => BackendPodNeeds;
@@ -77,6 +79,20 @@ export const BACKEND_POD_PROFILES: { readonly [T in BackendType]: BackendPodProf
     env: [],
     privileged: false,
     addCapabilities: [],
+  }),
+  // nvidia-smi needs the driver's device nodes in the container's device cgroup and the NVML library:
+  // the NVIDIA Container Toolkit (the node's default runtime on GPU nodes) injects both, and nvidia-smi
+  // itself, when NVIDIA_VISIBLE_DEVICES asks for the GPUs and the `utility` capability for the tools.
+  // sysfs gives the NUMA nodes; /dev is read to see which /dev/nvidia* nodes exist. XID events come
+  // from the kernel log through dmesg, which needs CAP_SYSLOG where kernel.dmesg_restrict is 1.
+  NVIDIA: (nvidia) => ({
+    hostPaths: sameAsHost([nvidia.sysfsRoot, nvidia.devRoot], "nvidia", { type: "Directory" }),
+    env: [
+      { name: "NVIDIA_VISIBLE_DEVICES", value: "all" },
+      { name: "NVIDIA_DRIVER_CAPABILITIES", value: "utility" },
+    ],
+    privileged: false,
+    addCapabilities: nvidia.dmesgPath === undefined ? [] : ["SYSLOG"],
   }),
 };
 

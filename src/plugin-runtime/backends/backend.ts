@@ -7,7 +7,7 @@ import type { ContainerAllocation, PhysicalDevice } from "../devices/types.js";
 export type DeviceListener = (devices: readonly PhysicalDevice[]) => void;
 
 export interface DeviceBackend {
-  /** Backend type as written in the config (`Mock`, `DevFS`, `PCI`). */
+  /** Backend type as written in the config (`Mock`, `DevFS`, `PCI`, `NVIDIA`). */
   readonly type: string;
   /** True when containers must go through preStart before they start (advertised to the kubelet). */
   readonly preStartRequired: boolean;
@@ -33,6 +33,12 @@ export interface DeviceBackend {
   cdiContainerEdits(physicalId: string): CdiContainerEdits | undefined;
   /** Prepares devices before a container starts; only called when preStartRequired. */
   preStart?(physicalIds: readonly string[], signal: AbortSignal): Promise<void>;
+  /**
+   * What keeps the backend from a full picture right now (a tool that fails, a source it cannot read),
+   * one line each, for `dpo probe`; empty when nothing does. Optional: backends that cannot fail this way
+   * have none.
+   */
+  diagnostics?(): readonly string[];
   /** Stops watching; idempotent. */
   stop(): Promise<void>;
 }

@@ -4,6 +4,7 @@ import type { DevicePluginConfigSpec } from "../../api/v1beta1/spec.js";
 import type { DeviceBackend } from "./backend.js";
 import { DevFSDeviceBackend } from "./devfs.js";
 import { MockDeviceBackend } from "./mock.js";
+import { NVIDIADeviceBackend } from "./nvidia.js";
 import { PCIDeviceBackend } from "./pci.js";
 
 export type { DeviceBackend, DeviceListener } from "./backend.js";
@@ -16,6 +17,7 @@ export {
   REASON_NO_IOMMU_GROUP,
   REASON_VFIO_DEVICE_MISSING,
 } from "./pci.js";
+export { NVIDIADeviceBackend, NVIDIA_VISIBLE_DEVICES_ENV } from "./nvidia.js";
 
 /** How often backends look again without a file-system event; tests and benchmarks shorten these. */
 export interface BackendTimings {
@@ -25,6 +27,8 @@ export interface BackendTimings {
   readonly rescanIntervalMs?: number;
   /** DevFS and PCI: how long a removed device stays listed as unhealthy. Default 60000 ms. */
   readonly removedGracePeriodMs?: number;
+  /** NVIDIA: nvidia-smi (and dmesg) poll period; default `pollIntervalSeconds` of the config. */
+  readonly nvidiaPollIntervalMs?: number;
 }
 
 export interface CreateBackendOptions {
@@ -63,6 +67,13 @@ export function createBackend(spec: DevicePluginConfigSpec, options: CreateBacke
         resourceName: options.resourceName,
         rescanIntervalMs: timings.rescanIntervalMs,
         removedGracePeriodMs: timings.removedGracePeriodMs,
+      });
+    case "NVIDIA":
+      if (backend.nvidia === undefined)
+        throw new Error("spec.backend.nvidia: must be set when type is NVIDIA");
+      return new NVIDIADeviceBackend(backend.nvidia, {
+        logger: options.logger,
+        pollIntervalMs: timings.nvidiaPollIntervalMs,
       });
   }
 }
