@@ -100,6 +100,25 @@ const OVERSIZE = [...DECIDED, S.RESOURCE_EXHAUSTED] as const;
 
 const identity = (b: Buffer): Buffer => b;
 
+/**
+ * Every client of the fuzzer gets an HTTP/2 connection of its own. grpc-js otherwise shares one
+ * connection between all clients of a process that dial the same target with the same options (its
+ * global subchannel pool): the "fresh connection" of each ListAndWatch churn was in fact the one
+ * connection of the whole run, and so was the simulated kubelet's, which lives in this process too. A
+ * connection the plugin closes because of what the fuzzer did then took the kubelet's ListAndWatch with
+ * it, which no real fuzzer or attacker, a process of its own, could do to the kubelet.
+ */
+const OWN_CONNECTION: grpc.ChannelOptions = { "grpc.use_local_subchannel_pool": 1 };
+
+/**
+ * Cancelled calls on one connection before the fuzzer moves to a fresh one. Every cancelled call is a
+ * RST_STREAM, and the plugin's HTTP/2 server (nghttp2's Rapid Reset mitigation, CVE-2023-44487) closes a
+ * connection with GOAWAY INTERNAL_ERROR once its client has reset more than 1000 streams in a burst
+ * (refilled at 33 a second). That is the plugin defending itself, not a wrong answer, so the fuzzer stays
+ * well under it: how many it sends per connection must not depend on how fast the machine runs the cases.
+ */
+const CANCELS_PER_CONNECTION = 500;
+
 function encodeAllocate(ids: string[][]): Buffer {
   return Buffer.from(
     AllocateRequest.encode({ containerRequests: ids.map((devicesIds) => ({ devicesIds })) }).finish(),
@@ -335,7 +354,7 @@ function unaryCall(client: grpc.Client, c: FuzzCase): Promise<grpc.StatusObject>
 
 /** Opens `n` ListAndWatch streams on a fresh connection, waits for each first list, then drops them all. */
 async function churnStreams(endpoint: string, n: number, rng: Rng): Promise<grpc.StatusObject[]> {
-  const client = new grpc.Client(`unix://${endpoint}`, grpc.credentials.createInsecure());
+  const client = new grpc.Client(`unix://${endpoint}`, grpc.credentials.createInsecure(), OWN_CONNECTION);
   try {
     const calls = Array.from({ length: n }, () => {
       const call = client.makeServerStreamRequest(`${DP}/ListAndWatch`, identity, identity, Buffer.alloc(0));
@@ -366,7 +385,7 @@ async function churnStreams(endpoint: string, n: number, rng: Rng): Promise<grpc
 
 /** The devices the plugin advertises: the first ListAndWatch message. */
 export async function advertisedIds(endpoint: string): Promise<string[]> {
-  const client = new grpc.Client(`unix://${endpoint}`, grpc.credentials.createInsecure());
+  const client = new grpc.Client(`unix://${endpoint}`, grpc.credentials.createInsecure(), OWN_CONNECTION);
   try {
     const call = client.makeServerStreamRequest(
       `${DP}/ListAndWatch`,
@@ -394,11 +413,19 @@ export async function fuzz(opts: FuzzOptions): Promise<FuzzResult> {
   );
   // Stream churn gets its own rng so its timing choices do not shift the cases above.
   const churnRng = new Rng(mulberry32(opts.seed ^ 0x5bd1e995));
-  const client = new grpc.Client(`unix://${opts.endpoint}`, grpc.credentials.createInsecure());
-  const registration =
-    opts.registrationSocket === undefined
-      ? undefined
-      : new grpc.Client(`unix://${opts.registrationSocket}`, grpc.credentials.createInsecure());
+  const connect = (socket: string): grpc.Client =>
+    new grpc.Client(`unix://${socket}`, grpc.credentials.createInsecure(), OWN_CONNECTION);
+  // Closed together at the end: closing one with calls in flight is not what is being fuzzed.
+  const clients = [connect(opts.endpoint)];
+  let cancels = 0;
+  /** The client for a case: a fresh connection once the current one has had its share of cancellations. */
+  const clientFor = (c: FuzzCase): grpc.Client => {
+    if (c.cancelAfterMs !== undefined && ++cancels % CANCELS_PER_CONNECTION === 0) {
+      clients.push(connect(opts.endpoint));
+    }
+    return clients[clients.length - 1]!;
+  };
+  const registration = opts.registrationSocket === undefined ? undefined : connect(opts.registrationSocket);
   const counts = new Map<string, Map<string, number>>();
   const unexpected: Unexpected[] = [];
   const record = (index: number, c: FuzzCase, s: grpc.StatusObject): void => {
@@ -424,14 +451,14 @@ export async function fuzz(opts: FuzzOptions): Promise<FuzzResult> {
       if (c.streams !== undefined) {
         for (const s of await churnStreams(opts.endpoint, c.streams, churnRng)) record(i, c, s);
       } else {
-        record(i, c, await unaryCall(c.kind === "registration" ? registration! : client, c));
+        record(i, c, await unaryCall(c.kind === "registration" ? registration! : clientFor(c), c));
       }
     }
   };
   try {
     await Promise.all(Array.from({ length: opts.concurrency ?? 16 }, worker));
   } finally {
-    client.close();
+    for (const client of clients) client.close();
     registration?.close();
   }
   return { seed: opts.seed, requests: opts.requests, counts, unexpected, deviceIds };

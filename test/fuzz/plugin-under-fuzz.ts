@@ -20,6 +20,21 @@ export const FUZZ_RESOURCE = "hardware-vendor.example/fuzz";
 const repo = join(import.meta.dirname, "..", "..");
 const dpo = join(repo, "dist", "dpo.js");
 
+/**
+ * The Node.js flags the container image starts the plugin with: what sits between "node" and the script
+ * in the Dockerfile's exec-form ENTRYPOINT (a small semi-space and lite mode). Read from there so the
+ * fuzzed process is the deployed one; without them V8 grows the young generation to 128 MiB under the
+ * storm's large requests and keeps it, which is how a run's RSS "grew" 78 -> 318 MiB.
+ */
+export function imageNodeFlags(): string[] {
+  const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(join(repo, "Dockerfile"), "utf8"))?.[1];
+  if (entrypoint === undefined) throw new Error("the Dockerfile has no exec-form ENTRYPOINT");
+  const argv = JSON.parse(entrypoint) as string[];
+  const script = argv.findIndex((a) => a.endsWith("/dpo.js"));
+  if (argv[0] !== "node" || script < 1) throw new Error(`unexpected ENTRYPOINT ${entrypoint}`);
+  return argv.slice(1, script);
+}
+
 export interface PluginUnderFuzz {
   child: ChildProcess;
   pid: number;
@@ -58,6 +73,7 @@ export async function startPluginUnderFuzz(): Promise<PluginUnderFuzz> {
   const child = spawn(
     process.execPath,
     [
+      ...imageNodeFlags(),
       dpo,
       "plugin",
       "--config",
@@ -122,6 +138,13 @@ export async function startPluginUnderFuzz(): Promise<PluginUnderFuzz> {
   }
   return running;
 }
+
+/**
+ * How far above its pre-storm figures the plugin may settle ("back near baseline"): grpc-js keeps a few
+ * sockets and timers around between calls, and V8 grows its heap under load and returns it lazily, so
+ * RSS may settle above where it started.
+ */
+export const NEAR_BASELINE = { fds: 4, rssBytes: 96 * 2 ** 20 };
 
 /** Open file descriptors of a process (Linux /proc). */
 export function fdCount(pid: number): number {

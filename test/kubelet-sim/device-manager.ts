@@ -80,6 +80,15 @@ export interface WatcherRegistration {
 const WATCHER_GET_INFO_TIMEOUT_MS = 1_000;
 const WATCHER_NOTIFY_TIMEOUT_MS = 5_000;
 const WATCHER_RESYNC_MS = 1_000;
+/**
+ * Channel options of every connection the simulated kubelet makes. grpc-js shares one HTTP/2 connection
+ * between all clients in a process that dial the same target with the same options (its global
+ * subchannel pool), so without this the "kubelet" would ride on the connection of any test client that
+ * dials the plugin too, and whatever the plugin does to that client's connection (nghttp2 closes one
+ * that resets too many streams) would happen to the kubelet's ListAndWatch as well. The real kubelet is
+ * its own process with connections of its own; a local pool per client gives the simulation the same.
+ */
+const KUBELET_CHANNEL_OPTIONS: grpc.ChannelOptions = { "grpc.use_local_subchannel_pool": 1 };
 /** The kubelet's deadline on PreStartContainer (pluginapi.KubeletPreStartContainerRPCTimeoutInSecs). */
 const PRE_START_CONTAINER_TIMEOUT_MS = 30_000;
 
@@ -288,7 +297,11 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
    * options, replace an earlier client of the resource and consume ListAndWatch.
    */
   private async connectPlugin(resourceName: string, socketPath: string, endpoint: string): Promise<void> {
-    const client = new DevicePluginClient(`unix://${socketPath}`, grpc.credentials.createInsecure());
+    const client = new DevicePluginClient(
+      `unix://${socketPath}`,
+      grpc.credentials.createInsecure(),
+      KUBELET_CHANNEL_OPTIONS,
+    );
     // The kubelet dials back before it answers Register; an unreachable endpoint fails the registration.
     await new Promise<void>((resolve, reject) =>
       client.waitForReady(Date.now() + 10_000, (err) => (err ? reject(err) : resolve())),
@@ -403,7 +416,11 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   private readonly watcherEndpoints = new Map<string, string>();
 
   private async registerThroughWatcher(socketPath: string): Promise<void> {
-    const client = new PluginRegistrationClient(`unix://${socketPath}`, grpc.credentials.createInsecure());
+    const client = new PluginRegistrationClient(
+      `unix://${socketPath}`,
+      grpc.credentials.createInsecure(),
+      KUBELET_CHANNEL_OPTIONS,
+    );
     const attempt: WatcherRegistration = {
       socket: socketPath,
       info: undefined,
