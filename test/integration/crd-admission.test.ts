@@ -257,7 +257,6 @@ describe("printer columns", () => {
       "NODES",
       "DEVICES",
       "UNHEALTHY",
-      "UPDATED",
       "READY",
       "AGE",
       "SHARING",
@@ -265,14 +264,13 @@ describe("printer columns", () => {
       "REASON",
     ]);
     const cells = row?.split(/\s+/) ?? [];
-    expect([...cells.slice(0, 8), ...cells.slice(9)]).toEqual([
+    expect([...cells.slice(0, 7), ...cells.slice(8)]).toEqual([
       manifest.metadata.name,
       "hardware-vendor.example/foo-shared",
       "Mock",
       "2/3",
       "30/32",
       "2",
-      "1/3",
       "False",
       "TimeSlicing",
       "Packed",
