@@ -24,7 +24,7 @@ import { ServerSideApplier, type ApplyObject } from "../../src/kube/apply.js";
 import {
   LABEL_CONFIG,
   configLabelValue,
-  pluginObjectName,
+  LABEL_REVISION,
   renderPluginConfigMap,
   renderPluginDaemonSet,
   type RenderContext,
@@ -199,10 +199,26 @@ function applyable(obj: KubernetesObject): ApplyObject {
   return { ...obj, apiVersion, kind, metadata: { ...metadata, name: metadata.name } };
 }
 
-/** What the operator would do for the config, without the operator: render, then server-side apply. */
-async function applyRendered(current: DevicePluginConfig, context = renderContext): Promise<void> {
-  await applier.apply(applyable(renderPluginConfigMap(current, context)));
-  await applier.apply(applyable(renderPluginDaemonSet(current, context)));
+/** The DaemonSet last applied for each config (one per plugin revision, named after it). */
+const appliedDaemonSets = new Map<string, string>();
+
+/**
+ * What the operator would do for the config when no upgrade is under way, without the operator: render
+ * the current revision, then server-side apply. Returns the DaemonSet's name.
+ */
+async function applyRendered(current: DevicePluginConfig, context = renderContext): Promise<string> {
+  const daemonSet = renderPluginDaemonSet(current, context);
+  const revision = daemonSet.metadata!.labels![LABEL_REVISION]!;
+  await applier.apply(applyable(renderPluginConfigMap(current, context, revision)));
+  await applier.apply(applyable(daemonSet));
+  appliedDaemonSets.set(current.metadata.name, daemonSet.metadata!.name!);
+  return daemonSet.metadata!.name!;
+}
+
+function daemonSetOf(configName: string): string {
+  const name = appliedDaemonSets.get(configName);
+  if (name === undefined) throw new Error(`no DaemonSet applied for ${configName}`);
+  return name;
 }
 
 /** Creates a DevicePluginConfig through the API, so it has the uid rendering needs, and reads it back. */
@@ -446,7 +462,7 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
     });
 
     // The plugin going away (its stream ends, its registration socket goes) keeps capacity, not allocatable.
-    await apps.deleteNamespacedDaemonSet({ name: pluginObjectName(name), namespace });
+    await apps.deleteNamespacedDaemonSet({ name: daemonSetOf(name), namespace });
     await waitFor(`the plugin of ${name} to stop`, () =>
       simulator()
         .plugins(watcherNode)
@@ -459,8 +475,9 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
     });
   });
 
-  it("a DaemonSet rollout replaces every plugin process with the new pod's", async () => {
+  it("a new revision's DaemonSet replaces every plugin process with the new pod's once the old one goes", async () => {
     const before = await waitForPluginsOfCurrentPods();
+    const oldDaemonSet = daemonSetOf(configName);
     // Any spec change renders a new config hash into the pod template, which rolls the pods.
     await customObjects.patchClusterCustomObject(
       {
@@ -473,7 +490,9 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
       setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
     );
     config = await readConfig();
-    await applyRendered(config);
+    // A new revision is a new DaemonSet beside the old one; the old one goes, as when an upgrade ends.
+    expect(await applyRendered(config)).not.toBe(oldDaemonSet);
+    await apps.deleteNamespacedDaemonSet({ name: oldDaemonSet, namespace });
 
     const after = await waitFor(
       "every node's plugin to belong to a new pod",
@@ -499,7 +518,7 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
       .filter((pid): pid is number => pid !== undefined);
     expect(pids.length).toBeGreaterThanOrEqual(nodes.length);
 
-    await apps.deleteNamespacedDaemonSet({ name: pluginObjectName(configName), namespace });
+    await apps.deleteNamespacedDaemonSet({ name: daemonSetOf(configName), namespace });
 
     await waitFor(
       "every plugin process to exit",
