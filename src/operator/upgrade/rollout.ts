@@ -486,6 +486,13 @@ function observeNode(node: V1Node, move: Move | undefined, input: RolloutInput):
   const oldReport = registeredReport(reports, revisionOfDaemonSet(move.base), oldPods.filter(podIsLive));
   const judged = newReport ?? oldReport;
   const record = move.state.nodes[name] ?? {};
+  // The gate wants the node back at its baseline, but a spec that itself advertises fewer devices
+  // (fewer mock devices, fewer replicas) can never get there: the registered plugin's own count, as it
+  // reports it, is then the most the kubelet should advertise, and the gate holds at that.
+  const baseline =
+    record.baseline !== undefined && judged?.status !== undefined
+      ? Math.min(record.baseline, judged.status.advertised)
+      : record.baseline;
   return {
     name,
     kubeletVersion,
@@ -497,7 +504,7 @@ function observeNode(node: V1Node, move: Move | undefined, input: RolloutInput):
     allocatable,
     unhealthy: judged?.status ? unhealthyAdvertisedCount(judged.status) : 0,
     ...(record.startedAt !== undefined ? { startedAt: record.startedAt } : {}),
-    ...(record.baseline !== undefined ? { baseline: record.baseline } : {}),
+    ...(baseline !== undefined ? { baseline } : {}),
     ...(record.failed === true ? { failed: true } : {}),
   };
 }
