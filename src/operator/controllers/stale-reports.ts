@@ -4,7 +4,7 @@
 import type { V1Node } from "@kubernetes/client-node";
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigSpec } from "../../api/v1beta1/spec.js";
-import { deviceNodeStateName, hasCurrentName } from "../../plugin-runtime/report/node-state.js";
+import { hasCurrentName } from "../../plugin-runtime/report/node-state.js";
 import { nodeMatchesSelector, toleratesTaint, DAEMON_POD_DEFAULT_TOLERATIONS } from "../status/selection.js";
 
 /**
@@ -92,22 +92,35 @@ export function findStaleReports(input: StaleReportsInput): StaleReportsResult {
   const candidates = input.reports
     .filter((r) => r.spec.configName === input.configName && !r.metadata.deletionTimestamp)
     .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
-  const current = new Set(candidates.filter(hasCurrentName).map((r) => r.metadata.name));
+  // Per (config, node), a report under the name its own writer gives it: one a current plugin wrote.
+  // One with a revision wins, since only current plugins write revisions.
+  const currentByNode = new Map<string, DeviceNodeState>();
+  for (const report of candidates) {
+    if (!hasCurrentName(report)) continue;
+    const key = `${report.spec.configName}/${report.spec.nodeName}`;
+    const seen = currentByNode.get(key);
+    if (seen === undefined || (seen.spec.revision === undefined && report.spec.revision !== undefined)) {
+      currentByNode.set(key, report);
+    }
+  }
+  const now = input.now ?? Date.now();
   for (const report of candidates) {
     const node = input.nodesSynced ? input.node(report.spec.nodeName) : undefined;
+    const replacement = hasCurrentName(report)
+      ? undefined
+      : currentByNode.get(`${report.spec.configName}/${report.spec.nodeName}`);
     if (input.nodesSynced && node === undefined) {
       stale.push({ report, reason: "NodeGone" });
     } else if (node !== undefined && !pluginMayRunOnNode(node, input.spec)) {
       stale.push({ report, reason: "NodeNotTargeted" });
+    } else if (replacement !== undefined) {
+      stale.push({ report, reason: "Superseded", replacedBy: replacement.metadata.name });
     } else if (
       input.revisions !== undefined &&
       !input.revisions.has(report.spec.revision ?? "") &&
-      (input.now ?? Date.now()) - creationMillis(report) > REVISION_GONE_GRACE_MS
+      now - creationMillis(report) > REVISION_GONE_GRACE_MS
     ) {
       stale.push({ report, reason: "RevisionGone" });
-    } else if (!current.has(report.metadata.name)) {
-      const replacedBy = deviceNodeStateName(report.spec.configName, report.spec.nodeName);
-      if (current.has(replacedBy)) stale.push({ report, reason: "Superseded", replacedBy });
     }
   }
   const limit = Math.max(0, input.limit);
