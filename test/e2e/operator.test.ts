@@ -104,7 +104,7 @@ async function ensureBaseConfig(): Promise<void> {
   for (const node of nodes) writeHealth(node, {});
   // A plugin killed by an earlier test stays down until restarted (the simulator has no restart policy).
   for (const p of sim.plugins())
-    if (!p.running && p.slot === `${NAMESPACE}/${NAME}`) sim.restartPlugin(p.node, p.slot);
+    if (!p.running && p.slot.startsWith(`${NAMESPACE}/${NAME}/`)) sim.restartPlugin(p.node, p.slot);
   await statusWhere(
     "back at the starting point: 3/3 nodes, 12/12 devices, Ready, current generation",
     (s, c) =>

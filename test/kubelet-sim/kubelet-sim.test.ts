@@ -63,6 +63,11 @@ const namespace = uniqueName("ks-dpo-system");
 const configName = uniqueName("ks-mock");
 const resource = `kubelet-sim.example/${uniqueName("mock")}`;
 const slot = `${namespace}/${configLabelValue(configName)}`;
+
+/** Whether a plugin process belongs to a config's slot: the simulator's slots add the plugin revision. */
+function ofSlot(p: { slot: string }, configSlot: string): boolean {
+  return p.slot === configSlot || p.slot.startsWith(`${configSlot}/`);
+}
 const renderContext: RenderContext = {
   namespace,
   operatorImage: "dpo:kubelet-sim",
@@ -124,7 +129,7 @@ async function writeHealthFile(nodeName: string, content: Record<string, unknown
 function runningPlugins(): PluginProcessInfo[] {
   return simulator()
     .plugins()
-    .filter((p) => p.slot === slot && p.running);
+    .filter((p) => ofSlot(p, slot) && p.running);
 }
 
 /** Waits for one running plugin per node, each for the pod the DaemonSet has there now. */
@@ -171,7 +176,7 @@ async function ensurePluginsServing(): Promise<void> {
   );
   // The simulator has no restart policy: a plugin killed for a pod that is still current stays down.
   for (const p of simulator().plugins())
-    if (p.slot === slot && !p.running && current.has(p.podUid)) simulator().restartPlugin(p.node, slot);
+    if (ofSlot(p, slot) && !p.running && current.has(p.podUid)) simulator().restartPlugin(p.node, p.slot);
   await waitForPluginsOfCurrentPods();
   for (const n of nodes) {
     const dm = simulator().deviceManager(n);
@@ -387,7 +392,11 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
     expect(registration.resourceName).toBe(resource);
     expect(registration.endpoint).not.toBe(endpointBefore);
     // The restart deleted the old socket; only the new one is served.
-    expect(await pluginSockets(simulator().devicePluginDir(restarted))).toEqual([registration.endpoint]);
+    // Only this resource's: a plugin of another file's config may still be going away on the node.
+    const ours = (await pluginSockets(simulator().devicePluginDir(restarted))).filter((name) =>
+      name.startsWith(`dpo-${resource.replace("/", "_")}-`),
+    );
+    expect(ours).toEqual([registration.endpoint]);
     await waitForAdvertised(restarted, { capacity: String(DEVICES), allocatable: String(DEVICES) });
   });
 
@@ -448,13 +457,13 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
       simulator()
         .plugins(watcherNode)
         .filter((p) => p.running)
-        .map((p) => p.slot)
+        .map((p) => p.slot.split("/").slice(0, 2).join("/"))
         .sort(),
     ).toEqual([slot, watcherSlot].sort());
     expect(
       simulator()
         .plugins()
-        .filter((p) => p.slot === watcherSlot),
+        .filter((p) => ofSlot(p, watcherSlot)),
     ).toHaveLength(1);
     expect(await advertised(watcherNode)).toEqual({
       capacity: String(DEVICES),
@@ -466,7 +475,7 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
     await waitFor(`the plugin of ${name} to stop`, () =>
       simulator()
         .plugins(watcherNode)
-        .every((p) => p.slot !== watcherSlot || !p.running),
+        .every((p) => !ofSlot(p, watcherSlot) || !p.running),
     );
     await waitFor(`${watcherNode} to keep ${watcherResource} with allocatable 0`, async (observe) => {
       const status = (await core.readNode({ name: watcherNode })).status;
@@ -490,9 +499,10 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
       setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
     );
     config = await readConfig();
-    // A new revision is a new DaemonSet beside the old one; the old one goes, as when an upgrade ends.
-    expect(await applyRendered(config)).not.toBe(oldDaemonSet);
+    // A new revision is a new DaemonSet. These nodes' kubelets (before v1.37.0) keep one endpoint per
+    // resource, so the old one goes first, as a Replace upgrade does it.
     await apps.deleteNamespacedDaemonSet({ name: oldDaemonSet, namespace });
+    expect(await applyRendered(config)).not.toBe(oldDaemonSet);
 
     const after = await waitFor(
       "every node's plugin to belong to a new pod",
@@ -513,7 +523,7 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
   it("deleting the DaemonSet stops every plugin process; the kubelet keeps capacity, then drops the resource", async () => {
     const pids = simulator()
       .plugins()
-      .filter((p) => p.slot === slot)
+      .filter((p) => ofSlot(p, slot))
       .map((p) => p.pid)
       .filter((pid): pid is number => pid !== undefined);
     expect(pids.length).toBeGreaterThanOrEqual(nodes.length);
