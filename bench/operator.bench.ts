@@ -236,7 +236,7 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       const seen = new Promise<number>((resolve) => (resolveSeen = resolve));
       const watch = await new Watch(kc).watch(
         "/apis/apps/v1/namespaces/dpo-system/daemonsets",
-        { fieldSelector: `metadata.name=dpo-${name}` },
+        { labelSelector: `dpo.dev/config=${name}` },
         (type) => {
           if (type === "ADDED") resolveSeen(performance.now());
         },

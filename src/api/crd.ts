@@ -500,6 +500,12 @@ const STATUS_COLUMNS: readonly PrinterColumn[] = [
     description: "Allocatable / capacity, summed over the nodes as the kubelets advertise them.",
   },
   { name: "Unhealthy", type: "integer", jsonPath: ".status.devices.unhealthy" },
+  {
+    name: "Updated",
+    type: "string",
+    jsonPath: ".status.upgrade.summary",
+    description: "Nodes whose kubelet advertises the current plugin revision / nodes the upgrade targets.",
+  },
   { name: "Ready", type: "string", jsonPath: `${READY}.status` },
   { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
 ];

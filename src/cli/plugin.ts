@@ -55,6 +55,16 @@ export const PLUGIN_FLAGS: readonly FlagSpec[] = [
     env: "NODE_NAME",
     description: "Name of this node (the downward API sets NODE_NAME).",
   },
+  {
+    name: "revision",
+    env: "DPO_REVISION",
+    description: "The plugin revision the operator rendered; reported so upgrades can tell revisions apart.",
+  },
+  {
+    name: "pod-uid",
+    env: "POD_UID",
+    description: "UID of the plugin pod (the downward API sets POD_UID); reported with the node report.",
+  },
   ...ENDPOINT_FLAGS,
   {
     name: "kubeconfig",
@@ -147,7 +157,17 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
   });
   const reporter: NodeReporter | undefined =
     credentials && namespace
-      ? createNodeReporter({ credentials, namespace, config, configText: text, nodeName, runtime, logger })
+      ? createNodeReporter({
+          credentials,
+          namespace,
+          config,
+          configText: text,
+          nodeName,
+          revision: values["revision"],
+          podUID: values["pod-uid"],
+          runtime,
+          logger,
+        })
       : undefined;
 
   const probes: ProbeHandlers = {

@@ -148,6 +148,12 @@ export class Operator {
       return v ? [v] : [];
     });
     this.reports.addIndex(INDEX_BY_CONFIG, (r) => (r.spec?.configName ? [r.spec.configName] : []));
+    const byConfigLabel = (o: { metadata?: { labels?: Record<string, string> } }) => {
+      const v = o.metadata?.labels?.[LABEL_CONFIG];
+      return v ? [v] : [];
+    };
+    this.daemonSets.addIndex(INDEX_BY_CONFIG, byConfigLabel);
+    this.configMaps.addIndex(INDEX_BY_CONFIG, byConfigLabel);
 
     this.reconciler = new ConfigReconciler({
       configs: this.configs,
@@ -166,6 +172,14 @@ export class Operator {
             ? {}
             : { body: { apiVersion: "v1", kind: "DeleteOptions", preconditions } }),
         }).then(() => undefined),
+      createObject: (path, body) =>
+        kubeRequest(kc, { method: "POST", path, query: { fieldManager: MANAGED_BY }, body }).then(
+          () => undefined,
+        ),
+      updateObject: (path, body) =>
+        kubeRequest(kc, { method: "PUT", path, query: { fieldManager: MANAGED_BY }, body }).then(
+          () => undefined,
+        ),
       events: (this.events = new EventRecorder(kc, {
         component: MANAGED_BY,
         instance: opts.leaderElection.identity,

@@ -1,5 +1,12 @@
 // Helpers for tests against the cluster from the global setup: clients, kubectl, unique names, waiting.
-import { ApiException, KubeConfig } from "@kubernetes/client-node";
+import {
+  ApiException,
+  AppsV1Api,
+  CoreV1Api,
+  KubeConfig,
+  type V1ConfigMap,
+  type V1DaemonSet,
+} from "@kubernetes/client-node";
 import { execFile } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { randomBytes } from "node:crypto";
@@ -121,4 +128,41 @@ export async function installCrds(fieldManager: string): Promise<void> {
     ]);
   }
   await waitForDpoCrds(async (args) => (await kubectl(args)).stdout);
+}
+
+/**
+ * The newest of a config's plugin DaemonSets (one per plugin revision, `dpo-<config>-<revision>`;
+ * two while an upgrade moves nodes), or undefined when it has none.
+ */
+export async function pluginDaemonSet(
+  kc: KubeConfig,
+  namespace: string,
+  configName: string,
+): Promise<V1DaemonSet | undefined> {
+  const list = await kc
+    .makeApiClient(AppsV1Api)
+    .listNamespacedDaemonSet({ namespace, labelSelector: `dpo.dev/config=${configName}` });
+  return newest(list.items);
+}
+
+/** The newest of a config's plugin ConfigMaps (one per plugin revision, named like its DaemonSet). */
+export async function pluginConfigMap(
+  kc: KubeConfig,
+  namespace: string,
+  configName: string,
+): Promise<V1ConfigMap | undefined> {
+  const list = await kc
+    .makeApiClient(CoreV1Api)
+    .listNamespacedConfigMap({ namespace, labelSelector: `dpo.dev/config=${configName}` });
+  return newest(list.items);
+}
+
+function newest<T extends { metadata?: { creationTimestamp?: Date; name?: string } }>(
+  items: T[],
+): T | undefined {
+  return [...items].sort((a, b) => {
+    const ta = a.metadata?.creationTimestamp ? new Date(a.metadata.creationTimestamp).getTime() : 0;
+    const tb = b.metadata?.creationTimestamp ? new Date(b.metadata.creationTimestamp).getTime() : 0;
+    return tb - ta || ((a.metadata?.name ?? "") < (b.metadata?.name ?? "") ? -1 : 1);
+  })[0];
 }

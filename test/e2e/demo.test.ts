@@ -30,6 +30,23 @@ it("make demo shows both samples Ready, a failed device in the status, and its r
   expect(alpha[1]).toContain("SHARED");
   const alphaMock = alpha.find((l) => l.startsWith("example-mock "))?.split(/\s{2,}/);
   expect(alphaMock?.slice(2, 5)).toEqual(["Mock", "3/3", "12/12"]);
+  // The plugin upgrade comes last: its output is checked on its own.
+  const upgradeAt = out.indexOf("upgrading the plugin of example-mock");
+  expect(upgradeAt, out).toBeGreaterThan(-1);
+  const upgrade = out.slice(upgradeAt);
+  out = out.slice(0, upgradeAt);
+  const upgradeRows = upgrade
+    .split("\n")
+    .filter((l) => l.startsWith("example-mock "))
+    .map((l) => l.split(/\s{2,}/));
+  // UPDATED (the 7th column) moves to 3/3, and the config ends Ready with every device.
+  expect(upgradeRows.length, upgrade).toBeGreaterThan(1);
+  expect(upgradeRows.at(-1)?.slice(3, 8), upgrade).toEqual(["3/3", "12/12", "0", "3/3", "True"]);
+  expect(
+    upgradeRows.some((r) => r[6] !== "3/3"),
+    upgrade,
+  ).toBe(true);
+  expect(upgrade).toContain("upgrade complete: every node runs the new revision");
   const rows = (name: string) => out.split("\n").filter((l) => l.startsWith(`${name} `));
   const devices = rows("example-mock").map((l) => l.split(/\s{2,}/)[4]);
   // Ready with every device, then one unhealthy, then recovered.
@@ -40,5 +57,5 @@ it("make demo shows both samples Ready, a failed device in the status, and its r
   expect(shared.filter((l) => !l.includes("24/24"))).toEqual([]);
   expect(out).toContain('"devices":["foo-1"]');
   expect(out).toContain('"reason":"UnhealthyDevices"');
-  expect(out).toContain("== demo done (--once)");
+  expect(upgrade).toContain("== demo done (--once)");
 }, 300_000);

@@ -1,9 +1,16 @@
 // End to end: the operator deletes the DeviceNodeStates of a node that left the cluster and of a node the
 // config no longer selects, and one an earlier plugin version wrote under plain `<config>-<node>` once the
 // current one exists, and keeps the current reports of nodes it still targets.
-import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
+import { CoreV1Api, CustomObjectsApi, type V1NodeSystemInfo } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { apiStatusCode, kubeConfigFromInjected, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
+import {
+  apiStatusCode,
+  kubeConfigFromInjected,
+  kubectl,
+  pluginDaemonSet,
+  uniqueName,
+  waitFor,
+} from "../cluster/helpers.js";
 import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
 
@@ -24,7 +31,9 @@ const nodeNames = {
   unlabelled: uniqueName("stale-unlabelled"),
 };
 /** The name the current plugin gives a node's report. */
-const reportName = (node: string): string => deviceNodeStateName(configName, node);
+/** The plugin revision the operator renders for the config; current plugins name their report with it. */
+let revision = "";
+const reportName = (node: string): string => deviceNodeStateName(configName, node, revision);
 /** The name plugins gave it before report names were made unique. */
 const oldReportName = (node: string): string => `${configName}-${node}`;
 
@@ -64,15 +73,25 @@ beforeAll(async () => {
     },
   })) as { metadata: { uid: string } };
   configUid = config.metadata.uid;
+  revision = await waitFor(`${configName}: the plugin DaemonSet`, async () => {
+    const ds = await pluginDaemonSet(kc, NAMESPACE, configName);
+    return ds?.metadata?.labels?.["dpo.dev/revision"];
+  });
   for (const node of Object.values(nodeNames)) {
-    // Plain Node objects (no KWOK, no kubelet): the operator only needs them to exist and be labelled.
-    await core.createNode({ body: { metadata: { name: node, labels: { [LABEL]: "true" } } } });
-    await createReport(node, reportName(node));
+    // Plain Node objects (no KWOK, no kubelet): the operator only needs them to exist, be labelled and
+    // name a kubelet version it supports (a node whose kubelet is too old is not targeted at all).
+    await core.createNode({
+      body: {
+        metadata: { name: node, labels: { [LABEL]: "true" } },
+        status: { nodeInfo: { kubeletVersion: "v1.34.4" } as V1NodeSystemInfo },
+      },
+    });
+    await createReport(node, reportName(node), revision);
   }
 }, 120_000);
 
 /** What the plugin on `node` would have written (the operator reads spec; status does not matter). */
-async function createReport(node: string, name: string): Promise<void> {
+async function createReport(node: string, name: string, reportRevision?: string): Promise<void> {
   await custom.createNamespacedCustomObject({
     ...REPORTS,
     namespace: NAMESPACE,
@@ -86,7 +105,12 @@ async function createReport(node: string, name: string): Promise<void> {
           { apiVersion: "dpo.dev/v1beta1", kind: "DevicePluginConfig", name: configName, uid: configUid },
         ],
       },
-      spec: { configName, nodeName: node, resourceName },
+      spec: {
+        configName,
+        nodeName: node,
+        resourceName,
+        ...(reportRevision !== undefined ? { revision: reportRevision } : {}),
+      },
     },
   });
 }

@@ -10,6 +10,8 @@ import {
   injectedCluster,
   kubeConfigFromInjected,
   kubectl,
+  pluginConfigMap,
+  pluginDaemonSet,
   waitFor,
 } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
@@ -60,17 +62,6 @@ async function statusWhere(
   );
 }
 
-/** Whether a read finds the object: false on 404 only; any other error is thrown (and shown by waitFor). */
-function found(read: Promise<unknown>): Promise<boolean> {
-  return read.then(
-    () => true,
-    (err: unknown) => {
-      if (apiStatusCode(err) === 404) return false;
-      throw err;
-    },
-  );
-}
-
 function writeHealth(node: string, content: Record<string, unknown>): void {
   const path = sim.hostPath(node, HEALTH_FILE);
   mkdirSync(dirname(path), { recursive: true });
@@ -113,7 +104,7 @@ async function ensureBaseConfig(): Promise<void> {
   for (const node of nodes) writeHealth(node, {});
   // A plugin killed by an earlier test stays down until restarted (the simulator has no restart policy).
   for (const p of sim.plugins())
-    if (!p.running && p.slot === `${NAMESPACE}/${NAME}`) sim.restartPlugin(p.node, p.slot);
+    if (!p.running && p.slot.startsWith(`${NAMESPACE}/${NAME}/`)) sim.restartPlugin(p.node, p.slot);
   await statusWhere(
     "back at the starting point: 3/3 nodes, 12/12 devices, Ready, current generation",
     (s, c) =>
@@ -141,7 +132,7 @@ beforeEach(ensureBaseConfig, 180_000);
 afterAll(async () => {
   await custom.deleteClusterCustomObject({ ...GROUP, name: NAME }).catch(() => undefined);
   await waitFor("the e2e plugin DaemonSet to be garbage-collected", () =>
-    found(apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE })).then((ds) => !ds),
+    pluginDaemonSet(kc, NAMESPACE, NAME).then((ds) => !ds),
   ).catch(() => undefined);
   await operator?.stop();
   await sim?.stop();
@@ -170,8 +161,12 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
 
   it("applies a ConfigMap and a DaemonSet owned by the config, with the pod a device plugin needs", async () => {
     const uid = (await getConfig()).metadata.uid;
-    const cm = await core.readNamespacedConfigMap({ name: `dpo-${NAME}`, namespace: NAMESPACE });
-    const ds = await apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE });
+    const cm = await pluginConfigMap(kc, NAMESPACE, NAME);
+    const ds = await pluginDaemonSet(kc, NAMESPACE, NAME);
+    if (cm === undefined || ds === undefined) throw new Error("the plugin ConfigMap or DaemonSet is missing");
+    // One revision, one DaemonSet and one ConfigMap, named after it.
+    expect(ds.metadata?.name).toBe(`dpo-${NAME}-${ds.metadata?.labels?.["dpo.dev/revision"]}`);
+    expect(cm.metadata?.name).toBe(ds.metadata?.name);
     for (const obj of [cm, ds]) {
       expect(obj.metadata?.ownerReferences).toEqual([
         expect.objectContaining({ kind: "DevicePluginConfig", name: NAME, uid, controller: true }),
@@ -213,16 +208,18 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
       "NODES",
       "DEVICES",
       "UNHEALTHY",
+      "UPDATED",
       "READY",
       "AGE",
     ]);
-    expect(table[1]!.split(/\s{2,}/).slice(0, 7)).toEqual([
+    expect(table[1]!.split(/\s{2,}/).slice(0, 8)).toEqual([
       NAME,
       RESOURCE,
       "Mock",
       "3/3",
       "12/12",
       "0",
+      "3/3",
       "True",
     ]);
     const states = (
@@ -278,8 +275,8 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
   });
 
   it("rolls the plugin pods when the spec changes", async () => {
-    const before = await apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE });
-    const oldHash = before.spec?.template.metadata?.annotations?.["dpo.dev/config-hash"];
+    const before = await pluginDaemonSet(kc, NAMESPACE, NAME);
+    const oldHash = before?.spec?.template.metadata?.annotations?.["dpo.dev/config-hash"];
     const podsBefore = (
       await core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: `dpo.dev/config=${NAME}` })
     ).items.map((p) => p.metadata!.uid);
@@ -293,12 +290,23 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
       (s, c) =>
         s.observedGeneration === c.metadata.generation &&
         s.devices?.summary === "18/18" &&
-        s.nodes?.updated === 3,
+        s.nodes?.updated === 3 &&
+        s.upgrade?.phase === "Complete" &&
+        s.upgrade.currentRevision === s.upgrade.updateRevision,
       NAME,
-      90_000,
+      120_000,
     );
     expect(condition(status, "Ready")?.status).toBe("True");
-    const after = await apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE });
+    expect(status.upgrade).toMatchObject({ updated: 3, total: 3, summary: "3/3" });
+    const after = await waitFor("the old revision's DaemonSet to be gone", async () => {
+      const list = await apps.listNamespacedDaemonSet({
+        namespace: NAMESPACE,
+        labelSelector: `dpo.dev/config=${NAME}`,
+      });
+      return list.items.length === 1 ? list.items[0] : undefined;
+    });
+    expect(after.metadata?.name).not.toBe(before?.metadata?.name);
+    expect(after.metadata?.labels?.["dpo.dev/revision"]).toBe(status.upgrade?.updateRevision);
     expect(after.spec?.template.metadata?.annotations?.["dpo.dev/config-hash"]).not.toBe(oldHash);
     const podsAfter = (
       await core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: `dpo.dev/config=${NAME}` })
@@ -318,14 +326,11 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
       expect(condition(status, "Ready")?.status).toBe("False");
       expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "ResourceNameConflict" });
       // Not found, rather than any error (a refused or failed request would also throw).
-      const missing = await apps
-        .readNamespacedDaemonSet({ name: `dpo-${second}`, namespace: NAMESPACE })
-        .then(() => "the DaemonSet exists", apiStatusCode);
-      expect(missing).toBe(404);
+      expect(await pluginDaemonSet(kc, NAMESPACE, second)).toBeUndefined();
       // The older config keeps running.
       const first = await getConfig();
       expect(condition(first.status, "Ready")?.status).toBe("True");
-      await apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE });
+      expect(await pluginDaemonSet(kc, NAMESPACE, NAME)).toBeDefined();
     } finally {
       await custom.deleteClusterCustomObject({ ...GROUP, name: second });
     }
@@ -357,8 +362,8 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
     await waitFor(
       "DaemonSet, ConfigMap and DeviceNodeStates to be garbage-collected",
       async (observe) => {
-        const ds = await found(apps.readNamespacedDaemonSet({ name: `dpo-${NAME}`, namespace: NAMESPACE }));
-        const cm = await found(core.readNamespacedConfigMap({ name: `dpo-${NAME}`, namespace: NAMESPACE }));
+        const ds = await pluginDaemonSet(kc, NAMESPACE, NAME);
+        const cm = await pluginConfigMap(kc, NAMESPACE, NAME);
         const states = (
           await kubectl([
             "get",

@@ -9,7 +9,7 @@ import { toV1beta1, type AlphaObject } from "../../src/api/conversion/convert.js
 import { devicePluginConfigCrd } from "../../src/api/crd.js";
 import { validateDevicePluginConfig } from "../../src/api/validate.js";
 import { storageVersionHash } from "../../src/operator/migration/runner.js";
-import { LABEL_CONFIG, pluginObjectName } from "../../src/operator/render/names.js";
+import { LABEL_CONFIG } from "../../src/operator/render/names.js";
 import { startTcpRelay, type TcpRelay } from "../../tools/cluster/tcp-relay.js";
 import { TEST_FEATURE_LABEL } from "../../tools/cluster/nodes.js";
 import { SERVICE_CLIENT_CONFIG, setClientConfig } from "../cluster/conversion-webhook.js";
@@ -51,6 +51,22 @@ function meaning(obj: Obj): unknown {
 
 async function getJson(args: string[]): Promise<Obj> {
   return JSON.parse((await kubectl(["get", ...args, "-o", "json"])).stdout) as Obj;
+}
+
+/** The config's plugin DaemonSet (its only one: no upgrade runs in this test). */
+async function daemonSetOf(config: string): Promise<Obj> {
+  const list = (await getJson([
+    "daemonset",
+    "-l",
+    `${LABEL_CONFIG}=${config}`,
+    "-n",
+    NAMESPACE,
+  ])) as unknown as {
+    items: Obj[];
+  };
+  if (list.items.length !== 1)
+    throw new Error(`expected one DaemonSet for ${config}, found ${list.items.length}`);
+  return list.items[0]!;
 }
 
 async function storedVersions(): Promise<string[]> {
@@ -204,13 +220,14 @@ describe("upgrading from a CRD that stored v1alpha1", () => {
       "the running config's DaemonSet to have its pods",
       async (observe) => {
         const ds = await kubectl(
-          ["get", "daemonset", pluginObjectName(running), "-n", NAMESPACE, "-o", "json"],
+          ["get", "daemonset", "-l", `${LABEL_CONFIG}=${running}`, "-n", NAMESPACE, "-o", "json"],
           {
             allowFailure: true,
           },
         );
         if (ds.exitCode !== 0) return observe(ds.stderr.trim());
-        const want = (JSON.parse(ds.stdout) as Obj).status?.desiredNumberScheduled ?? 0;
+        const items = (JSON.parse(ds.stdout) as { items: Obj[] }).items;
+        const want = items.length === 1 ? (items[0]!.status?.desiredNumberScheduled ?? 0) : 0;
         const pods = await pluginPods();
         observe({ want, pods: pods.length });
         return want > 0 && pods.length === want ? want : undefined;
@@ -219,7 +236,7 @@ describe("upgrading from a CRD that stored v1alpha1", () => {
     );
     expect(desired).toBeGreaterThan(0);
     const before = await snapshot();
-    const daemonSetBefore = await getJson(["daemonset", pluginObjectName(running), "-n", NAMESPACE]);
+    const daemonSetBefore = await daemonSetOf(running);
     const podsBefore = await pluginPods();
     expect(before[running]!.beta.spec).toMatchObject({
       backend: { type: "Mock", mock: { devices: 2, idPrefix: "u" } },
@@ -269,7 +286,7 @@ describe("upgrading from a CRD that stored v1alpha1", () => {
       expect(a.beta.metadata.uid, name).toBe(b.beta.metadata.uid);
       expect(a.beta.metadata.generation, name).toBe(b.beta.metadata.generation);
     }
-    const daemonSetAfter = await getJson(["daemonset", pluginObjectName(running), "-n", NAMESPACE]);
+    const daemonSetAfter = await daemonSetOf(running);
     expect(daemonSetAfter.metadata.uid).toBe(daemonSetBefore.metadata.uid);
     expect(daemonSetAfter.metadata.generation).toBe(daemonSetBefore.metadata.generation);
     expect(await pluginPods()).toEqual(podsBefore);

@@ -257,6 +257,7 @@ describe("printer columns", () => {
       "NODES",
       "DEVICES",
       "UNHEALTHY",
+      "UPDATED",
       "READY",
       "AGE",
       "SHARING",
@@ -264,13 +265,14 @@ describe("printer columns", () => {
       "REASON",
     ]);
     const cells = row?.split(/\s+/) ?? [];
-    expect([...cells.slice(0, 7), ...cells.slice(8)]).toEqual([
+    expect([...cells.slice(0, 8), ...cells.slice(9)]).toEqual([
       manifest.metadata.name,
       "hardware-vendor.example/foo-shared",
       "Mock",
       "2/3",
       "30/32",
       "2",
+      "1/3",
       "False",
       "TimeSlicing",
       "Packed",

@@ -1,17 +1,22 @@
 // Two operator replicas with Lease leader election: only the leader acts and a new one takes over when it
 // dies; and a watch broken by an API-server restart loses no update.
-import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
+import { CoordinationV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { restartApiServer } from "../../tools/cluster/cluster.js";
-import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
+import {
+  injectedCluster,
+  kubeConfigFromInjected,
+  pluginConfigMap,
+  pluginDaemonSet,
+  uniqueName,
+  waitFor,
+} from "../cluster/helpers.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "../e2e/support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const kc = kubeConfigFromInjected();
 const custom = kc.makeApiClient(CustomObjectsApi);
-const apps = kc.makeApiClient(AppsV1Api);
 const leases = kc.makeApiClient(CoordinationV1Api);
-const core = kc.makeApiClient(CoreV1Api);
 
 const running: OperatorProcess[] = [];
 const created: string[] = [];
@@ -40,18 +45,14 @@ function config(name: string, devices: number) {
   };
 }
 
-async function configHashOf(dsName: string): Promise<string | undefined> {
-  const ds = await apps
-    .readNamespacedDaemonSet({ name: dsName, namespace: NAMESPACE })
-    .catch(() => undefined);
+async function configHashOf(configName: string): Promise<string | undefined> {
+  const ds = await pluginDaemonSet(kc, NAMESPACE, configName).catch(() => undefined);
   return ds?.spec?.template.metadata?.annotations?.["dpo.dev/config-hash"];
 }
 
 /** The plugin config rendered into the ConfigMap, which names the device count. */
-async function renderedDevices(cmName: string): Promise<number | undefined> {
-  const cm = await core
-    .readNamespacedConfigMap({ name: cmName, namespace: NAMESPACE })
-    .catch(() => undefined);
+async function renderedDevices(configName: string): Promise<number | undefined> {
+  const cm = await pluginConfigMap(kc, NAMESPACE, configName).catch(() => undefined);
   const m = /devices: (\d+)/.exec(cm?.data?.["config.yaml"] ?? "");
   return m ? Number(m[1]) : undefined;
 }
@@ -87,7 +88,7 @@ describe("leader election", () => {
     const name = uniqueName("leader-cfg");
     created.push(name);
     await custom.createClusterCustomObject({ ...GROUP, body: config(name, 2) });
-    await waitFor("the DaemonSet from the leader", () => configHashOf(`dpo-${name}`));
+    await waitFor("the DaemonSet from the leader", () => configHashOf(name));
     expect(await leader.metric("dpo_operator_applies_total")).toBeGreaterThanOrEqual(2);
     expect(await follower.metric("dpo_operator_applies_total")).toBe(0);
     expect(await follower.metric("dpo_operator_status_writes_total")).toBe(0);
@@ -102,14 +103,14 @@ describe("leader election", () => {
     // Lease duration (4 s) plus one retry period of observation and scheduling slack.
     expect(takeoverMs).toBeLessThan(4_000 + 1_000 + 2_000);
 
-    const before = await configHashOf(`dpo-${name}`);
+    const before = await configHashOf(name);
     await custom.patchClusterCustomObject({
       ...GROUP,
       name,
       body: [{ op: "replace", path: "/spec/backend/mock/devices", value: 3 }],
     });
     await waitFor("the new leader to roll the DaemonSet", async () => {
-      const hash = await configHashOf(`dpo-${name}`);
+      const hash = await configHashOf(name);
       return hash !== undefined && hash !== before;
     });
     expect(await follower.metric("dpo_operator_applies_total")).toBeGreaterThanOrEqual(2);
@@ -125,7 +126,7 @@ describe("watches across an API-server restart", () => {
       const name = uniqueName("restart-cfg");
       created.push(name);
       await custom.createClusterCustomObject({ ...GROUP, body: config(name, 2) });
-      await waitFor("the ConfigMap for 2 devices", async () => (await renderedDevices(`dpo-${name}`)) === 2);
+      await waitFor("the ConfigMap for 2 devices", async () => (await renderedDevices(name)) === 2);
 
       await restartApiServer(injectedCluster().stateDir, injectedCluster().kubeconfigPath);
       // The operator's watches broke with the restart; this change lands before they are re-established.
@@ -137,7 +138,7 @@ describe("watches across an API-server restart", () => {
       await waitFor(
         "the operator to render the change made during the broken watch",
         async (observe) => {
-          const devices = await renderedDevices(`dpo-${name}`);
+          const devices = await renderedDevices(name);
           observe({ devices, log: op.logs.join("").slice(-1500) });
           return devices === 5;
         },

@@ -300,3 +300,51 @@ describe("GetPreferredAllocation", () => {
     expect(plugin.preferredRequests).toHaveLength(asked);
   });
 });
+
+describe("two plugins for one resource (a surge upgrade)", () => {
+  const OPTIONS: DevicePluginOptions = { preStartRequired: false, getPreferredAllocationAvailable: false };
+
+  /** The healthy device count the kubelet would advertise as allocatable. */
+  const allocatable = (resourceName: string): number | undefined =>
+    kubelet.capacity(resourceName)?.allocatable;
+
+  it.each([
+    // kubernetes #121994: the old plugin's end is taken for the resource's, and the new plugin is cut off.
+    { oneEndpointPerResource: true, after: 0 },
+    // kubernetes PR #135437 (v1.37.0): one endpoint per socket; the old plugin's end changes nothing.
+    { oneEndpointPerResource: false, after: DEVICE_IDS.length },
+  ])(
+    "one endpoint per resource: $oneEndpointPerResource → allocatable $after once the old plugin goes",
+    async ({ oneEndpointPerResource, after }) => {
+      await kubelet.stop();
+      kubelet = new SimulatedDeviceManager({ dir, gracePeriodMs: 60_000, oneEndpointPerResource });
+      await kubelet.start();
+      const resource = "vendor.example/surge";
+      const old = await register(resource, OPTIONS);
+      expect(old.error).toBeUndefined();
+      await devicesSeen(resource);
+      const next = await register(resource, OPTIONS);
+      expect(next.error).toBeUndefined();
+      await devicesSeen(resource);
+      expect(allocatable(resource)).toBe(DEVICE_IDS.length);
+
+      old.plugin.close();
+      await waitFor(
+        `allocatable ${after} after the old plugin went`,
+        (observe) => {
+          observe({
+            allocatable: allocatable(resource),
+            connected: kubelet.resources.get(resource)?.connected,
+          });
+          return allocatable(resource) === after;
+        },
+        { timeoutMs: 10_000, intervalMs: 10 },
+      );
+      if (after > 0) {
+        // And it stays so: give a wrongly applied disconnect the time to land.
+        await new Promise((r) => setTimeout(r, 300));
+        expect(allocatable(resource)).toBe(after);
+      }
+    },
+  );
+});

@@ -66,6 +66,14 @@ export interface SimulatedDeviceManagerOptions {
    * away deregisters its plugin.
    */
   pluginsRegistryDir?: string;
+  /**
+   * The device manager of kubelets before v1.37.0 (kubernetes PR #135437): one endpoint per resource
+   * name. A second registration takes the resource over while the first plugin keeps running, and when
+   * the first plugin's stream ends later its disconnect is applied to the resource, that is to the new
+   * plugin (kubernetes #121994): the devices turn unhealthy and stay so until the plugin registers
+   * again. Off: one endpoint per socket, the newest connected one serving the resource.
+   */
+  oneEndpointPerResource?: boolean;
 }
 
 /** One plugin found by the plugin watcher, for assertions. */
@@ -111,6 +119,8 @@ function promisify<Req, Res>(
 
 export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   readonly resources = new Map<string, SimulatedResource>();
+  /** With one endpoint per resource: endpoints a newer registration replaced, still streaming. */
+  private readonly replaced = new Set<SimulatedResource>();
   private server: grpc.Server | undefined;
   private readonly gracePeriodMs: number;
   /** Every Register request accepted, in order, for assertions. */
@@ -171,6 +181,7 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
     await this.stopServing();
     // A restarted plugin watcher knows no socket: it finds every one in plugins_registry again.
     this.watchedSockets.clear();
+    this.closeReplaced();
     for (const r of this.resources.values()) {
       this.disconnect(r);
       if (options.forgetDevices) {
@@ -186,10 +197,21 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
     await this.start();
   }
 
+  /** Closes replaced endpoints without applying their end to anything (a kubelet restart, a stop). */
+  private closeReplaced(): void {
+    const replaced = [...this.replaced];
+    this.replaced.clear();
+    for (const r of replaced) {
+      r.stream?.cancel();
+      r.client.close();
+    }
+  }
+
   async stop(): Promise<void> {
     await this.stopServing();
     await this.scanning;
     await Promise.all(this.watcherAttempts.values());
+    this.closeReplaced();
     for (const r of this.resources.values()) {
       clearTimeout(r.removalTimer);
       r.stream?.cancel();
@@ -314,8 +336,14 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
     const previous = this.resources.get(resourceName);
     if (previous) {
       clearTimeout(previous.removalTimer);
-      previous.stream?.cancel();
-      previous.client.close();
+      // A kubelet with one endpoint per resource just forgets the old one; its stream goes on until
+      // the old plugin goes, and that end is then taken for the resource's (below).
+      if (!this.opts.oneEndpointPerResource || !previous.connected) {
+        previous.stream?.cancel();
+        previous.client.close();
+      } else {
+        this.replaced.add(previous);
+      }
     }
     const resource: SimulatedResource = {
       resourceName,
@@ -339,7 +367,14 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
       this.emit("devices", resource);
     });
     const ended = (): void => {
-      if (this.resources.get(resourceName) === resource && resource.connected) this.disconnect(resource);
+      const current = this.resources.get(resourceName);
+      if (current === resource) {
+        if (resource.connected) this.disconnect(resource);
+      } else if (this.replaced.delete(resource)) {
+        // kubernetes #121994: the replaced plugin's disconnect lands on the resource's new endpoint.
+        resource.client.close();
+        if (current?.connected) this.disconnect(current);
+      }
     };
     stream.on("end", ended);
     stream.on("error", ended);

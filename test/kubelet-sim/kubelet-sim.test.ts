@@ -24,7 +24,7 @@ import { ServerSideApplier, type ApplyObject } from "../../src/kube/apply.js";
 import {
   LABEL_CONFIG,
   configLabelValue,
-  pluginObjectName,
+  LABEL_REVISION,
   renderPluginConfigMap,
   renderPluginDaemonSet,
   type RenderContext,
@@ -63,6 +63,11 @@ const namespace = uniqueName("ks-dpo-system");
 const configName = uniqueName("ks-mock");
 const resource = `kubelet-sim.example/${uniqueName("mock")}`;
 const slot = `${namespace}/${configLabelValue(configName)}`;
+
+/** Whether a plugin process belongs to a config's slot: the simulator's slots add the plugin revision. */
+function ofSlot(p: { slot: string }, configSlot: string): boolean {
+  return p.slot === configSlot || p.slot.startsWith(`${configSlot}/`);
+}
 const renderContext: RenderContext = {
   namespace,
   operatorImage: "dpo:kubelet-sim",
@@ -124,7 +129,7 @@ async function writeHealthFile(nodeName: string, content: Record<string, unknown
 function runningPlugins(): PluginProcessInfo[] {
   return simulator()
     .plugins()
-    .filter((p) => p.slot === slot && p.running);
+    .filter((p) => ofSlot(p, slot) && p.running);
 }
 
 /** Waits for one running plugin per node, each for the pod the DaemonSet has there now. */
@@ -171,7 +176,7 @@ async function ensurePluginsServing(): Promise<void> {
   );
   // The simulator has no restart policy: a plugin killed for a pod that is still current stays down.
   for (const p of simulator().plugins())
-    if (p.slot === slot && !p.running && current.has(p.podUid)) simulator().restartPlugin(p.node, slot);
+    if (ofSlot(p, slot) && !p.running && current.has(p.podUid)) simulator().restartPlugin(p.node, p.slot);
   await waitForPluginsOfCurrentPods();
   for (const n of nodes) {
     const dm = simulator().deviceManager(n);
@@ -199,10 +204,26 @@ function applyable(obj: KubernetesObject): ApplyObject {
   return { ...obj, apiVersion, kind, metadata: { ...metadata, name: metadata.name } };
 }
 
-/** What the operator would do for the config, without the operator: render, then server-side apply. */
-async function applyRendered(current: DevicePluginConfig, context = renderContext): Promise<void> {
-  await applier.apply(applyable(renderPluginConfigMap(current, context)));
-  await applier.apply(applyable(renderPluginDaemonSet(current, context)));
+/** The DaemonSet last applied for each config (one per plugin revision, named after it). */
+const appliedDaemonSets = new Map<string, string>();
+
+/**
+ * What the operator would do for the config when no upgrade is under way, without the operator: render
+ * the current revision, then server-side apply. Returns the DaemonSet's name.
+ */
+async function applyRendered(current: DevicePluginConfig, context = renderContext): Promise<string> {
+  const daemonSet = renderPluginDaemonSet(current, context);
+  const revision = daemonSet.metadata!.labels![LABEL_REVISION]!;
+  await applier.apply(applyable(renderPluginConfigMap(current, context, revision)));
+  await applier.apply(applyable(daemonSet));
+  appliedDaemonSets.set(current.metadata.name, daemonSet.metadata!.name!);
+  return daemonSet.metadata!.name!;
+}
+
+function daemonSetOf(configName: string): string {
+  const name = appliedDaemonSets.get(configName);
+  if (name === undefined) throw new Error(`no DaemonSet applied for ${configName}`);
+  return name;
 }
 
 /** Creates a DevicePluginConfig through the API, so it has the uid rendering needs, and reads it back. */
@@ -371,7 +392,11 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
     expect(registration.resourceName).toBe(resource);
     expect(registration.endpoint).not.toBe(endpointBefore);
     // The restart deleted the old socket; only the new one is served.
-    expect(await pluginSockets(simulator().devicePluginDir(restarted))).toEqual([registration.endpoint]);
+    // Only this resource's: a plugin of another file's config may still be going away on the node.
+    const ours = (await pluginSockets(simulator().devicePluginDir(restarted))).filter((name) =>
+      name.startsWith(`dpo-${resource.replace("/", "_")}-`),
+    );
+    expect(ours).toEqual([registration.endpoint]);
     await waitForAdvertised(restarted, { capacity: String(DEVICES), allocatable: String(DEVICES) });
   });
 
@@ -432,13 +457,13 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
       simulator()
         .plugins(watcherNode)
         .filter((p) => p.running)
-        .map((p) => p.slot)
+        .map((p) => p.slot.split("/").slice(0, 2).join("/"))
         .sort(),
     ).toEqual([slot, watcherSlot].sort());
     expect(
       simulator()
         .plugins()
-        .filter((p) => p.slot === watcherSlot),
+        .filter((p) => ofSlot(p, watcherSlot)),
     ).toHaveLength(1);
     expect(await advertised(watcherNode)).toEqual({
       capacity: String(DEVICES),
@@ -446,11 +471,11 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
     });
 
     // The plugin going away (its stream ends, its registration socket goes) keeps capacity, not allocatable.
-    await apps.deleteNamespacedDaemonSet({ name: pluginObjectName(name), namespace });
+    await apps.deleteNamespacedDaemonSet({ name: daemonSetOf(name), namespace });
     await waitFor(`the plugin of ${name} to stop`, () =>
       simulator()
         .plugins(watcherNode)
-        .every((p) => p.slot !== watcherSlot || !p.running),
+        .every((p) => !ofSlot(p, watcherSlot) || !p.running),
     );
     await waitFor(`${watcherNode} to keep ${watcherResource} with allocatable 0`, async (observe) => {
       const status = (await core.readNode({ name: watcherNode })).status;
@@ -459,8 +484,9 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
     });
   });
 
-  it("a DaemonSet rollout replaces every plugin process with the new pod's", async () => {
+  it("a new revision's DaemonSet replaces every plugin process with the new pod's once the old one goes", async () => {
     const before = await waitForPluginsOfCurrentPods();
+    const oldDaemonSet = daemonSetOf(configName);
     // Any spec change renders a new config hash into the pod template, which rolls the pods.
     await customObjects.patchClusterCustomObject(
       {
@@ -473,7 +499,10 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
       setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
     );
     config = await readConfig();
-    await applyRendered(config);
+    // A new revision is a new DaemonSet. These nodes' kubelets (before v1.37.0) keep one endpoint per
+    // resource, so the old one goes first, as a Replace upgrade does it.
+    await apps.deleteNamespacedDaemonSet({ name: oldDaemonSet, namespace });
+    expect(await applyRendered(config)).not.toBe(oldDaemonSet);
 
     const after = await waitFor(
       "every node's plugin to belong to a new pod",
@@ -494,12 +523,12 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
   it("deleting the DaemonSet stops every plugin process; the kubelet keeps capacity, then drops the resource", async () => {
     const pids = simulator()
       .plugins()
-      .filter((p) => p.slot === slot)
+      .filter((p) => ofSlot(p, slot))
       .map((p) => p.pid)
       .filter((pid): pid is number => pid !== undefined);
     expect(pids.length).toBeGreaterThanOrEqual(nodes.length);
 
-    await apps.deleteNamespacedDaemonSet({ name: pluginObjectName(configName), namespace });
+    await apps.deleteNamespacedDaemonSet({ name: daemonSetOf(configName), namespace });
 
     await waitFor(
       "every plugin process to exit",

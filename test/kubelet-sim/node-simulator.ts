@@ -1,7 +1,14 @@
 // Stands in for the kubelet of KWOK nodes, and for nothing else: per node, a host directory tree with the
 // device manager's kubelet.sock, Node.status capacity/allocatable patches, and the real `dpo plugin`
 // process for every plugin pod KWOK reports Running there.
-import { KubeConfig, type V1ConfigMap, type V1Container, type V1Pod } from "@kubernetes/client-node";
+import {
+  KubeConfig,
+  type V1ConfigMap,
+  type V1Container,
+  type V1Node,
+  type V1Pod,
+} from "@kubernetes/client-node";
+import semver from "semver";
 import { spawn, type ChildProcess } from "node:child_process";
 import { EventEmitter } from "node:events";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -46,8 +53,19 @@ export interface KubeletSimulatorOptions {
   nodes: readonly string[];
   /** How long a resource whose plugin went away is kept before it is removed (the kubelet's is 5 min). */
   gracePeriodMs?: number;
+  /**
+   * The kubelet version of some nodes: written to the Node's `status.nodeInfo.kubeletVersion`, and the
+   * node gets that version's device manager (before v1.37.0 one endpoint per resource name, see
+   * SimulatedDeviceManager). Other nodes keep the version their Node reports.
+   */
+  kubeletVersions?: Readonly<Record<string, string>>;
   /** The built CLI; defaults to dist/dpo.js (the bundled CLI the image runs) of this repository. */
   dpoEntrypoint?: string;
+  /**
+   * Other builds by image reference: a pod whose container has one of these images runs that
+   * entrypoint instead (an older dpo built from git history, a broken build). See also addImage().
+   */
+  images?: Readonly<Record<string, string>>;
   /** Time between SIGTERM and SIGKILL when a plugin pod goes away. */
   stopGraceMs?: number;
   logger?: Logger;
@@ -141,6 +159,8 @@ interface PreparedPod {
   namespace: string;
   name: string;
   uid: string;
+  /** The container's image: which build of dpo runs (see KubeletSimulatorOptions.images). */
+  image: string;
   launch: Launch;
 }
 
@@ -184,6 +204,9 @@ function shortTempBase(): string {
  */
 export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
   private readonly nodes = new Map<string, SimulatedNode>();
+  private readonly images: Map<string, string>;
+  /** Kubelet versions this simulator changed, as they were, for stop() to put back. */
+  private readonly originalVersions = new Map<string, string>();
   private readonly log: Logger;
   private readonly entrypoint: string;
   private readonly stopGraceMs: number;
@@ -206,6 +229,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
         component: "kubelet-sim",
       });
     this.entrypoint = options.dpoEntrypoint ?? DEFAULT_DPO_ENTRYPOINT;
+    this.images = new Map(Object.entries(options.images ?? {}));
     this.stopGraceMs = options.stopGraceMs ?? DEFAULT_STOP_GRACE_MS;
   }
 
@@ -323,6 +347,11 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
    * Kills every plugin process, stops the device managers, takes the advertised resources out of the
    * node status and removes the directory tree.
    */
+  /** Pods with this image run `entrypoint` from now on (pods already running keep their process). */
+  addImage(image: string, entrypoint: string): void {
+    this.images.set(image, entrypoint);
+  }
+
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
@@ -342,8 +371,23 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
         node.status.close();
       }),
     );
+    // Nodes are shared by the test files: the next one finds them with the versions they had.
+    for (const [name, version] of this.originalVersions) {
+      await this.setKubeletVersion(name, version).catch((err: Error) =>
+        this.log.warn({ node: name, err: err.message }, "could not put the kubelet version back"),
+      );
+    }
     process.off("exit", this.killAllOnExit);
     await rm(this.root, { recursive: true, force: true });
+  }
+
+  private async setKubeletVersion(name: string, version: string): Promise<void> {
+    await kubeRequest(this.options.kubeconfig, {
+      method: "PATCH",
+      path: `/api/v1/nodes/${encodeURIComponent(name)}/status`,
+      body: { status: { nodeInfo: { kubeletVersion: version } } },
+      contentType: "application/strategic-merge-patch+json",
+    });
   }
 
   private node(name: string): SimulatedNode {
@@ -360,7 +404,8 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
     state: string,
   ): PodRecord {
     const candidates = [...this.node(node).pods.values()].filter(
-      (r) => (slot === undefined || r.slot === slot) && matches(r),
+      // A config's slot (namespace/config) names the plugins of all its revisions.
+      (r) => (slot === undefined || r.slot === slot || r.slot.startsWith(`${slot}/`)) && matches(r),
     );
     if (candidates.length !== 1 || candidates[0] === undefined) {
       throw new Error(
@@ -387,13 +432,20 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
 
   private async startNodes(): Promise<void> {
     // Standing in for a node that does not exist would only produce failing patches later.
+    const versions = new Map<string, string>();
     for (const name of this.options.nodes) {
-      await kubeRequest(this.options.kubeconfig, {
+      const found = await kubeRequest<V1Node>(this.options.kubeconfig, {
         method: "GET",
         path: `/api/v1/nodes/${encodeURIComponent(name)}`,
       }).catch((err: Error) => {
         throw new Error(`cannot simulate the kubelet of node ${name}: ${err.message}`);
       });
+      const wanted = this.options.kubeletVersions?.[name];
+      if (wanted !== undefined && wanted !== found.status?.nodeInfo?.kubeletVersion) {
+        this.originalVersions.set(name, found.status?.nodeInfo?.kubeletVersion ?? "");
+        await this.setKubeletVersion(name, wanted);
+      }
+      versions.set(name, wanted ?? found.status?.nodeInfo?.kubeletVersion ?? "");
     }
     process.on("exit", this.killAllOnExit);
     const aliases = join(this.root, "k");
@@ -414,6 +466,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
         dir: devicePluginDir,
         pluginsRegistryDir,
         gracePeriodMs: this.options.gracePeriodMs,
+        oneEndpointPerResource: !endpointPerSocket(versions.get(name) ?? ""),
       });
       const node: SimulatedNode = {
         name,
@@ -523,7 +576,8 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
 
   /** Starts the pod's process; its log file collects stdout and stderr of every start. */
   private spawnPlugin(pod: PreparedPod): PluginProcess {
-    const plugin: PluginProcess = new PluginProcess(this.entrypoint, pod.launch, (status) => {
+    const entrypoint = this.images.get(pod.image) ?? this.entrypoint;
+    const plugin: PluginProcess = new PluginProcess(entrypoint, pod.launch, (status) => {
       this.log.info({ node: pod.node, pod: `${pod.namespace}/${pod.name}`, ...status }, "plugin exited");
       this.emit("pluginExited", this.info(pod, plugin));
     });
@@ -597,7 +651,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
       env,
       logFile: join(logDir, `${namespace}_${name}_${uid}.log`),
     };
-    return { node: node.name, slot, namespace, name, uid, launch };
+    return { node: node.name, slot, namespace, name, uid, image: container.image ?? "", launch };
   }
 
   private configVolumeName(pod: V1Pod): string | undefined {
@@ -659,4 +713,15 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
 /** Lists the plugin sockets in a directory (everything but kubelet.sock), for assertions. */
 export async function pluginSockets(dir: string): Promise<string[]> {
   return (await readdir(dir)).filter((name) => name.endsWith(".sock") && name !== "kubelet.sock").sort();
+}
+
+/**
+ * Whether a kubelet of this version keeps one device-plugin endpoint per socket: v1.37.0 and later
+ * (kubernetes PR #135437). Written here from the kubelet's history, not shared with the operator's
+ * own check, so a mistake there shows up against this one. A version that cannot be read gets the
+ * older behaviour, the one that loses devices.
+ */
+export function endpointPerSocket(kubeletVersion: string): boolean {
+  const version = semver.coerce(kubeletVersion, { includePrerelease: false });
+  return version !== null && semver.gte(version, "1.37.0");
 }

@@ -5,7 +5,7 @@ import { posix } from "node:path";
 import { stringify } from "yaml";
 import { loadDevicePluginConfig } from "../../src/api/validate.js";
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
-import { LABEL_CONFIG } from "../../src/operator/render/names.js";
+import { LABEL_CONFIG, LABEL_REVISION } from "../../src/operator/render/names.js";
 
 /** Paths and addresses a plugin process gets instead of the ones its pod spec names. */
 export interface PluginProcessPaths {
@@ -26,13 +26,17 @@ export function isRunningPod(pod: V1Pod): boolean {
 }
 
 /**
- * One plugin process per slot and node: a slot is a DaemonSet's pods, told apart by the config label.
- * Two pods of a slot on a node only overlap during a rollout; the newer one is the one to run.
+ * One plugin process per slot and node: a slot is a DaemonSet's pods, told apart by the config label
+ * and the plugin revision (one DaemonSet per revision, so two revisions run side by side during a
+ * surge upgrade). Two pods of a slot on a node only overlap while one replaces the other; the newer
+ * one is the one to run.
  */
 export function pluginSlot(pod: V1Pod): string {
   const namespace = pod.metadata?.namespace ?? "";
   const config = pod.metadata?.labels?.[LABEL_CONFIG];
-  return config === undefined ? `${namespace}/pod/${pod.metadata?.name ?? ""}` : `${namespace}/${config}`;
+  const revision = pod.metadata?.labels?.[LABEL_REVISION];
+  if (config === undefined) return `${namespace}/pod/${pod.metadata?.name ?? ""}`;
+  return revision === undefined ? `${namespace}/${config}` : `${namespace}/${config}/${revision}`;
 }
 
 function creationTime(pod: V1Pod): number {

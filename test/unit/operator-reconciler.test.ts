@@ -98,6 +98,16 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
         return Promise.resolve({ ...obj, metadata: { ...obj.metadata, resourceVersion: String(++rv) } });
       },
     } as never,
+    createObject: (_path, obj) => {
+      if (failApply) return Promise.reject(failApply);
+      applied.push({ kind: "DaemonSet", name: (obj as KubernetesObject).metadata!.name! });
+      return Promise.resolve();
+    },
+    updateObject: (_path, obj) => {
+      if (failApply) return Promise.reject(failApply);
+      applied.push({ kind: "DaemonSet", name: (obj as KubernetesObject).metadata!.name! });
+      return Promise.resolve();
+    },
     deleteObject: (path) => {
       const err = failDelete?.(path);
       if (err) return Promise.reject(err);
@@ -144,6 +154,19 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
   };
 }
 
+async function revisionOf(stored: StoredConfig | undefined): Promise<string> {
+  const { pluginRevision } = await import("../../src/operator/render/index.js");
+  const { validateDevicePluginConfig } = await import("../../src/api/validate.js");
+  const parsed = validateDevicePluginConfig(stored);
+  if (!parsed.ok) throw new Error("test config invalid");
+  return pluginRevision(parsed.value, {
+    namespace: NS,
+    operatorImage: "dpo:test",
+    pluginServiceAccount: "dpo-plugin",
+    registrationMode: "kubelet",
+  });
+}
+
 function condition(status: DevicePluginConfigStatus | undefined, type: string) {
   return status?.conditions?.find((c) => c.type === type);
 }
@@ -153,9 +176,10 @@ describe("ConfigReconciler", () => {
     const t = setup();
     t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
     expect(await t.reconciler.reconcile("foo")).toEqual({});
+    const revision = await revisionOf(t.configs.get("foo"));
     expect(t.applied.map((a) => `${a.kind}/${a.name}`)).toEqual([
-      "ConfigMap/dpo-foo",
-      "DaemonSet/dpo-foo",
+      `ConfigMap/dpo-foo-${revision}`,
+      `DaemonSet/dpo-foo-${revision}`,
       "status/foo",
     ]);
     const status = t.applied[2]!.status;
@@ -180,7 +204,11 @@ describe("ConfigReconciler", () => {
       pluginServiceAccount: "dpo-plugin",
       registrationMode: "kubelet" as const,
     };
-    t.settle({ cm: renderPluginConfigMap(parsed.value, ctx), ds: renderPluginDaemonSet(parsed.value, ctx) });
+    const ds = renderPluginDaemonSet(parsed.value, ctx);
+    t.settle({
+      cm: renderPluginConfigMap(parsed.value, ctx, ds.metadata!.labels!["dpo.dev/revision"]!),
+      ds,
+    });
     // The DaemonSet now exists, so the status moves on once (DaemonSetPending → Progressing) ...
     t.now.t += 10_000;
     await t.reconciler.reconcile("foo");
@@ -221,7 +249,10 @@ describe("ConfigReconciler", () => {
     // Something changes 100 ms later: a node appears (desired 0 → 1).
     t.nodes.put({
       metadata: { name: "n1", labels: {} },
-      status: { conditions: [{ type: "Ready", status: "True" }] },
+      status: {
+        conditions: [{ type: "Ready", status: "True" }],
+        nodeInfo: { kubeletVersion: "v1.34.1" } as never,
+      },
     });
     t.now.t += 100;
     const result = await t.reconciler.reconcile("foo");

@@ -39,17 +39,18 @@ function config(mutate: (c: DevicePluginConfigInput) => void = () => undefined):
 
 describe("renderPluginConfigMap", () => {
   it("puts the ConfigMap in the operator namespace, labelled and owned by the config", () => {
-    const cm = renderPluginConfigMap(config(), ctx);
+    const cm = renderPluginConfigMap(config(), ctx, "0123456789");
     expect(cm.apiVersion).toBe("v1");
     expect(cm.kind).toBe("ConfigMap");
     expect(cm.metadata).toEqual({
-      name: "dpo-example-foo",
+      name: "dpo-example-foo-0123456789",
       namespace: "dpo-system",
       labels: {
         "app.kubernetes.io/name": "dpo-plugin",
         "app.kubernetes.io/instance": "example-foo",
         "app.kubernetes.io/managed-by": "dpo-operator",
         "dpo.dev/config": "example-foo",
+        "dpo.dev/revision": "0123456789",
       },
       ownerReferences: [
         {
@@ -67,10 +68,16 @@ describe("renderPluginConfigMap", () => {
 
   it("holds a manifest the plugin's own loader accepts, with the same spec and the config's uid", () => {
     const c = config();
-    const loaded = loadDevicePluginConfig(renderPluginConfigMap(c, ctx).data!["config.yaml"]!);
+    const loaded = loadDevicePluginConfig(renderPluginConfigMap(c, ctx, "0123456789").data!["config.yaml"]!);
     expect(loaded.ok).toBe(true);
     if (!loaded.ok) return;
+    // spec.upgrade is the operator's: the plugin gets it defaulted, and a change of it is no new config.
     expect(loaded.value.spec).toEqual(c.spec);
+    const paused = config();
+    paused.spec.upgrade = { ...paused.spec.upgrade, paused: true, maxUnavailable: "50%" };
+    expect(renderPluginConfigMap(paused, ctx, "0123456789").data).toEqual(
+      renderPluginConfigMap(c, ctx, "0123456789").data,
+    );
     expect(loaded.value.metadata).toEqual({ name: "example-foo", uid: "uid-1" });
   });
 

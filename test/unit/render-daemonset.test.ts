@@ -10,7 +10,7 @@ import type { DevicePluginConfigSpecInput } from "../../src/api/v1beta1/spec.js"
 import { devfsHostDirectories } from "../../src/operator/render/backends.js";
 import { configHash, renderPluginConfigMap } from "../../src/operator/render/configmap.js";
 import type { RenderContext } from "../../src/operator/render/context.js";
-import { renderPluginDaemonSet } from "../../src/operator/render/daemonset.js";
+import { NO_NODE_LABEL, pluginRevision, renderPluginDaemonSet } from "../../src/operator/render/daemonset.js";
 
 const ctx: RenderContext = {
   namespace: "dpo-system",
@@ -205,9 +205,11 @@ describe("devfsHostDirectories", () => {
 describe("renderPluginDaemonSet", () => {
   it("lives in the operator namespace, labelled, owned by the config and selecting its pods", () => {
     const ds = renderPluginDaemonSet(config(), ctx);
+    const revision = pluginRevision(config(), ctx);
+    expect(revision).toMatch(/^[0-9a-f]{10}$/);
     expect(ds.apiVersion).toBe("apps/v1");
     expect(ds.kind).toBe("DaemonSet");
-    expect(ds.metadata?.name).toBe("dpo-example-foo");
+    expect(ds.metadata?.name).toBe(`dpo-example-foo-${revision}`);
     expect(ds.metadata?.namespace).toBe("dpo-system");
     expect(ds.metadata?.ownerReferences).toEqual([
       {
@@ -219,12 +221,17 @@ describe("renderPluginDaemonSet", () => {
         blockOwnerDeletion: true,
       },
     ]);
-    expect(ds.spec?.selector.matchLabels).toEqual({ "dpo.dev/config": "example-foo" });
+    expect(ds.spec?.selector.matchLabels).toEqual({
+      "dpo.dev/config": "example-foo",
+      "dpo.dev/revision": revision,
+    });
     // The API server refuses a selector that does not match the template's labels.
     expect(ds.spec?.template.metadata?.labels).toMatchObject(ds.spec!.selector.matchLabels!);
     expect(ds.spec?.template.metadata?.labels).toEqual(ds.metadata?.labels);
-    expect(ds.spec?.updateStrategy).toEqual({ type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } });
-    expect(ds.spec?.revisionHistoryLimit).toBe(5);
+    // The operator moves nodes between revisions: a node-list change must never restart pods.
+    expect(ds.spec?.updateStrategy).toEqual({ type: "OnDelete" });
+    expect(ds.spec?.revisionHistoryLimit).toBe(2);
+    expect(podSpec(ds)).not.toHaveProperty("affinity");
     expect(podSpec(ds).terminationGracePeriodSeconds).toBe(10);
     expect(podSpec(ds).serviceAccountName).toBe("dpo-plugin");
     expect(podSpec(ds).priorityClassName).toBe("system-node-critical");
@@ -251,7 +258,9 @@ describe("renderPluginDaemonSet", () => {
         name: "POD_NAMESPACE",
         valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" } },
       },
+      { name: "POD_UID", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.uid" } } },
       { name: "DPO_LOG_LEVEL", value: "debug" },
+      { name: "DPO_REVISION", value: pluginRevision(config({ plugin: { logLevel: "debug" } }), ctx) },
     ]);
     expect(c.ports).toEqual([
       { name: "metrics", containerPort: 8080, protocol: "TCP" },
@@ -263,7 +272,7 @@ describe("renderPluginDaemonSet", () => {
     const ds = renderPluginDaemonSet(config(), ctx);
     expect(podSpec(ds).volumes?.[0]).toEqual({
       name: "config",
-      configMap: { name: "dpo-example-foo", defaultMode: 0o444 },
+      configMap: { name: ds.metadata?.name, defaultMode: 0o444 },
     });
   });
 
@@ -305,7 +314,7 @@ describe("renderPluginDaemonSet", () => {
     const c = config();
     const ds = renderPluginDaemonSet(c, ctx);
     const hash = ds.spec?.template.metadata?.annotations?.["dpo.dev/config-hash"];
-    expect(hash).toBe(configHash(renderPluginConfigMap(c, ctx).data!));
+    expect(hash).toBe(configHash(renderPluginConfigMap(c, ctx, "0123456789").data!));
     const changed = renderPluginDaemonSet(config({ sharing: { strategy: "TimeSlicing", replicas: 2 } }), ctx);
     expect(changed.spec?.template.metadata?.annotations?.["dpo.dev/config-hash"]).not.toBe(hash);
   });
@@ -327,6 +336,54 @@ describe("renderPluginDaemonSet", () => {
     const ds = renderPluginDaemonSet(config({}, `${"n".repeat(70)}.example.com`), ctx);
     expect(ds.metadata!.name!.length).toBeLessThanOrEqual(63);
     expect(podSpec(ds).volumes?.[0]?.configMap?.name).toBe(ds.metadata?.name);
+  });
+
+  it("gives every template its own revision, and none to a change of spec.upgrade", () => {
+    const base = pluginRevision(config(), ctx);
+    expect(pluginRevision(config(), ctx)).toBe(base);
+    expect(pluginRevision(config({ plugin: { image: "registry.example/dpo:2" } }), ctx)).not.toBe(base);
+    expect(pluginRevision(config({ plugin: { logLevel: "debug" } }), ctx)).not.toBe(base);
+    expect(pluginRevision(config({ sharing: { strategy: "TimeSlicing", replicas: 2 } }), ctx)).not.toBe(base);
+    expect(
+      pluginRevision(config({ upgrade: { paused: true, maxUnavailable: "50%", strategy: "Replace" } }), ctx),
+    ).toBe(base);
+    // The node list is where the revision runs, not what it runs.
+    const only = renderPluginDaemonSet(config(), ctx, { placement: { only: ["b", "a"] } });
+    expect(only.metadata?.labels?.["dpo.dev/revision"]).toBe(base);
+  });
+
+  it.each([
+    { placement: { except: [] as string[] }, want: undefined },
+    {
+      placement: { only: [] as string[] },
+      want: [{ matchExpressions: [{ key: NO_NODE_LABEL, operator: "Exists" }] }],
+    },
+    {
+      placement: { only: ["node-b", "node-a", "node-b"] },
+      want: [
+        { matchFields: [{ key: "metadata.name", operator: "In", values: ["node-a"] }] },
+        { matchFields: [{ key: "metadata.name", operator: "In", values: ["node-b"] }] },
+      ],
+    },
+    {
+      placement: { except: ["node-b", "node-a"] },
+      want: [
+        {
+          matchFields: [
+            { key: "metadata.name", operator: "NotIn", values: ["node-a"] },
+            { key: "metadata.name", operator: "NotIn", values: ["node-b"] },
+          ],
+        },
+      ],
+    },
+  ])("places the revision by node name: %j", ({ placement, want }) => {
+    const ds = renderPluginDaemonSet(config(), ctx, { placement });
+    expect(
+      podSpec(ds).affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms,
+    ).toEqual(want);
+    // matchFields takes exactly one value per requirement (the API server's rule).
+    for (const term of want ?? [])
+      for (const f of "matchFields" in term ? term.matchFields : []) expect(f.values).toHaveLength(1);
   });
 
   it("renders the same object every time", () => {

@@ -236,4 +236,80 @@ describe("findStaleReports", () => {
     });
     expect(result.stale).toEqual([]);
   });
+
+  describe("reports of plugin revisions", () => {
+    const NOW = Date.parse("2026-11-23T12:00:00Z");
+    /** A report a plugin of `revision` wrote, `ageMs` ago. */
+    function revisioned(node: string, revision: string | undefined, ageMs: number): DeviceNodeState {
+      return {
+        apiVersion: "dpo.dev/v1beta1",
+        kind: "DeviceNodeState",
+        metadata: {
+          name: deviceNodeStateName(CONFIG, node, revision),
+          namespace: "dpo-system",
+          creationTimestamp: new Date(NOW - ageMs).toISOString(),
+        },
+        spec: {
+          configName: CONFIG,
+          nodeName: node,
+          resourceName: "example.com/foo",
+          ...(revision !== undefined ? { revision } : {}),
+        },
+      };
+    }
+    const judge = (reports: DeviceNodeState[], revisions?: Set<string>) =>
+      findStaleReports({
+        configName: CONFIG,
+        spec: { nodeSelector: selected, tolerations: [] },
+        reports,
+        node: (name) => node(name, selected),
+        nodesSynced: true,
+        limit: 10,
+        revisions,
+        now: NOW,
+      }).stale.map((s) => [s.report.metadata.name, s.reason, s.replacedBy]);
+
+    it.each([
+      ["a running revision's report is kept", revisioned("n1", "aaa", 600_000), new Set(["aaa"]), []],
+      [
+        "a gone revision's report goes after the grace period",
+        revisioned("n1", "old", 61_000),
+        new Set(["aaa"]),
+        ["RevisionGone"],
+      ],
+      [
+        "a gone revision's report is kept within the grace period",
+        revisioned("n1", "old", 59_000),
+        new Set(["aaa"]),
+        [],
+      ],
+      [
+        "an unversioned report goes once no unversioned DaemonSet runs",
+        revisioned("n1", undefined, 61_000),
+        new Set(["aaa"]),
+        ["RevisionGone"],
+      ],
+      [
+        "an unversioned report stays while one does",
+        revisioned("n1", undefined, 61_000),
+        new Set(["", "aaa"]),
+        [],
+      ],
+      [
+        "nothing is judged by revision without the DaemonSets",
+        revisioned("n1", "old", 600_000),
+        undefined,
+        [],
+      ],
+    ] as const)("%s", (_name, r, revisions, want) => {
+      expect(judge([r], revisions).map((s) => s[1])).toEqual(want);
+    });
+
+    it("a report under an earlier version's plain name is superseded by the revision's report", () => {
+      const current = revisioned("n1", "aaa", 1_000);
+      expect(judge([current, legacy("n1")], new Set(["aaa"]))).toEqual([
+        [`${CONFIG}-n1`, "Superseded", current.metadata.name],
+      ]);
+    });
+  });
 });

@@ -82,7 +82,14 @@ async function main(): Promise<number> {
     banner(
       "starting the kubelet simulator on every node (it runs real `dpo plugin` processes for plugin pods)",
     );
-    sim = await KubeletSimulator.start({ kubeconfig: kc, nodes: cluster.nodeNames, logger: log });
+    // The first node's kubelet is new enough for surge upgrades (v1.37.0); the others are the cluster's.
+    const kubeletVersions = { [cluster.nodeNames[0]!]: "v1.37.0" };
+    sim = await KubeletSimulator.start({
+      kubeconfig: kc,
+      nodes: cluster.nodeNames,
+      logger: log,
+      kubeletVersions,
+    });
 
     banner("starting `dpo operator` with the dpo-operator ServiceAccount's token");
     const token = await kc.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
@@ -185,6 +192,53 @@ async function main(): Promise<number> {
         intervalMs: 250,
       },
     );
+    await show();
+
+    type Upgrade = { phase?: string; summary?: string; updateRevision?: string; currentRevision?: string };
+    const upgradeOf = async (): Promise<Upgrade | undefined> =>
+      ((await dpc("example-mock")) as { status?: { upgrade?: Upgrade } }).status?.upgrade;
+    const fromRevision = (await upgradeOf())?.updateRevision;
+    banner("upgrading the plugin of example-mock (log level debug): node by node, gated on the kubelet");
+    process.stdout.write(
+      `  ${cluster.nodeNames[0]} (kubelet v1.37.0) surges: the new plugin starts beside the old one;\n` +
+        "  the other nodes' kubelets are older, so there the old plugin stops first (replace).\n",
+    );
+    process.stdout.write(
+      await kubectl([
+        "patch",
+        "dpc",
+        "example-mock",
+        "--type=merge",
+        "-p",
+        JSON.stringify({ spec: { plugin: { logLevel: "debug" } } }),
+      ]),
+    );
+    let lastUpdated = "";
+    await waitFor(
+      "the upgrade to complete",
+      async () => {
+        const u = await upgradeOf();
+        const line = `${u?.phase ?? "?"} ${u?.summary ?? "?"}`;
+        if (line !== lastUpdated) {
+          lastUpdated = line;
+          process.stdout.write(
+            `\n$ kubectl get dpc example-mock\n${await kubectl(["get", "dpc", "example-mock"])}`,
+          );
+        }
+        return (
+          u?.phase === "Complete" &&
+          u.updateRevision !== fromRevision &&
+          u.currentRevision === u.updateRevision &&
+          u.summary === "3/3"
+        );
+      },
+      { timeoutMs: 180_000, intervalMs: 250 },
+    );
+    await waitFor("example-mock Ready after the upgrade", async () => ready(await dpc("example-mock")), {
+      timeoutMs: 60_000,
+      intervalMs: 250,
+    });
+    banner("upgrade complete: every node runs the new revision");
     await show();
 
     if (once) {

@@ -9,6 +9,11 @@ export const DeviceNodeStateSpecSchema = z
     configName: z.string().min(1).max(253).describe("The DevicePluginConfig this report belongs to."),
     nodeName: z.string().min(1).max(253),
     resourceName: z.string().min(1).max(316),
+    revision: z
+      .string()
+      .max(63)
+      .optional()
+      .describe("The plugin revision that writes this report; each revision on a node writes its own."),
   })
   .strict();
 
@@ -41,6 +46,8 @@ export const DeviceNodeStateStatusSchema = z
       .strict(),
     /** Hash of the config the plugin serves (the rendered ConfigMap's), so the operator can tell updated pods. */
     configHash: z.string().max(128).optional(),
+    /** The plugin pod that wrote the report, so a report left by a pod that is gone is never believed. */
+    podUID: z.string().max(128).optional(),
     advertised: z.number().int().min(0).describe("Devices advertised to the kubelet."),
     healthy: z.number().int().min(0).describe("Healthy advertised devices."),
     devices: z.array(ReportedDeviceSchema).max(4096),

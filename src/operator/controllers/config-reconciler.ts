@@ -7,6 +7,7 @@ import { API_VERSION, KIND, type DevicePluginConfig } from "../../api/v1beta1/co
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigStatus } from "../../api/v1beta1/status.js";
 import {
+  isAlreadyExists,
   isConflict,
   isForbidden,
   isInvalid,
@@ -19,11 +20,13 @@ import {
 } from "../../kube/index.js";
 import {
   configLabelValue,
-  pluginObjectName,
+  LABEL_REVISION,
   renderPluginConfigMap,
-  renderPluginDaemonSet,
+  revisionObjectName,
   type RenderContext,
 } from "../render/index.js";
+import { decideRollout, revisionOfDaemonSet, type RolloutDecision } from "../upgrade/rollout.js";
+import { pluginRunsOnNode } from "../status/selection.js";
 import {
   aggregateStatus,
   findResourceNameConflicts,
@@ -32,7 +35,7 @@ import {
   withTransitionTimes,
 } from "../status/index.js";
 import { containsDesired } from "./drift.js";
-import { ownerConfigName } from "./mapping.js";
+import { ownerConfigName, ownerUid } from "./mapping.js";
 import { findStaleReports } from "./stale-reports.js";
 import type { OperatorMetrics } from "../metrics.js";
 
@@ -54,6 +57,10 @@ export interface ConfigReconcilerDeps {
   applier: ServerSideApplier;
   /** DELETE of the object at `path`; with `uid`, only if the object there still has that uid. */
   deleteObject: (path: string, preconditions?: { uid?: string }) => Promise<void>;
+  /** POST of a new object to the collection at `path` (fails with AlreadyExists). */
+  createObject: (path: string, object: object) => Promise<void>;
+  /** PUT of the object at `path`, with the resourceVersion it carries (fails with Conflict when stale). */
+  updateObject: (path: string, object: object) => Promise<void>;
   events: EventRecorder;
   render: RenderContext;
   logger: Logger;
@@ -65,6 +72,8 @@ export interface ConfigReconcilerDeps {
 
 /** Stale DeviceNodeStates deleted per reconcile: a drained node pool must not stall the other configs. */
 const STALE_REPORT_DELETES_PER_RECONCILE = 20;
+/** When to come back after a write lost a race (a stale cache, another writer). */
+const WRITE_CONFLICT_RETRY_MS = 500;
 /** When to come back for the stale reports left over, or after a delete failed. */
 const STALE_REPORT_RETRY_MS = 1_000;
 const STALE_REPORT_ERROR_RETRY_MS = 10_000;
@@ -122,13 +131,13 @@ export class ConfigReconciler {
     const nodes = deps.nodes.list();
     const conflictWith = findResourceNameConflicts(valid, nodes).get(name);
 
-    const objectName = pluginObjectName(name);
-    const ns = deps.render.namespace;
     let applyError: string | undefined;
+    let decision: RolloutDecision | undefined;
+    let rolloutRetryMs: number | undefined;
     if (conflictWith !== undefined) {
-      await this.removeOwned(name, objectName, ns);
+      await this.removeOwned(name);
     } else {
-      applyError = await this.applyOwned(config);
+      ({ applyError, decision, retryMs: rolloutRetryMs } = await this.applyOwned(config, nodes));
     }
 
     const staleRetryMs = await this.deleteStaleReports(config);
@@ -139,14 +148,20 @@ export class ConfigReconciler {
       nodes,
       pods: deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name)),
       reports: deps.reports.byIndex(INDEX_BY_CONFIG, name),
-      daemonSet: conflictWith === undefined ? deps.daemonSets.get(objectName, ns) : undefined,
+      daemonSet:
+        decision === undefined
+          ? undefined
+          : this.ownedDaemonSets(name).find((ds) => revisionOfDaemonSet(ds) === decision.revision),
+      daemonSetName: decision === undefined ? undefined : revisionObjectName(name, decision.revision),
+      upgrade: decision?.status,
+      upgradeProblems: decision?.problems,
       conflictWith,
       applyError,
       previous,
       now: this.now(),
     });
     const written = await this.writeStatus(stored, status, events, previous);
-    return soonest(written, staleRetryMs);
+    return soonest(soonest(written, staleRetryMs), rolloutRetryMs);
   }
 
   /**
@@ -159,6 +174,9 @@ export class ConfigReconciler {
   private async deleteStaleReports(config: DevicePluginConfig): Promise<number | undefined> {
     const { deps } = this;
     const name = config.metadata.name;
+    // Revisions are judged only against a synced cache that shows at least one DaemonSet: before the
+    // first one exists, every report would look like one of a revision that is gone.
+    const daemonSets = deps.daemonSets.hasSynced() ? this.ownedDaemonSets(name) : [];
     const { stale, remaining } = findStaleReports({
       configName: name,
       spec: config.spec,
@@ -166,6 +184,8 @@ export class ConfigReconciler {
       node: (nodeName) => deps.nodes.get(nodeName),
       nodesSynced: deps.nodes.hasSynced(),
       limit: STALE_REPORT_DELETES_PER_RECONCILE,
+      revisions: daemonSets.length > 0 ? new Set(daemonSets.map(revisionOfDaemonSet)) : undefined,
+      now: this.now().getTime(),
     });
     let retryMs = remaining > 0 ? STALE_REPORT_RETRY_MS : undefined;
     for (const { report, reason, replacedBy } of stale) {
@@ -200,46 +220,135 @@ export class ConfigReconciler {
     return retryMs;
   }
 
-  /** Applies the ConfigMap and DaemonSet when the cache shows they differ; returns a permanent error. */
-  private async applyOwned(config: DevicePluginConfig): Promise<string | undefined> {
+  /** The config's DaemonSets (by label, and owned by this very config: a namesake's leftovers are not). */
+  private ownedDaemonSets(name: string): V1DaemonSet[] {
+    const uid = this.deps.configs.get(name)?.metadata?.uid;
+    return this.deps.daemonSets
+      .byIndex(INDEX_BY_CONFIG, configLabelValue(name))
+      .filter((ds) => ownerConfigName(ds.metadata) === name && (uid === undefined || ownerUid(ds) === uid));
+  }
+
+  private ownedConfigMaps(name: string): V1ConfigMap[] {
+    return this.deps.configMaps
+      .byIndex(INDEX_BY_CONFIG, configLabelValue(name))
+      .filter((cm) => ownerConfigName(cm.metadata) === name);
+  }
+
+  /**
+   * Moves the plugin DaemonSets one step (see upgrade/rollout.ts): the current revision's ConfigMap
+   * first, then the rollout's writes in order, then ConfigMaps of revisions that are gone. A write that
+   * loses a race (409) stops the pass and comes back soon; Forbidden and Invalid do not heal by retrying
+   * and are returned for the status.
+   */
+  private async applyOwned(
+    config: DevicePluginConfig,
+    nodes: readonly V1Node[],
+  ): Promise<{ applyError?: string; decision: RolloutDecision; retryMs?: number }> {
     const { deps } = this;
+    const name = config.metadata.name;
     const ns = deps.render.namespace;
-    const configMap = renderPluginConfigMap(config, deps.render) as ApplyObject;
-    const daemonSet = renderPluginDaemonSet(config, deps.render) as ApplyObject;
-    const desired: [ApplyObject, unknown][] = [
-      [configMap, deps.configMaps.get(configMap.metadata.name, ns)],
-      [daemonSet, deps.daemonSets.get(daemonSet.metadata.name, ns)],
-    ];
-    for (const [object, cached] of desired) {
-      if (containsDesired(object, cached)) continue;
+    const decision = decideRollout({
+      config,
+      render: deps.render,
+      daemonSets: this.ownedDaemonSets(name),
+      nodes: nodes.filter((n) => pluginRunsOnNode(n, config.spec)),
+      pods: deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name)),
+      reports: deps.reports.byIndex(INDEX_BY_CONFIG, name),
+      now: this.now().getTime(),
+    });
+    const configMap = renderPluginConfigMap(config, deps.render, decision.revision) as ApplyObject;
+    const dsPath = (dsName: string) => `/apis/apps/v1/namespaces/${ns}/daemonsets/${dsName}`;
+    const fail = (kind: string, objectName: string, err: unknown) => {
+      deps.metrics.applyErrors.inc({ kind });
+      return `${kind} ${ns}/${objectName}: ${(err as Error).message}`;
+    };
+    try {
+      if (!containsDesired(configMap, deps.configMaps.get(configMap.metadata.name, ns))) {
+        await deps.applier.apply(configMap);
+        deps.metrics.applies.inc({ kind: "ConfigMap" });
+        deps.logger.info({ config: name, kind: "ConfigMap", name: configMap.metadata.name }, "applied");
+      }
+    } catch (err) {
+      if (isForbidden(err) || isInvalid(err)) {
+        return { applyError: fail("ConfigMap", configMap.metadata.name, err), decision };
+      }
+      throw err;
+    }
+    for (const write of decision.writes) {
+      const dsName = write.kind === "Delete" ? write.name : (write.daemonSet.metadata?.name ?? "");
       try {
-        await deps.applier.apply(object);
-        deps.metrics.applies.inc({ kind: object.kind });
-        deps.logger.info(
-          { config: config.metadata.name, kind: object.kind, name: object.metadata.name },
-          "applied",
-        );
-      } catch (err) {
-        // Forbidden and Invalid do not heal by retrying the same request: report them in the status.
-        if (isForbidden(err) || isInvalid(err)) {
-          deps.metrics.applyErrors.inc({ kind: object.kind });
-          return `${object.kind} ${ns}/${object.metadata.name}: ${(err as Error).message}`;
+        if (write.kind === "Create") {
+          await deps.createObject(`/apis/apps/v1/namespaces/${ns}/daemonsets`, write.daemonSet);
+        } else if (write.kind === "Update") {
+          await deps.updateObject(dsPath(dsName), write.daemonSet);
+        } else {
+          await deps.deleteObject(dsPath(dsName), write.uid === undefined ? undefined : { uid: write.uid });
         }
+        deps.metrics.applies.inc({ kind: "DaemonSet" });
+        deps.logger.info({ config: name, daemonSet: dsName, write: write.kind }, "plugin DaemonSet written");
+      } catch (err) {
+        if (isConflict(err) || isAlreadyExists(err) || isNotFound(err)) {
+          deps.logger.debug(
+            { config: name, daemonSet: dsName, write: write.kind, err: String(err) },
+            "lost a race writing a plugin DaemonSet; planning again from the cache",
+          );
+          return { decision, retryMs: WRITE_CONFLICT_RETRY_MS };
+        }
+        if (isForbidden(err) || isInvalid(err))
+          return { applyError: fail("DaemonSet", dsName, err), decision };
         throw err;
       }
     }
-    return undefined;
+    const involved = {
+      apiVersion: API_VERSION,
+      kind: KIND,
+      metadata: { name, uid: config.metadata.uid },
+    };
+    for (const e of decision.events) void deps.events.record(involved, e.type, e.reason, e.message);
+    await this.deleteUnusedConfigMaps(name, decision.liveRevisions, decision.writes);
+    return {
+      decision,
+      ...(decision.requeueAfterMs !== undefined ? { retryMs: decision.requeueAfterMs } : {}),
+    };
   }
 
-  /** A config that lost a resource-name conflict must not run: delete its DaemonSet and ConfigMap. */
-  private async removeOwned(name: string, objectName: string, ns: string): Promise<void> {
+  /** ConfigMaps of revisions no DaemonSet runs any more (deleted by this pass, or earlier). */
+  private async deleteUnusedConfigMaps(
+    name: string,
+    live: ReadonlySet<string>,
+    writes: RolloutDecision["writes"],
+  ): Promise<void> {
+    const deleted = new Set(writes.flatMap((w) => (w.kind === "Delete" ? [w.revision] : [])));
+    const ns = this.deps.render.namespace;
+    for (const cm of this.ownedConfigMaps(name)) {
+      const revision = cm.metadata?.labels?.[LABEL_REVISION] ?? "";
+      if (live.has(revision) && !deleted.has(revision)) continue;
+      const cmName = cm.metadata?.name ?? "";
+      try {
+        await this.deps.deleteObject(`/api/v1/namespaces/${ns}/configmaps/${cmName}`, {
+          ...(cm.metadata?.uid ? { uid: cm.metadata.uid } : {}),
+        });
+        this.deps.logger.info(
+          { config: name, configMap: cmName },
+          "deleted the ConfigMap of a revision that is gone",
+        );
+      } catch (err) {
+        if (!isNotFound(err) && !isConflict(err)) throw err;
+      }
+    }
+  }
+
+  /** A config that lost a resource-name conflict must not run: delete its DaemonSets and ConfigMaps. */
+  private async removeOwned(name: string): Promise<void> {
     const { deps } = this;
-    const targets: [string, V1DaemonSet | V1ConfigMap | undefined][] = [
-      [`/apis/apps/v1/namespaces/${ns}/daemonsets/${objectName}`, deps.daemonSets.get(objectName, ns)],
-      [`/api/v1/namespaces/${ns}/configmaps/${objectName}`, deps.configMaps.get(objectName, ns)],
+    const ns = deps.render.namespace;
+    const targets: string[] = [
+      ...this.ownedDaemonSets(name).map(
+        (ds) => `/apis/apps/v1/namespaces/${ns}/daemonsets/${ds.metadata?.name}`,
+      ),
+      ...this.ownedConfigMaps(name).map((cm) => `/api/v1/namespaces/${ns}/configmaps/${cm.metadata?.name}`),
     ];
-    for (const [path, cached] of targets) {
-      if (!cached || ownerConfigName(cached.metadata) !== name) continue;
+    for (const path of targets) {
       try {
         await deps.deleteObject(path);
         deps.logger.info(

@@ -2,6 +2,12 @@
 import type { V1Node, V1ObjectMeta } from "@kubernetes/client-node";
 import { KIND } from "../../api/v1beta1/config.js";
 
+/** The uid of the DevicePluginConfig that owns an object, if any. */
+export function ownerUid(object: { metadata?: V1ObjectMeta | undefined }): string | undefined {
+  return object.metadata?.ownerReferences?.find((o) => o.kind === KIND && o.apiVersion.startsWith("dpo.dev/"))
+    ?.uid;
+}
+
 /** The DevicePluginConfig that owns an object (ConfigMap, DaemonSet, DeviceNodeState), if any. */
 export function ownerConfigName(meta: V1ObjectMeta | undefined): string | undefined {
   return meta?.ownerReferences?.find((o) => o.kind === KIND && o.apiVersion.startsWith("dpo.dev/"))?.name;
@@ -26,6 +32,7 @@ export function nodeChangeMatters(old: V1Node | undefined, cur: V1Node | undefin
     !sameJSON(old.metadata?.labels, cur.metadata?.labels) ||
     !sameJSON(old.spec?.taints, cur.spec?.taints) ||
     old.spec?.unschedulable !== cur.spec?.unschedulable ||
+    old.status?.nodeInfo?.kubeletVersion !== cur.status?.nodeInfo?.kubeletVersion ||
     readyStatus(old) !== readyStatus(cur) ||
     !sameJSON(old.status?.capacity, cur.status?.capacity) ||
     !sameJSON(old.status?.allocatable, cur.status?.allocatable)

@@ -4,7 +4,7 @@
 import type { V1Node } from "@kubernetes/client-node";
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigSpec } from "../../api/v1beta1/spec.js";
-import { deviceNodeStateName, hasCurrentName } from "../../plugin-runtime/report/node-state.js";
+import { hasCurrentName } from "../../plugin-runtime/report/node-state.js";
 import { nodeMatchesSelector, toleratesTaint, DAEMON_POD_DEFAULT_TOLERATIONS } from "../status/selection.js";
 
 /**
@@ -12,7 +12,13 @@ import { nodeMatchesSelector, toleratesTaint, DAEMON_POD_DEFAULT_TOLERATIONS } f
  * the report has a name other than the current one for its (config, node) pair, and the current one
  * exists — a plugin of an earlier version named it (plain `<config>-<node>`, which two pairs can share).
  */
-export type StaleReason = "NodeGone" | "NodeNotTargeted" | "Superseded";
+export type StaleReason = "NodeGone" | "NodeNotTargeted" | "Superseded" | "RevisionGone";
+
+/**
+ * A report of a revision no DaemonSet runs is kept this long after its creation: the pod that writes a
+ * new revision's first report can be in the API before the operator's caches show its DaemonSet.
+ */
+export const REVISION_GONE_GRACE_MS = 60_000;
 
 export interface StaleReport {
   report: DeviceNodeState;
@@ -35,6 +41,14 @@ export interface StaleReportsInput {
   nodesSynced: boolean;
   /** At most this many results; the rest wait for the next reconcile. */
   limit: number;
+  /**
+   * The plugin revisions the config's DaemonSets run ("" for a DaemonSet of a version before
+   * revisions), when the DaemonSet cache is synced. A report of another revision is RevisionGone once
+   * it is older than REVISION_GONE_GRACE_MS: after an upgrade, the old revision's reports.
+   */
+  revisions?: ReadonlySet<string> | undefined;
+  /** ms epoch, for the grace period. */
+  now?: number;
 }
 
 export interface StaleReportsResult {
@@ -78,18 +92,44 @@ export function findStaleReports(input: StaleReportsInput): StaleReportsResult {
   const candidates = input.reports
     .filter((r) => r.spec.configName === input.configName && !r.metadata.deletionTimestamp)
     .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
-  const current = new Set(candidates.filter(hasCurrentName).map((r) => r.metadata.name));
+  // Per (config, node), a report under the name its own writer gives it: one a current plugin wrote.
+  // One with a revision wins, since only current plugins write revisions.
+  const currentByNode = new Map<string, DeviceNodeState>();
+  for (const report of candidates) {
+    if (!hasCurrentName(report)) continue;
+    const key = `${report.spec.configName}/${report.spec.nodeName}`;
+    const seen = currentByNode.get(key);
+    if (seen === undefined || (seen.spec.revision === undefined && report.spec.revision !== undefined)) {
+      currentByNode.set(key, report);
+    }
+  }
+  const now = input.now ?? Date.now();
   for (const report of candidates) {
     const node = input.nodesSynced ? input.node(report.spec.nodeName) : undefined;
+    const replacement = hasCurrentName(report)
+      ? undefined
+      : currentByNode.get(`${report.spec.configName}/${report.spec.nodeName}`);
     if (input.nodesSynced && node === undefined) {
       stale.push({ report, reason: "NodeGone" });
     } else if (node !== undefined && !pluginMayRunOnNode(node, input.spec)) {
       stale.push({ report, reason: "NodeNotTargeted" });
-    } else if (!current.has(report.metadata.name)) {
-      const replacedBy = deviceNodeStateName(report.spec.configName, report.spec.nodeName);
-      if (current.has(replacedBy)) stale.push({ report, reason: "Superseded", replacedBy });
+    } else if (replacement !== undefined) {
+      stale.push({ report, reason: "Superseded", replacedBy: replacement.metadata.name });
+    } else if (
+      input.revisions !== undefined &&
+      !input.revisions.has(report.spec.revision ?? "") &&
+      now - creationMillis(report) > REVISION_GONE_GRACE_MS
+    ) {
+      stale.push({ report, reason: "RevisionGone" });
     }
   }
   const limit = Math.max(0, input.limit);
   return { stale: stale.slice(0, limit), remaining: Math.max(0, stale.length - limit) };
+}
+
+/** A report's creation time in ms epoch; 0 when it has none (so it counts as old). */
+function creationMillis(report: DeviceNodeState): number {
+  const created: unknown = report.metadata["creationTimestamp"];
+  if (created instanceof Date) return created.getTime();
+  return typeof created === "string" ? Date.parse(created) || 0 : 0;
 }

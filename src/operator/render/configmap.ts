@@ -4,7 +4,7 @@ import type { V1ConfigMap } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { API_VERSION, KIND, type DevicePluginConfig } from "../../api/v1beta1/config.js";
 import type { RenderContext } from "./context.js";
-import { configOwnerReference, pluginLabels, pluginObjectName } from "./names.js";
+import { configOwnerReference, LABEL_REVISION, pluginLabels, revisionObjectName } from "./names.js";
 
 /** Key of the plugin config in the ConfigMap, and where the pod sees it. */
 export const PLUGIN_CONFIG_KEY = "config.yaml";
@@ -20,11 +20,13 @@ const HASH_LENGTH = 16;
  * would otherwise restart every plugin for nothing. Keys are sorted so equal specs give equal text.
  */
 export function renderPluginConfigData(config: DevicePluginConfig): Record<string, string> {
+  // spec.upgrade is the operator's, not the plugin's: pausing a rollout must not make a new revision.
+  const { upgrade: _upgrade, ...spec } = config.spec;
   const manifest = {
     apiVersion: API_VERSION,
     kind: KIND,
     metadata: { name: config.metadata.name, uid: config.metadata.uid },
-    spec: config.spec,
+    spec,
   };
   return { [PLUGIN_CONFIG_KEY]: stringify(manifest, { sortMapEntries: true }) };
 }
@@ -45,14 +47,19 @@ export function pluginConfigHash(config: DevicePluginConfig): string {
   return configHash(renderPluginConfigData(config));
 }
 
-export function renderPluginConfigMap(config: DevicePluginConfig, ctx: RenderContext): V1ConfigMap {
+/** The ConfigMap of one revision: its pods mount it, so a later revision never changes what they read. */
+export function renderPluginConfigMap(
+  config: DevicePluginConfig,
+  ctx: RenderContext,
+  revision: string,
+): V1ConfigMap {
   return {
     apiVersion: "v1",
     kind: "ConfigMap",
     metadata: {
-      name: pluginObjectName(config.metadata.name),
+      name: revisionObjectName(config.metadata.name, revision),
       namespace: ctx.namespace,
-      labels: pluginLabels(config.metadata.name),
+      labels: { ...pluginLabels(config.metadata.name), [LABEL_REVISION]: revision },
       ownerReferences: [configOwnerReference(config)],
     },
     data: renderPluginConfigData(config),

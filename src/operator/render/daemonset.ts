@@ -1,7 +1,10 @@
 // Renders the plugin DaemonSet of a DevicePluginConfig: one `dpo plugin` pod on every node the config targets.
+import { createHash } from "node:crypto";
 import type {
+  V1Affinity,
   V1Container,
   V1DaemonSet,
+  V1PodTemplateSpec,
   V1EnvVar,
   V1ResourceRequirements,
   V1SecurityContext,
@@ -9,6 +12,7 @@ import type {
   V1VolumeMount,
 } from "@kubernetes/client-node";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
+import { canonicalJson } from "../../api/conversion/merge-patch.js";
 import { DEFAULT_CDI_DIR } from "../../cdi/spec.js";
 import { backendPodNeeds, type HostPathMount } from "./backends.js";
 import { PLUGIN_CONFIG_DIR, PLUGIN_CONFIG_PATH, pluginConfigHash } from "./configmap.js";
@@ -16,9 +20,10 @@ import type { RenderContext } from "./context.js";
 import {
   ANNOTATION_CONFIG_HASH,
   configOwnerReference,
+  LABEL_REVISION,
   pluginLabels,
-  pluginObjectName,
   pluginSelectorLabels,
+  revisionObjectName,
 } from "./names.js";
 
 export const PLUGIN_CONTAINER_NAME = "plugin";
@@ -86,8 +91,128 @@ function resourcesOf(config: DevicePluginConfig): V1ResourceRequirements | undef
   return { ...(requests ? { requests: { ...requests } } : {}), ...(limits ? { limits: { ...limits } } : {}) };
 }
 
-export function renderPluginDaemonSet(config: DevicePluginConfig, ctx: RenderContext): V1DaemonSet {
-  const name = pluginObjectName(config.metadata.name);
+/** Hex digits of a revision: 40 bits, so a config's revisions never meet in practice. */
+const REVISION_LENGTH = 10;
+/** Stands for the revision's ConfigMap name while the revision (which names it) is computed. */
+const CONFIG_MAP_PLACEHOLDER = "config";
+
+/**
+ * Which nodes a revision's DaemonSet runs on, on top of the config's nodeSelector and tolerations:
+ * exactly `only` (a revision that nodes are moving to or from during an upgrade), or every node but
+ * `except` (the revision all other nodes run).
+ */
+export type NodePlacement = { only: readonly string[] } | { except: readonly string[] };
+
+export interface RenderDaemonSetOptions {
+  /** Default: every node (`{ except: [] }`). */
+  placement?: NodePlacement;
+  /** Extra annotations on the DaemonSet itself (the upgrade's state), never on its pods. */
+  annotations?: Readonly<Record<string, string>>;
+}
+
+/**
+ * A label that no node carries: a required term on it matches nothing. A revision whose node list is
+ * empty uses it, because a node affinity needs at least one term and an In list at least one value.
+ */
+export const NO_NODE_LABEL = "dpo.dev/no-node-matches-this";
+
+/**
+ * The node affinity of a placement. The DaemonSet controller decides with it where the revision's pods
+ * run. Node names go in `matchFields` on `metadata.name`, which takes exactly one value per
+ * requirement: `only` is one term per node (terms are ORed), `except` one term with a NotIn
+ * requirement per node (requirements are ANDed). Sorted, so the same set renders the same template.
+ */
+export function placementAffinity(placement: NodePlacement): V1Affinity | undefined {
+  const term = (
+    field: { key: string; operator: string; values?: string[] }[],
+    kind: "matchFields" | "matchExpressions",
+  ) => ({ [kind]: field });
+  let terms;
+  if ("only" in placement) {
+    const nodes = [...new Set(placement.only)].sort();
+    terms =
+      nodes.length === 0
+        ? [term([{ key: NO_NODE_LABEL, operator: "Exists" }], "matchExpressions")]
+        : nodes.map((n) => term([{ key: "metadata.name", operator: "In", values: [n] }], "matchFields"));
+  } else {
+    const nodes = [...new Set(placement.except)].sort();
+    if (nodes.length === 0) return undefined;
+    terms = [
+      term(
+        nodes.map((n) => ({ key: "metadata.name", operator: "NotIn", values: [n] })),
+        "matchFields",
+      ),
+    ];
+  }
+  return { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms } } };
+}
+
+/** The revision of a config's plugin: a hash of its pod template, which is everything its pods run. */
+export function pluginRevision(config: DevicePluginConfig, ctx: RenderContext): string {
+  return revisionOf(podTemplate(config, ctx));
+}
+
+function revisionOf(template: V1PodTemplateSpec): string {
+  return createHash("sha256")
+    .update(canonicalJson(template as unknown as Parameters<typeof canonicalJson>[0]))
+    .digest("hex")
+    .slice(0, REVISION_LENGTH);
+}
+
+/**
+ * The DaemonSet of the config's current revision, named `dpo-<config>-<revision>`. `OnDelete`: a
+ * change of the node list changes the template, and must never restart the pods already running; the
+ * operator moves nodes between revisions itself (ADR 0003).
+ */
+export function renderPluginDaemonSet(
+  config: DevicePluginConfig,
+  ctx: RenderContext,
+  options: RenderDaemonSetOptions = {},
+): V1DaemonSet {
+  const base = podTemplate(config, ctx);
+  const revision = revisionOf(base);
+  const name = revisionObjectName(config.metadata.name, revision);
+  const labels = pluginLabels(config.metadata.name);
+  const podLabels = { ...labels, [LABEL_REVISION]: revision };
+  const podSpec = base.spec!;
+  const container = podSpec.containers[0]!;
+  const affinity = placementAffinity(options.placement ?? { except: [] });
+  const template: V1PodTemplateSpec = {
+    metadata: { ...base.metadata, labels: podLabels },
+    spec: {
+      ...podSpec,
+      ...(affinity ? { affinity } : {}),
+      containers: [
+        { ...container, env: [...(container.env ?? []), { name: "DPO_REVISION", value: revision }] },
+      ],
+      volumes: (podSpec.volumes ?? []).map((v) =>
+        v.configMap?.name === CONFIG_MAP_PLACEHOLDER ? { ...v, configMap: { ...v.configMap, name } } : v,
+      ),
+    },
+  };
+  return {
+    apiVersion: "apps/v1",
+    kind: "DaemonSet",
+    metadata: {
+      name,
+      namespace: ctx.namespace,
+      labels: podLabels,
+      ...(options.annotations && Object.keys(options.annotations).length > 0
+        ? { annotations: { ...options.annotations } }
+        : {}),
+      ownerReferences: [configOwnerReference(config)],
+    },
+    spec: {
+      selector: { matchLabels: pluginSelectorLabels(config.metadata.name, revision) },
+      updateStrategy: { type: "OnDelete" },
+      revisionHistoryLimit: 2,
+      template,
+    },
+  };
+}
+
+/** The pod template of a config without its revision: what the revision hashes. */
+function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTemplateSpec {
   const labels = pluginLabels(config.metadata.name);
   const { spec } = config;
   const backend = backendPodNeeds(spec.backend);
@@ -130,6 +255,7 @@ export function renderPluginDaemonSet(config: DevicePluginConfig, ctx: RenderCon
   const env: V1EnvVar[] = [
     { name: "NODE_NAME", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "spec.nodeName" } } },
     { name: "POD_NAMESPACE", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" } } },
+    { name: "POD_UID", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.uid" } } },
     { name: "DPO_LOG_LEVEL", value: spec.plugin.logLevel },
     ...backend.env,
   ];
@@ -171,42 +297,23 @@ export function renderPluginDaemonSet(config: DevicePluginConfig, ctx: RenderCon
   };
 
   return {
-    apiVersion: "apps/v1",
-    kind: "DaemonSet",
     metadata: {
-      name,
-      namespace: ctx.namespace,
       labels,
-      ownerReferences: [configOwnerReference(config)],
+      annotations: { [ANNOTATION_CONFIG_HASH]: pluginConfigHash(config) },
     },
     spec: {
-      selector: { matchLabels: pluginSelectorLabels(config.metadata.name) },
-      // The DaemonSet controller replaces one node's plugin at a time; a node has no plugin (and so
-      // allocatable 0 for the resource) from the old pod's end until the new one registers.
-      updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } },
-      revisionHistoryLimit: 5,
-      template: {
-        metadata: {
-          labels,
-          annotations: { [ANNOTATION_CONFIG_HASH]: pluginConfigHash(config) },
-        },
-        spec: {
-          serviceAccountName: ctx.pluginServiceAccount,
-          automountServiceAccountToken: true,
-          enableServiceLinks: false,
-          ...(spec.plugin.priorityClassName !== ""
-            ? { priorityClassName: spec.plugin.priorityClassName }
-            : {}),
-          ...(Object.keys(spec.nodeSelector).length > 0 ? { nodeSelector: { ...spec.nodeSelector } } : {}),
-          ...(spec.tolerations.length > 0 ? { tolerations: spec.tolerations.map((t) => ({ ...t })) } : {}),
-          terminationGracePeriodSeconds: 10,
-          containers: [container],
-          volumes: [
-            { name: "config", configMap: { name, defaultMode: 0o444 } },
-            ...hostMounts.map(hostPathVolume),
-          ],
-        },
-      },
+      serviceAccountName: ctx.pluginServiceAccount,
+      automountServiceAccountToken: true,
+      enableServiceLinks: false,
+      ...(spec.plugin.priorityClassName !== "" ? { priorityClassName: spec.plugin.priorityClassName } : {}),
+      ...(Object.keys(spec.nodeSelector).length > 0 ? { nodeSelector: { ...spec.nodeSelector } } : {}),
+      ...(spec.tolerations.length > 0 ? { tolerations: spec.tolerations.map((t) => ({ ...t })) } : {}),
+      terminationGracePeriodSeconds: 10,
+      containers: [container],
+      volumes: [
+        { name: "config", configMap: { name: CONFIG_MAP_PLACEHOLDER, defaultMode: 0o444 } },
+        ...hostMounts.map(hostPathVolume),
+      ],
     },
   };
 }

@@ -12,6 +12,11 @@ export const LABEL_INSTANCE = "app.kubernetes.io/instance";
 export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
 /** Selects everything rendered for one config: the DaemonSet selector and the controllers' pod lookups. */
 export const LABEL_CONFIG = "dpo.dev/config";
+/**
+ * The plugin revision: a hash of the rendered pod template. On each revision's DaemonSet, its selector,
+ * and its pods; one DaemonSet runs per revision (ADR 0003).
+ */
+export const LABEL_REVISION = "dpo.dev/revision";
 /** Pod-template annotation carrying the rendered plugin config's hash: a change rolls the pods. */
 export const ANNOTATION_CONFIG_HASH = "dpo.dev/config-hash";
 
@@ -45,9 +50,17 @@ export function configLabelValue(configName: string): string {
   return boundText(configName);
 }
 
-/** Name of the plugin ConfigMap and DaemonSet of a config. */
+/**
+ * Name of the plugin ConfigMap and DaemonSet of a config as versions before per-revision DaemonSets
+ * named them; the operator still finds and upgrades such a DaemonSet.
+ */
 export function pluginObjectName(configName: string): string {
   return boundedName(PLUGIN_NAME_PREFIX, configName);
+}
+
+/** Name of the plugin ConfigMap and DaemonSet of one revision of a config: `dpo-<config>-<revision>`. */
+export function revisionObjectName(configName: string, revision: string): string {
+  return boundedName(PLUGIN_NAME_PREFIX, `${configName}-${revision}`);
 }
 
 /** Labels on the ConfigMap, the DaemonSet and its pods. */
@@ -61,9 +74,15 @@ export function pluginLabels(configName: string): Record<string, string> {
   };
 }
 
-/** The pod-selector labels of a config's DaemonSet (immutable once created, so only the config label). */
-export function pluginSelectorLabels(configName: string): Record<string, string> {
-  return { [LABEL_CONFIG]: configLabelValue(configName) };
+/**
+ * The pod-selector labels of a config's DaemonSet (immutable once created): the config, and the
+ * revision, so the DaemonSets of two revisions never select each other's pods.
+ */
+export function pluginSelectorLabels(configName: string, revision?: string): Record<string, string> {
+  return {
+    [LABEL_CONFIG]: configLabelValue(configName),
+    ...(revision !== undefined ? { [LABEL_REVISION]: revision } : {}),
+  };
 }
 
 /**

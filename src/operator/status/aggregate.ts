@@ -10,6 +10,7 @@ import {
   type DevicePluginConfigStatus,
   type NodeProblem,
   type ProblemReason,
+  type UpgradeStatus,
 } from "../../api/v1beta1/status.js";
 import { pluginConfigHash } from "../render/configmap.js";
 import { ANNOTATION_CONFIG_HASH, LABEL_CONFIG, configLabelValue, pluginObjectName } from "../render/names.js";
@@ -28,6 +29,16 @@ export interface AggregateStatusInput {
   reports: readonly DeviceNodeState[];
   /** The config's DaemonSet from the cache; undefined when it does not exist (yet). */
   daemonSet: V1DaemonSet | undefined;
+  /** Its name, when not the one of versions before revisions. */
+  daemonSetName?: string | undefined;
+  /**
+   * Where the plugin upgrade is (src/operator/upgrade). Once Complete, Reconciling follows `updated`
+   * (nodes with a pod of the current revision) rather than the DaemonSet's own counts, which an
+   * `OnDelete` DaemonSet whose node list changed never brings up to date.
+   */
+  upgrade?: UpgradeStatus | undefined;
+  /** The upgrade's node problems (KubeletTooOld nodes are not targeted; UpgradeFailed wins on its node). */
+  upgradeProblems?: readonly NodeProblem[] | undefined;
   /** The config this one yields to for its resourceName (see findResourceNameConflicts). */
   conflictWith?: string | undefined;
   /** Why applying the ConfigMap/DaemonSet failed, when it failed for good (not a retry in progress). */
@@ -87,7 +98,12 @@ interface Rollout {
 }
 
 /** Where the DaemonSet is on its way to running the current config on every node it targets. */
-function rolloutOf(daemonSet: V1DaemonSet | undefined, name: string, configHash: string): Rollout {
+function rolloutOf(
+  daemonSet: V1DaemonSet | undefined,
+  name: string,
+  configHash: string,
+  upgrade?: UpgradeStatus,
+): Rollout {
   if (daemonSet === undefined) {
     return {
       reconciling: true,
@@ -112,6 +128,7 @@ function rolloutOf(daemonSet: V1DaemonSet | undefined, name: string, configHash:
       message: `waiting for the DaemonSet controller to observe generation ${generation ?? "?"} of DaemonSet ${name}`,
     };
   }
+  if (upgrade !== undefined) return upgradeRollout(upgrade);
   const desired = daemonSet.status.desiredNumberScheduled ?? 0;
   const updated = daemonSet.status.updatedNumberScheduled ?? 0;
   if (updated < desired) {
@@ -126,6 +143,38 @@ function rolloutOf(daemonSet: V1DaemonSet | undefined, name: string, configHash:
     reason: "RolloutComplete",
     message: `${desired}/${desired} plugin pods run the current template`,
   };
+}
+
+/** Reconciling from the plugin upgrade: true while nodes move, or while pods of the revision are missing. */
+function upgradeRollout(upgrade: UpgradeStatus): Rollout {
+  switch (upgrade.phase) {
+    case "Progressing":
+    case "Paused":
+    case "RollingBack":
+      return {
+        reconciling: true,
+        reason: `Upgrade${upgrade.phase}`,
+        message: `${upgrade.summary} nodes run plugin revision ${upgrade.updateRevision}${upgrade.phase === "RollingBack" ? `; rolling back to ${upgrade.currentRevision}` : ""}${upgrade.message ? `: ${upgrade.message}` : ""}`,
+      };
+    case "Complete":
+      return upgrade.updated < upgrade.total
+        ? {
+            reconciling: true,
+            reason: "RollingOut",
+            message: `${upgrade.summary} nodes have a plugin pod of revision ${upgrade.updateRevision}`,
+          }
+        : {
+            reconciling: false,
+            reason: "RolloutComplete",
+            message: `${upgrade.summary} nodes have a plugin pod of revision ${upgrade.updateRevision}`,
+          };
+    default:
+      return {
+        reconciling: false,
+        reason: `Upgrade${upgrade.phase}`,
+        message: upgrade.message ?? upgrade.phase,
+      };
+  }
 }
 
 /** The reason most problem nodes share; ties go to the more fundamental reason. */
@@ -168,14 +217,27 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   const configName = config.metadata.name;
   const generation = config.metadata.generation;
   const resourceName = config.spec.resourceName;
-  const daemonSetName = pluginObjectName(configName);
+  const daemonSetName = input.daemonSetName ?? pluginObjectName(configName);
   const configHash = pluginConfigHash(config);
+  const upgradeProblems = input.upgradeProblems ?? [];
+  const tooOld = new Set(upgradeProblems.filter((p) => p.reason === "KubeletTooOld").map((p) => p.node));
+  const upgradeProblemByNode = new Map(upgradeProblems.map((p) => [p.node, p]));
 
   const targeted = input.nodes
-    .filter((node) => pluginRunsOnNode(node, config.spec))
+    .filter((node) => pluginRunsOnNode(node, config.spec) && !tooOld.has(node.metadata?.name ?? ""))
     .sort((a, b) => byName(a.metadata?.name ?? "", b.metadata?.name ?? ""));
   const desired = targeted.length;
 
+  const upgrade = input.upgrade;
+  const upgradeStalled =
+    upgrade !== undefined && (upgrade.phase === "Failed" || upgrade.phase === "RolledBack")
+      ? {
+          reason: upgrade.phase === "Failed" ? "UpgradeFailed" : "UpgradeRolledBack",
+          message: boundMessage(
+            upgrade.message ?? `the upgrade to revision ${upgrade.updateRevision} failed`,
+          ),
+        }
+      : undefined;
   const stalled: { reason: string; message: string } | undefined =
     input.conflictWith !== undefined
       ? {
@@ -187,7 +249,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
             reason: "ApplyFailed",
             message: boundMessage(`applying the plugin objects failed: ${input.applyError}`),
           }
-        : undefined;
+        : upgradeStalled;
   const evaluate = input.conflictWith === undefined;
 
   let health: NodeHealth[] = [];
@@ -212,17 +274,27 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   }
 
   const ready = health.filter((h) => h.ready).length;
-  const updated = health.filter((h) => h.updated).length;
+  const updated = input.upgrade?.updated ?? health.filter((h) => h.updated).length;
   const capacity = health.reduce((sum, h) => sum + (h.capacity ?? 0), 0);
   const allocatable = health.reduce((sum, h) => sum + (h.allocatable ?? 0), 0);
   const unhealthy = health.reduce((sum, h) => sum + h.unhealthy, 0);
-  const problems = health.flatMap((h) => (h.problem ? [h.problem] : []));
+  const problems = evaluate
+    ? [
+        ...health.flatMap((h) => {
+          const override = upgradeProblemByNode.get(h.node);
+          return override ? [override] : h.problem ? [h.problem] : [];
+        }),
+        ...upgradeProblems.filter((p) => p.reason === "KubeletTooOld"),
+      ].sort((a, b) => byName(a.node, b.node))
+    : [];
   const counts = new Map<ProblemReason, number>();
   for (const p of problems) counts.set(p.reason, (counts.get(p.reason) ?? 0) + 1);
 
   const rollout: Rollout = stalled
     ? { reconciling: false, reason: stalled.reason, message: "not progressing: see the Stalled condition" }
-    : rolloutOf(input.daemonSet, daemonSetName, configHash);
+    : upgrade !== undefined && upgrade.phase !== "Complete"
+      ? upgradeRollout(upgrade)
+      : rolloutOf(input.daemonSet, daemonSetName, configHash, upgrade);
 
   let readyCondition: Pick<Condition, "status" | "reason" | "message">;
   if (stalled) {
@@ -304,6 +376,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
     problems: listed,
     problemsOmitted: problems.length - listed.length,
     ...(input.conflictWith === undefined ? { daemonSetName } : {}),
+    ...(upgrade !== undefined && input.conflictWith === undefined ? { upgrade } : {}),
   };
 
   return { status, events: transitionEvents(previous, conditions, listed, rollout.reconciling) };

@@ -95,7 +95,11 @@ export function choosePluginPod(pods: readonly V1Pod[], configHash: string): V1P
  * linger until the operator deletes it, and its node must count once, as the new plugin sees it — then
  * the most recently updated.
  */
-export function chooseReport(reports: readonly DeviceNodeState[]): DeviceNodeState | undefined {
+export function chooseReport(reports: readonly DeviceNodeState[], pod?: V1Pod): DeviceNodeState | undefined {
+  // During a surge upgrade two revisions report for one node: the pod that speaks for it decides.
+  const podUid = pod?.metadata?.uid;
+  const own = podUid === undefined ? undefined : reports.find((r) => r.status?.podUID === podUid);
+  if (own !== undefined) return own;
   return [...reports].sort((a, b) => {
     const ac = hasCurrentName(a);
     if (ac !== hasCurrentName(b)) return ac ? -1 : 1;
@@ -246,7 +250,7 @@ export function evaluateNode(
   const capacity = parseCountQuantity(observation.node.status?.capacity?.[resourceName]);
   const allocatable = parseCountQuantity(observation.node.status?.allocatable?.[resourceName]);
   const pod = choosePluginPod(observation.pods, configHash);
-  const report = chooseReport(observation.reports)?.status;
+  const report = chooseReport(observation.reports, pod)?.status;
   const problem = problemOf(pod, report, capacity, allocatable, resourceName);
   return {
     node: nodeName,

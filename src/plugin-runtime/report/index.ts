@@ -45,6 +45,9 @@ export interface NodeReporterOptions {
   /** The config file as read: its hash is the one the operator puts on the plugin pods. */
   configText: string;
   nodeName: string;
+  /** The plugin revision and pod, from the pod's env (the operator renders both). */
+  revision?: string | undefined;
+  podUID?: string | undefined;
   runtime: PluginRuntime;
   logger: Logger;
 }
@@ -66,6 +69,8 @@ export function createNodeReporter(opts: NodeReporterOptions): NodeReporter {
     namespace: opts.namespace,
     config: { name, uid },
     nodeName: opts.nodeName,
+    revision: opts.revision,
+    podUID: opts.podUID,
     resourceName: opts.config.spec.resourceName,
     pluginVersion: buildInfo().version,
     configHash: configHash({ [PLUGIN_CONFIG_KEY]: opts.configText }),

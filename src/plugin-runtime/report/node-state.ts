@@ -65,7 +65,7 @@ export interface DeviceNodeStateObject {
     /** Absent only when the config file carries no uid (a hand-written config run by hand). */
     ownerReferences?: OwnerReference[];
   };
-  spec: { configName: string; nodeName: string; resourceName: string };
+  spec: { configName: string; nodeName: string; resourceName: string; revision?: string };
 }
 
 export interface NodeStateReport {
@@ -79,6 +79,10 @@ export interface NodeStateInput {
   config: { name: string; uid?: string | undefined };
   nodeName: string;
   resourceName: string;
+  /** The plugin revision (the pod template's `dpo.dev/revision`); absent when run outside the operator. */
+  revision?: string | undefined;
+  /** The pod the plugin runs in. */
+  podUID?: string | undefined;
   pluginVersion: string;
   kubeletAPIVersion: string;
   configHash?: string;
@@ -112,12 +116,15 @@ const PAIR_SEPARATOR = "/";
  * of the pair. `<config>-<node>` alone is ambiguous (config `a-b` on node `c` and config `a` on node
  * `b-c` would share one report), so the hash is always there, not only when the name is cut. At most
  * 63 characters, so it is a valid object name (DNS subdomain) and, for names without dots, a DNS label.
+ * With a revision, the hash covers it too: during a surge upgrade two revisions run on one node, and
+ * each reports for itself, so the operator can tell which one the kubelet took.
  */
-export function deviceNodeStateName(configName: string, nodeName: string): string {
-  const hash = createHash("sha256")
-    .update(`${configName}${PAIR_SEPARATOR}${nodeName}`)
-    .digest("hex")
-    .slice(0, PAIR_HASH_LENGTH);
+export function deviceNodeStateName(configName: string, nodeName: string, revision?: string): string {
+  const hashed =
+    revision === undefined || revision === ""
+      ? `${configName}${PAIR_SEPARATOR}${nodeName}`
+      : `${configName}${PAIR_SEPARATOR}${nodeName}${PAIR_SEPARATOR}${revision}`;
+  const hash = createHash("sha256").update(hashed).digest("hex").slice(0, PAIR_HASH_LENGTH);
   // A cut may end on '.' or '-'; before "-<hash>" that would make an empty or '-'-led DNS label.
   const readable = `${configName}-${nodeName}`
     .slice(0, MAX_NAME_LENGTH - PAIR_HASH_LENGTH - 1)
@@ -136,17 +143,17 @@ const currentNames = new Map<string, string>();
  */
 export function hasCurrentName(report: {
   metadata: { name: string };
-  spec: { configName: string; nodeName: string };
+  spec: { configName: string; nodeName: string; revision?: string | undefined };
 }): boolean {
-  const { configName, nodeName } = report.spec;
+  const { configName, nodeName, revision } = report.spec;
   // The operator asks this of every report of a config on every reconcile: thousands of SHA-256s that
   // give the same answers each time. The separator keeps the key as unambiguous as the hashed text.
-  const key = `${configName}${PAIR_SEPARATOR}${nodeName}`;
+  const key = `${configName}${PAIR_SEPARATOR}${nodeName}${PAIR_SEPARATOR}${revision ?? ""}`;
   let name = currentNames.get(key);
   if (name === undefined) {
     // Bounded without bookkeeping: starting over costs one round of hashing.
     if (currentNames.size >= MAX_CACHED_NAMES) currentNames.clear();
-    name = deviceNodeStateName(configName, nodeName);
+    name = deviceNodeStateName(configName, nodeName, revision);
     currentNames.set(key, name);
   }
   return report.metadata.name === name;
@@ -209,7 +216,7 @@ export function buildDeviceNodeState(input: NodeStateInput): NodeStateReport {
     apiVersion: DEVICE_NODE_STATE_API_VERSION,
     kind: DEVICE_NODE_STATE_KIND,
     metadata: {
-      name: deviceNodeStateName(input.config.name, input.nodeName),
+      name: deviceNodeStateName(input.config.name, input.nodeName, input.revision),
       namespace: input.namespace,
       labels: {
         [LABEL_CONFIG]: configLabelValue(input.config.name),
@@ -231,7 +238,12 @@ export function buildDeviceNodeState(input: NodeStateInput): NodeStateReport {
           }
         : {}),
     },
-    spec: { configName: input.config.name, nodeName: input.nodeName, resourceName: input.resourceName },
+    spec: {
+      configName: input.config.name,
+      nodeName: input.nodeName,
+      resourceName: input.resourceName,
+      ...(input.revision !== undefined && input.revision !== "" ? { revision: input.revision } : {}),
+    },
   };
   const { registration } = input;
   const healthy = input.advertised.filter((d) => d.health === "Healthy").length;
@@ -249,6 +261,7 @@ export function buildDeviceNodeState(input: NodeStateInput): NodeStateReport {
         : {}),
     },
     ...(input.configHash !== undefined && input.configHash !== "" ? { configHash: input.configHash } : {}),
+    ...(input.podUID !== undefined && input.podUID !== "" ? { podUID: input.podUID } : {}),
     advertised: input.advertised.length,
     healthy,
     devices: reportedDevices(input),

@@ -60,6 +60,9 @@ export interface NodeStateWriterOptions {
   config: { name: string; uid?: string | undefined };
   nodeName: string;
   resourceName: string;
+  /** The plugin revision and pod (from the pod's env); absent when run outside the operator. */
+  revision?: string | undefined;
+  podUID?: string | undefined;
   pluginVersion: string;
   configHash?: string;
   logger: Logger;
@@ -112,7 +115,7 @@ export class NodeStateWriter {
   private lastWritten: DeviceNodeStateStatus | undefined;
 
   constructor(private readonly opts: NodeStateWriterOptions) {
-    this.name = deviceNodeStateName(opts.config.name, opts.nodeName);
+    this.name = deviceNodeStateName(opts.config.name, opts.nodeName, opts.revision);
     this.path = deviceNodeStatePath(opts.namespace, this.name);
     this.log = opts.logger.child({ deviceNodeState: this.name, namespace: opts.namespace });
     this.minIntervalMs = opts.minIntervalMs ?? 200;
@@ -292,6 +295,8 @@ export class NodeStateWriter {
       config: this.opts.config,
       nodeName: this.opts.nodeName,
       resourceName: this.opts.resourceName,
+      revision: this.opts.revision,
+      podUID: this.opts.podUID,
       pluginVersion: this.opts.pluginVersion,
       kubeletAPIVersion: status.kubeletAPIVersion,
       configHash: this.opts.configHash,
