@@ -11,7 +11,7 @@ export PATH := $(NODE_BIN):$(PATH):/usr/local/go/bin
 KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
 .PHONY: all deps build lint typecheck format test test-unit test-protocol test-cluster proto manifests \
-	cluster-tools cluster-up cluster-down install run deploy undeploy demo bench-plugin bench-operator fuzz clean
+	cluster-tools cluster-up cluster-down install run deploy undeploy demo bench-plugin bench-operator fuzz chaos-upgrade clean
 
 all: build
 
@@ -92,6 +92,11 @@ undeploy: cluster-tools
 ## The product in one command: control plane, simulated device nodes, operator, two sample configs.
 demo: build cluster-tools
 	node --import tsx tools/demo/demo.ts
+
+## Full-size chaos: a plugin upgrade over 50 simulated nodes while the operator's leader is SIGKILLed
+## every 10 s (make test runs the same test on 3 nodes with shorter terms).
+chaos-upgrade: build cluster-tools
+	DPO_TEST_NODES=50 DPO_CHAOS_KILLS=1000 DPO_CHAOS_LEAD_MS=10000 npx vitest run --project cluster test/e2e/upgrade-chaos.test.ts
 
 ## Benchmarks (numbers go to docs/benchmarks.md).
 bench-plugin: build
