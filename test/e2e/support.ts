@@ -50,12 +50,18 @@ export interface OperatorProcess {
 export async function startOperator(
   args: string[] = [],
   env: Record<string, string> = {},
+  options: {
+    /** Another build of dpo (see tools/cluster/old-build.ts); default the current dist/dpo.js. */
+    entrypoint?: string;
+    /** The image the operator gives plugin pods (the kubelet simulator maps images to builds). */
+    pluginImage?: string;
+  } = {},
 ): Promise<OperatorProcess> {
   const kubeconfig = await serviceAccountKubeconfig(OPERATOR_SA);
   const child = spawn(
     process.execPath,
     [
-      dpoEntrypoint,
+      options.entrypoint ?? dpoEntrypoint,
       "operator",
       "--kubeconfig",
       kubeconfig,
@@ -66,7 +72,7 @@ export async function startOperator(
       "--health-addr",
       "0",
       "--plugin-image",
-      "dpo:e2e",
+      options.pluginImage ?? "dpo:e2e",
       ...args,
     ],
     // No conversion webhook unless a test asks for one (--webhook-addr): most need none, and two replicas

@@ -2,7 +2,7 @@
 // process's args and env, and the plugin config with host paths moved into a simulated node's tree.
 import type { V1Container, V1EnvVar, V1Pod } from "@kubernetes/client-node";
 import { posix } from "node:path";
-import { stringify } from "yaml";
+import { parse, stringify } from "yaml";
 import { loadDevicePluginConfig } from "../../src/api/validate.js";
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
 import { LABEL_CONFIG, LABEL_REVISION } from "../../src/operator/render/names.js";
@@ -228,12 +228,24 @@ export function mapBackendHostPaths(
 }
 
 /**
- * The plugin config file for the simulated node. A config the plugin would refuse is passed through
- * untouched, so the process fails the way the pod would.
+ * The plugin config file for the simulated node: the file as written, with only the backend's host
+ * paths replaced (defaults included, so `/sys` becomes the node's too). Nothing else is added: a
+ * plugin of another dpo version must read exactly the fields its operator wrote. A config the plugin
+ * would refuse is passed through untouched, so the process fails the way the pod would.
  */
 export function simulatedPluginConfigText(text: string, hostPath: (path: string) => string): string {
   const loaded = loadDevicePluginConfig(text);
   if (!loaded.ok) return text;
-  const { apiVersion, kind, metadata, spec } = mapBackendHostPaths(loaded.value, hostPath);
-  return stringify({ apiVersion, kind, metadata, spec }, { sortMapEntries: true });
+  const raw = parse(text) as { spec: { backend: Record<string, Record<string, unknown> | undefined> } };
+  const mapped = mapBackendHostPaths(loaded.value, hostPath).spec.backend;
+  const backend = raw.spec.backend;
+  const set = (member: "mock" | "devFS" | "pci", field: string, value: string | undefined): void => {
+    if (value === undefined || backend[member] === undefined) return;
+    backend[member] = { ...backend[member], [field]: value };
+  };
+  set("mock", "healthFile", mapped.mock?.healthFile);
+  set("devFS", "root", mapped.devFS?.root);
+  set("pci", "sysfsRoot", mapped.pci?.sysfsRoot);
+  set("pci", "devRoot", mapped.pci?.devRoot);
+  return stringify(raw, { sortMapEntries: true });
 }
