@@ -11,7 +11,7 @@ export PATH := $(NODE_BIN):$(PATH):/usr/local/go/bin
 KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
 .PHONY: all deps build lint typecheck format test test-unit test-protocol test-cluster proto manifests \
-	cluster-tools cluster-up cluster-down install run deploy undeploy demo bench-plugin bench-operator fuzz chaos-upgrade clean
+	cluster-tools cluster-up cluster-down install run deploy undeploy demo bench-plugin bench-operator bench-upgrade fuzz chaos-upgrade clean
 
 all: build
 
@@ -104,6 +104,11 @@ bench-plugin: build
 
 bench-operator: build cluster-tools
 	node --expose-gc --import tsx bench/operator.bench.ts
+
+## A plugin upgrade on DPO_BENCH_NODES simulated nodes (100 by default; one real plugin process per node,
+## two on a node in flight): dpo Surge, dpo Replace and a plain RollingUpdate DaemonSet, in one run.
+bench-upgrade: build cluster-tools
+	node --import tsx bench/upgrade.bench.ts
 
 clean:
 	rm -rf dist .local
