@@ -4,17 +4,13 @@
 // itself): at most maxUnavailable nodes between revisions at any time, no node moved twice, and a
 // node's recorded start never rewritten (which a second acting leader, or a leader acting on a stale
 // cache, would do). The full-size run (50 nodes, a kill every 10 s) is `make chaos-upgrade`.
-import { CustomObjectsApi, Watch, type V1DaemonSet } from "@kubernetes/client-node";
+import { CustomObjectsApi } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
-import {
-  ANNOTATION_UPGRADE_STATE,
-  placementOfDaemonSet,
-  type UpgradeState,
-} from "../../src/operator/upgrade/rollout.js";
 import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
+import { RolloutWatch } from "./upgrade-support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const NAME = uniqueName("e2e-chaos");
@@ -57,65 +53,6 @@ async function leader(): Promise<OperatorProcess | undefined> {
     if ((await r.metric("dpo_operator_leader").catch(() => 0)) === 1) return r;
   }
   return undefined;
-}
-
-/** What a DaemonSet watch shows of one rollout, checked as it goes. */
-class RolloutObserver {
-  readonly daemonSets = new Map<string, V1DaemonSet>();
-  maxBetween = 0;
-  readonly violations: string[] = [];
-  /** Nodes that joined the new revision, and nodes that left the base, each at most once. */
-  private readonly joined = new Set<string>();
-  private readonly left = new Set<string>();
-  private readonly startedAt = new Map<string, number>();
-  /** The DaemonSet every node ran when the watch began; once another one is the base, the rollout is over. */
-  private baseName: string | undefined;
-
-  constructor(private readonly limit: number) {}
-
-  onEvent(type: string, ds: V1DaemonSet): void {
-    const name = ds.metadata!.name!;
-    if (type === "DELETED") this.daemonSets.delete(name);
-    else this.daemonSets.set(name, ds);
-    let except: Set<string> | undefined;
-    let exceptFrom: string | undefined;
-    let only = new Set<string>();
-    for (const d of this.daemonSets.values()) {
-      const p = placementOfDaemonSet(d);
-      if ("except" in p) {
-        except = new Set(p.except);
-        exceptFrom = d.metadata?.name;
-      } else only = new Set([...only, ...p.only]);
-      const raw = d.metadata?.annotations?.[ANNOTATION_UPGRADE_STATE];
-      if (raw === undefined) continue;
-      const state = JSON.parse(raw) as UpgradeState;
-      for (const [node, rec] of Object.entries(state.nodes)) {
-        if (rec.startedAt === undefined) continue;
-        const before = this.startedAt.get(node);
-        if (before !== undefined && before !== rec.startedAt) {
-          this.violations.push(`${node}: start rewritten ${before} → ${rec.startedAt}`);
-        }
-        this.startedAt.set(node, rec.startedAt);
-      }
-    }
-    this.baseName ??= exceptFrom;
-    // The base is gone, or the new revision became the base: the rollout is over.
-    if (except === undefined || exceptFrom !== this.baseName) return;
-    for (const n of only) {
-      if (!this.joined.has(n)) this.joined.add(n);
-    }
-    for (const n of this.joined) {
-      if (!only.has(n)) this.violations.push(`${n}: left the new revision during a forward rollout`);
-    }
-    for (const n of except) this.left.add(n);
-    for (const n of this.left) {
-      if (!except.has(n)) this.violations.push(`${n}: rejoined the base during a forward rollout`);
-    }
-    const between = [...new Set([...except, ...only])].filter((n) => except.has(n) !== only.has(n));
-    this.maxBetween = Math.max(this.maxBetween, between.length);
-    if (between.length > this.limit)
-      this.violations.push(`${between.length} nodes between revisions: ${between.join(", ")}`);
-  }
 }
 
 beforeAll(async () => {
@@ -165,13 +102,8 @@ describe("a plugin upgrade while the leader is killed", () => {
     );
     const from = first.upgrade!.updateRevision;
 
-    const observer = new RolloutObserver(1);
-    const watch = await new Watch(kc).watch(
-      `/apis/apps/v1/namespaces/${NAMESPACE}/daemonsets`,
-      { labelSelector: `dpo.dev/config=${NAME}` },
-      (type, ds: V1DaemonSet) => observer.onEvent(type, ds),
-      () => undefined,
-    );
+    const observer = new RolloutWatch(1);
+    await observer.start(kc, NAMESPACE, NAME);
     let kills = 0;
     try {
       await custom.patchClusterCustomObject({
@@ -206,7 +138,7 @@ describe("a plugin upgrade while the leader is killed", () => {
       );
       expect(final.upgrade?.summary).toBe(`${nodes.length}/${nodes.length}`);
     } finally {
-      watch.abort();
+      observer.stop();
     }
     expect(kills, "leaders killed during the rollout").toBeGreaterThan(0);
     expect(observer.violations).toEqual([]);

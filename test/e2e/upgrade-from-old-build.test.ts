@@ -3,12 +3,11 @@
 // and operator take over. The operator adopts the old DaemonSet (no pod restarted by the adoption) and
 // moves every node to the current plugin node by node: Surge on the v1.37 kubelets, where a workload
 // keeps asking for devices and not one request may fail, and Replace on the older one.
-import { CustomObjectsApi, Watch, type V1DaemonSet } from "@kubernetes/client-node";
+import { CustomObjectsApi } from "@kubernetes/client-node";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
-import { placementOfDaemonSet } from "../../src/operator/upgrade/rollout.js";
 import { buildAt, type OldBuild } from "../../tools/cluster/old-build.js";
 import {
   injectedCluster,
@@ -20,6 +19,7 @@ import {
 } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
+import { allocateWorkload, RolloutWatch } from "./upgrade-support.js";
 
 /** The last commit before plugin revisions: one DaemonSet per config, RollingUpdate, no revision label. */
 const OLD_COMMIT = "a69fb52";
@@ -123,53 +123,11 @@ describe(`upgrading from dpo ${OLD_COMMIT} (before plugin revisions)`, () => {
 
     // What a user does: the current CRDs and RBAC, then the current operator.
     await installDpo();
-    const seen = new Map<string, V1DaemonSet>();
-    const modes = { surge: new Set<string>(), replace: new Set<string>() };
-    let maxBetween = 0;
-    const watch = await new Watch(kc).watch(
-      `/apis/apps/v1/namespaces/${NAMESPACE}/daemonsets`,
-      { labelSelector: `dpo.dev/config=${NAME}` },
-      (type, ds: V1DaemonSet) => {
-        if (type === "DELETED") seen.delete(ds.metadata!.name!);
-        else seen.set(ds.metadata!.name!, ds);
-        const base = seen.get(`dpo-${NAME}`);
-        if (base === undefined) return;
-        const except = new Set(
-          "except" in placementOfDaemonSet(base)
-            ? (placementOfDaemonSet(base) as { except: string[] }).except
-            : [],
-        );
-        const only = new Set(
-          [...seen.values()].flatMap((d) => {
-            const p = placementOfDaemonSet(d);
-            return "only" in p ? p.only : [];
-          }),
-        );
-        for (const n of only) if (!except.has(n)) modes.surge.add(n);
-        for (const n of except) if (!only.has(n)) modes.replace.add(n);
-        const between = [...new Set([...except, ...only])].filter((n) => except.has(n) !== only.has(n));
-        maxBetween = Math.max(maxBetween, between.length);
-      },
-      () => undefined,
-    );
+    const watch = new RolloutWatch(1);
+    await watch.start(kc, NAMESPACE, NAME);
     const surgeNodes = [nodes[0]!, nodes[1]!];
-    const failures: string[] = [];
-    let admissions = 0;
-    let stop = false;
-    const workload = (async () => {
-      while (!stop) {
-        for (const node of surgeNodes) {
-          try {
-            await sim.allocate(node, RESOURCE, 1);
-            admissions++;
-          } catch (err) {
-            failures.push(`${node}: ${(err as Error).message}`);
-          }
-          sim.deviceManager(node).resources.get(RESOURCE)?.allocated.clear();
-        }
-        await new Promise<void>((resolve) => setImmediate(resolve));
-      }
-    })();
+    const workload = allocateWorkload(sim, surgeNodes, RESOURCE);
+    let result: { admissions: number; failures: string[] } | undefined;
     try {
       operator = await startOperator();
       const done = await waitFor(
@@ -186,17 +144,19 @@ describe(`upgrading from dpo ${OLD_COMMIT} (before plugin revisions)`, () => {
         { timeoutMs: 240_000, intervalMs: 250 },
       );
       expect(done.upgrade?.currentRevision).not.toBe("legacy");
-      await waitFor("the old DaemonSet to be gone", () => (seen.has(`dpo-${NAME}`) ? undefined : true));
+      await waitFor("the old DaemonSet to be gone", () =>
+        watch.daemonSets.has(`dpo-${NAME}`) ? undefined : true,
+      );
     } finally {
-      stop = true;
-      await workload;
-      watch.abort();
+      result = await workload.stop();
+      watch.stop();
     }
-    expect(maxBetween, "nodes between the old and the new plugin at once").toBeLessThanOrEqual(1);
-    expect([...modes.surge].sort()).toEqual(surgeNodes.sort());
-    expect([...modes.replace]).toEqual([nodes[2]!]);
-    expect(admissions).toBeGreaterThan(0);
-    expect(failures).toEqual([]);
+    expect(watch.violations).toEqual([]);
+    expect(watch.maxBetween, "nodes between the old and the new plugin at once").toBeLessThanOrEqual(1);
+    expect([...watch.surged].sort()).toEqual([...surgeNodes].sort());
+    expect([...watch.replaced]).toEqual([nodes[2]!]);
+    expect(result?.admissions).toBeGreaterThan(0);
+    expect(result?.failures).toEqual([]);
     // Every node's kubelet advertises the devices of the current plugin.
     for (const node of nodes) {
       await waitFor(

@@ -2,7 +2,7 @@
 // simulated nodes whose kubelets differ in version: Surge where the kubelet keeps one endpoint per
 // socket (v1.37.0 and later), Replace elsewhere, and not at all where the kubelet is too old. A workload
 // keeps asking the kubelet for devices on the Surge nodes throughout, and not one request may fail.
-import { AppsV1Api, CustomObjectsApi, Watch, type V1DaemonSet } from "@kubernetes/client-node";
+import { AppsV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,6 +12,7 @@ import { placementOfDaemonSet } from "../../src/operator/upgrade/rollout.js";
 import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
+import { allocateWorkload, RolloutWatch } from "./upgrade-support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const NAME = uniqueName("e2e-upg");
@@ -48,35 +49,6 @@ async function statusWhere(
       return s !== undefined && pred(s) ? s : undefined;
     },
     { timeoutMs, intervalMs: 250 },
-  );
-}
-
-/**
- * Nodes the rollout holds between revisions, computed from the DaemonSets alone (not from anything
- * the operator says about itself): on the revision being moved to but still on the base (a surge in
- * progress), or off the base but not yet on the new one (a replace in progress).
- */
-function nodesBetween(
-  daemonSets: Iterable<V1DaemonSet>,
-  modes?: { surge: Set<string>; replace: Set<string> },
-): string[] {
-  let exceptBase: string[] | undefined;
-  let onlyNew: string[] = [];
-  for (const ds of daemonSets) {
-    const p = placementOfDaemonSet(ds);
-    if ("except" in p) exceptBase = [...p.except];
-    else onlyNew = [...onlyNew, ...p.only];
-  }
-  // Without a base (it is deleted once every node moved) no node is between two revisions.
-  if (exceptBase === undefined) return [];
-  const a = new Set(exceptBase);
-  const b = new Set(onlyNew);
-  // How each node was moved: on the new revision while still on the base is a surge; off the base
-  // before it is on the new revision is a replace.
-  for (const n of b) if (!a.has(n)) modes?.surge.add(n);
-  for (const n of a) if (!b.has(n)) modes?.replace.add(n);
-  return [...new Set([...a, ...b])].filter(
-    (n) => a.has(n) !== b.has(n) && versions[n] !== undefined && !versions[n].startsWith("v1.28"),
   );
 }
 
@@ -125,43 +97,11 @@ describe("a plugin upgrade across kubelets of different versions", () => {
     );
     const from = first.upgrade!.updateRevision;
 
-    // Watch the config's DaemonSets for the whole rollout.
-    const seen = new Map<string, V1DaemonSet>();
-    let maxBetween = 0;
-    const modes = { surge: new Set<string>(), replace: new Set<string>() };
-    const watch = await new Watch(kc).watch(
-      `/apis/apps/v1/namespaces/${NAMESPACE}/daemonsets`,
-      { labelSelector: `dpo.dev/config=${NAME}` },
-      (type, ds: V1DaemonSet) => {
-        if (type === "DELETED") seen.delete(ds.metadata!.name!);
-        else seen.set(ds.metadata!.name!, ds);
-        maxBetween = Math.max(maxBetween, nodesBetween(seen.values(), modes).length);
-      },
-      () => undefined,
-    );
-
-    // A workload on the Surge nodes: one device at a time, as pods admitted one after another.
-    const surgeNodes = [nodes[0]!, nodes[1]!];
-    const failures: string[] = [];
-    let admissions = 0;
-    let stop = false;
-    const workload = (async () => {
-      while (!stop) {
-        for (const node of surgeNodes) {
-          try {
-            await sim.allocate(node, RESOURCE, 1);
-            admissions++;
-          } catch (err) {
-            failures.push(`${node}: ${(err as Error).message}`);
-          }
-          // The simulated device manager keeps what it handed out; give it back like a finished pod.
-          const r = sim.deviceManager(node).resources.get(RESOURCE);
-          r?.allocated.clear();
-        }
-        await new Promise<void>((resolve) => setImmediate(resolve));
-      }
-    })();
-
+    // The config's DaemonSets for the whole rollout, and a workload on the Surge nodes.
+    const watch = new RolloutWatch(1);
+    await watch.start(kc, NAMESPACE, NAME);
+    const workload = allocateWorkload(sim, [nodes[0]!, nodes[1]!], RESOURCE);
+    let result: { admissions: number; failures: string[] } | undefined;
     try {
       await custom.patchClusterCustomObject({
         ...GROUP,
@@ -179,24 +119,25 @@ describe("a plugin upgrade across kubelets of different versions", () => {
         total: 3,
         summary: "3/3",
       });
-      await waitFor("one DaemonSet left, the new revision's", () =>
-        seen.size === 1 &&
-        [...seen.values()][0]!.metadata?.labels?.["dpo.dev/revision"] === done.upgrade!.updateRevision
+      await waitFor("one DaemonSet left, the new revision's", () => {
+        const left = [...watch.daemonSets.values()];
+        return left.length === 1 &&
+          left[0]!.metadata?.labels?.["dpo.dev/revision"] === done.upgrade!.updateRevision
           ? true
-          : undefined,
-      );
+          : undefined;
+      });
     } finally {
-      stop = true;
-      await workload;
-      watch.abort();
+      result = await workload.stop();
+      watch.stop();
     }
-    expect(maxBetween, "nodes between revisions at once").toBeLessThanOrEqual(1);
-    expect(maxBetween, "the watch saw the rollout move").toBe(1);
+    expect(watch.violations).toEqual([]);
+    expect(watch.maxBetween, "nodes between revisions at once").toBeLessThanOrEqual(1);
+    expect(watch.maxBetween, "the watch saw the rollout move").toBe(1);
     // Auto: Surge where the kubelet keeps an endpoint per socket, Replace on the older kubelet.
-    expect([...modes.surge].sort()).toEqual([nodes[0]!, nodes[1]!].sort());
-    expect([...modes.replace]).toEqual([nodes[2]!]);
-    expect(admissions).toBeGreaterThan(0);
-    expect(failures).toEqual([]);
+    expect([...watch.surged].sort()).toEqual([nodes[0]!, nodes[1]!].sort());
+    expect([...watch.replaced]).toEqual([nodes[2]!]);
+    expect(result?.admissions).toBeGreaterThan(0);
+    expect(result?.failures).toEqual([]);
   });
 
   it("rolls a version that never registers back on the first node and leaves the others untouched", async () => {
