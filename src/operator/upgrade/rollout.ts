@@ -78,10 +78,6 @@ export function placementOfDaemonSet(ds: V1DaemonSet): NodePlacement {
   return except !== undefined && only.length === 0 ? { except } : { only };
 }
 
-function inPlacement(placement: NodePlacement, node: string): boolean {
-  return "only" in placement ? placement.only.includes(node) : !placement.except.includes(node);
-}
-
 /** The state annotation, or a fresh state when it is missing or unreadable (never a crash). */
 export function parseUpgradeState(ds: V1DaemonSet | undefined, from: string): UpgradeState {
   const raw = ds?.metadata?.annotations?.[ANNOTATION_UPGRADE_STATE];
@@ -280,16 +276,28 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
   const liveRevisions = new Set([revision, ...live.map(revisionOfDaemonSet)]);
 
   // Too-old kubelets are never targeted, by any revision; the planner says which they are.
-  const observe = (move: Move | undefined): Plan =>
-    planRollout({
-      nodes: input.nodes.map((n) => observeNode(n, move, input)),
+  const observe = (move: Move | undefined): Plan => {
+    const view = move === undefined ? undefined : moveView(move, input);
+    return planRollout({
+      nodes: input.nodes.map((n) => observeNode(n, view, input)),
       spec,
       now,
       rollingBack: move === undefined ? false : move.state.rollingBack || move.forceRollback,
     });
+  };
 
   const writes: RolloutWrite[] = [];
   const events: RolloutEvent[] = [];
+  /** The decision of this pass: the writes and events gathered so far, with the plan's problems. */
+  const decided = (plan: Plan, status: UpgradeStatus, requeue: boolean): RolloutDecision => ({
+    revision,
+    writes,
+    events,
+    status,
+    problems: problemsOf(plan),
+    liveRevisions,
+    ...(requeue ? { requeueAfterMs: UPGRADE_POLL_MS } : {}),
+  });
 
   if (base === undefined) {
     // Nothing runs yet (or only node lists without a base, which a partial delete could leave).
@@ -306,14 +314,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
         daemonSet: withState(withPlacement(forUpdate(current), { except: tooOld }), undefined),
       });
     }
-    return {
-      revision,
-      writes,
-      events,
-      status: steadyStatus(revision, plan, input, current),
-      problems: problemsOf(plan),
-      liveRevisions,
-    };
+    return decided(plan, steadyStatus(revision, plan, input, current), false);
   }
 
   const baseRevision = revisionOfDaemonSet(base);
@@ -347,15 +348,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     const status = upgradeStatus(plan, baseRevision, revisionOfDaemonSet(target));
     status.phase = "RollingBack";
     status.message = `returning nodes from revision ${displayRevision(revisionOfDaemonSet(target))} to ${displayRevision(baseRevision)} before the current spec's revision ${revision} rolls out`;
-    return {
-      revision,
-      writes,
-      events,
-      status,
-      problems: problemsOf(plan),
-      liveRevisions,
-      requeueAfterMs: UPGRADE_POLL_MS,
-    };
+    return decided(plan, status, true);
   }
 
   if (baseRevision === revision) {
@@ -366,14 +359,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     if (!samePlacement(placementOfDaemonSet(base), want) || hasState) {
       writes.push({ kind: "Update", daemonSet: withState(withPlacement(forUpdate(base), want), undefined) });
     }
-    return {
-      revision,
-      writes,
-      events,
-      status: steadyStatus(revision, plan, input, base),
-      problems: problemsOf(plan),
-      liveRevisions,
-    };
+    return decided(plan, steadyStatus(revision, plan, input, base), false);
   }
 
   // An upgrade from the base's revision to the current one.
@@ -396,15 +382,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     status.updated = 0;
     status.summary = `0/${plan.total}`;
     status.phase = spec.paused ? "Paused" : "Progressing";
-    return {
-      revision,
-      writes,
-      events,
-      status,
-      problems: problemsOf(plan),
-      liveRevisions,
-      requeueAfterMs: UPGRADE_POLL_MS,
-    };
+    return decided(plan, status, true);
   }
 
   const move: Move = {
@@ -445,25 +423,56 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
   if (plan.phase === "RolledBack" || plan.phase === "Failed") {
     status.message = `node(s) ${plan.failed.slice(0, 5).join(", ")} did not get the new plugin advertised within ${spec.progressDeadlineSeconds}s; ${plan.phase === "RolledBack" ? "every node is back on the previous revision" : "the upgrade stopped"}: fix the spec to start a new one`;
   }
-  return {
-    revision,
-    writes,
-    events,
+  return decided(
+    plan,
     status,
-    problems: problemsOf(plan),
-    liveRevisions,
-    ...(plan.phase === "Progressing" || plan.phase === "RollingBack" || plan.phase === "Paused"
-      ? { requeueAfterMs: UPGRADE_POLL_MS }
-      : {}),
+    plan.phase === "Progressing" || plan.phase === "RollingBack" || plan.phase === "Paused",
+  );
+}
+
+/**
+ * A move's objects read once per pass, not once per node: the two node lists as sets, and the pods
+ * and reports by node (at thousands of nodes, per-node scans of every pod would be quadratic).
+ */
+interface MoveView {
+  move: Move;
+  /** Nodes the base leaves out, and nodes the target runs on. */
+  except: ReadonlySet<string>;
+  only: ReadonlySet<string>;
+  pods: ReadonlyMap<string, V1Pod[]>;
+  reports: ReadonlyMap<string, DeviceNodeState[]>;
+}
+
+function groupByNode<T>(items: readonly T[], nodeOf: (item: T) => string | undefined): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const node = nodeOf(item);
+    if (node === undefined) continue;
+    const group = groups.get(node);
+    if (group === undefined) groups.set(node, [item]);
+    else group.push(item);
+  }
+  return groups;
+}
+
+function moveView(move: Move, input: RolloutInput): MoveView {
+  const base = placementOfDaemonSet(move.base);
+  const target = placementOfDaemonSet(move.target);
+  return {
+    move,
+    except: new Set("except" in base ? base.except : []),
+    only: new Set("only" in target ? target.only : []),
+    pods: groupByNode(input.pods, (p) => p.spec?.nodeName),
+    reports: groupByNode(input.reports, (r) => r.spec.nodeName),
   };
 }
 
 /** What the planner needs to know about one node, read from the objects. */
-function observeNode(node: V1Node, move: Move | undefined, input: RolloutInput): NodeObservation {
+function observeNode(node: V1Node, view: MoveView | undefined, input: RolloutInput): NodeObservation {
   const name = node.metadata?.name ?? "";
   const kubeletVersion = node.status?.nodeInfo?.kubeletVersion ?? "";
   const allocatable = parseCountQuantity(node.status?.allocatable?.[input.config.spec.resourceName]) ?? 0;
-  if (move === undefined) {
+  if (view === undefined) {
     return {
       name,
       kubeletVersion,
@@ -476,10 +485,9 @@ function observeNode(node: V1Node, move: Move | undefined, input: RolloutInput):
       unhealthy: 0,
     };
   }
-  const basePlacement = placementOfDaemonSet(move.base);
-  const targetPlacement = placementOfDaemonSet(move.target);
-  const pods = input.pods.filter((p) => p.spec?.nodeName === name);
-  const reports = input.reports.filter((r) => r.spec.nodeName === name);
+  const { move } = view;
+  const pods = view.pods.get(name) ?? [];
+  const reports = view.reports.get(name) ?? [];
   const oldPods = pods.filter((p) => ownedBy(p, move.base));
   const newPods = pods.filter((p) => ownedBy(p, move.target));
   const newReport = registeredReport(reports, revisionOfDaemonSet(move.target), newPods.filter(podIsLive));
@@ -496,8 +504,8 @@ function observeNode(node: V1Node, move: Move | undefined, input: RolloutInput):
   return {
     name,
     kubeletVersion,
-    inOld: inPlacement(basePlacement, name),
-    inNew: "only" in targetPlacement && targetPlacement.only.includes(name),
+    inOld: !view.except.has(name),
+    inNew: view.only.has(name),
     oldPodPresent: oldPods.some(podIsPresent),
     newRegistered: newReport !== undefined,
     oldRegistered: oldReport !== undefined,
