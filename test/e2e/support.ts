@@ -122,3 +122,19 @@ export async function startOperator(
     },
   };
 }
+
+/** Flags for operator replicas that elect a leader on `leaseName`, with short terms so tests move. */
+export function leaderElectionArgs(leaseName: string): string[] {
+  return [
+    "--leader-elect",
+    "true",
+    "--leader-election-id",
+    leaseName,
+    "--lease-duration",
+    "4",
+    "--renew-deadline",
+    "3",
+    "--retry-period",
+    "1",
+  ];
+}

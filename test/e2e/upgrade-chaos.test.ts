@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
-import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
-import { RolloutWatch } from "./upgrade-support.js";
+import { installDpo, NAMESPACE, leaderElectionArgs, startOperator, type OperatorProcess } from "./support.js";
+import { configStatus, RolloutWatch } from "./upgrade-support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const NAME = uniqueName("e2e-chaos");
@@ -22,31 +22,13 @@ const LEAD_MS = Number(process.env["DPO_CHAOS_LEAD_MS"] ?? "1500");
 const kc = kubeConfigFromInjected();
 const custom = kc.makeApiClient(CustomObjectsApi);
 const leaseName = uniqueName("dpo-chaos-leader");
-const leaderArgs = [
-  "--leader-elect",
-  "true",
-  "--leader-election-id",
-  leaseName,
-  "--lease-duration",
-  "4",
-  "--renew-deadline",
-  "3",
-  "--retry-period",
-  "1",
-  "--status-write-interval",
-  "250",
-];
+const leaderArgs = [...leaderElectionArgs(leaseName), "--status-write-interval", "250"];
 
 let nodes: string[] = [];
 let sim: KubeletSimulator;
 const replicas: OperatorProcess[] = [];
 
-async function status(): Promise<DevicePluginConfigStatus | undefined> {
-  const c = (await custom.getClusterCustomObject({ ...GROUP, name: NAME })) as {
-    status?: DevicePluginConfigStatus;
-  };
-  return c.status;
-}
+const status = (): Promise<DevicePluginConfigStatus | undefined> => configStatus(custom, NAME);
 
 async function leader(): Promise<OperatorProcess | undefined> {
   for (const r of replicas) {

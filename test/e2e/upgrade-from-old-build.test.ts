@@ -19,7 +19,7 @@ import {
 } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
-import { allocateWorkload, RolloutWatch } from "./upgrade-support.js";
+import { allocateWorkload, configStatus, RolloutWatch } from "./upgrade-support.js";
 
 /** The last commit before plugin revisions: one DaemonSet per config, RollingUpdate, no revision label. */
 const OLD_COMMIT = "a69fb52";
@@ -39,12 +39,7 @@ let old: OldBuild;
 let sim: KubeletSimulator;
 let operator: OperatorProcess | undefined;
 
-async function status(): Promise<DevicePluginConfigStatus | undefined> {
-  const c = (await custom.getClusterCustomObject({ ...GROUP, name: NAME })) as {
-    status?: DevicePluginConfigStatus;
-  };
-  return c.status;
-}
+const status = (): Promise<DevicePluginConfigStatus | undefined> => configStatus(custom, NAME);
 
 /**
  * The CRDs the old build prints (`dpo crds`), applied over the current ones, and waited for: the API

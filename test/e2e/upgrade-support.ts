@@ -1,7 +1,8 @@
 // What the plugin-upgrade end-to-end tests share: a watch of a config's DaemonSets that checks the
 // rollout from the objects alone (never from what the operator says about itself), and a workload
 // that keeps asking simulated kubelets for devices.
-import { Watch, type KubeConfig, type V1DaemonSet } from "@kubernetes/client-node";
+import { Watch, type CustomObjectsApi, type KubeConfig, type V1DaemonSet } from "@kubernetes/client-node";
+import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import {
   ANNOTATION_UPGRADE_STATE,
   placementOfDaemonSet,
@@ -135,4 +136,18 @@ export function allocateWorkload(
       return { admissions, failures };
     },
   };
+}
+
+/** A DevicePluginConfig's status as the API server has it now. */
+export async function configStatus(
+  custom: CustomObjectsApi,
+  name: string,
+): Promise<DevicePluginConfigStatus | undefined> {
+  const c = (await custom.getClusterCustomObject({
+    group: "dpo.dev",
+    version: "v1beta1",
+    plural: "devicepluginconfigs",
+    name,
+  })) as { status?: DevicePluginConfigStatus };
+  return c.status;
 }

@@ -12,7 +12,7 @@ import { placementOfDaemonSet } from "../../src/operator/upgrade/rollout.js";
 import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
-import { allocateWorkload, RolloutWatch } from "./upgrade-support.js";
+import { allocateWorkload, configStatus, RolloutWatch } from "./upgrade-support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const NAME = uniqueName("e2e-upg");
@@ -26,15 +26,8 @@ const apps = kc.makeApiClient(AppsV1Api);
 let nodes: string[] = [];
 let sim: KubeletSimulator;
 let operator: OperatorProcess;
-/** Node → kubelet version; the last node's is below dpo's minimum (v1.29.0). */
-let versions: Record<string, string> = {};
 
-async function status(): Promise<DevicePluginConfigStatus | undefined> {
-  const c = (await custom.getClusterCustomObject({ ...GROUP, name: NAME })) as {
-    status?: DevicePluginConfigStatus;
-  };
-  return c.status;
-}
+const status = (): Promise<DevicePluginConfigStatus | undefined> => configStatus(custom, NAME);
 
 async function statusWhere(
   what: string,
@@ -56,7 +49,7 @@ beforeAll(async () => {
   nodes = injectedCluster().nodeNames;
   expect(nodes.length).toBeGreaterThanOrEqual(3);
   // Two Surge nodes (one with a vendor suffix), a Replace node; a fourth node, if any, too old.
-  versions = { [nodes[0]!]: "v1.37.0", [nodes[1]!]: "v1.37.2+k3s1", [nodes[2]!]: "v1.34.4" };
+  const versions = { [nodes[0]!]: "v1.37.0", [nodes[1]!]: "v1.37.2+k3s1", [nodes[2]!]: "v1.34.4" };
   await installDpo();
   sim = await KubeletSimulator.start({
     kubeconfig: kc,

@@ -11,7 +11,13 @@ import {
   uniqueName,
   waitFor,
 } from "../cluster/helpers.js";
-import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "../e2e/support.js";
+import {
+  installDpo,
+  NAMESPACE,
+  leaderElectionArgs,
+  startOperator,
+  type OperatorProcess,
+} from "../e2e/support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const kc = kubeConfigFromInjected();
@@ -60,18 +66,7 @@ async function renderedDevices(configName: string): Promise<number | undefined> 
 describe("leader election", () => {
   it("lets only the leader reconcile, and a follower takes over within the lease duration when it dies", async () => {
     const leaseName = uniqueName("dpo-leader");
-    const args = [
-      "--leader-elect",
-      "true",
-      "--leader-election-id",
-      leaseName,
-      "--lease-duration",
-      "4",
-      "--renew-deadline",
-      "3",
-      "--retry-period",
-      "1",
-    ];
+    const args = leaderElectionArgs(leaseName);
     const a = await startOperator(args);
     const b = await startOperator(args);
     running.push(a, b);

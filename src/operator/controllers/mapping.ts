@@ -1,16 +1,20 @@
 // Which DevicePluginConfigs an event concerns: pure functions from watched objects to config names.
-import type { V1Node, V1ObjectMeta } from "@kubernetes/client-node";
+import type { V1Node, V1ObjectMeta, V1OwnerReference } from "@kubernetes/client-node";
 import { KIND } from "../../api/v1beta1/config.js";
+
+/** The owner reference to a DevicePluginConfig on an object, if any. */
+function configOwner(meta: V1ObjectMeta | undefined): V1OwnerReference | undefined {
+  return meta?.ownerReferences?.find((o) => o.kind === KIND && o.apiVersion.startsWith("dpo.dev/"));
+}
 
 /** The uid of the DevicePluginConfig that owns an object, if any. */
 export function ownerUid(object: { metadata?: V1ObjectMeta | undefined }): string | undefined {
-  return object.metadata?.ownerReferences?.find((o) => o.kind === KIND && o.apiVersion.startsWith("dpo.dev/"))
-    ?.uid;
+  return configOwner(object.metadata)?.uid;
 }
 
 /** The DevicePluginConfig that owns an object (ConfigMap, DaemonSet, DeviceNodeState), if any. */
 export function ownerConfigName(meta: V1ObjectMeta | undefined): string | undefined {
-  return meta?.ownerReferences?.find((o) => o.kind === KIND && o.apiVersion.startsWith("dpo.dev/"))?.name;
+  return configOwner(meta)?.name;
 }
 
 function readyStatus(node: V1Node | undefined): string | undefined {
