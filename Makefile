@@ -11,7 +11,8 @@ export PATH := $(NODE_BIN):$(PATH):/usr/local/go/bin
 KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
 .PHONY: all deps build lint typecheck format test test-unit test-protocol test-cluster proto manifests \
-	cluster-tools cluster-up cluster-down install run deploy undeploy demo bench-plugin bench-operator bench-upgrade fuzz chaos-upgrade clean
+	cluster-tools gitops-health promlint pod-security cluster-up cluster-down install run deploy undeploy demo \
+	bench-plugin bench-operator bench-upgrade fuzz fuzz-config chaos-upgrade chaos-kubelet chaos-api clean
 
 all: build
 
@@ -45,14 +46,29 @@ test: build lint test-unit test-protocol test-cluster
 # Each tier also writes a JSON report to .local/test-results/, which .ci/run sums up.
 VITEST_REPORT = --reporter=default --reporter=json --outputFile.json=.local/test-results/$(1).json
 
-test-unit: deps
+test-unit: deps gitops-health promlint pod-security
 	npx vitest run --project unit $(call VITEST_REPORT,unit)
 
-test-protocol: build
+test-protocol: build promlint
 	npx vitest run --project protocol $(call VITEST_REPORT,protocol)
 
-test-cluster: build cluster-tools
+test-cluster: build cluster-tools gitops-health promlint
 	npx vitest run --project cluster $(call VITEST_REPORT,cluster)
+
+## What kstatus (Flux) and Argo CD make of DevicePluginConfigs: a Go harness built once into the cache
+## (tools/gitops-health), used by test/unit/gitops-health.test.ts and test/e2e/gitops-health.test.ts.
+gitops-health:
+	@tools/gitops-health/build.sh >/dev/null
+
+## Prometheus' own metrics linter (promlint from client_golang), a Go harness built once into the cache
+## (tools/promlint); every test tier lints dpo's /metrics with it.
+promlint:
+	@tools/promlint/build.sh >/dev/null
+
+## The Pod Security Standards checks of k8s.io/pod-security-admission, a Go harness built once into the
+## cache (tools/pod-security); test/unit/pod-security.test.ts judges the plugin and operator pods with it.
+pod-security:
+	@tools/pod-security/build.sh >/dev/null
 
 ## Generated code and manifests.
 proto: deps
@@ -65,6 +81,13 @@ manifests: deps
 ## otherwise), FUZZ_REQUESTS sets the size (10,000 by default). The protocol tier runs a 2,000-case slice.
 fuzz: build
 	node --import tsx test/fuzz/run.ts
+
+## Config fuzzing at full size against a real control plane: seeded manifests derived from the CRD schemas
+## and mutated, each judged by dpo validate, the API server (dry runs) and the plugin's loader, which must
+## agree (test/fuzz/config-judges.ts). CONFIG_FUZZ_SEED replays a run (random and printed otherwise),
+## CONFIG_FUZZ_MANIFESTS sets the size (5,000 by default). make test runs 150 of a fixed seed and 150 of a random one.
+fuzz-config: build cluster-tools
+	CONFIG_FUZZ_MANIFESTS=$${CONFIG_FUZZ_MANIFESTS:-5000} npx vitest run --project cluster test/integration/config-fuzz.test.ts
 
 ## The local control plane.
 cluster-tools:
@@ -98,10 +121,24 @@ demo: build cluster-tools
 chaos-upgrade: build cluster-tools
 	DPO_TEST_NODES=50 DPO_CHAOS_KILLS=1000 DPO_CHAOS_LEAD_MS=10000 npx vitest run --project cluster test/e2e/upgrade-chaos.test.ts
 
-## Benchmarks (numbers go to docs/benchmarks.md).
+## Full-size kubelet restarts: 100 in a row, then 20 with Allocates in flight, against the real plugin
+## process; checks each re-registration against the 1 s target (make test runs 20 and 5, reporting only).
+chaos-kubelet: build
+	DPO_KUBELET_RESTARTS=100 DPO_KUBELET_RESTARTS_WITH_ALLOCATES=20 DPO_KUBELET_RESTART_TARGET_MS=1000 npx vitest run --project protocol test/protocol/kubelet-restart-chaos.test.ts
+
+## API faults: the operator's and the plugins' API traffic through a fault-injecting proxy for 60 s
+## (drops, resets, delays, 409s, an etcd compaction and an API server restart), then every status must be
+## the truth within 10 s (make test runs a 20 s window). DPO_API_FAULT_SEED replays a run.
+chaos-api: build cluster-tools
+	DPO_API_FAULT_SECONDS=$${DPO_API_FAULT_SECONDS:-60} npx vitest run --project cluster test/e2e/api-faults.test.ts
+
+## Benchmarks (numbers go to docs/benchmarks.md). bench-plugin runs the upstream Go sample device plugin
+## (built once into the cache by tools/cluster/build-sample-device-plugin.sh) beside dpo under the same load.
 bench-plugin: build
 	node --expose-gc --import tsx bench/plugin.bench.ts
 
+## bench-operator: the operator at 100 and 5000 KWOK nodes (BENCH_NODES=5000 for the second alone), each
+## node's DeviceNodeState written by the plugin's report writer; see docs/benchmarks.md for the knobs.
 bench-operator: build cluster-tools
 	node --expose-gc --import tsx bench/operator.bench.ts
 

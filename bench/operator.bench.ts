@@ -1,6 +1,10 @@
-// `make bench-operator`: the built operator against a real control plane with 100 and 1000 KWOK nodes.
-// No plugin processes: node capacity is patched the way the kubelet does it. Reports config create →
-// DaemonSet, node capacity change → CR status (p50/p99), operator RSS, and API requests while idle.
+// `make bench-operator`: the built operator against a real control plane with 100 and 5000 KWOK nodes.
+// No plugin processes: node capacity is patched the way the kubelet does it, and each node's
+// DeviceNodeState is written by the plugin's own report writer (src/plugin-runtime/report), one per node
+// in this process, each with a token bound to the node's plugin pod (tools/cluster/report-fleet.ts).
+// Reports config create → DaemonSet, node capacity change → CR status (p50/p99), operator RSS, API
+// requests of the operator and of all report writers while idle, the operator's status writes under a
+// health flap storm (10% of the nodes flipping a device once a second), and the status object's size.
 import {
   AppsV1Api,
   CoreV1Api,
@@ -8,6 +12,7 @@ import {
   KubeConfig,
   PatchStrategy,
   Watch,
+  type V1DaemonSet,
   setHeaderOptions,
 } from "@kubernetes/client-node";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
@@ -24,24 +29,40 @@ import {
 import { goArchitecture, renderSimulatedNode } from "../tools/cluster/nodes.js";
 import { kubeRequest } from "../src/kube/request.js";
 import { freePort, startTcpRelay } from "../tools/cluster/tcp-relay.js";
+import { ReportFleet } from "../tools/cluster/report-fleet.js";
+import { loadKubeconfig, type ApiCredentials } from "../src/plugin-runtime/report/api-client.js";
+import { LABEL_REVISION } from "../src/operator/render/names.js";
+import { maxInWindow, minGap } from "../tools/stats.js";
 import { waitFor } from "../tools/cluster/wait.js";
+import { percentile } from "../tools/stats.js";
 
 const repo = join(import.meta.dirname, "..");
 const dpo = join(repo, "dist", "dpo.js");
-const NODE_COUNTS = (process.env["BENCH_NODES"] ?? "100,1000").split(",").map(Number);
+const NODE_COUNTS = (process.env["BENCH_NODES"] ?? "100,5000").split(",").map(Number);
 const CREATES = Number(process.env["BENCH_CREATES"] ?? 20);
 const CAPACITY_CHANGES = Number(process.env["BENCH_CAPACITY_CHANGES"] ?? 40);
-const IDLE_SECONDS = Number(process.env["BENCH_IDLE_SECONDS"] ?? 30);
+const IDLE_SECONDS = Number(process.env["BENCH_IDLE_SECONDS"] ?? 60);
+/** The flap storm: this share of the nodes flips one device's health once a second, for this long. */
+const FLAP_SHARE = Number(process.env["BENCH_FLAP_SHARE"] ?? 0.1);
+const FLAP_SECONDS = Number(process.env["BENCH_FLAP_SECONDS"] ?? 60);
+const DEVICES_PER_NODE = 4;
+/**
+ * The simulated kubelets beyond 1000 nodes. At 5000 nodes with a kubelet's own 40 s leases (renewed
+ * every 10 s) and conditions refreshed every 10–12 s, KWOK (4 at a time) falls behind at about 60
+ * writes/s of the 800/s needed, and half the nodes go NotReady. With leases of 160 s (renewed every
+ * 40 s) it renewed about 35/s of the 125/s needed on a machine shared with other work, and 482 nodes
+ * went NotReady in 12 min. Leases of 10 min (renewed every 2.5 min, about 33/s) and conditions every
+ * 2–2.4 min (a kubelet reports unchanged status every 5 min) keep them Ready. The operator watches no
+ * Lease; the Node updates it sees stay more frequent than a kubelet's.
+ */
+const PACING = { nodeLeaseDurationSeconds: 600, heartbeatIntervalMs: 120_000, parallelism: 16 };
+/** The operator's status coalescing interval (statusWriteIntervalMs): at most one write per config in it. */
+const STATUS_WRITE_INTERVAL_MS = 500;
 /** The Node flags the operator Deployment starts `dpo operator` with (config/manager/deployment.yaml). */
 const NODE_FLAGS = (process.env["BENCH_NODE_FLAGS"] ?? "--max-semi-space-size=2").split(" ").filter(Boolean);
 const RESOURCE = "bench.example/dev";
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const run = promisify(execFile);
-
-function percentile(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
-}
 
 /** CPU seconds (user + system) the process has used, from /proc (clock ticks are 100 per second on Linux). */
 function cpuSeconds(pid: number): number {
@@ -96,10 +117,18 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
   let cluster: ClusterHandle | undefined;
   let operator: ChildProcess | undefined;
   let relay: Awaited<ReturnType<typeof connectionCountingRelay>> | undefined;
+  let fleet: ReportFleet | undefined;
   let logs = "";
   const operatorLog = (): string => logs;
   try {
-    cluster = await startCluster({ nodes: 3, stateDir, binDir, timeoutMs: 180_000 });
+    // Beyond a thousand nodes KWOK is paced (see PACING) or its leases and heartbeats fall behind.
+    cluster = await startCluster({
+      nodes: 3,
+      stateDir,
+      binDir,
+      timeoutMs: 180_000,
+      ...(nodeCount > 1000 ? { pacing: PACING } : {}),
+    });
     const kc = new KubeConfig();
     kc.loadFromFile(cluster.kubeconfigPath);
     const core = kc.makeApiClient(CoreV1Api);
@@ -129,8 +158,11 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       `${nodeCount} nodes Ready`,
       async (observe) => {
         const list = await core.listNode();
-        const ready = list.items.filter((n) =>
-          n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+        // Ready, and untainted: the node lifecycle controller lifts its not-ready taint some time after.
+        const ready = list.items.filter(
+          (n) =>
+            n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") &&
+            !n.spec?.taints?.some((t) => t.key.startsWith("node.kubernetes.io/")),
         );
         observe(`${ready.length}/${list.items.length}`);
         return ready.length >= nodeCount;
@@ -198,6 +230,9 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       },
     );
     logs = "";
+    operator.once("exit", (code, signal) => {
+      console.error(`bench-operator: the operator exited (code ${code}, signal ${signal})`);
+    });
     operator
       .stdout!.setEncoding("utf8")
       .on(
@@ -309,8 +344,40 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
         observe(cap);
         return cap === total;
       },
-      { timeoutMs: 120_000, intervalMs: 200 },
+      { timeoutMs: 300_000, intervalMs: 500 },
     );
+
+    // The plugins: the DaemonSet's pods Running on every node (KWOK), then a report writer per node with
+    // a token bound to that pod, under the plugin's Role and the own-node admission policy (config/).
+    await waitFor(
+      "the DaemonSet pods to settle",
+      async (observe) => {
+        const ds = await capacityDaemonSet(apps);
+        observe(`${ds.status?.numberReady}/${ds.status?.desiredNumberScheduled} ready`);
+        return ds.status?.numberReady === nodeCount;
+      },
+      { timeoutMs: 600_000, intervalMs: 2_000 },
+    );
+    const fleetStarted = Date.now();
+    fleet = await startReportFleet(kc, cluster.kubeconfigPath, kubectl, core, apps);
+    const fleetStart = Date.now() - fleetStarted;
+    await waitFor(
+      `status to show ${nodeCount} nodes ready`,
+      async (observe) => {
+        const c = (await custom.getClusterCustomObject({ ...GROUP, name: "bench-capacity" })) as {
+          status?: { nodes?: { ready?: number; desired?: number }; problemsOmitted?: number };
+        };
+        observe({ nodes: c.status?.nodes, problemsOmitted: c.status?.problemsOmitted });
+        return c.status?.nodes?.ready === nodeCount;
+      },
+      { timeoutMs: 300_000, intervalMs: 1_000 },
+    );
+    rows.push({
+      metric: `${nodeCount} nodes: report writers started (pod-bound tokens, first reports written)`,
+      value: `${fleet.nodes.length} writers, ${fleet.requests()} requests, ${fleet.failures()} failed, in ${(fleetStart / 1000).toFixed(0)} s`,
+      target: "(reported)",
+      ok: true,
+    });
 
     const changeLatencies: number[] = [];
     const perNode = new Map<string, number>();
@@ -346,7 +413,8 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       // Changes are spaced beyond the 500 ms status coalescing window, as kubelet updates of one node are.
       await new Promise((r) => setTimeout(r, 600));
     }
-    const target = nodeCount >= 1000 ? 2_000 : 1_000;
+    // Up to 1000 nodes within 1 s and 2 s; beyond, the issue's 5 s.
+    const target = nodeCount > 1000 ? 5_000 : nodeCount >= 1000 ? 2_000 : 1_000;
     rows.push({
       metric: `${nodeCount} nodes: node capacity change → CR status (${CAPACITY_CHANGES} changes)`,
       value: `p50 ${percentile(changeLatencies, 50).toFixed(0)} ms, p99 ${percentile(changeLatencies, 99).toFixed(0)} ms`,
@@ -354,18 +422,8 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       ok: percentile(changeLatencies, 99) <= target,
     });
 
-    // 3. Idle: KWOK keeps heartbeating every node; nothing the operator watches changes in substance.
-    await waitFor(
-      "the DaemonSet pods to settle",
-      async () => {
-        const ds = await apps.readNamespacedDaemonSet({
-          name: "dpo-bench-capacity",
-          namespace: "dpo-system",
-        });
-        return ds.status?.numberReady === nodeCount;
-      },
-      { timeoutMs: 300_000, intervalMs: 1_000 },
-    );
+    // 3. Idle: KWOK keeps heartbeating every node; nothing the operator watches changes in substance,
+    // and no plugin has news: neither the operator nor any report writer should write.
     await new Promise((r) => setTimeout(r, 3_000));
     const requestsBefore = await metric(port, "dpo_operator_api_requests_total");
     const connectionsBefore = relay.connections();
@@ -373,7 +431,15 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     const writesBefore =
       (await metric(port, "dpo_operator_status_writes_total")) +
       (await metric(port, "dpo_operator_applies_total"));
+    const fleetBefore = fleet.requests();
     await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
+    const fleetIdle = fleet.requests() - fleetBefore;
+    rows.push({
+      metric: `${nodeCount} nodes: API requests of all ${fleet.nodes.length} report writers while idle (${IDLE_SECONDS} s)`,
+      value: `${((fleetIdle / IDLE_SECONDS) * 60).toFixed(0)} per minute`,
+      target: "0",
+      ok: fleetIdle === 0,
+    });
     const requests = (await metric(port, "dpo_operator_api_requests_total")) - requestsBefore;
     const connections = relay.connections() - connectionsBefore;
     const cpu = cpuSeconds(operator.pid!) - cpuBefore;
@@ -409,6 +475,30 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       ok: rss <= 200,
     });
 
+    // 5. Health flap storm: FLAP_SHARE of the nodes flip one device's health once a second, spread over
+    // the second, through their report writers. Every status change of the config is seen on a watch.
+    await flapStorm(nodeCount, fleet, kc, custom, port, rows);
+    const peakRss = rssMiB(operator.pid!);
+    rows.push({
+      metric: `${nodeCount} nodes: operator RSS after the flap storm`,
+      value: `${peakRss.toFixed(1)} MiB`,
+      target: "≤ 200 MiB",
+      ok: peakRss <= 200,
+    });
+    const stored = await kubeRequest<{ status?: unknown; metadata?: { managedFields?: unknown } }>(kc, {
+      method: "GET",
+      path: "/apis/dpo.dev/v1beta1/devicepluginconfigs/bench-capacity",
+    });
+    const statusBytes = Buffer.byteLength(JSON.stringify(stored.status ?? {}));
+    const objectBytes = Buffer.byteLength(JSON.stringify(stored));
+    const problems = (stored.status as { problems?: unknown[]; problemsOmitted?: number } | undefined) ?? {};
+    rows.push({
+      metric: `${nodeCount} nodes: CR status size (problems listed + omitted)`,
+      value: `${statusBytes} B status, ${objectBytes} B object; ${problems.problems?.length ?? 0} + ${problems.problemsOmitted ?? 0}`,
+      target: "bounded (≤ 20 problems listed)",
+      ok: (problems.problems?.length ?? 0) <= 20,
+    });
+
     // 4. Conversion: CONVERSION_OBJECTS configs listed through the API server as v1beta1 (stored, no
     // conversion) and as v1alpha1 (every object through the operator's webhook), taking turns.
     // At the first node count only: conversion does not depend on nodes, while reconciling a thousand
@@ -424,6 +514,7 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
   } finally {
     if (process.env["BENCH_VERBOSE"])
       writeFileSync(join(tmpdir(), `dpo-bench-operator-${nodeCount}.log`), operatorLog());
+    await fleet?.stop();
     operator?.kill("SIGTERM");
     relay?.close();
     await cluster?.stop();
@@ -431,10 +522,194 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
   }
 }
 
+type Kubectl = (args: string[]) => Promise<{ stdout: string }>;
+
+/** The capacity config's DaemonSet, named after its plugin revision. */
+async function capacityDaemonSet(apps: AppsV1Api): Promise<V1DaemonSet> {
+  const list = await apps.listNamespacedDaemonSet({
+    namespace: "dpo-system",
+    labelSelector: "dpo.dev/config=bench-capacity",
+  });
+  if (list.items.length !== 1) throw new Error(`${list.items.length} DaemonSets of bench-capacity`);
+  return list.items[0]!;
+}
+
+/**
+ * A report writer per node of the capacity config, as its plugin pods would run them: each with a
+ * ServiceAccount token of dpo-plugin bound to the node's plugin pod (so it carries the node's name),
+ * under the plugin's Role and the admission policy that lets a plugin write only its own node's report.
+ */
+async function startReportFleet(
+  kc: KubeConfig,
+  kubeconfigPath: string,
+  kubectl: Kubectl,
+  core: CoreV1Api,
+  apps: AppsV1Api,
+): Promise<ReportFleet> {
+  await kubectl([
+    "apply",
+    "--server-side",
+    "-f",
+    join(repo, "config", "rbac", "plugin_role.yaml"),
+    "-f",
+    join(repo, "config", "rbac", "plugin_role_binding.yaml"),
+  ]);
+  await kubectl(["apply", "--server-side", "-k", join(repo, "config", "policy")]);
+  const config = (
+    await kubeRequest<{ metadata: { uid: string } }>(kc, {
+      method: "GET",
+      path: "/apis/dpo.dev/v1beta1/devicepluginconfigs/bench-capacity",
+    })
+  ).metadata;
+  const ds = await capacityDaemonSet(apps);
+  const pods = await core.listNamespacedPod({
+    namespace: "dpo-system",
+    labelSelector: "dpo.dev/config=bench-capacity",
+  });
+  const podByNode = new Map<string, { name: string; uid: string }>();
+  for (const pod of pods.items) {
+    if (pod.spec?.nodeName && !pod.metadata?.deletionTimestamp)
+      podByNode.set(pod.spec.nodeName, { name: pod.metadata!.name!, uid: pod.metadata!.uid! });
+  }
+  const base = await loadKubeconfig(kubeconfigPath);
+  const credentials = new Map<string, ApiCredentials>();
+  const entries = [...podByNode].sort(([a], [b]) => (a < b ? -1 : 1));
+  for (let i = 0; i < entries.length; i += 50) {
+    await Promise.all(
+      entries.slice(i, i + 50).map(async ([node, pod]) => {
+        const answer = await core.createNamespacedServiceAccountToken({
+          name: "dpo-plugin",
+          namespace: "dpo-system",
+          body: {
+            spec: {
+              audiences: [],
+              expirationSeconds: 7200,
+              boundObjectRef: { apiVersion: "v1", kind: "Pod", name: pod.name, uid: pod.uid },
+            },
+          },
+        });
+        credentials.set(node, {
+          server: base.server,
+          ...(base.ca === undefined ? {} : { ca: base.ca }),
+          token: answer.status!.token,
+        });
+      }),
+    );
+  }
+  const fleet = new ReportFleet({
+    namespace: "dpo-system",
+    config: { name: "bench-capacity", uid: config.uid },
+    resourceName: RESOURCE,
+    revision: ds.metadata?.labels?.[LABEL_REVISION],
+    devices: DEVICES_PER_NODE,
+    credentials,
+  });
+  await fleet.start(200, 600_000);
+  return fleet;
+}
+
+/**
+ * FLAP_SHARE of the nodes flip device 0 once a second for FLAP_SECONDS, spread evenly over each second.
+ * Counts the operator's status writes of the config (watch events with a new resourceVersion, and its
+ * own metric) and how fast the status is right again afterwards.
+ */
+async function flapStorm(
+  nodeCount: number,
+  fleet: ReportFleet,
+  kc: KubeConfig,
+  custom: CustomObjectsApi,
+  metricsPort: number,
+  rows: Row[],
+): Promise<void> {
+  const all = fleet.nodes;
+  const step = Math.max(1, Math.round(1 / FLAP_SHARE));
+  const flappers = all.filter((_, i) => i % step === 0).slice(0, Math.ceil(all.length * FLAP_SHARE));
+  const changes: number[] = [];
+  let lastVersion: string | undefined;
+  const watch = await new Watch(kc).watch(
+    "/apis/dpo.dev/v1beta1/devicepluginconfigs",
+    { fieldSelector: "metadata.name=bench-capacity" },
+    (type, obj: { metadata?: { resourceVersion?: string } }) => {
+      const rv = obj.metadata?.resourceVersion;
+      if (type === "MODIFIED" && rv !== lastVersion) changes.push(performance.now());
+      lastVersion = rv;
+    },
+    () => undefined,
+  );
+  const writesBefore = await metric(metricsPort, "dpo_operator_status_writes_total");
+  const requestsBefore = fleet.requests();
+  const failuresBefore = fleet.failures();
+  const started = performance.now();
+  await Promise.all(
+    flappers.map(
+      (node, j) =>
+        new Promise<void>((resolve) => {
+          let flips = 0;
+          const flip = (): void => {
+            fleet.flip(node);
+            if (++flips >= FLAP_SECONDS) {
+              clearInterval(timer);
+              resolve();
+            }
+          };
+          let timer: NodeJS.Timeout | undefined;
+          setTimeout(
+            () => {
+              flip();
+              if (flips < FLAP_SECONDS) timer = setInterval(flip, 1_000);
+            },
+            Math.floor((j * 1_000) / flappers.length),
+          );
+        }),
+    ),
+  );
+  const stormEnded = performance.now();
+  const stormMs = stormEnded - started;
+  await waitFor(
+    "the writers and the status to show the devices after the storm",
+    async (observe) => {
+      const c = (await custom.getClusterCustomObject({ ...GROUP, name: "bench-capacity" })) as {
+        status?: { devices?: { unhealthy?: number } };
+      };
+      const want = fleet.unhealthy();
+      observe({ status: c.status?.devices?.unhealthy, want, writersSettled: fleet.settled() });
+      return fleet.settled() && c.status?.devices?.unhealthy === want;
+    },
+    { timeoutMs: 120_000, intervalMs: 100 },
+  );
+  const settledMs = performance.now() - stormEnded;
+  // A last coalesced write may still be under way; it belongs to the storm.
+  await new Promise((r) => setTimeout(r, 2 * STATUS_WRITE_INTERVAL_MS));
+  watch.abort();
+  const writes = (await metric(metricsPort, "dpo_operator_status_writes_total")) - writesBefore;
+  const flips = flappers.length * FLAP_SECONDS;
+  rows.push({
+    metric: `${nodeCount} nodes: flap storm, ${flappers.length} nodes × 1 flip/s for ${FLAP_SECONDS} s: report writers' requests`,
+    value: `${fleet.requests() - requestsBefore} requests for ${flips} flips, ${fleet.failures() - failuresBefore} failed`,
+    target: "(reported)",
+    ok: true,
+  });
+  const perWindow = maxInWindow(changes, STATUS_WRITE_INTERVAL_MS);
+  const gap = minGap(changes);
+  rows.push({
+    metric: `${nodeCount} nodes: flap storm: operator status writes of the config (${(stormMs / 1000).toFixed(0)} s storm)`,
+    value: `${writes} writes (${changes.length} seen on a watch); max ${perWindow} in any ${STATUS_WRITE_INTERVAL_MS} ms, closest two ${Number.isFinite(gap) ? gap.toFixed(0) : "-"} ms apart`,
+    target: `≤ 1 per ${STATUS_WRITE_INTERVAL_MS} ms`,
+    ok: perWindow <= 1,
+  });
+  rows.push({
+    metric: `${nodeCount} nodes: flap storm end → status right again`,
+    value: `${settledMs.toFixed(0)} ms`,
+    target: "(reported)",
+    ok: true,
+  });
+}
+
 const CONVERSION_OBJECTS = Number(process.env["BENCH_CONVERSION_OBJECTS"] ?? 1000);
 const CONVERSION_LISTS = Number(process.env["BENCH_CONVERSION_LISTS"] ?? 20);
 
 async function benchConversion(kc: KubeConfig, metricsPort: number, rows: Row[]): Promise<void> {
+  if (CONVERSION_OBJECTS <= 0) return;
   const created = Date.now();
   for (let start = 0; start < CONVERSION_OBJECTS; start += 50) {
     await Promise.all(
@@ -508,14 +783,19 @@ async function benchConversion(kc: KubeConfig, metricsPort: number, rows: Row[])
 async function main(): Promise<void> {
   const binDir = await buildOrReuseBinaries();
   const rows: Row[] = [];
-  for (const n of NODE_COUNTS) await benchAt(n, binDir, rows);
-  console.log(
-    `\nbench-operator: operator started as its Deployment starts it (node ${NODE_FLAGS.join(" ")})\n`,
-  );
-  console.log("| metric | result | target | |");
-  console.log("|---|---|---|---|");
-  for (const r of rows) console.log(`| ${r.metric} | ${r.value} | ${r.target} | ${r.ok ? "ok" : "MISSED"} |`);
-  console.log(`\nnode ${process.version}, ${new Date().toISOString()}`);
+  try {
+    for (const n of NODE_COUNTS) await benchAt(n, binDir, rows);
+  } finally {
+    // What was measured before a failure is printed too: at 5000 nodes a run takes half an hour.
+    console.log(
+      `\nbench-operator: operator started as its Deployment starts it (node ${NODE_FLAGS.join(" ")})\n`,
+    );
+    console.log("| metric | result | target | |");
+    console.log("|---|---|---|---|");
+    for (const r of rows)
+      console.log(`| ${r.metric} | ${r.value} | ${r.target} | ${r.ok ? "ok" : "MISSED"} |`);
+    console.log(`\nnode ${process.version}, ${new Date().toISOString()}`);
+  }
 }
 
 main().catch((err: unknown) => {

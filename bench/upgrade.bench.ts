@@ -22,18 +22,13 @@ import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { arch, tmpdir } from "node:os";
 import { join } from "node:path";
-import { validateDevicePluginConfig } from "../src/api/validate.js";
 import { API_VERSION, KIND } from "../src/api/v1beta1/config.js";
-import type { DevicePluginConfig } from "../src/api/v1beta1/config.js";
 import { createInformer, type Informer } from "../src/kube/informer.js";
 import { DAEMON_SETS, NODES, PODS } from "../src/kube/resources.js";
 import {
   LABEL_REVISION,
   configLabelValue,
   pluginObjectName,
-  pluginSelectorLabels,
-  renderPluginConfigMap,
-  renderPluginDaemonSet,
   type RenderContext,
 } from "../src/operator/render/index.js";
 import {
@@ -47,6 +42,12 @@ import { issuedToken, withBearerToken } from "../tools/cluster/kubeconfig.js";
 import { goArchitecture, renderSimulatedNode, simulatedNodeName } from "../tools/cluster/nodes.js";
 import { waitFor } from "../tools/cluster/wait.js";
 import { KubeletSimulator, type PluginProcessInfo } from "../test/kubelet-sim/node-simulator.js";
+import {
+  plainPluginRevision,
+  rollPlainPluginTo,
+  type PlainPluginRevision,
+} from "../test/e2e/upgrade-support.js";
+import { percentile } from "../tools/stats.js";
 
 const repo = join(import.meta.dirname, "..");
 const NODE_COUNT = Number(process.env["DPO_BENCH_NODES"] ?? 100);
@@ -98,11 +99,6 @@ interface Result {
   minMemAvailableMiB: number;
   /** MemAvailable once the scenario's plugins were gone, for the system-wide cost of its processes. */
   memAvailableAfterMiB?: number;
-}
-
-function percentile(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
 }
 
 /**
@@ -637,52 +633,22 @@ async function baselineScenario(
   const core = kc.makeApiClient(CoreV1Api);
   const name = "bench-baseline";
   const resource = "upgrade-bench.example/baseline";
-  const configOf = (logLevel: string): DevicePluginConfig => {
-    const result = validateDevicePluginConfig({
-      apiVersion: API_VERSION,
-      kind: KIND,
-      // Never created in the API: a made-up uid for rendering; ownerReferences are dropped below.
-      metadata: { name, uid: "00000000-0000-0000-0000-00000000b001" },
-      spec: {
-        resourceName: resource,
-        backend: { type: "Mock", mock: { devices: DEVICES, idPrefix: "b" } },
-        plugin: { logLevel },
-      },
-    });
-    if (!result.ok) throw new Error(`baseline config: ${JSON.stringify(result.errors)}`);
-    return result.value;
-  };
   const dsName = pluginObjectName(name);
-  const render = (logLevel: string): { ds: V1DaemonSet; revision: string } => {
-    const config = configOf(logLevel);
-    const rendered = renderPluginDaemonSet(config, RENDER_CONTEXT);
-    const revision = rendered.metadata!.labels![LABEL_REVISION]!;
-    return {
-      revision,
-      ds: {
-        ...rendered,
-        metadata: { name: dsName, namespace: NAMESPACE, labels: rendered.metadata!.labels },
-        spec: {
-          ...rendered.spec!,
-          selector: { matchLabels: pluginSelectorLabels(name) },
-          updateStrategy: {
-            type: "RollingUpdate",
-            rollingUpdate: { maxUnavailable: MAX_UNAVAILABLE, maxSurge: 0 },
-          },
-        },
-      },
-    };
-  };
-  for (const logLevel of ["info", "debug"]) {
-    const config = configOf(logLevel);
-    const revision = render(logLevel).revision;
-    const cm = renderPluginConfigMap(config, RENDER_CONTEXT, revision);
-    delete cm.metadata!.ownerReferences;
-    await core.createNamespacedConfigMap({ namespace: NAMESPACE, body: cm });
-  }
+  const render = (logLevel: "info" | "debug"): PlainPluginRevision =>
+    plainPluginRevision({
+      name,
+      resource,
+      devices: DEVICES,
+      idPrefix: "b",
+      logLevel,
+      maxUnavailable: MAX_UNAVAILABLE,
+      context: RENDER_CONTEXT,
+    });
   const before = render("info");
   const after = render("debug");
-  await apps.createNamespacedDaemonSet({ namespace: NAMESPACE, body: before.ds });
+  for (const r of [before, after])
+    await core.createNamespacedConfigMap({ namespace: NAMESPACE, body: r.configMap });
+  await apps.createNamespacedDaemonSet({ namespace: NAMESPACE, body: before.daemonSet });
   let result: Result;
   await waitFor(
     `${name}: the first revision's plugin on every node`,
@@ -698,17 +664,7 @@ async function baselineScenario(
       name,
       resource,
       before.revision,
-      async () => {
-        const current = await apps.readNamespacedDaemonSet({ name: dsName, namespace: NAMESPACE });
-        await apps.replaceNamespacedDaemonSet({
-          name: dsName,
-          namespace: NAMESPACE,
-          body: {
-            ...after.ds,
-            metadata: { ...after.ds.metadata, resourceVersion: current.metadata!.resourceVersion },
-          },
-        });
-      },
+      () => rollPlainPluginTo(apps, after),
       () => after.revision,
     );
     result = toResult("baseline", m, undefined);
@@ -784,6 +740,7 @@ async function main(): Promise<void> {
       stateDir: join(stateDir, "cluster"),
       binDir,
       timeoutMs: 180_000,
+      kubeletSimulator: true,
     });
     const kc = new KubeConfig();
     kc.loadFromFile(cluster.kubeconfigPath);

@@ -81,7 +81,7 @@ export interface CustomResourceConversion {
 export interface CustomResourceDefinition {
   apiVersion: "apiextensions.k8s.io/v1";
   kind: "CustomResourceDefinition";
-  metadata: { name: string; annotations?: Record<string, string> };
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
   spec: {
     group: string;
     names: {
@@ -129,9 +129,6 @@ const KUBERNETES_FORMATS = new Set([
   "mac",
   "uuid",
 ]);
-
-/** zod's `.int()` bounds; meaningless for the API server, which stores integers as int64. */
-const SAFE_INTEGER_BOUND = Number.MAX_SAFE_INTEGER;
 
 /** RE2 (Go regexp) escapes; JS escapes outside this set (\u, \c, \k, backreferences) do not compile there. */
 const RE2_ESCAPE_LETTERS = new Set("aAbBdDfnrsStvwWzxpPQE".split(""));
@@ -354,11 +351,11 @@ function toStructural(raw: unknown, path: string): StructuralSchema {
         break;
       }
       case "minimum":
-      case "maximum": {
-        const bound = numberAt(node, key, path);
-        if (Math.abs(bound) < SAFE_INTEGER_BOUND) out[key] = bound;
+      case "maximum":
+        // Kept even when it is only zod's `.int()` bound, ±(2^53 - 1): the API server would take any int64,
+        // and a larger integer read by the operator (JSON.parse) is no longer the one that was written.
+        out[key] = numberAt(node, key, path);
         break;
-      }
       case "exclusiveMinimum":
       case "exclusiveMaximum": {
         const bound = numberAt(node, key, path);
@@ -483,6 +480,22 @@ function withDescription(schema: StructuralSchema, description: string): Structu
   return sortKeys({ ...schema, description: schema.description ?? description });
 }
 
+/**
+ * The status a config has until the operator first writes one. The API server applies schema defaults
+ * whenever it reads an object from etcd, so a config nobody has reconciled yet is served with
+ * observedGeneration 0, below its generation: kstatus (what Flux reads) then says InProgress ("generation
+ * is 1, but latest observed generation is 0"), as config/argocd/health.lua says Progressing. Without it
+ * kstatus finds no status and no conditions and calls the config Current ("Resource is current").
+ */
+export const UNOBSERVED_STATUS = { observedGeneration: 0 } as const;
+
+function configStatusSchema(schema: z.ZodType): StructuralSchema {
+  return sortKeys({
+    ...withDescription(structuralSchemaOf(schema, "status"), STATUS_DESCRIPTION),
+    default: { ...UNOBSERVED_STATUS },
+  });
+}
+
 const READY = `.status.conditions[?(@.type=="Ready")]`;
 
 /** The columns both versions show from the status, which they share. */
@@ -509,6 +522,24 @@ const STATUS_COLUMNS: readonly PrinterColumn[] = [
   { name: "Ready", type: "string", jsonPath: `${READY}.status` },
   { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
 ];
+
+/** In `-o wide` of both versions: the status is shared, so is the column. */
+const ALLOCATED_COLUMN: PrinterColumn = {
+  name: "Allocated",
+  type: "integer",
+  jsonPath: ".status.devices.allocated",
+  description: "Devices the kubelets have given to containers, summed over the nodes.",
+  priority: 1,
+};
+
+/** In `-o wide` of both versions: how the devices are offered (empty on an old v1alpha1 object: DevicePlugin). */
+const PUBLISH_COLUMN: PrinterColumn = {
+  name: "Mode",
+  type: "string",
+  jsonPath: ".spec.publish",
+  description: "DevicePlugin (extended resource) or DRA (ResourceSlices).",
+  priority: 1,
+};
 
 const REASON_COLUMN: PrinterColumn = {
   name: "Reason",
@@ -548,8 +579,10 @@ function v1beta1Version(): CustomResourceDefinitionVersion {
       { name: "Resource", type: "string", jsonPath: ".spec.resourceName" },
       { name: "Backend", type: "string", jsonPath: ".spec.backend.type" },
       ...STATUS_COLUMNS,
+      ALLOCATED_COLUMN,
       { name: "Sharing", type: "string", jsonPath: ".spec.sharing.strategy", priority: 1 },
       { name: "Policy", type: "string", jsonPath: ".spec.topology.allocationPolicy", priority: 1 },
+      PUBLISH_COLUMN,
       REASON_COLUMN,
     ],
     schema: {
@@ -559,7 +592,7 @@ function v1beta1Version(): CustomResourceDefinitionVersion {
           structuralSchemaOf(DevicePluginConfigSpecSchema, "spec"),
           "The desired plugin: resource name, backend, sharing, topology, the nodes it runs on.",
         ),
-        withDescription(structuralSchemaOf(DevicePluginConfigStatusSchema, "status"), STATUS_DESCRIPTION),
+        configStatusSchema(DevicePluginConfigStatusSchema),
       ),
     },
   };
@@ -579,6 +612,7 @@ function v1alpha1Version(): CustomResourceDefinitionVersion {
       { name: "Resource", type: "string", jsonPath: ".spec.resourceName" },
       { name: "Backend", type: "string", jsonPath: ".spec.backend" },
       ...STATUS_COLUMNS,
+      ALLOCATED_COLUMN,
       {
         name: "Shared",
         type: "integer",
@@ -587,6 +621,7 @@ function v1alpha1Version(): CustomResourceDefinitionVersion {
         priority: 1,
       },
       { name: "Policy", type: "string", jsonPath: ".spec.preferredAllocationPolicy", priority: 1 },
+      PUBLISH_COLUMN,
       REASON_COLUMN,
     ],
     schema: {
@@ -596,10 +631,7 @@ function v1alpha1Version(): CustomResourceDefinitionVersion {
           structuralSchemaOf(DevicePluginConfigSpecV1alpha1Schema, "spec"),
           "The desired plugin in the v1alpha1 shape: backend and its member at spec level, sharedDevNum, preferredAllocationPolicy.",
         ),
-        withDescription(
-          structuralSchemaOf(DevicePluginConfigStatusV1alpha1Schema, "status"),
-          STATUS_DESCRIPTION,
-        ),
+        configStatusSchema(DevicePluginConfigStatusV1alpha1Schema),
       ),
     },
   };
@@ -663,6 +695,12 @@ export function deviceNodeStateCrd(): CustomResourceDefinition {
             { name: "Registration", type: "string", jsonPath: ".status.registration.state" },
             { name: "Healthy", type: "integer", jsonPath: ".status.healthy" },
             { name: "Advertised", type: "integer", jsonPath: ".status.advertised" },
+            {
+              name: "Allocated",
+              type: "integer",
+              jsonPath: ".status.allocated",
+              description: "Devices the kubelet has given to containers (its PodResources API).",
+            },
             { name: "Version", type: "string", jsonPath: ".status.pluginVersion" },
             { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
           ],

@@ -41,13 +41,35 @@ function issuesToFieldErrors(issues: readonly z.core.$ZodIssue[]): FieldError[] 
       for (const key of issue.keys) {
         errors.push({ path: formatFieldPath([...issue.path, key]), message: "unknown field" });
       }
-    } else if (issue.code === "invalid_union" && issue.errors.length > 0) {
-      errors.push(...issuesToFieldErrors(issue.errors.flat()));
     } else {
+      // A value that fits no branch of a union (maxUnavailable neither an integer nor a string) is reported
+      // as the union's issue, at its path: its branches' own issues have paths relative to the union.
       errors.push({ path: formatFieldPath(issue.path), message: issue.message });
     }
   }
   return errors;
+}
+
+/**
+ * A manifest as the API server reads it: a null member of an object (a field, or a map value) is as if
+ * it were absent, since no field of these schemas is nullable (apiextensions-apiserver prunes such nulls,
+ * or replaces them with the field's default, before validating). `healthFile:` with no value in YAML is
+ * null. Nulls in lists stay, and are refused as there. Other values come back as they are.
+ */
+export function withoutNullFields<T>(value: T): T {
+  if (Array.isArray(value)) return value.map((item: unknown) => withoutNullFields(item)) as T;
+  if (typeof value !== "object" || value === null) return value;
+  const out: Record<string, unknown> = {};
+  for (const [key, member] of Object.entries(value)) {
+    if (member !== null) out[key] = withoutNullFields(member);
+  }
+  return out as T;
+}
+
+/** The manifest with its spec read as the API server reads it (withoutNullFields). */
+function specWithoutNulls(obj: object): object {
+  const spec = (obj as { spec?: unknown }).spec;
+  return spec === undefined || spec === null ? obj : { ...obj, spec: withoutNullFields(spec) };
 }
 
 /** Validates an already parsed object as a DevicePluginConfig and applies the schema's defaults. */
@@ -55,7 +77,7 @@ export function validateDevicePluginConfig(obj: unknown): ValidationResult<Devic
   if (typeof obj !== "object" || obj === null || Array.isArray(obj)) {
     return { ok: false, errors: [{ path: "<root>", message: "must be an object" }] };
   }
-  const result = DevicePluginConfigSchema.safeParse(obj);
+  const result = DevicePluginConfigSchema.safeParse(specWithoutNulls(obj));
   if (result.success) return { ok: true, value: result.data };
   return { ok: false, errors: issuesToFieldErrors(result.error.issues) };
 }
@@ -72,9 +94,10 @@ export function validateDevicePluginConfigV1alpha1(
   if (typeof obj !== "object" || obj === null || Array.isArray(obj)) {
     return { ok: false, errors: [{ path: "<root>", message: "must be an object" }] };
   }
-  const result = DevicePluginConfigV1alpha1Schema.safeParse(obj);
+  const read = specWithoutNulls(obj);
+  const result = DevicePluginConfigV1alpha1Schema.safeParse(read);
   if (!result.success) return { ok: false, errors: issuesToFieldErrors(result.error.issues) };
-  const errors = lostFieldsErrors(obj as AlphaObject);
+  const errors = lostFieldsErrors(read as AlphaObject);
   return errors.length === 0 ? { ok: true, value: result.data } : { ok: false, errors };
 }
 
@@ -85,7 +108,9 @@ export function validateDevicePluginConfigV1alpha1(
  */
 export function validateDevicePluginConfigSchemaOnly(obj: unknown): ValidationResult<unknown> {
   if (supportedApiVersionOf(obj) !== V1ALPHA1_API_VERSION) return validateDevicePluginConfig(obj);
-  const result = DevicePluginConfigV1alpha1Schema.safeParse(obj);
+  const result = DevicePluginConfigV1alpha1Schema.safeParse(
+    typeof obj === "object" && obj !== null ? specWithoutNulls(obj) : obj,
+  );
   return result.success
     ? { ok: true, value: result.data }
     : { ok: false, errors: issuesToFieldErrors(result.error.issues) };

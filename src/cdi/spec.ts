@@ -103,6 +103,17 @@ export function cdiSpecFileName(kind: string): string {
   return `${parsed.vendor}-${parsed.class}.json`;
 }
 
+/**
+ * `<vendor>-<class>_<id>.json`: the CDI convention for a transient spec, one whose life is tied to
+ * something else (a container, a claim), so several files of one kind can sit side by side; `/` in the
+ * id becomes `_` (the reference library's GenerateTransientSpecName). Throws on an invalid kind. Pure.
+ */
+export function cdiTransientSpecFileName(kind: string, transientId: string): string {
+  const parsed = parseCdiKind(kind);
+  if (!parsed.ok) throw new Error(`CDI ${parsed.problem}`);
+  return `${parsed.vendor}-${parsed.class}_${transientId.replaceAll("/", "_")}.json`;
+}
+
 function editsAreEmpty(edits: CdiContainerEdits): boolean {
   return (edits.env?.length ?? 0) + (edits.deviceNodes?.length ?? 0) + (edits.mounts?.length ?? 0) === 0;
 }

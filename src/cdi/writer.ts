@@ -3,7 +3,31 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
-import { buildCdiSpec, type CdiDevice } from "./spec.js";
+import { buildCdiSpec, type CdiDevice, type CdiSpec } from "./spec.js";
+
+/** The bytes of a spec file: indented JSON with a final newline, the same for the same spec. Pure. */
+export function cdiSpecText(spec: CdiSpec): string {
+  return `${JSON.stringify(spec, null, 2)}\n`;
+}
+
+/**
+ * Puts `text` at `dir/fileName` atomically: a runtime reading the directory sees the old file or the new
+ * one, never a partial one. The temp file starts with a dot and has no `.json` extension, so runtimes
+ * do not read it either. Returns the path written.
+ */
+export async function writeCdiSpecFile(dir: string, fileName: string, text: string): Promise<string> {
+  const path = join(dir, fileName);
+  await mkdir(dir, { recursive: true, mode: 0o755 });
+  const temp = join(dir, `.${fileName}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
+  try {
+    await writeFile(temp, text, { mode: 0o644 });
+    await rename(temp, path);
+  } catch (err) {
+    await unlink(temp).catch(() => undefined);
+    throw err;
+  }
+  return path;
+}
 
 export interface CdiSpecWriterOptions {
   /** The CDI directory, `/var/run/cdi` on a node. */
@@ -47,19 +71,8 @@ export class CdiSpecWriter {
         await this.removeOwn();
         return { written: false };
       }
-      const text = `${JSON.stringify(spec, null, 2)}\n`;
-      await mkdir(this.opts.dir, { recursive: true, mode: 0o755 });
-      const temp = join(
-        this.opts.dir,
-        `.${this.opts.fileName}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`,
-      );
-      try {
-        await writeFile(temp, text, { mode: 0o644 });
-        await rename(temp, this.path);
-      } catch (err) {
-        await unlink(temp).catch(() => undefined);
-        throw err;
-      }
+      const text = cdiSpecText(spec);
+      await writeCdiSpecFile(this.opts.dir, this.opts.fileName, text);
       this.lastWritten = text;
       this.opts.logger.debug({ path: this.path, devices: spec.devices.length }, "CDI spec written");
       return { written: true, path: this.path };

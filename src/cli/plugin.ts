@@ -5,7 +5,17 @@ import { DEFAULT_CDI_DIR } from "../cdi/spec.js";
 import { createLogger, type LogLevelName } from "../log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
 import { collectProcessMetrics } from "../observability/metrics.js";
+import { DEFAULT_POD_RESOURCES_INTERVAL_MS } from "../plugin-runtime/podresources/monitor.js";
 import {
+  DEVICE_PLUGINS_DIR,
+  DRA_PLUGINS_DIR,
+  PLUGINS_REGISTRY_DIR,
+  POD_RESOURCES_DIR,
+  POD_RESOURCES_SOCKET_NAME,
+} from "../kubelet-paths.js";
+import { DraRuntime } from "../plugin-runtime/dra/dra-runtime.js";
+import {
+  ApiClient,
   createNodeReporter,
   reportCredentials,
   reportTarget,
@@ -28,13 +38,20 @@ export const PLUGIN_FLAGS: readonly FlagSpec[] = [
     name: "device-plugin-dir",
     env: "DPO_DEVICE_PLUGIN_DIR",
     description: "The kubelet's device-plugins directory (holds kubelet.sock).",
-    default: "/var/lib/kubelet/device-plugins",
+    default: DEVICE_PLUGINS_DIR,
   },
   {
     name: "plugins-registry-dir",
     env: "DPO_PLUGINS_REGISTRY_DIR",
     description: "The kubelet's plugin-watcher directory (used with --registration watcher).",
-    default: "/var/lib/kubelet/plugins_registry",
+    default: PLUGINS_REGISTRY_DIR,
+  },
+  {
+    name: "dra-plugins-dir",
+    env: "DPO_DRA_PLUGINS_DIR",
+    description:
+      "The kubelet's plugins directory; with spec.publish DRA the DRA socket is served in <dir>/<driver name>.",
+    default: DRA_PLUGINS_DIR,
   },
   {
     name: "registration",
@@ -49,6 +66,19 @@ export const PLUGIN_FLAGS: readonly FlagSpec[] = [
     description:
       "Directory for the CDI spec of the devices (with spec.cdi.enabled); container runtimes read it.",
     default: DEFAULT_CDI_DIR,
+  },
+  {
+    name: "pod-resources-socket",
+    env: "DPO_POD_RESOURCES_SOCKET",
+    description:
+      "The kubelet's PodResources socket, read for which pods hold the devices (it moves with the kubelet's --root-dir).",
+    default: `${POD_RESOURCES_DIR}/${POD_RESOURCES_SOCKET_NAME}`,
+  },
+  {
+    name: "pod-resources-interval",
+    env: "DPO_POD_RESOURCES_INTERVAL",
+    description: "Seconds between two reads of the PodResources API; 0 turns the per-pod device view off.",
+    default: String(DEFAULT_POD_RESOURCES_INTERVAL_MS / 1000),
   },
   {
     name: "node-name",
@@ -85,6 +115,17 @@ export const PLUGIN_FLAGS: readonly FlagSpec[] = [
   },
 ];
 
+/** `--pod-resources-interval` in milliseconds: seconds, fractions allowed, 0 for off. */
+function podResourcesInterval(value: string | undefined): number {
+  const seconds = Number(value);
+  if (value === undefined || value.trim() === "" || !Number.isFinite(seconds) || seconds < 0) {
+    throw new UsageError(
+      `--pod-resources-interval: must be a number of seconds, 0 to turn it off, got '${value ?? ""}'`,
+    );
+  }
+  return Math.round(seconds * 1000);
+}
+
 const SHUTDOWN_BUDGET_MS = 5_000;
 /** The last node report gets this much of the shutdown budget, in parallel with the runtime's stop. */
 const FINAL_REPORT_BUDGET_MS = 1_000;
@@ -102,6 +143,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
   if (!configPath) throw new UsageError("--config (or DPO_CONFIG) is required");
   const metricsAddr = parseListenAddress("metrics-addr", values["metrics-addr"] ?? "0");
   const healthAddr = parseListenAddress("health-addr", values["health-addr"] ?? "0");
+  const podResourcesIntervalMs = podResourcesInterval(values["pod-resources-interval"]);
   const target = reportTarget(values["kubeconfig"], process.env);
   const namespace = values["namespace"];
   if (target && !namespace) {
@@ -130,6 +172,16 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
   }
   const config = loaded.value;
   const nodeName = values["node-name"] ?? "";
+  const dra = config.spec.publish === "DRA";
+  if (dra && !target) {
+    process.stderr.write(
+      "dpo plugin: spec.publish is DRA: the plugin writes ResourceSlices and reads ResourceClaims, so it needs API credentials (--kubeconfig, or run in a pod)\n",
+    );
+    return 2;
+  }
+  if (dra && nodeName === "") {
+    throw new UsageError("--node-name (or NODE_NAME) is required with spec.publish DRA: it names the pool");
+  }
   const level = (values["log-level"] ?? config.spec.plugin.logLevel) as LogLevelName;
   const logger = createLogger(level, {
     component: "plugin",
@@ -146,15 +198,35 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     return 2;
   }
 
-  const runtime = new PluginRuntime({
-    config,
-    devicePluginDir: values["device-plugin-dir"]!,
-    pluginsRegistryDir: values["plugins-registry-dir"]!,
-    registration: values["registration"] as RegistrationMode,
-    cdiDir: values["cdi-dir"]!,
-    nodeName,
-    logger,
-  });
+  // DRA mode: its own client for slices and claims, so the node report's coalescing never delays them.
+  const draApi = dra && credentials ? new ApiClient(credentials) : undefined;
+  const runtime: PluginRuntime | DraRuntime = draApi
+    ? new DraRuntime({
+        config,
+        nodeName,
+        logger,
+        api: draApi,
+        draPluginsDir: values["dra-plugins-dir"]!,
+        pluginsRegistryDir: values["plugins-registry-dir"]!,
+        cdiDir: values["cdi-dir"]!,
+      })
+    : new PluginRuntime({
+        config,
+        devicePluginDir: values["device-plugin-dir"]!,
+        pluginsRegistryDir: values["plugins-registry-dir"]!,
+        registration: values["registration"] as RegistrationMode,
+        cdiDir: values["cdi-dir"]!,
+        nodeName,
+        logger,
+        ...(podResourcesIntervalMs > 0
+          ? {
+              podResources: {
+                socketPath: values["pod-resources-socket"]!,
+                intervalMs: podResourcesIntervalMs,
+              },
+            }
+          : {}),
+      });
   const reporter: NodeReporter | undefined =
     credentials && namespace
       ? createNodeReporter({
@@ -177,6 +249,10 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     },
     ready: () => {
       const s = runtime.status();
+      if (runtime instanceof DraRuntime && runtime.published() === undefined) {
+        const error = runtime.publisher.error();
+        return { ok: false, detail: `ResourceSlices not published${error ? `: ${error}` : ""}` };
+      }
       const ok = s.serving && s.registered;
       return {
         ok,
@@ -201,6 +277,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
         runtime.stop(),
         reporter?.stop({ budgetMs: FINAL_REPORT_BUDGET_MS, reason: `the plugin stopped (${signal})` }),
       ]);
+      draApi?.close();
       await Promise.all(listeners.map((l) => l.close()));
       clearTimeout(force);
       return 0;
@@ -226,9 +303,11 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
   logger.info(
     {
       socket: runtime.status().socketPath,
-      registration: values["registration"],
+      publish: dra ? "DRA" : "DevicePlugin",
+      registration: dra ? "watcher" : values["registration"],
       metrics: listeners.map((l) => l.port),
       report: reporter ? `${namespace}/${reporter.writer.name}` : "off",
+      podResources: podResourcesIntervalMs > 0 ? values["pod-resources-socket"] : "off",
     },
     "plugin runtime started",
   );

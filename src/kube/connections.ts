@@ -4,7 +4,22 @@ import { createHash } from "node:crypto";
 
 interface Dispatcher {
   close(): Promise<void>;
+  compose(interceptor: (dispatch: Dispatch) => Dispatch): Dispatcher;
 }
+type Dispatch = (options: object, handler: unknown) => boolean;
+
+/**
+ * Every request as HTTP/1.1. undici (client-node 2's HTTP client) offers HTTP/2 and the API server takes
+ * it, and undici's HTTP/2 client can leave requests unanswered, with no error, after a connection reset
+ * (reproduced with test/cluster/fault-proxy.ts: every worker stuck within seconds; over HTTP/1.1 each
+ * reset is an error the caller retries). The API server's watches and requests work the same either
+ * way; keep-alive still saves the handshakes. client-go's HTTP/2 needs PING health checks for the same
+ * reason, and undici's only ping every 60 s with no deadline.
+ */
+const HTTP1_ONLY =
+  (dispatch: Dispatch): Dispatch =>
+  (options, handler) =>
+    dispatch({ ...options, allowH2: false }, handler);
 type CreateDispatcher = (cluster: unknown, agentOptions: unknown) => Dispatcher | undefined;
 interface DispatcherFactory {
   createDispatcher?: unknown;
@@ -31,7 +46,7 @@ export function shareConnections(kc: KubeConfig): KubeConfig {
       .digest("hex");
     if (shared?.key === key) return shared.dispatcher;
     void shared?.dispatcher?.close().catch(() => undefined);
-    shared = { key, dispatcher: create(cluster, agentOptions) };
+    shared = { key, dispatcher: create(cluster, agentOptions)?.compose(HTTP1_ONLY) };
     return shared.dispatcher;
   };
   return kc;

@@ -1,7 +1,7 @@
 // Shared informer: lists and watches one resource into an indexed in-memory cache and tells handlers
-// what changed. Watches resume from the last resourceVersion; a 410 or a broken watch leads to a relist
-// (with deletes synthesized for objects that vanished); any error restarts the loop after a backoff;
-// stop() ends it without error events.
+// what changed. Watches resume from the last resourceVersion, after a clean end at once and after a
+// broken connection after a backoff; a 410 Gone leads to a relist (with deletes synthesized for objects
+// that vanished), and so does nothing else but a failed list; stop() ends it without error events.
 import { Watch, type KubeConfig, type KubernetesObject } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
 import { sleep, systemClock, type Clock } from "./clock.js";
@@ -50,7 +50,21 @@ export interface InformerOptions<T> {
    * metadata.name, namespace and resourceVersion, and it may return its argument changed or a new object.
    */
   transform?: (obj: T) => T;
+  /**
+   * Called each time the list/watch loop starts over: `expired` when the API server answered 410 Gone
+   * (the watch's resourceVersion was compacted away; a relist follows at once), `error` when a list or
+   * watch failed (after the backoff a failed list is listed again and a watch resumes from its
+   * resourceVersion). For metrics: how often API faults interrupt the cache.
+   */
+  onRestart?: (reason: InformerRestartReason) => void;
+  /**
+   * Called when a list or a watch succeeds after a failure: the API server answers again. Controllers
+   * use it to retry at once what failed while it did not.
+   */
+  onRecover?: () => void;
 }
+
+export type InformerRestartReason = "expired" | "error";
 
 /** A transform for any kind: managedFields are the server's bookkeeping for apply, read by no controller. */
 export function stripManagedFields<T extends KubernetesObject>(obj: T): T {
@@ -115,13 +129,20 @@ function sameVersion(a: KubernetesObject, b: KubernetesObject): boolean {
 
 type WatchOutcome = "closed" | "expired" | "stopped";
 
-const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 500, maxMs: 10_000, resetAfterMs: 60_000 };
+/**
+ * At most 5 s between attempts while the API server is away: once it is back, every informer is at most
+ * one backoff behind, so the operator's statuses are right again within seconds (the API-fault tests
+ * hold it to 10 s). Six informers retrying every 5 s is a load any API server takes.
+ */
+const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 500, maxMs: 5_000, resetAfterMs: 60_000 };
 /** A watch that ends cleanly sooner than this without any event is treated as a failure (as client-go does). */
 const SHORTEST_HEALTHY_WATCH_MS = 1_000;
 
 export class Informer<T extends KubernetesObject> {
   readonly name: string;
   private readonly options: InformerOptions<T>;
+  /** The last list or watch failed, and none has succeeded since. */
+  private failing = false;
   private readonly logger: Logger;
   private readonly clock: Clock;
   private readonly backoff: BackoffOptions;
@@ -282,17 +303,9 @@ export class Informer<T extends KubernetesObject> {
     while (!signal.aborted) {
       try {
         if (needList) {
-          const list = await untilAborted(
-            this.options.list(
-              { labelSelector: this.options.labelSelector, fieldSelector: this.options.fieldSelector },
-              signal,
-            ),
-            signal,
-          );
-          if (signal.aborted) break;
-          this.replace(list.items.map((item) => this.transform(item)));
-          this.resourceVersion = list.metadata?.resourceVersion ?? "";
+          if (!(await this.relist(signal))) break;
           this.markSynced();
+          this.recovered();
           needList = false;
           this.logger.debug({ objects: this.objects.size, resourceVersion: this.resourceVersion }, "listed");
         }
@@ -300,15 +313,49 @@ export class Informer<T extends KubernetesObject> {
         if (outcome === "expired") {
           needList = true;
           this.logger.debug({ resourceVersion: this.resourceVersion }, "watch expired; relisting");
+          this.options.onRestart?.("expired");
         }
       } catch (err) {
         if (signal.aborted) break;
-        needList = true;
+        // A failed list is listed again. A watch that failed or broke resumes from the last
+        // resourceVersion, as client-go's reflector does: the server replays what happened since, or
+        // answers 410 Gone if that is compacted away, and then the informer relists. Relisting after
+        // every broken connection would read whole collections (every Node of a large cluster) again on
+        // each network blip or API server restart.
+        const during = needList ? "list" : "watch";
+        this.failing = true;
+        if (this.resourceVersion === "") needList = true;
+        this.options.onRestart?.("error");
         const retryInMs = this.nextBackoff();
-        this.logger.warn({ err, retryInMs }, "list/watch failed; relisting after backoff");
+        this.logger.warn(
+          { err, retryInMs, during, resourceVersion: this.resourceVersion },
+          during === "list"
+            ? "list failed; listing again after backoff"
+            : "watch failed; resuming it after backoff",
+        );
         await sleep(this.clock, retryInMs, signal);
       }
     }
+  }
+
+  /**
+   * Lists the collection into the cache; false when stopped meanwhile. A method of its own so that the
+   * list, every object as the API server sent it, is garbage once this returns: held in run()'s own
+   * frame, it stayed reachable while run() waited on the watch, that is until the next relist (at 5000
+   * nodes, every Node with its managedFields, images and messages beside the slim cache).
+   */
+  private async relist(signal: AbortSignal): Promise<boolean> {
+    const list = await untilAborted(
+      this.options.list(
+        { labelSelector: this.options.labelSelector, fieldSelector: this.options.fieldSelector },
+        signal,
+      ),
+      signal,
+    );
+    if (signal.aborted) return false;
+    this.replace(list.items.map((item) => this.transform(item)));
+    this.resourceVersion = list.metadata?.resourceVersion ?? "";
+    return true;
   }
 
   private watchOnce(): Promise<WatchOutcome> {
@@ -358,10 +405,18 @@ export class Informer<T extends KubernetesObject> {
         (started) => {
           handle = started;
           if (settled) started.abort();
+          else this.recovered();
         },
         (err: unknown) => settle(toKubeError(err)),
       );
     });
+  }
+
+  /** The API server answered after a failure: tell onRecover, once per recovery. */
+  private recovered(): void {
+    if (!this.failing) return;
+    this.failing = false;
+    this.options.onRecover?.();
   }
 
   private transform(obj: T): T {
@@ -554,6 +609,10 @@ export interface KubeInformerOptions<T extends KubernetesObject = KubernetesObje
   backoff?: Partial<BackoffOptions>;
   /** See InformerOptions.transform. */
   transform?: (obj: T) => T;
+  /** See InformerOptions.onRestart. */
+  onRestart?: (reason: InformerRestartReason) => void;
+  /** See InformerOptions.onRecover. */
+  onRecover?: () => void;
 }
 
 /**
@@ -583,6 +642,8 @@ export function createInformer<T extends KubernetesObject>(
     logger: options.logger,
     backoff: options.backoff,
     transform: options.transform,
+    onRestart: options.onRestart,
+    onRecover: options.onRecover,
   });
 }
 

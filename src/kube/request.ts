@@ -56,9 +56,11 @@ export async function kubeRequest<T>(kc: KubeConfig, request: KubeRequest): Prom
     context.setBody(JSON.stringify(request.body));
   }
   if (request.signal) context.setSignal(request.signal);
+  let answered = false;
   try {
     await kc.applySecurityAuthentication(context);
     const response = await httpLibrary.send(context).toPromise();
+    answered = true;
     requestObserver?.(request.method, request.path, response.httpStatusCode);
     const text = await response.body.text();
     if (response.httpStatusCode < 200 || response.httpStatusCode > 299) {
@@ -71,6 +73,8 @@ export async function kubeRequest<T>(kc: KubeConfig, request: KubeRequest): Prom
     }
     return (text === "" ? undefined : JSON.parse(text)) as T;
   } catch (err) {
+    // No response at all (connection refused or reset, timeout, abort): the observer still counts it.
+    if (!answered) requestObserver?.(request.method, request.path, 0);
     throw toKubeError(err);
   }
 }

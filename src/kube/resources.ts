@@ -59,3 +59,19 @@ export const DEVICE_NODE_STATES: ResourceRef = {
   plural: DEVICE_NODE_STATE_PLURAL,
   namespaced: true,
 };
+
+/** DeviceClass (resource.k8s.io/v1, Kubernetes 1.34+): cluster-scoped; the operator owns one per DRA config. */
+export const DEVICE_CLASSES: ResourceRef = {
+  group: "resource.k8s.io",
+  version: "v1",
+  plural: "deviceclasses",
+  namespaced: false,
+};
+
+/** ResourceSlice (resource.k8s.io/v1): cluster-scoped; the plugins publish them, the operator reads and cleans up. */
+export const RESOURCE_SLICES: ResourceRef = {
+  group: "resource.k8s.io",
+  version: "v1",
+  plural: "resourceslices",
+  namespaced: false,
+};

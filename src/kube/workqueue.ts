@@ -83,6 +83,26 @@ export class WorkQueue {
     return Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** (this.failures.get(key) ?? 0));
   }
 
+  /**
+   * Retries now every key that waits out a failure backoff, with its failure history cleared: for when
+   * the cause of the failures is gone (the API server is reachable again), so convergence does not wait
+   * for backoffs grown during the outage. Delays asked for without a failure (requeueAfter) stay.
+   * Returns how many keys it retried.
+   */
+  retryBackedOff(): number {
+    const keys = [...this.failures.keys()];
+    for (const key of keys) {
+      this.failures.delete(key);
+      const pending = this.delayed.get(key);
+      if (pending !== undefined) {
+        pending.cancel();
+        this.delayed.delete(key);
+      }
+      this.add(key);
+    }
+    return keys.length;
+  }
+
   /** Clears the failure history of `key`: its next retry starts again at the base delay. */
   forget(key: string): void {
     this.failures.delete(key);

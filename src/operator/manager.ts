@@ -6,12 +6,14 @@ import type { DeviceNodeState } from "../api/v1beta1/devicenodestate.js";
 import {
   CONFIG_MAPS,
   DAEMON_SETS,
+  DEVICE_CLASSES,
   DEVICE_NODE_STATES,
   DEVICE_PLUGIN_CONFIGS,
   EventRecorder,
   LeaderElector,
   NODES,
   PODS,
+  RESOURCE_SLICES,
   ServerSideApplier,
   WorkQueue,
   createInformer,
@@ -21,7 +23,10 @@ import {
   runWorkers,
   stripManagedFields,
   waitForCacheSync,
+  isNotFound,
   type Informer,
+  type InformerRestartReason,
+  type ResourceRef,
 } from "../kube/index.js";
 import {
   LABEL_CONFIG,
@@ -32,9 +37,17 @@ import {
   configLabelValue,
 } from "./render/names.js";
 import type { RenderContext } from "./render/context.js";
-import { ConfigReconciler, INDEX_BY_CONFIG, type StoredConfig } from "./controllers/config-reconciler.js";
+import {
+  ConfigReconciler,
+  INDEX_BY_CONFIG,
+  INDEX_BY_DRIVER,
+  type StoredConfig,
+} from "./controllers/config-reconciler.js";
+import type { DeviceClass } from "./controllers/dra.js";
+import { slimResourceSliceForCache, type SlimResourceSlice } from "./status/published-devices.js";
+import { draDeviceClassName } from "../api/v1beta1/spec.js";
 import { nodeChangeMatters, ownerConfigName } from "./controllers/mapping.js";
-import { slimNodeForCache } from "./controllers/cache-transforms.js";
+import { slimNodeForCache, slimPodForCache } from "./controllers/cache-transforms.js";
 import { nodeMatchesSelector } from "./status/selection.js";
 import { OperatorMetrics } from "./metrics.js";
 import { StorageMigrationRunner } from "./migration/runner.js";
@@ -77,6 +90,28 @@ function specResourceName(obj: StoredConfig | undefined): string | undefined {
   return typeof spec?.resourceName === "string" ? spec.resourceName : undefined;
 }
 
+/** The DeviceClass name a stored spec asks for in DRA mode, read without validating the whole spec. */
+function specDeviceClassName(obj: StoredConfig): string | undefined {
+  const spec = obj.spec as
+    | {
+        publish?: unknown;
+        resourceName?: unknown;
+        dra?: { driverName?: string; deviceClass?: { name?: string; selectors?: [] } };
+      }
+    | undefined;
+  if (spec?.publish !== "DRA" || typeof spec.resourceName !== "string") return undefined;
+  return draDeviceClassName({
+    resourceName: spec.resourceName,
+    dra: {
+      ...(spec.dra?.driverName !== undefined ? { driverName: spec.dra.driverName } : {}),
+      deviceClass: {
+        ...(spec.dra?.deviceClass?.name !== undefined ? { name: spec.dra.deviceClass.name } : {}),
+        selectors: [],
+      },
+    },
+  });
+}
+
 export class Operator {
   readonly metrics = new OperatorMetrics();
   private readonly queue: WorkQueue;
@@ -86,6 +121,10 @@ export class Operator {
   private readonly daemonSets: Informer<V1DaemonSet>;
   private readonly configMaps: Informer<V1ConfigMap>;
   private readonly reports: Informer<DeviceNodeState>;
+  /** resource.k8s.io/v1: started only when the API server serves it (Kubernetes 1.34+). */
+  private readonly slices: Informer<SlimResourceSlice>;
+  private readonly deviceClasses: Informer<DeviceClass & { metadata?: { name?: string } }>;
+  private draServed = false;
   private readonly reconciler: ConfigReconciler;
   private readonly stopController = new AbortController();
   private synced = false;
@@ -100,27 +139,32 @@ export class Operator {
   constructor(private readonly opts: OperatorOptions) {
     const { kubeConfig: kc, logger } = opts;
     const ns = opts.render.namespace;
-    observeKubeRequests((method) => this.metrics.apiRequests.inc({ verb: method }));
+    observeKubeRequests((method, _path, status) =>
+      this.metrics.apiRequests.inc({ verb: method, code: status === 0 ? "none" : String(status) }),
+    );
     this.queue = new WorkQueue({ name: "devicepluginconfigs" });
     const informerLog = logger.child({ component: "informer" });
-    // managedFields go from every cached kind; Nodes keep only what the operator reads. DaemonSets and
-    // ConfigMaps keep the rest: drift detection (containsDesired) compares them whole with the render.
+    // managedFields go from every cached kind; Nodes and plugin Pods keep only what the operator reads.
+    // DaemonSets and ConfigMaps keep the rest: drift detection (containsDesired) compares them whole with the render.
     this.configs = createInformer<StoredConfig>(kc, {
       resource: DEVICE_PLUGIN_CONFIGS,
       logger: informerLog,
+      ...this.informerHooks(DEVICE_PLUGIN_CONFIGS),
       transform: stripManagedFields,
     });
     this.nodes = createInformer<V1Node>(kc, {
       resource: NODES,
       logger: informerLog,
+      ...this.informerHooks(NODES),
       transform: slimNodeForCache,
     });
     this.pods = createInformer<V1Pod>(kc, {
       resource: PODS,
-      transform: stripManagedFields,
+      transform: slimPodForCache,
       namespace: ns,
       labelSelector: `${LABEL_NAME}=${PLUGIN_APP_NAME}`,
       logger: informerLog,
+      ...this.informerHooks(PODS),
     });
     const ownedSelector = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
     this.daemonSets = createInformer<V1DaemonSet>(kc, {
@@ -129,6 +173,7 @@ export class Operator {
       namespace: ns,
       labelSelector: ownedSelector,
       logger: informerLog,
+      ...this.informerHooks(DAEMON_SETS),
     });
     this.configMaps = createInformer<V1ConfigMap>(kc, {
       resource: CONFIG_MAPS,
@@ -136,13 +181,34 @@ export class Operator {
       namespace: ns,
       labelSelector: ownedSelector,
       logger: informerLog,
+      ...this.informerHooks(CONFIG_MAPS),
     });
     this.reports = createInformer<DeviceNodeState>(kc, {
       resource: DEVICE_NODE_STATES,
       transform: stripManagedFields,
       namespace: ns,
       logger: informerLog,
+      ...this.informerHooks(DEVICE_NODE_STATES),
     });
+    // Only what the status, the upgrade gate and the cleanup read of a slice (see SlimResourceSlice).
+    this.slices = createInformer<SlimResourceSlice>(kc, {
+      resource: RESOURCE_SLICES,
+      logger: informerLog,
+      ...this.informerHooks(RESOURCE_SLICES),
+      transform: slimResourceSliceForCache,
+    });
+    // Every class, not only the operator's: a namesake it does not own must be seen to be reported.
+    this.deviceClasses = createInformer<DeviceClass & { metadata?: { name?: string } }>(kc, {
+      resource: DEVICE_CLASSES,
+      logger: informerLog,
+      ...this.informerHooks(DEVICE_CLASSES),
+      transform: stripManagedFields,
+    });
+    this.slices.addIndex(INDEX_BY_CONFIG, (sl) => {
+      const v = sl.metadata.labels?.[LABEL_CONFIG];
+      return v ? [v] : [];
+    });
+    this.slices.addIndex(INDEX_BY_DRIVER, (sl) => (sl.spec.driver ? [sl.spec.driver] : []));
     this.pods.addIndex(INDEX_BY_CONFIG, (p) => {
       const v = p.metadata?.labels?.[LABEL_CONFIG];
       return v ? [v] : [];
@@ -193,6 +259,29 @@ export class Operator {
     this.wireEvents();
   }
 
+  /**
+   * An informer reached the API server again after failing: configs whose reconcile failed meanwhile
+   * are retried now, not after the backoff their failures built up during the outage.
+   */
+  private retryAfterRecovery(): void {
+    const retried = this.queue.retryBackedOff();
+    if (retried > 0) this.opts.logger.info({ configs: retried }, "API server reachable again; retrying now");
+  }
+
+  /**
+   * What every informer of the operator reports: its restarts by cause, counted per resource (API faults
+   * show here: 410s and failed lists or watches), and its recovery, which retries failed configs at once.
+   */
+  private informerHooks(resource: ResourceRef): {
+    onRestart: (reason: InformerRestartReason) => void;
+    onRecover: () => void;
+  } {
+    return {
+      onRestart: (reason) => this.metrics.watchRestarts.inc({ resource: resource.plural, reason }),
+      onRecover: () => this.retryAfterRecovery(),
+    };
+  }
+
   /** Caches synced: the replica can take over at once. */
   ready(): boolean {
     return this.synced;
@@ -202,9 +291,44 @@ export class Operator {
     return this.leading;
   }
 
+  /**
+   * Whether the API server serves resource.k8s.io/v1 (DRA is GA in 1.34). Older clusters do not: the
+   * operator then runs without its DRA informers rather than waiting forever for them to sync, and DRA
+   * configs get no DeviceClass and no slice-based counts. Another error than 404 counts as served: the
+   * informers retry like the others do.
+   */
+  private async probeDra(): Promise<boolean> {
+    try {
+      await kubeRequest(this.opts.kubeConfig, { method: "GET", path: "/apis/resource.k8s.io/v1" });
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) {
+        this.opts.logger.warn(
+          "resource.k8s.io/v1 is not served: configs with publish DRA get no DeviceClass",
+        );
+        return false;
+      }
+      return true;
+    }
+  }
+
+  private informers(): Informer<never>[] {
+    return [
+      this.configs,
+      this.nodes,
+      this.pods,
+      this.daemonSets,
+      this.configMaps,
+      this.reports,
+      ...(this.draServed ? [this.slices, this.deviceClasses] : []),
+    ] as unknown as Informer<never>[];
+  }
+
   /** Starts the informers, waits for them, and runs the controller (after winning the election, if enabled). */
   async start(): Promise<void> {
-    const informers = [this.configs, this.nodes, this.pods, this.daemonSets, this.configMaps, this.reports];
+    this.draServed = await this.probeDra();
+    if (this.draServed) this.reconciler.useDraInformers(this.slices, this.deviceClasses);
+    const informers = this.informers();
     for (const informer of informers) informer.start();
     await waitForCacheSync(informers, this.stopController.signal);
     this.synced = true;
@@ -244,11 +368,7 @@ export class Operator {
     this.stopController.abort();
     await this.migration;
     await this.electorRun?.catch(() => undefined);
-    await Promise.all(
-      [this.configs, this.nodes, this.pods, this.daemonSets, this.configMaps, this.reports].map((i) =>
-        i.stop(),
-      ),
-    );
+    await Promise.all(this.informers().map((i) => i.stop()));
     observeKubeRequests(undefined);
   }
 
@@ -266,6 +386,8 @@ export class Operator {
       }).run(this.stopController.signal);
     }
     for (const key of this.configs.keys()) this.queue.add(key);
+    // Slices of configs deleted while no leader ran: their label brings the name back for cleanup.
+    if (this.draServed) for (const slice of this.slices.list()) this.enqueueForSlice(slice);
     this.workers = runWorkers(
       this.queue,
       async (key) => {
@@ -321,18 +443,48 @@ export class Operator {
       ?.name;
   }
 
+  /**
+   * A slice concerns the config of its label; a label no config has is a deleted config's (for names up to
+   * 63 characters the label is the name), whose reconcile deletes the slice.
+   */
+  private enqueueForSlice(slice: SlimResourceSlice): void {
+    const label = slice.metadata.labels?.[LABEL_CONFIG];
+    if (!label) return;
+    this.enqueue(this.configForLabel(label) ?? label);
+  }
+
+  /** A DeviceClass concerns its owner, and the configs that want its name (a namesake came or went). */
+  private enqueueForDeviceClass(cls: DeviceClass & { metadata?: { name?: string } }): void {
+    this.enqueue(ownerConfigName(cls.metadata));
+    const name = cls.metadata?.name;
+    for (const c of this.configs.list()) {
+      if (name !== undefined && specDeviceClassName(c) === name) this.enqueue(c.metadata?.name);
+    }
+  }
+
   private wireEvents(): void {
+    this.slices.onAdd((sl) => this.enqueueForSlice(sl));
+    this.slices.onUpdate((_old, cur) => this.enqueueForSlice(cur));
+    this.slices.onDelete((sl) => this.enqueueForSlice(sl));
+    this.deviceClasses.onAdd((c) => this.enqueueForDeviceClass(c));
+    this.deviceClasses.onUpdate((_old, cur) => this.enqueueForDeviceClass(cur));
+    this.deviceClasses.onDelete((c) => this.enqueueForDeviceClass(c));
     this.configs.onAdd((c) => {
       this.enqueue(c.metadata?.name);
       this.enqueueSameResource(specResourceName(c));
     });
     this.configs.onUpdate((old, cur) => {
-      // Our own status writes come back as updates; only spec (generation) or metadata changes matter.
+      // Our own status writes come back as updates and change nothing; the spec (generation), labels,
+      // deletion, or a status someone else wrote do.
       const specChanged = old.metadata?.generation !== cur.metadata?.generation;
       const labelsChanged = JSON.stringify(old.metadata?.labels) !== JSON.stringify(cur.metadata?.labels);
+      const foreignStatus =
+        JSON.stringify(old.status) !== JSON.stringify(cur.status) &&
+        !this.reconciler.isOwnStatus(cur.metadata?.name ?? "", cur.status);
       if (
         !specChanged &&
         !labelsChanged &&
+        !foreignStatus &&
         old.metadata?.deletionTimestamp === cur.metadata?.deletionTimestamp
       ) {
         return;

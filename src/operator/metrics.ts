@@ -41,8 +41,14 @@ export class OperatorMetrics {
   });
   readonly apiRequests = new Counter({
     name: "dpo_operator_api_requests_total",
-    help: "Requests to the API server, by verb (WATCH counts watch starts).",
-    labelNames: ["verb"] as const,
+    help: "Requests to the API server, by verb (WATCH counts watch starts) and HTTP status code (none: no response).",
+    labelNames: ["verb", "code"] as const,
+    registers: [this.registry],
+  });
+  readonly watchRestarts = new Counter({
+    name: "dpo_operator_watch_restarts_total",
+    help: "Informer list/watch restarts, by resource and reason (expired: 410 Gone, relisted at once; error: a failed list or watch, retried after a backoff, a watch from where it stopped).",
+    labelNames: ["resource", "reason"] as const,
     registers: [this.registry],
   });
   readonly leader = new Gauge({

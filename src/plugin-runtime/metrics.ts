@@ -1,5 +1,6 @@
-// The plugin runtime's Prometheus metrics: devices by health, allocations, Allocate latency,
-// registrations, kubelet restarts seen and node-report writes.
+// The plugin runtime's Prometheus metrics: devices by health, each device with the pod holding it,
+// allocations, Allocate latency, registrations, kubelet restarts seen, PodResources reads and
+// node-report writes.
 import { Counter, Gauge, Histogram, Registry } from "../observability/metrics.js";
 
 export class PluginMetrics {
@@ -10,6 +11,36 @@ export class PluginMetrics {
     name: "dpo_plugin_devices",
     help: "Devices advertised to the kubelet, by health.",
     labelNames: ["resource", "health"] as const,
+    registers: [this.registry],
+  });
+  /**
+   * One series per device the kubelet knows (its ids: one per replica under time-slicing), labelled
+   * with the container holding it (empty labels when free), from the kubelet's PodResources API.
+   * Absent until the kubelet first answered: "free" would be a guess.
+   */
+  readonly deviceAllocated = new Gauge({
+    name: "dpo_plugin_device_allocated",
+    help: "1 when the kubelet has allocated the device to the container in the pod, namespace and container labels, 0 when free.",
+    labelNames: ["resource", "device", "namespace", "pod", "container"] as const,
+    registers: [this.registry],
+  });
+  /** The same series as deviceAllocated, so an unhealthy device shows the pod that uses it. */
+  readonly deviceHealthy = new Gauge({
+    name: "dpo_plugin_device_healthy",
+    help: "1 when the advertised device is healthy, 0 when not; pod, namespace and container name its holder, if any.",
+    labelNames: ["resource", "device", "namespace", "pod", "container"] as const,
+    registers: [this.registry],
+  });
+  readonly podResourcesUp = new Gauge({
+    name: "dpo_plugin_pod_resources_up",
+    help: "1 when the last read of the kubelet's PodResources API succeeded, 0 when it failed.",
+    labelNames: ["resource"] as const,
+    registers: [this.registry],
+  });
+  readonly podResourcesErrors = new Counter({
+    name: "dpo_plugin_pod_resources_errors_total",
+    help: "Failed reads of the kubelet's PodResources API, by gRPC status (UNAVAILABLE when the socket is missing).",
+    labelNames: ["resource", "code"] as const,
     registers: [this.registry],
   });
   readonly allocations = new Counter({

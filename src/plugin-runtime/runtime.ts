@@ -1,5 +1,6 @@
 // The plugin runtime's lifecycle: devices, the DevicePlugin socket, kubelet registration (direct or via
-// the plugin watcher), kubelet-restart detection, probes and metrics, and a clean shutdown.
+// the plugin watcher), kubelet-restart detection, which pods hold the devices (the kubelet's PodResources
+// API), probes and metrics, and a clean shutdown.
 import { watch, type FSWatcher } from "node:fs";
 import { mkdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
@@ -11,6 +12,8 @@ import type { DeviceBackend } from "./backends/backend.js";
 import { createBackend } from "./backends/index.js";
 import { DeviceSet, type DeviceSetSnapshot } from "./devices/device-set.js";
 import { PluginMetrics } from "./metrics.js";
+import { deviceSeries, type Allocations } from "./podresources/allocations.js";
+import { PodResourcesMonitor } from "./podresources/monitor.js";
 import { KUBELET_API_VERSION, KUBELET_SOCKET_NAME, SUPPORTED_KUBELET_API_VERSIONS } from "./proto/index.js";
 import { registerRequest, registerWithKubelet } from "./registration/kubelet-registration.js";
 import { acceptedWatcherVersion, PluginWatcherRegistration } from "./registration/plugin-watcher.js";
@@ -48,6 +51,11 @@ export interface PluginRuntimeOptions {
   preStartTimeoutMs?: number;
   /** Where the CDI spec of the devices goes when `spec.cdi.enabled` (default /var/run/cdi). */
   cdiDir?: string;
+  /**
+   * The kubelet's PodResources socket and how often to read it, for the devices' holders (metrics and
+   * the node report's allocated count); absent: not read.
+   */
+  podResources?: { socketPath: string; intervalMs?: number };
 }
 
 /** What the runtime is doing, for probes, the node report and tests. */
@@ -74,6 +82,8 @@ export interface PluginRuntimeEvents {
   /** A registration attempt failed with a message different from the last one. */
   registrationError: [RuntimeStatus];
   devices: [DeviceSetSnapshot];
+  /** The kubelet's answer on which containers hold the devices changed. */
+  allocations: [Allocations];
 }
 
 export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
@@ -126,6 +136,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
   }
 
   private readonly backend: DeviceBackend;
+  private podResources: PodResourcesMonitor | undefined;
   private readonly cdiKind: string;
   private cdiRetryTimer: NodeJS.Timeout | undefined;
   private cdiRetryMs = CDI_RETRY_MIN_MS;
@@ -144,6 +155,19 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       registrationChangedAtMs: this.registrationChangedAtMs,
       kubeletRestarts: this.kubeletRestarts,
     };
+  }
+
+  /**
+   * How many devices of the resource the kubelet has given to containers, as its PodResources API last
+   * said; undefined when it is not read or has not answered yet.
+   */
+  allocatedDevices(): number | undefined {
+    return this.podResources?.allocations?.size;
+  }
+
+  /** The kubelet's last answer on which container holds which device; undefined while unknown. */
+  allocations(): Allocations | undefined {
+    return this.podResources?.allocations;
   }
 
   /** Discovers devices, serves the socket and starts registering; resolves once serving. */
@@ -165,6 +189,22 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       void this.writeCdiSpec(s);
       this.emit("devices", s);
     });
+
+    if (this.opts.podResources !== undefined) {
+      const monitor = new PodResourcesMonitor({
+        socketPath: this.opts.podResources.socketPath,
+        intervalMs: this.opts.podResources.intervalMs,
+        resourceName: this.resourceName,
+        logger: this.log,
+        metrics: this.metrics,
+      });
+      monitor.on("allocations", (allocations) => {
+        this.recordDeviceSeries(this.devices.snapshot());
+        this.emit("allocations", allocations);
+      });
+      this.podResources = monitor;
+      monitor.start();
+    }
 
     if (this.opts.registration === "watcher") {
       this.watcherRegistration = new PluginWatcherRegistration({
@@ -192,6 +232,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     clearTimeout(this.retryTimer);
     clearTimeout(this.cdiRetryTimer);
     this.fsWatcher?.close();
+    await this.podResources?.stop();
     await this.running?.catch(() => undefined);
     const socketPath = this.status().socketPath;
     await this.endpoint?.close(1_000);
@@ -259,6 +300,29 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       { health: "Unhealthy", resource: this.resourceName },
       snap.advertised.length - healthy,
     );
+    this.recordDeviceSeries(snap);
+  }
+
+  /**
+   * One series per device in dpo_plugin_device_healthy and (once the kubelet answered)
+   * dpo_plugin_device_allocated, labelled with its holder. Rebuilt whole on every change of the devices
+   * or of their holders, so a device that moves or goes leaves no series behind.
+   */
+  private recordDeviceSeries(snap: DeviceSetSnapshot): void {
+    const { deviceAllocated, deviceHealthy } = this.metrics;
+    deviceAllocated.reset();
+    deviceHealthy.reset();
+    for (const row of deviceSeries(snap.advertised, this.podResources?.allocations)) {
+      const labels = {
+        resource: this.resourceName,
+        device: row.device,
+        namespace: row.namespace,
+        pod: row.pod,
+        container: row.container,
+      };
+      if (row.allocated !== undefined) deviceAllocated.set(labels, row.allocated);
+      if (row.healthy !== undefined) deviceHealthy.set(labels, row.healthy);
+    }
   }
 
   private watchKubeletDir(): void {
@@ -389,7 +453,12 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.lastRegistrationError = undefined;
     this.retryDelayMs = this.opts.retryBaseMs ?? 100;
     this.metrics.registrations.inc({ resource: this.resourceName, path: "kubelet", result: "ok" });
-    this.registeredWith = kubeletId;
+    // The kubelet that answered is the one whose socket is there now: the identity read before the call
+    // may be of the socket a restarting kubelet was just replacing, and keeping that one would make the
+    // next pass take the new socket for another restart and register a second time. A restart after
+    // this point also removes our own socket, which the next pass notices on its own.
+    this.registeredWith =
+      (await fileIdentity(join(this.opts.devicePluginDir, KUBELET_SOCKET_NAME))) ?? kubeletId;
     this.setRegistered(true, KUBELET_API_VERSION);
     this.log.info({ socket: socketName, version: KUBELET_API_VERSION }, "registered with the kubelet");
   }

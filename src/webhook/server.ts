@@ -26,6 +26,14 @@ export interface ConversionWebhookOptions {
   maxBodyBytes?: number;
 }
 
+/**
+ * How long an idle connection stays open: longer than the API server keeps an idle webhook connection
+ * for reuse (client-go's transport, IdleConnTimeout 90 s). With Node's default of 5 s the webhook closed
+ * connections the API server was about to reuse, and a conversion POST sent on one failed with
+ * "connection reset by peer" (config fuzzing hit it under load: a create or read failing at random).
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 120_000;
+
 /** A list of 1000 DevicePluginConfigs is about 2 MiB; the API server's own request limit is 3 MiB per object. */
 const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
 
@@ -53,6 +61,7 @@ export class ConversionWebhookServer {
         // The API server's webhook client times out at 30 s by default; a stuck peer must not hold a socket.
         requestTimeout: 30_000,
         headersTimeout: 10_000,
+        keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
       },
       (req, res) => void this.handle(req, res),
     );

@@ -42,7 +42,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   }
 
   const stateDir = await mkdtemp(join(tmpdir(), "dpo-test-cluster-"));
-  const cluster = await startCluster({ nodes: NODES, stateDir, binDir, log });
+  const cluster = await startCluster({ nodes: NODES, stateDir, binDir, log, kubeletSimulator: true });
   log.info({ ms: cluster.startupMs, stateDir }, "test cluster started");
   project.provide("clusterKubeconfig", cluster.kubeconfigPath);
   project.provide("clusterStateDir", stateDir);

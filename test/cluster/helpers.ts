@@ -15,6 +15,7 @@ import { inject } from "vitest";
 import "./provided-context.js";
 
 export { waitFor, type WaitOptions } from "../../tools/cluster/wait.js";
+import { waitFor } from "../../tools/cluster/wait.js";
 import { withBearerToken } from "../../tools/cluster/kubeconfig.js";
 import { replaceClientConfig, waitForDpoCrds } from "../../tools/cluster/install-dpo.js";
 import { CONVERSION_SERVICE, DEVICE_PLUGIN_CONFIG_CRD_NAME } from "../../src/api/crd.js";
@@ -165,4 +166,18 @@ function newest<T extends { metadata?: { creationTimestamp?: Date; name?: string
     const tb = b.metadata?.creationTimestamp ? new Date(b.metadata.creationTimestamp).getTime() : 0;
     return tb - ta || ((a.metadata?.name ?? "") < (b.metadata?.name ?? "") ? -1 : 1);
   })[0];
+}
+
+/**
+ * Creates a namespace for workload pods and waits for its default ServiceAccount, which a controller
+ * creates shortly after and without which the API server refuses pods.
+ */
+export async function createWorkloadNamespace(core: CoreV1Api, name: string): Promise<void> {
+  await core.createNamespace({ body: { metadata: { name } } });
+  await waitFor(`the default ServiceAccount of ${name}`, () =>
+    core.readNamespacedServiceAccount({ name: "default", namespace: name }).then(
+      () => true,
+      () => false,
+    ),
+  );
 }

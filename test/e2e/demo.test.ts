@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { expect, it } from "vitest";
 import { repo } from "./support.js";
 
-it("make demo shows both samples Ready, a failed device in the status, and its recovery", async () => {
+it("make demo shows both samples Ready, a workload holding its devices, a failed device in the status, its recovery, and an upgrade the workload keeps its devices through", async () => {
   const child = spawn(
     process.execPath,
     ["--import", "tsx", join(repo, "tools", "demo", "demo.ts"), "--once"],
@@ -47,6 +47,14 @@ it("make demo shows both samples Ready, a failed device in the status, and its r
     upgrade,
   ).toBe(true);
   expect(upgrade).toContain("upgrade complete: every node runs the new revision");
+  // The example workload: admitted through Allocate with two devices, which it keeps through the upgrade.
+  const admitted = /admitted it through the plugin's Allocate: devices (foo-\d+,foo-\d+)\n/.exec(out);
+  expect(admitted, out).not.toBeNull();
+  expect(out).toContain(`the container's environment from Allocate: MOCK_DEVICE_IDS=${admitted![1]}`);
+  expect(out).toMatch(/example-workload\s+1\/1\s+Running/);
+  expect(upgrade).toContain(
+    `example-workload kept its devices through the upgrade: same pod, devices ${admitted![1]}`,
+  );
   const rows = (name: string) => out.split("\n").filter((l) => l.startsWith(`${name} `));
   const devices = rows("example-mock").map((l) => l.split(/\s{2,}/)[4]);
   // Ready with every device, then one unhealthy, then recovered.

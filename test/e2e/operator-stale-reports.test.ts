@@ -165,18 +165,23 @@ describe("stale DeviceNodeStates", () => {
   it("deletes the reports of a deleted node and of an unlabelled node, and only those", async () => {
     await core.deleteNode({ name: nodeNames.deleted });
     await kubectl(["label", "node", nodeNames.unlabelled, `${LABEL}-`]);
+    // The log lines follow the DELETEs' answers, so wait for the reports and the lines together.
     const seen = await waitFor(
-      "the reports of the deleted and the unlabelled node to be deleted",
+      "the reports of the deleted and the unlabelled node to be deleted, and why logged",
       async (observe) => {
         const reports = await existingReports();
-        observe(reports);
-        return !reports.deleted && !reports.unlabelled ? reports : undefined;
+        const logs = operator.logs.join("");
+        const reasons = {
+          nodeGone: logs.includes('"reason":"NodeGone"'),
+          nodeNotTargeted: logs.includes('"reason":"NodeNotTargeted"'),
+        };
+        observe({ reports, reasons });
+        return !reports.deleted && !reports.unlabelled && reasons.nodeGone && reasons.nodeNotTargeted
+          ? reports
+          : undefined;
       },
       { timeoutMs: 60_000, intervalMs: 250 },
     );
     expect(seen).toEqual({ kept: true, deleted: false, unlabelled: false });
-    const logs = operator.logs.join("");
-    expect(logs).toContain('"reason":"NodeGone"');
-    expect(logs).toContain('"reason":"NodeNotTargeted"');
   });
 });

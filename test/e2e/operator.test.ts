@@ -148,7 +148,13 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
         condition(s, "Ready")?.status === "True",
     );
     expect(status.nodes).toEqual({ desired: 3, ready: 3, updated: 3, summary: "3/3" });
-    expect(status.devices).toEqual({ capacity: 12, allocatable: 12, unhealthy: 0, summary: "12/12" });
+    expect(status.devices).toEqual({
+      capacity: 12,
+      allocatable: 12,
+      unhealthy: 0,
+      allocated: 0,
+      summary: "12/12",
+    });
     expect(condition(status, "Reconciling")?.status).toBe("False");
     expect(condition(status, "Stalled")?.status).toBe("False");
     expect(condition(status, "Degraded")?.status).toBe("False");
@@ -260,12 +266,22 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
   it("reports a stopped plugin and recovers when it is back", async () => {
     const node = nodes[2]!;
     await sim.killPlugin(node, "SIGKILL");
-    const broken = await statusWhere("a problem on the stopped plugin's node", (s) =>
-      (s.problems ?? []).some(
-        (p) => p.node === node && (p.reason === "PluginNotRegistered" || p.reason === "NoCapacity"),
-      ),
+    // Whichever the operator sees first: the kubelet's capacity going (NoCapacity), or the pod's
+    // container exited and the pod not ready, as the kubelet writes it at once (PluginNotReady). The
+    // pod's status can reach the operator before the Node's allocatable does, so a status may name the
+    // problem while the node still counts its 4 devices: wait for both.
+    const broken = await statusWhere(
+      "a problem on the stopped plugin's node, and its devices out of allocatable",
+      (s) =>
+        s.devices?.allocatable === 8 &&
+        (s.problems ?? []).some(
+          (p) =>
+            p.node === node &&
+            (p.reason === "PluginNotRegistered" ||
+              p.reason === "NoCapacity" ||
+              p.reason === "PluginNotReady"),
+        ),
     );
-    expect(broken.devices?.allocatable).toBe(8);
     expect(condition(broken, "Degraded")?.status).toBe("True");
     sim.restartPlugin(node);
     await statusWhere(
@@ -285,10 +301,13 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
       name: NAME,
       body: [{ op: "replace", path: "/spec/backend/mock/devices", value: 6 }],
     });
+    // Ready once every new plugin pod passed its readiness probe, which may come a probe period after
+    // the rollout completed (the gate waits for registration and capacity, not for the probe).
     const status = await statusWhere(
-      "18 devices after the change, all nodes updated",
+      "18 devices after the change, all nodes updated, Ready",
       (s, c) =>
         s.observedGeneration === c.metadata.generation &&
+        condition(s, "Ready")?.status === "True" &&
         s.devices?.summary === "18/18" &&
         s.nodes?.updated === 3 &&
         s.upgrade?.phase === "Complete" &&
@@ -296,7 +315,6 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
       NAME,
       120_000,
     );
-    expect(condition(status, "Ready")?.status).toBe("True");
     expect(status.upgrade).toMatchObject({ updated: 3, total: 3, summary: "3/3" });
     const after = await waitFor("the old revision's DaemonSet to be gone", async () => {
       const list = await apps.listNamespacedDaemonSet({

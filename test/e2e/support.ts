@@ -23,7 +23,12 @@ export async function installDpo(options: InstallOptions = {}): Promise<void> {
 }
 
 /** A kubeconfig file that authenticates as the operator's ServiceAccount (a TokenRequest token). */
-export async function serviceAccountKubeconfig(sa: string, namespace = NAMESPACE): Promise<string> {
+export async function serviceAccountKubeconfig(
+  sa: string,
+  namespace = NAMESPACE,
+  /** Another address of the API server (a proxy in front of it); the cluster's own by default. */
+  server?: string,
+): Promise<string> {
   const core = kubeConfigFromInjected().makeApiClient(CoreV1Api);
   const token = await core.createNamespacedServiceAccountToken({
     name: sa,
@@ -31,6 +36,10 @@ export async function serviceAccountKubeconfig(sa: string, namespace = NAMESPACE
     body: { spec: { audiences: [], expirationSeconds: 3600 } },
   });
   const kc: KubeConfig = kubeConfigWithToken(issuedToken(token, sa));
+  if (server !== undefined) {
+    const cluster = kc.getCurrentCluster()!;
+    kc.clusters = kc.clusters.map((c) => (c.name === cluster.name ? { ...c, server } : c));
+  }
   const file = join(mkdtempSync(join(tmpdir(), "dpo-e2e-kc-")), "kubeconfig");
   writeFileSync(file, kc.exportConfig(), { mode: 0o600 });
   return file;
@@ -55,9 +64,11 @@ export async function startOperator(
     entrypoint?: string;
     /** The image the operator gives plugin pods (the kubelet simulator maps images to builds). */
     pluginImage?: string;
+    /** Where the operator reaches the API server (a proxy in front of it); the cluster's own by default. */
+    apiServer?: string;
   } = {},
 ): Promise<OperatorProcess> {
-  const kubeconfig = await serviceAccountKubeconfig(OPERATOR_SA);
+  const kubeconfig = await serviceAccountKubeconfig(OPERATOR_SA, NAMESPACE, options.apiServer);
   const child = spawn(
     process.execPath,
     [
@@ -86,6 +97,8 @@ export async function startOperator(
   child.stdout.setEncoding("utf8").on("data", (d: string) => logs.push(d));
   child.stderr.setEncoding("utf8").on("data", (d: string) => logs.push(d));
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  // An operator that does not come up is killed here: the caller never gets a handle to stop it, and
+  // one left running would reconcile every later test file's configs.
   const started = await waitFor(
     "the operator to log its metrics port",
     (observe) => {
@@ -101,8 +114,12 @@ export async function startOperator(
       }
       return undefined;
     },
-    { timeoutMs: 20_000, intervalMs: 50 },
-  );
+    // A deadline, not a measure: a cold start of an old build on a loaded machine takes a while.
+    { timeoutMs: 60_000, intervalMs: 50 },
+  ).catch((err: unknown) => {
+    child.kill("SIGKILL");
+    throw err;
+  });
   return {
     child,
     logs,

@@ -126,5 +126,5 @@ describe("a plugin upgrade while the leader is killed", () => {
     expect(observer.violations).toEqual([]);
     expect(observer.maxBetween, "nodes between revisions at once").toBeLessThanOrEqual(1);
     expect(observer.maxBetween, "the watch saw the rollout move").toBe(1);
-  });
+  }, 360_000);
 });

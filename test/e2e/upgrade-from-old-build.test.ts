@@ -1,13 +1,28 @@
-// Real old code to real new code: dpo as it was before plugin revisions (built from this repository's
-// history into .local/builds/) runs a config with its CRDs, operator and plugins; then the current CRDs
-// and operator take over. The operator adopts the old DaemonSet (no pod restarted by the adoption) and
-// moves every node to the current plugin node by node: Surge on the v1.37 kubelets, where a workload
-// keeps asking for devices and not one request may fail, and Replace on the older one.
-import { CustomObjectsApi } from "@kubernetes/client-node";
+// Real old code to real new code on 20 simulated nodes with mixed kubelet versions, under a steady
+// stream of workload pods that ask the scheduler and the kubelet for devices. dpo as it was before
+// plugin revisions (built from this repository's history into .local/builds/) runs a config with its
+// CRDs, operator and plugins; then the current CRDs and operator take over, adopt the old DaemonSet
+// (no pod restarted by the adoption) and move every node to the current plugin: Surge on the v1.37
+// kubelets, where not one pod may fail admission, and Replace on the older ones. Then the same
+// workload meets a plain RollingUpdate DaemonSet of the same plugin, created by the test: pods fail
+// admission with UnexpectedAdmissionError, which is what dpo's gate is for.
+//
+// The simulated kubelets write device counts into Node status on the kubelet's own 10 s sync, as
+// real ones do, so the scheduler keeps placing pods on a node whose plugin just went away.
+import {
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+} from "@kubernetes/client-node";
 import { execFile } from "node:child_process";
+import { arch } from "node:os";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
+import { readPinnedVersions } from "../../tools/cluster/cluster.js";
+import { goArchitecture, renderSimulatedNode } from "../../tools/cluster/nodes.js";
 import { buildAt, type OldBuild } from "../../tools/cluster/old-build.js";
 import {
   injectedCluster,
@@ -19,27 +34,56 @@ import {
 } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
-import { allocateWorkload, configStatus, RolloutWatch } from "./upgrade-support.js";
+import {
+  configStatus,
+  plainPluginRevision,
+  podStream,
+  rollPlainPluginTo,
+  RolloutWatch,
+  type PodStreamResult,
+} from "./upgrade-support.js";
 
 /** The last commit before plugin revisions: one DaemonSet per config, RollingUpdate, no revision label. */
 const OLD_COMMIT = "a69fb52";
 const OLD_IMAGE = "dpo:before-revisions";
 
+const NODE_COUNT = 20;
+const MAX_UNAVAILABLE = 4;
+/** The kubelet's nodeStatusUpdateFrequency. */
+const NODE_STATUS_SYNC_MS = 10_000;
+/** Kubelets per node, round robin: two of five keep one endpoint per socket (Surge), the rest Replace. */
+const KUBELETS = ["v1.37.0", "v1.36.4", "v1.37.2+k3s1", "v1.34.4", "v1.33.4-eks-1234"] as const;
+const DEVICES = 2;
+const WORKLOAD = { perSecond: 8, holdMs: 1_500 };
+/** Longer than the waits inside a test added up, so a slow run ends with what the wait last saw. */
+const TEST_BUDGET_MS = 900_000;
+
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const NAME = uniqueName("e2e-old");
 const RESOURCE = `old.example/${NAME}`;
-const DEVICES = 2;
+const BASELINE = uniqueName("e2e-plain");
+const BASELINE_RESOURCE = `plain.example/${BASELINE}`;
+const WORKLOAD_NAMESPACE = uniqueName("e2e-workload");
 
 const kc = kubeConfigFromInjected();
+const core = kc.makeApiClient(CoreV1Api);
+const apps = kc.makeApiClient(AppsV1Api);
 const custom = kc.makeApiClient(CustomObjectsApi);
 const run = promisify(execFile);
 
 let nodes: string[] = [];
+/** Nodes this file added to the shared cluster, deleted at the end. */
+const addedNodes: string[] = [];
+let surgeNodes: string[] = [];
 let old: OldBuild;
 let sim: KubeletSimulator;
 let operator: OperatorProcess | undefined;
 
 const status = (): Promise<DevicePluginConfigStatus | undefined> => configStatus(custom, NAME);
+
+function kubeletOf(index: number): string {
+  return KUBELETS[index % KUBELETS.length]!;
+}
 
 /**
  * The CRDs the old build prints (`dpo crds`), applied over the current ones, and waited for: the API
@@ -65,17 +109,72 @@ async function applyOldCrds(): Promise<void> {
   });
 }
 
+/** Simulated nodes up to NODE_COUNT, next to the cluster's own, Ready. */
+async function addNodes(): Promise<void> {
+  const versions = await readPinnedVersions();
+  const facts = {
+    kubernetesVersion: versions.kubernetes,
+    kwokVersion: versions.kwok,
+    architecture: goArchitecture(arch()),
+  };
+  const have = injectedCluster().nodeNames;
+  for (let i = have.length; i < NODE_COUNT; i++) {
+    const node = renderSimulatedNode(i, facts);
+    await core.createNode({ body: node });
+    addedNodes.push(node.metadata!.name!);
+  }
+  nodes = [...have.slice(0, NODE_COUNT), ...addedNodes];
+  await waitFor(`${nodes.length} nodes Ready`, async (observe) => {
+    const ready = (await core.listNode()).items.filter(
+      (n) =>
+        nodes.includes(n.metadata?.name ?? "") &&
+        n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+    );
+    observe(ready.length);
+    return ready.length === nodes.length;
+  });
+}
+
+/** Waits until every node's Node status advertises `devices` of `resource` as allocatable. */
+async function everyNodeAdvertises(resource: string, devices: number): Promise<void> {
+  await waitFor(
+    `every node to advertise ${devices} ${resource}`,
+    async (observe) => {
+      const list = await core.listNode();
+      const short = list.items
+        .filter((n) => nodes.includes(n.metadata?.name ?? ""))
+        .filter((n) => n.status?.allocatable?.[resource] !== String(devices))
+        .map((n) => [n.metadata?.name, n.status?.allocatable?.[resource]]);
+      observe(short);
+      return short.length === 0;
+    },
+    { timeoutMs: 120_000, intervalMs: 500 },
+  );
+}
+
+function summary(result: PodStreamResult, on: readonly string[]): { admitted: number; rejected: string[] } {
+  return {
+    admitted: on.reduce((sum, n) => sum + (result.admitted.get(n) ?? 0), 0),
+    rejected: result.rejected
+      .filter((r) => on.includes(r.node))
+      .map((r) => `${r.node}: ${r.reason}: ${r.message}`),
+  };
+}
+
 beforeAll(async () => {
-  nodes = injectedCluster().nodeNames;
   old = await buildAt(OLD_COMMIT);
+  await addNodes();
+  surgeNodes = nodes.filter((_, i) => kubeletOf(i).startsWith("v1.37"));
+  await core.createNamespace({ body: { metadata: { name: WORKLOAD_NAMESPACE } } });
   await installDpo();
   await applyOldCrds();
   sim = await KubeletSimulator.start({
     kubeconfig: kc,
     nodes,
     gracePeriodMs: 60_000,
-    kubeletVersions: { [nodes[0]!]: "v1.37.0", [nodes[1]!]: "v1.37.0", [nodes[2]!]: "v1.34.4" },
+    kubeletVersions: Object.fromEntries(nodes.map((n, i) => [n, kubeletOf(i)])),
     images: { [OLD_IMAGE]: old.entrypoint },
+    nodeStatusUpdateIntervalMs: NODE_STATUS_SYNC_MS,
   });
   operator = await startOperator([], {}, { entrypoint: old.entrypoint, pluginImage: OLD_IMAGE });
   await custom.createClusterCustomObject({
@@ -91,73 +190,166 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await operator?.stop();
-  // Whatever happened, the next file finds the current CRDs.
+  // Whatever happened, the next file finds the current CRDs and the cluster's own nodes only.
   await installDpo().catch(() => undefined);
   await custom.deleteClusterCustomObject({ ...GROUP, name: NAME }).catch(() => undefined);
+  await apps
+    .deleteNamespacedDaemonSet({ name: `dpo-${BASELINE}`, namespace: NAMESPACE })
+    .catch(() => undefined);
+  await core.deleteNamespace({ name: WORKLOAD_NAMESPACE }).catch(() => undefined);
   await sim?.stop();
-}, 120_000);
+  for (const name of addedNodes) await core.deleteNode({ name }).catch(() => undefined);
+}, 180_000);
 
-describe(`upgrading from dpo ${OLD_COMMIT} (before plugin revisions)`, () => {
-  it("adopts the old DaemonSet and moves every node to the current plugin, no failed admission on Surge nodes", async () => {
-    await waitFor(
-      `${NAME}: Ready under the old operator`,
-      async (observe) => {
-        const s = await status();
-        observe({ status: s?.problems, plugins: sim.plugins(), log: sim.pluginLogs(nodes[0]!).slice(-3000) });
-        return (
-          s?.conditions?.some((c) => c.type === "Ready" && c.status === "True") && s.nodes?.desired === 3
-        );
-      },
-      { timeoutMs: 120_000, intervalMs: 250 },
-    );
-    const legacy = await pluginDaemonSet(kc, NAMESPACE, NAME);
-    expect(legacy?.metadata?.name).toBe(`dpo-${NAME}`);
-    expect(legacy?.metadata?.labels?.["dpo.dev/revision"]).toBeUndefined();
-    await operator!.stop();
-    operator = undefined;
-
-    // What a user does: the current CRDs and RBAC, then the current operator.
-    await installDpo();
-    const watch = new RolloutWatch(1);
-    await watch.start(kc, NAMESPACE, NAME);
-    const surgeNodes = [nodes[0]!, nodes[1]!];
-    const workload = allocateWorkload(sim, surgeNodes, RESOURCE);
-    let result: { admissions: number; failures: string[] } | undefined;
-    try {
-      operator = await startOperator();
-      const done = await waitFor(
-        `${NAME}: the current revision on every node`,
+describe(`upgrading from dpo ${OLD_COMMIT} (before plugin revisions) on ${NODE_COUNT} nodes under a pod workload`, () => {
+  it(
+    "adopts the old DaemonSet and moves every node to the current plugin, with no failed admission on Surge nodes",
+    async () => {
+      await waitFor(
+        `${NAME}: Ready under the old operator on ${NODE_COUNT} nodes`,
         async (observe) => {
           const s = await status();
-          observe(s?.upgrade);
-          return s?.upgrade?.phase === "Complete" &&
-            s.upgrade.currentRevision === s.upgrade.updateRevision &&
-            s.upgrade.updated === 3
-            ? s
-            : undefined;
+          observe({ nodes: s?.nodes, problems: s?.problems?.slice(0, 5) });
+          return (
+            s?.conditions?.some((c) => c.type === "Ready" && c.status === "True") &&
+            s.nodes?.desired === NODE_COUNT
+          );
         },
-        { timeoutMs: 240_000, intervalMs: 250 },
+        { timeoutMs: 240_000, intervalMs: 500 },
       );
-      expect(done.upgrade?.currentRevision).not.toBe("legacy");
-      await waitFor("the old DaemonSet to be gone", () =>
-        watch.daemonSets.has(`dpo-${NAME}`) ? undefined : true,
+      await everyNodeAdvertises(RESOURCE, DEVICES);
+      const legacy = await pluginDaemonSet(kc, NAMESPACE, NAME);
+      expect(legacy?.metadata?.name).toBe(`dpo-${NAME}`);
+      expect(legacy?.metadata?.labels?.["dpo.dev/revision"]).toBeUndefined();
+      await operator!.stop();
+      operator = undefined;
+
+      // What a user does: the current CRDs and RBAC, the pace of the upgrade, then the current operator.
+      await installDpo();
+      await custom.patchClusterCustomObject(
+        { ...GROUP, name: NAME, body: { spec: { upgrade: { maxUnavailable: MAX_UNAVAILABLE } } } },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
       );
-    } finally {
-      result = await workload.stop();
-      watch.stop();
-    }
-    expect(watch.violations).toEqual([]);
-    expect(watch.maxBetween, "nodes between the old and the new plugin at once").toBeLessThanOrEqual(1);
-    expect([...watch.surged].sort()).toEqual([...surgeNodes].sort());
-    expect([...watch.replaced]).toEqual([nodes[2]!]);
-    expect(result?.admissions).toBeGreaterThan(0);
-    expect(result?.failures).toEqual([]);
-    // Every node's kubelet advertises the devices of the current plugin.
-    for (const node of nodes) {
-      await waitFor(
-        `${node} to advertise ${DEVICES}`,
-        () => sim.capacity(node, RESOURCE)?.allocatable === DEVICES,
+      const watch = new RolloutWatch(MAX_UNAVAILABLE);
+      await watch.start(kc, NAMESPACE, NAME);
+      const workload = podStream(kc, WORKLOAD_NAMESPACE, RESOURCE, { ...WORKLOAD, name: "dpo" });
+      let result: PodStreamResult | undefined;
+      try {
+        operator = await startOperator();
+        const done = await waitFor(
+          `${NAME}: the current revision on every node`,
+          async (observe) => {
+            const s = await status();
+            observe(s?.upgrade);
+            return s?.upgrade?.phase === "Complete" &&
+              s.upgrade.currentRevision === s.upgrade.updateRevision &&
+              s.upgrade.updated === NODE_COUNT
+              ? s
+              : undefined;
+          },
+          { timeoutMs: 480_000, intervalMs: 500 },
+        );
+        expect(done.upgrade?.currentRevision).not.toBe("legacy");
+        await waitFor("the old DaemonSet to be gone", () =>
+          watch.daemonSets.has(`dpo-${NAME}`) ? undefined : true,
+        );
+      } finally {
+        result = await workload.stop();
+        watch.stop();
+      }
+      const replaceNodes = nodes.filter((n) => !surgeNodes.includes(n));
+      const onSurge = summary(result, surgeNodes);
+      const onReplace = summary(result, replaceNodes);
+      console.log(
+        `dpo upgrade under the workload: ${result.created} pods; Surge nodes ${onSurge.admitted} admitted, ` +
+          `${onSurge.rejected.length} rejected; Replace nodes ${onReplace.admitted} admitted, ` +
+          `${onReplace.rejected.length} rejected`,
       );
-    }
-  });
+      expect(watch.violations).toEqual([]);
+      expect(watch.maxBetween, "nodes between the old and the new plugin at once").toBeLessThanOrEqual(
+        MAX_UNAVAILABLE,
+      );
+      expect([...watch.surged].sort()).toEqual([...surgeNodes].sort());
+      expect([...watch.replaced].sort()).toEqual([...replaceNodes].sort());
+      expect(onSurge.admitted, "pods admitted on Surge nodes during the upgrade").toBeGreaterThan(0);
+      expect(onSurge.rejected).toEqual([]);
+      await everyNodeAdvertises(RESOURCE, DEVICES);
+    },
+    TEST_BUDGET_MS,
+  );
+
+  it(
+    "the same workload against a plain RollingUpdate DaemonSet of the same plugin fails admissions",
+    async () => {
+      // Nothing of dpo acts here: no operator, and the config is gone with its plugins.
+      await operator?.stop();
+      operator = undefined;
+      await custom.deleteClusterCustomObject({ ...GROUP, name: NAME });
+      await waitFor(`the plugins of ${NAME} to stop`, (observe) => {
+        const left = sim.plugins().filter((p) => p.slot.startsWith(`${NAMESPACE}/${NAME}`) && p.running);
+        observe(left.map((p) => p.node));
+        return left.length === 0;
+      });
+      const render = (logLevel: "info" | "debug") =>
+        plainPluginRevision({
+          name: BASELINE,
+          resource: BASELINE_RESOURCE,
+          devices: DEVICES,
+          idPrefix: "p",
+          logLevel,
+          maxUnavailable: MAX_UNAVAILABLE,
+          context: {
+            namespace: NAMESPACE,
+            operatorImage: "dpo:e2e",
+            pluginServiceAccount: "dpo-plugin",
+            registrationMode: "kubelet",
+          },
+        });
+      const before = render("info");
+      const after = render("debug");
+      for (const r of [before, after]) {
+        await core.createNamespacedConfigMap({ namespace: NAMESPACE, body: r.configMap });
+      }
+      await apps.createNamespacedDaemonSet({ namespace: NAMESPACE, body: before.daemonSet });
+      await everyNodeAdvertises(BASELINE_RESOURCE, DEVICES);
+
+      const workload = podStream(kc, WORKLOAD_NAMESPACE, BASELINE_RESOURCE, { ...WORKLOAD, name: "plain" });
+      let result: PodStreamResult | undefined;
+      const dsName = before.daemonSet.metadata!.name!;
+      try {
+        await rollPlainPluginTo(apps, after);
+        await waitFor(
+          `${dsName}: rolled out to every node`,
+          async (observe) => {
+            const ds = await apps.readNamespacedDaemonSet({ name: dsName, namespace: NAMESPACE });
+            observe(ds.status);
+            return (
+              (ds.status?.observedGeneration ?? 0) >= (ds.metadata?.generation ?? 1) &&
+              ds.status?.updatedNumberScheduled === NODE_COUNT &&
+              ds.status.numberAvailable === NODE_COUNT
+            );
+          },
+          { timeoutMs: 480_000, intervalMs: 500 },
+        );
+        await everyNodeAdvertises(BASELINE_RESOURCE, DEVICES);
+      } finally {
+        result = await workload.stop();
+      }
+      const all = summary(result, nodes);
+      console.log(
+        `plain RollingUpdate under the workload: ${result.created} pods, ${all.admitted} admitted, ` +
+          `${all.rejected.length} rejected (${summary(result, surgeNodes).rejected.length} on v1.37 nodes)`,
+      );
+      expect(all.admitted).toBeGreaterThan(0);
+      expect(all.rejected.length, "pods rejected at admission during the plain rollout").toBeGreaterThan(0);
+      expect(result.rejected.every((r) => r.reason === "UnexpectedAdmissionError")).toBe(true);
+      await apps.deleteNamespacedDaemonSet({ name: dsName, namespace: NAMESPACE });
+      for (const r of [before, after]) {
+        await core
+          .deleteNamespacedConfigMap({ name: r.configMap.metadata!.name!, namespace: NAMESPACE })
+          .catch(() => undefined);
+      }
+    },
+    TEST_BUDGET_MS,
+  );
 });

@@ -12,7 +12,7 @@ import { placementOfDaemonSet } from "../../src/operator/upgrade/rollout.js";
 import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
-import { allocateWorkload, configStatus, RolloutWatch } from "./upgrade-support.js";
+import { allocateWorkload, configStatusWhere, RolloutWatch } from "./upgrade-support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const NAME = uniqueName("e2e-upg");
@@ -27,23 +27,11 @@ let nodes: string[] = [];
 let sim: KubeletSimulator;
 let operator: OperatorProcess;
 
-const status = (): Promise<DevicePluginConfigStatus | undefined> => configStatus(custom, NAME);
-
-async function statusWhere(
+const statusWhere = (
   what: string,
   pred: (s: DevicePluginConfigStatus) => boolean,
-  timeoutMs = 120_000,
-): Promise<DevicePluginConfigStatus> {
-  return waitFor(
-    `${NAME}: ${what}`,
-    async (observe) => {
-      const s = await status();
-      observe(s);
-      return s !== undefined && pred(s) ? s : undefined;
-    },
-    { timeoutMs, intervalMs: 250 },
-  );
-}
+  timeoutMs?: number,
+): Promise<DevicePluginConfigStatus> => configStatusWhere(custom, NAME, what, pred, timeoutMs);
 
 beforeAll(async () => {
   nodes = injectedCluster().nodeNames;

@@ -231,7 +231,7 @@ describe("printer columns", () => {
         },
       ],
       nodes: { desired: 3, ready: 2, updated: 3, summary: "2/3" },
-      devices: { capacity: 32, allocatable: 30, unhealthy: 2, summary: "30/32" },
+      devices: { capacity: 32, allocatable: 30, unhealthy: 2, allocated: 5, summary: "30/32" },
       upgrade: {
         phase: "Progressing",
         currentRevision: "1a2b3c4d5e",
@@ -260,8 +260,10 @@ describe("printer columns", () => {
       "UPDATED",
       "READY",
       "AGE",
+      "ALLOCATED",
       "SHARING",
       "POLICY",
+      "MODE",
       "REASON",
     ]);
     const cells = row?.split(/\s+/) ?? [];
@@ -274,8 +276,10 @@ describe("printer columns", () => {
       "2",
       "1/3",
       "False",
+      "5",
       "TimeSlicing",
       "Packed",
+      "DevicePlugin",
       "UnhealthyDevices",
     ]);
   });
@@ -300,6 +304,7 @@ describe("printer columns", () => {
       registration: { state: "Registered", since: "2025-01-01T00:00:00Z" },
       advertised: 4,
       healthy: 3,
+      allocated: 2,
       devices: [{ id: "foo-0", health: "Unhealthy", since: "2025-01-01T00:00:00Z", replicas: 1 }],
       updateTime: "2025-01-01T00:00:00Z",
     };
@@ -316,16 +321,18 @@ describe("printer columns", () => {
       "REGISTRATION",
       "HEALTHY",
       "ADVERTISED",
+      "ALLOCATED",
       "VERSION",
       "AGE",
     ]);
-    expect(row?.split(/\s+/).slice(0, 7)).toEqual([
+    expect(row?.split(/\s+/).slice(0, 8)).toEqual([
       name,
       "example-foo",
       "dpo-node-0",
       "Registered",
       "3",
       "4",
+      "2",
       "0.1.0",
     ]);
   });

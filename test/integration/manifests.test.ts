@@ -130,6 +130,8 @@ describe("config/default", () => {
       [
         "ClusterRole/dpo-operator",
         "ClusterRoleBinding/dpo-operator",
+        "ClusterRole/dpo-plugin",
+        "ClusterRoleBinding/dpo-plugin",
         "CustomResourceDefinition/devicenodestates.dpo.dev",
         "CustomResourceDefinition/devicepluginconfigs.dpo.dev",
         "Deployment/dpo-operator",
@@ -146,6 +148,8 @@ describe("config/default", () => {
         "ServiceAccount/dpo-plugin",
         "ValidatingAdmissionPolicy/dpo-plugin-own-node",
         "ValidatingAdmissionPolicyBinding/dpo-plugin-own-node",
+        "ValidatingAdmissionPolicy/dpo-plugin-own-node-slices",
+        "ValidatingAdmissionPolicyBinding/dpo-plugin-own-node-slices",
       ].sort(),
     );
     const clusterScoped = new Set([
@@ -584,6 +588,14 @@ describe("config/rbac applied for real: what each ServiceAccount can do", () => 
     ["take a Lease elsewhere", ["update", "leases.coordination.k8s.io", "-n", "kube-system"], false],
     ["patch nodes", ["patch", "nodes"], false],
     ["patch node status", ["patch", "nodes", "--subresource=status"], false],
+    ["create DeviceClasses", ["create", "deviceclasses.resource.k8s.io"], true],
+    ["update DeviceClasses", ["update", "deviceclasses.resource.k8s.io"], true],
+    ["delete DeviceClasses", ["delete", "deviceclasses.resource.k8s.io"], true],
+    ["watch ResourceSlices", ["watch", "resourceslices.resource.k8s.io"], true],
+    ["delete ResourceSlices", ["delete", "resourceslices.resource.k8s.io"], true],
+    ["create ResourceSlices", ["create", "resourceslices.resource.k8s.io"], false],
+    ["update ResourceSlices", ["update", "resourceslices.resource.k8s.io"], false],
+    ["read ResourceClaims", ["get", "resourceclaims.resource.k8s.io", "-n", "default"], false],
   ])("the operator can %s: %j → %s", async (_what, args, expected) => {
     expect(
       await canI(
@@ -608,6 +620,21 @@ describe("config/rbac applied for real: what each ServiceAccount can do", () => 
     ["get secrets", ["get", "secrets", "-n", "@ns"], false],
     ["read ConfigMaps", ["get", "configmaps", "-n", "@ns"], false],
     ["list pods", ["list", "pods", "-n", "@ns"], false],
+    ["create ResourceSlices", ["create", "resourceslices.resource.k8s.io"], true],
+    ["update ResourceSlices", ["update", "resourceslices.resource.k8s.io"], true],
+    ["patch ResourceSlices", ["patch", "resourceslices.resource.k8s.io"], true],
+    ["delete ResourceSlices", ["delete", "resourceslices.resource.k8s.io"], true],
+    ["watch ResourceSlices", ["watch", "resourceslices.resource.k8s.io"], true],
+    ["deletecollection ResourceSlices", ["deletecollection", "resourceslices.resource.k8s.io"], false],
+    ["get a ResourceClaim", ["get", "resourceclaims.resource.k8s.io", "-n", "default"], true],
+    ["list ResourceClaims", ["list", "resourceclaims.resource.k8s.io", "-n", "default"], false],
+    ["update ResourceClaims", ["update", "resourceclaims.resource.k8s.io", "-n", "default"], false],
+    [
+      "update ResourceClaim status",
+      ["update", "resourceclaims.resource.k8s.io", "--subresource=status", "-n", "default"],
+      false,
+    ],
+    ["write DeviceClasses", ["create", "deviceclasses.resource.k8s.io"], false],
     [
       "write DeviceNodeStates elsewhere",
       ["patch", "devicenodestates.dpo.dev", "--subresource=status", "-n", "default"],

@@ -1,12 +1,13 @@
 // config/policy on a real API server: a plugin's pod-bound token writes its own node's DeviceNodeState and
 // no other, a token that names no node writes none, and the operator and administrators are untouched.
-import { AuthenticationV1Api, CoreV1Api, type V1Pod } from "@kubernetes/client-node";
+import { AuthenticationV1Api, CoreV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KubeApiError } from "../../src/kube/errors.js";
 import { ServerSideApplier } from "../../src/kube/apply.js";
 import { kubeRequest } from "../../src/kube/request.js";
 import { PLUGIN_FIELD_MANAGER } from "../../src/plugin-runtime/report/node-state.js";
 import { issuedToken } from "../../tools/cluster/kubeconfig.js";
+import { createBoundPlugin, PLUGIN_SA, pluginToken, refusal } from "../cluster/plugin-identity.js";
 import {
   injectedCluster,
   kubeConfigFromInjected,
@@ -16,7 +17,6 @@ import {
 } from "../cluster/helpers.js";
 import { installDpo, NAMESPACE, OPERATOR_SA } from "../e2e/support.js";
 
-const PLUGIN_SA = "dpo-plugin";
 const NODE_CLAIM = "authentication.kubernetes.io/node-name";
 const API_VERSION = "dpo.dev/v1beta1";
 const REPORTS = `/apis/dpo.dev/v1beta1/namespaces/${NAMESPACE}/devicenodestates`;
@@ -71,55 +71,14 @@ function pluginApplier(token: string): ServerSideApplier {
   return new ServerSideApplier(kubeConfigWithToken(token), { fieldManager: PLUGIN_FIELD_MANAGER });
 }
 
-/** The API server's refusal of `write`; fails the test if the write went through. */
-async function refusal(write: Promise<unknown>): Promise<KubeApiError> {
-  const outcome = await write.then(
-    () => undefined,
-    (error: unknown) => error,
-  );
-  if (!(outcome instanceof KubeApiError)) {
-    throw new Error(`expected the API server to refuse the write, got ${String(outcome)}`);
-  }
-  return outcome;
-}
-
-async function createBoundPlugin(name: string, nodeName: string): Promise<V1Pod> {
-  // Bound to the node directly, as the scheduler would; the token records the node the pod is on.
-  return core.createNamespacedPod({
-    namespace: NAMESPACE,
-    body: {
-      metadata: { name },
-      spec: {
-        nodeName,
-        serviceAccountName: PLUGIN_SA,
-        containers: [{ name: "plugin", image: "dpo:vap-test" }],
-      },
-    },
-  });
-}
-
-async function pluginToken(pod?: V1Pod): Promise<string> {
-  const answer = await core.createNamespacedServiceAccountToken({
-    name: PLUGIN_SA,
-    namespace: NAMESPACE,
-    body: {
-      spec: {
-        audiences: [],
-        expirationSeconds: 3600,
-        ...(pod && {
-          boundObjectRef: { apiVersion: "v1", kind: "Pod", name: pod.metadata?.name, uid: pod.metadata?.uid },
-        }),
-      },
-    },
-  });
-  return issuedToken(answer, PLUGIN_SA);
-}
-
 beforeAll(async () => {
   await installDpo();
-  const [a] = await Promise.all([createBoundPlugin(podA, nodeA), createBoundPlugin(podB, nodeB)]);
-  tokenA = await pluginToken(a);
-  unboundToken = await pluginToken();
+  const [a] = await Promise.all([
+    createBoundPlugin(core, NAMESPACE, podA, nodeA),
+    createBoundPlugin(core, NAMESPACE, podB, nodeB),
+  ]);
+  tokenA = await pluginToken(core, NAMESPACE, a);
+  unboundToken = await pluginToken(core, NAMESPACE);
   // Node B's report exists before any plugin writes, as if node B's own plugin had written it.
   await new ServerSideApplier(admin, { fieldManager: "vap-test-admin" }).apply(report(reportB, nodeB));
   // Admission policies reach the API server's admission chain asynchronously after they are created:

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   DevicePluginService,
+  PodResourcesListerClient,
   RegistrationClient,
   type DevicePluginOptions,
   type DevicePluginServer,
@@ -17,6 +18,7 @@ import {
 import { waitFor } from "../../tools/cluster/wait.js";
 import { SimulatedDeviceManager } from "./device-manager.js";
 import { isExtendedResourceName } from "./kubelet-rules.js";
+import { podResourcesPod, SimulatedPodResourcesServer, type PodResourcesPod } from "./pod-resources.js";
 
 const DEVICE_IDS = ["d-0", "d-1", "d-2", "d-3", "d-4", "d-5"];
 
@@ -347,4 +349,96 @@ describe("two plugins for one resource (a surge upgrade)", () => {
       }
     },
   );
+});
+
+describe("the PodResources API over the device manager's allocations", () => {
+  const RESOURCE = "example.com/podres";
+
+  function unary<Req, Res>(
+    fn: (
+      req: Req,
+      md: grpc.Metadata,
+      opts: Partial<grpc.CallOptions>,
+      cb: (e: grpc.ServiceError | null, r: Res) => void,
+    ) => unknown,
+    req: Req,
+  ): Promise<Res> {
+    return new Promise((resolve, reject) =>
+      fn(req, new grpc.Metadata(), { deadline: Date.now() + 5_000 }, (e, r) => (e ? reject(e) : resolve(r))),
+    );
+  }
+
+  it("lists each container's devices per pod, the healthy devices as allocatable, one pod by name, and forgets released pods", async () => {
+    await register(RESOURCE, { preStartRequired: false, getPreferredAllocationAvailable: false });
+    await devicesSeen(RESOURCE);
+    const pods: PodResourcesPod[] = [
+      { uid: "u1", name: "trainer", namespace: "ml", containers: ["sidecar", "main"] },
+      { uid: "u2", name: "idle", namespace: "ml", containers: ["app"] },
+    ];
+    const server = new SimulatedPodResourcesServer({
+      socketPath: join(dir, "pod-resources", "kubelet.sock"),
+      deviceManager: kubelet,
+      pods: () => pods,
+    });
+    await server.start();
+    const client = new PodResourcesListerClient(
+      `unix://${server.socketPath}`,
+      grpc.credentials.createInsecure(),
+    );
+    try {
+      const main = await kubelet.allocate(RESOURCE, 2, { owner: "u1", container: "main" });
+      const sidecar = await kubelet.allocate(RESOURCE, 1, { owner: "u1", container: "sidecar" });
+      expect(kubelet.containerDevices("u1", "main")).toEqual(new Map([[RESOURCE, main.deviceIds]]));
+
+      const list = await unary(client.list.bind(client), {});
+      const devicesOf = (pod: string, container: string) =>
+        list.podResources
+          .find((p) => p.name === pod)
+          ?.containers.find((c) => c.name === container)
+          ?.devices.flatMap((d) => d.deviceIds.map((id) => `${d.resourceName} ${id}`));
+      expect(
+        list.podResources.map((p) => `${p.namespace}/${p.name}:${p.containers.map((c) => c.name).join(",")}`),
+      ).toEqual(["ml/trainer:sidecar,main", "ml/idle:app"]);
+      expect(devicesOf("trainer", "main")).toEqual(main.deviceIds.map((id) => `${RESOURCE} ${id}`));
+      expect(devicesOf("trainer", "sidecar")).toEqual(sidecar.deviceIds.map((id) => `${RESOURCE} ${id}`));
+      expect(devicesOf("idle", "app")).toEqual([]);
+
+      // Allocatable: every healthy device, each in its own entry, allocated or not.
+      const allocatable = await unary(client.getAllocatableResources.bind(client), {});
+      expect(
+        allocatable.devices.filter((d) => d.resourceName === RESOURCE).flatMap((d) => d.deviceIds),
+      ).toEqual(DEVICE_IDS);
+
+      const one = await unary(client.get.bind(client), { podName: "trainer", podNamespace: "ml" });
+      expect(one.podResources?.containers.map((c) => c.name)).toEqual(["sidecar", "main"]);
+      const missing = await unary(client.get.bind(client), { podName: "gone", podNamespace: "ml" }).catch(
+        (e: grpc.ServiceError) => e,
+      );
+      expect(missing).toMatchObject({
+        code: grpc.status.UNKNOWN,
+        details: "pod gone in namespace ml not found",
+      });
+
+      kubelet.release("u1");
+      pods.shift();
+      const after = await unary(client.list.bind(client), {});
+      expect(after.podResources.flatMap((p) => p.containers.flatMap((c) => c.devices))).toEqual([]);
+      expect(server.calls).toEqual({ list: 2, getAllocatableResources: 1, get: 2 });
+    } finally {
+      client.close();
+      await server.stop();
+    }
+  });
+
+  it("reports restartable init containers and containers, as the kubelet's List does", () => {
+    expect(
+      podResourcesPod({
+        metadata: { uid: "u", name: "p", namespace: "n" },
+        spec: {
+          initContainers: [{ name: "setup" }, { name: "proxy", restartPolicy: "Always" }],
+          containers: [{ name: "main" }],
+        },
+      }),
+    ).toEqual({ uid: "u", name: "p", namespace: "n", containers: ["proxy", "main"] });
+  });
 });

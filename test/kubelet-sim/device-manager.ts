@@ -74,6 +74,22 @@ export interface SimulatedDeviceManagerOptions {
    * again. Off: one endpoint per socket, the newest connected one serving the resource.
    */
   oneEndpointPerResource?: boolean;
+  /**
+   * The plugin watcher's other handlers, by PluginInfo.type (the kubelet's pluginHandlers): a socket of
+   * such a type is handed to its handler instead of the device manager. A type with no handler is
+   * refused as the kubelet refuses it (`no handler registered for plugin type`).
+   */
+  pluginHandlers?: Readonly<Record<string, PluginTypeHandler>>;
+}
+
+/**
+ * A plugin watcher handler for another plugin type (the kubelet's PluginHandler): `register` validates
+ * and registers, throwing the message the watcher sends back with NotifyRegistrationStatus;
+ * `deregister` is called when the registration socket goes away.
+ */
+export interface PluginTypeHandler {
+  register(info: PluginInfo, socketPath: string): Promise<void>;
+  deregister(info: PluginInfo, socketPath: string): void;
 }
 
 /** One plugin found by the plugin watcher, for assertions. */
@@ -127,6 +143,13 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   readonly registrations: RegisterRequest[] = [];
   /** Register requests the manager refused, with the reason, for assertions. */
   readonly refused: { request: RegisterRequest; reason: string }[] = [];
+  /** Devices allocated per owner (a pod's uid), by resource: what release() gives back. */
+  private readonly owners = new Map<string, Map<string, Set<string>>>();
+  /**
+   * Devices allocated per owner and container, by resource, in allocation order: the kubelet's
+   * podDevices, which its PodResources API answers from (GetDevices(podUID, containerName)).
+   */
+  private readonly containers = new Map<string, Map<string, Map<string, string[]>>>();
   /** Every PreStartContainer call made, in order, for assertions. */
   readonly preStartCalls: { resourceName: string; deviceIds: string[] }[] = [];
   /** Every registration attempt through plugins_registry, in order (only with pluginsRegistryDir). */
@@ -181,6 +204,7 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
     await this.stopServing();
     // A restarted plugin watcher knows no socket: it finds every one in plugins_registry again.
     this.watchedSockets.clear();
+    this.otherSockets.clear();
     this.closeReplaced();
     for (const r of this.resources.values()) {
       this.disconnect(r);
@@ -221,6 +245,62 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
     await unlink(this.socketPath).catch(() => undefined);
   }
 
+  /**
+   * Whether the kubelet treats `resourceName` as a device-plugin resource (isDevicePluginResource):
+   * one a plugin registered, or one it still has devices allocated from.
+   */
+  isDevicePluginResource(resourceName: string): boolean {
+    return (
+      this.resources.has(resourceName) || [...this.owners.values()].some((held) => held.has(resourceName))
+    );
+  }
+
+  /**
+   * Gives back every device allocated for `owner` (a pod), as the kubelet does when the pod is no
+   * longer active (UpdateAllocatedDevices). Devices allocated without an owner stay allocated.
+   */
+  release(owner: string): void {
+    this.containers.delete(owner);
+    const held = this.owners.get(owner);
+    if (held === undefined) return;
+    this.owners.delete(owner);
+    for (const [resourceName, ids] of held) {
+      const r = this.resources.get(resourceName);
+      if (r !== undefined) for (const id of ids) r.allocated.delete(id);
+    }
+  }
+
+  /** Devices allocated to `owner`, by resource. */
+  allocatedTo(owner: string): Map<string, string[]> {
+    return new Map([...(this.owners.get(owner) ?? [])].map(([resource, ids]) => [resource, [...ids]]));
+  }
+
+  /** Devices allocated to one container of `owner`, by resource (the kubelet's GetDevices). */
+  containerDevices(owner: string, container: string): Map<string, string[]> {
+    return new Map(
+      [...(this.containers.get(owner)?.get(container) ?? [])].map(([resource, ids]) => [resource, [...ids]]),
+    );
+  }
+
+  /**
+   * Every healthy device of every resource whose plugin is connected, with its NUMA nodes: what the
+   * kubelet's GetAllocatableDevices answers (allDevices filtered by healthyDevices).
+   */
+  allocatableDevices(): { resourceName: string; device: Device }[] {
+    return [...this.resources.values()].flatMap((r) =>
+      r.connected
+        ? r.devices
+            .filter((d) => d.health === "Healthy")
+            .map((device) => ({ resourceName: r.resourceName, device }))
+        : [],
+    );
+  }
+
+  /** The device `id` of `resourceName` as its plugin last listed it (for its NUMA nodes). */
+  device(resourceName: string, id: string): Device | undefined {
+    return this.resources.get(resourceName)?.devices.find((d) => d.ID === id);
+  }
+
   /** Capacity counts every device, allocatable only the healthy ones (0 while disconnected). */
   capacity(resourceName: string): { capacity: number; allocatable: number } | undefined {
     const r = this.resources.get(resourceName);
@@ -241,11 +321,18 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   async allocate(
     resourceName: string,
     count: number,
-    options: { reuse?: readonly string[] } = {},
+    options: { reuse?: readonly string[]; owner?: string; container?: string } = {},
   ): Promise<{ deviceIds: string[]; response: AllocateResponse }> {
     const r = this.resources.get(resourceName);
-    if (!r?.connected) throw new Error(`resource ${resourceName} is not registered`);
-    const healthy = new Set(r.devices.filter((d) => d.health === "Healthy").map((d) => d.ID));
+    // The kubelet's own errors (devicesToAllocate), which pod admission turns into UnexpectedAdmissionError.
+    if (r === undefined) throw new Error(`cannot allocate unregistered device ${resourceName}`);
+    // A plugin whose stream ended has every device marked unhealthy until it registers again.
+    const healthy = new Set(
+      r.connected ? r.devices.filter((d) => d.health === "Healthy").map((d) => d.ID) : [],
+    );
+    if (healthy.size === 0) {
+      throw new Error(`no healthy devices present; cannot allocate unhealthy devices ${resourceName}`);
+    }
     const reuse = options.reuse ?? [];
     const notReusable = reuse.filter((id) => !r.allocated.has(id) || !healthy.has(id));
     if (notReusable.length > 0) {
@@ -292,6 +379,20 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
       10_000,
     );
     for (const id of chosen) r.allocated.add(id);
+    if (options.owner !== undefined) {
+      const held = this.owners.get(options.owner) ?? new Map<string, Set<string>>();
+      this.owners.set(options.owner, held);
+      const ids = held.get(resourceName) ?? new Set<string>();
+      held.set(resourceName, ids);
+      for (const id of chosen) ids.add(id);
+      if (options.container !== undefined) {
+        const byContainer = this.containers.get(options.owner) ?? new Map<string, Map<string, string[]>>();
+        this.containers.set(options.owner, byContainer);
+        const resources = byContainer.get(options.container) ?? new Map<string, string[]>();
+        byContainer.set(options.container, resources);
+        resources.set(resourceName, [...(resources.get(resourceName) ?? []), ...chosen]);
+      }
+    }
     if (r.options.preStartRequired) {
       this.preStartCalls.push({ resourceName, deviceIds: [...chosen] });
       await promisify(
@@ -433,10 +534,20 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
         this.disconnect(resource);
       this.watcherEndpoints.delete(path);
     }
+    for (const [path, other] of this.otherSockets) {
+      if (present.has(path)) continue;
+      this.otherSockets.delete(path);
+      other.handler.deregister(other.info, path);
+    }
     for (const path of present) {
       if (this.server === undefined) return;
       // A socket whose registration failed is tried again on the next pass, as the kubelet retries.
-      if (this.watchedSockets.get(path) !== undefined || this.watcherAttempts.has(path)) continue;
+      if (
+        this.watchedSockets.get(path) !== undefined ||
+        this.otherSockets.has(path) ||
+        this.watcherAttempts.has(path)
+      )
+        continue;
       // Attempts run side by side: one plugin that is slow to answer must not hold up the others.
       const attempt = this.registerThroughWatcher(path)
         .catch(() => undefined)
@@ -449,6 +560,8 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   private readonly watcherAttempts = new Map<string, Promise<void>>();
 
   private readonly watcherEndpoints = new Map<string, string>();
+  /** Registration sockets registered with another type's handler. */
+  private readonly otherSockets = new Map<string, { info: PluginInfo; handler: PluginTypeHandler }>();
 
   private async registerThroughWatcher(socketPath: string): Promise<void> {
     const client = new PluginRegistrationClient(
@@ -474,8 +587,11 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
         return;
       }
       attempt.info = info;
+      if (info.type !== DEVICE_PLUGIN_TYPE) {
+        await this.registerOtherType(client, info, socketPath, attempt);
+        return;
+      }
       try {
-        if (info.type !== DEVICE_PLUGIN_TYPE) throw new Error(`plugin type ${info.type} is not handled here`);
         if (!kubeletSpeaksAny(info.supportedVersions)) {
           throw new Error(
             `manager version, ${KUBELET_DEVICE_PLUGIN_VERSIONS.join(",")}, is not among plugin supported versions [${info.supportedVersions.join(" ")}]`,
@@ -504,6 +620,35 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
     } finally {
       client.close();
     }
+  }
+
+  /** The plugin watcher's part for a socket of another type: its handler, or the kubelet's refusal. */
+  private async registerOtherType(
+    client: PluginRegistrationClient,
+    info: PluginInfo,
+    socketPath: string,
+    attempt: WatcherRegistration,
+  ): Promise<void> {
+    const handler = this.opts.pluginHandlers?.[info.type];
+    try {
+      if (handler === undefined) {
+        throw new Error(
+          `RegisterPlugin error -- no handler registered for plugin type: ${info.type} at socket ${socketPath}`,
+        );
+      }
+      await handler.register(info, socketPath);
+      this.otherSockets.set(socketPath, { info, handler });
+      attempt.registered = true;
+    } catch (err) {
+      this.watchedSockets.set(socketPath, undefined);
+      attempt.error = (err as Error).message;
+    }
+    this.watcherRegistrations.push(attempt);
+    await promisify(
+      client.notifyRegistrationStatus.bind(client),
+      { pluginRegistered: attempt.registered, error: attempt.error },
+      WATCHER_NOTIFY_TIMEOUT_MS,
+    ).catch(() => undefined);
   }
 
   /** The stream is gone: every device is unhealthy until the plugin registers again or the grace period ends. */

@@ -12,6 +12,7 @@ import {
   setHeaderOptions,
   type KubernetesObject,
   type V1Pod,
+  type V1PodSpec,
 } from "@kubernetes/client-node";
 import { existsSync } from "node:fs";
 import { mkdir, rename, writeFile } from "node:fs/promises";
@@ -39,6 +40,8 @@ import {
   waitFor,
   installCrds,
 } from "../cluster/helpers.js";
+import { createInformer } from "../../src/kube/informer.js";
+import { PODS } from "../../src/kube/resources.js";
 import { KubeletSimulator, pluginSockets, type PluginProcessInfo } from "./node-simulator.js";
 
 const repoRoot = join(import.meta.dirname, "..", "..");
@@ -186,6 +189,61 @@ async function ensurePluginsServing(): Promise<void> {
     });
     await waitForAdvertised(n, { capacity: String(DEVICES), allocatable: String(DEVICES) });
   }
+}
+
+/** A pod of one container asking for `count` devices of the test's resource; `placement` adds to its spec. */
+function workloadPod(name: string, count: number, placement: Partial<V1PodSpec> = {}): V1Pod {
+  return {
+    metadata: { name },
+    spec: {
+      ...placement,
+      containers: [
+        {
+          name: "work",
+          image: "registry.example/workload:1",
+          resources: { limits: { [resource]: String(count) } },
+        },
+      ],
+    },
+  };
+}
+
+/** The plugin pod of the main config on `nodeName` that is not being deleted. */
+async function podOn(nodeName: string): Promise<V1Pod> {
+  const pods = await core.listNamespacedPod({
+    namespace,
+    labelSelector: `${LABEL_CONFIG}=${configLabelValue(configName)}`,
+  });
+  const pod = pods.items.find((p) => p.spec?.nodeName === nodeName && p.metadata?.deletionTimestamp == null);
+  if (pod === undefined) throw new Error(`no plugin pod on ${nodeName}`);
+  return pod;
+}
+
+/** Waits for the kubelet's rejection of `pod`: phase Failed, the reason and message, and a Warning Event. */
+async function expectRejected(pod: V1Pod, message: string): Promise<void> {
+  const name = pod.metadata!.name!;
+  const status = await waitFor(`${name} to be rejected at admission`, async (observe) => {
+    const current = await core.readNamespacedPod({ name, namespace });
+    observe(current.status);
+    return current.status?.phase === "Failed" && current.status;
+  });
+  expect({ reason: status.reason, message: status.message }).toEqual({
+    reason: "UnexpectedAdmissionError",
+    message,
+  });
+  // Events are recorded asynchronously, as the kubelet's recorder does: waited for, not read at once.
+  await waitFor(`a Warning Event from the kubelet for ${name}`, async (observe) => {
+    const events = await core.listNamespacedEvent({
+      namespace,
+      fieldSelector: `involvedObject.uid=${pod.metadata!.uid}`,
+    });
+    const seen = events.items.map((e) => [e.type, e.reason, e.source?.component]);
+    observe(seen);
+    return seen.some(
+      ([type, reason, component]) =>
+        type === "Warning" && reason === "UnexpectedAdmissionError" && component === "kubelet",
+    );
+  });
 }
 
 function isAlive(pid: number): boolean {
@@ -422,6 +480,133 @@ describe("kubelet simulator with the dpo plugin runtime", () => {
 
     simulator().restartPlugin(crashed, slot);
     await waitForAdvertised(crashed, { capacity: String(DEVICES), allocatable: String(DEVICES) });
+  });
+
+  it("a plugin pod is Running only once its process started, Ready only once the plugin registered, and not Ready while its process is down", async () => {
+    const n = node(1);
+    const dm = simulator().deviceManager(n);
+    const started = new Map<string, number>();
+    const registeredAt: number[] = [];
+    const onStarted = (p: PluginProcessInfo): void => {
+      if (p.node === n && ofSlot(p, slot)) started.set(p.podUid, performance.now());
+    };
+    const onRegistered = (r: { resourceName: string }): void => {
+      if (r.resourceName === resource) registeredAt.push(performance.now());
+    };
+    simulator().on("pluginStarted", onStarted);
+    dm.on("registered", onRegistered);
+    /** Every status of the node's plugin pods as the API sent it, with when it arrived. */
+    const seen: { uid: string; at: number; phase?: string; ready: boolean }[] = [];
+    const record = (pod: V1Pod): void => {
+      if (pod.spec?.nodeName !== n) return;
+      seen.push({
+        uid: pod.metadata?.uid ?? "",
+        at: performance.now(),
+        phase: pod.status?.phase,
+        ready: (pod.status?.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True"),
+      });
+    };
+    const informer = createInformer<V1Pod>(kubeconfig, {
+      resource: PODS,
+      namespace,
+      labelSelector: `${LABEL_CONFIG}=${configLabelValue(configName)}`,
+    });
+    informer.onAdd(record);
+    informer.onUpdate((_, pod) => record(pod));
+    informer.start();
+    try {
+      await informer.waitForSync();
+      const old = (await waitForPluginsOfCurrentPods()).get(n)!;
+      await core.deleteNamespacedPod({ name: old.pod.split("/")[1]!, namespace });
+      const replacement = await waitFor(`a new plugin pod on ${n} to be Ready`, (observe) => {
+        const fresh = seen.filter((e) => e.uid !== old.podUid);
+        observe(fresh);
+        return fresh.find((e) => e.ready)?.uid;
+      });
+      const events = seen.filter((e) => e.uid === replacement);
+      const firstRunning = events.find((e) => e.phase === "Running");
+      const firstReady = events.find((e) => e.ready);
+      const startedAt = started.get(replacement);
+      expect(startedAt, "the new pod's process started").toBeDefined();
+      expect(events[0]?.phase, "the pod as the DaemonSet controller created it").not.toBe("Running");
+      expect(firstRunning!.at).toBeGreaterThanOrEqual(startedAt!);
+      expect(registeredAt.some((t) => t >= startedAt! && t <= firstReady!.at)).toBe(true);
+
+      // A crash: the container is down, the pod stays Running but not Ready; a restart makes it Ready.
+      await simulator().killPlugin(n, "SIGKILL", slot);
+      await waitFor(`the plugin pod on ${n} to be not Ready`, async (observe) => {
+        const pod = await core.readNamespacedPod({ name: (await podOn(n)).metadata!.name!, namespace });
+        observe(pod.status);
+        return (
+          pod.status?.phase === "Running" &&
+          pod.status.conditions?.some((c) => c.type === "Ready" && c.status === "False") &&
+          pod.status.containerStatuses?.[0]?.state?.terminated?.exitCode === 137
+        );
+      });
+      simulator().restartPlugin(n, slot);
+      await waitFor(`the plugin pod on ${n} to be Ready again`, async (observe) => {
+        const pod = await core.readNamespacedPod({ name: (await podOn(n)).metadata!.name!, namespace });
+        observe(pod.status);
+        return pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
+      });
+    } finally {
+      simulator().off("pluginStarted", onStarted);
+      dm.off("registered", onRegistered);
+      await informer.stop();
+    }
+  });
+
+  it("admits a pod that asks for devices through Allocate; it runs with the plugin's devices and env, and they go back when it goes", async () => {
+    const n = node(1);
+    const dm = simulator().deviceManager(n);
+    const pod = await core.createNamespacedPod({
+      namespace,
+      body: workloadPod(uniqueName("ks-workload"), 2, { nodeSelector: { [NODE_INDEX_LABEL]: "1" } }),
+    });
+    const uid = pod.metadata!.uid!;
+    await waitFor(`the workload pod to run on ${n}`, async (observe) => {
+      const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
+      observe(current.status);
+      return current.spec?.nodeName === n && current.status?.phase === "Running";
+    });
+    const admitted = simulator()
+      .admittedPods(n)
+      .find((p) => p.uid === uid);
+    const devices = admitted?.containers[0]?.devices[resource] ?? [];
+    expect(devices).toHaveLength(2);
+    expect(admitted?.containers[0]?.env[MOCK_DEVICE_IDS_ENV]?.split(",").sort()).toEqual([...devices].sort());
+    for (const id of devices) expect(dm.resources.get(resource)?.allocated.has(id)).toBe(true);
+
+    await core.deleteNamespacedPod({ name: pod.metadata!.name!, namespace });
+    await waitFor(`the devices of the workload pod on ${n} to go back`, (observe) => {
+      observe([...(dm.resources.get(resource)?.allocated ?? [])]);
+      return devices.every((id) => !dm.resources.get(resource)?.allocated.has(id));
+    });
+  });
+
+  it("rejects a pod with UnexpectedAdmissionError when the node has too few healthy devices, as the kubelet does", async () => {
+    const n = node(2);
+    // Bound by name, past the scheduler (which would not place it): the kubelet still checks.
+    const tooMany = await core.createNamespacedPod({
+      namespace,
+      body: workloadPod(uniqueName("ks-too-many"), DEVICES + 1, { nodeName: n }),
+    });
+    await expectRejected(
+      tooMany,
+      `Pod was rejected: Allocate failed due to requested number of devices unavailable for ${resource}. ` +
+        `Requested: ${DEVICES + 1}, Available: ${DEVICES}, which is unexpected`,
+    );
+
+    // A plugin that is down leaves no healthy device (kubernetes #109595).
+    await simulator().killPlugin(n, "SIGKILL", slot);
+    const whileDown = await core.createNamespacedPod({
+      namespace,
+      body: workloadPod(uniqueName("ks-plugin-down"), 1, { nodeName: n }),
+    });
+    await expectRejected(
+      whileDown,
+      `Pod was rejected: Allocate failed due to no healthy devices present; cannot allocate unhealthy devices ${resource}, which is unexpected`,
+    );
   });
 
   it("a second config on one node registers through the plugin watcher, next to the first", async () => {

@@ -42,14 +42,26 @@ export class NodeStatusWriter {
   private loop: Promise<void> | undefined;
   private dirty = false;
   private readonly abort = new AbortController();
+  private readonly skipTicks = new AbortController();
   /** Patches sent, for tests of the coalescing. */
   patches = 0;
 
+  /** When the kubelet's status-sync ticks fall: `phase + k * syncIntervalMs`. */
+  private readonly phase: number;
+
+  /**
+   * `syncIntervalMs`: the kubelet writes device-plugin counts only on its periodic node-status sync
+   * (`nodeStatusUpdateFrequency`, 10 s by default; nothing triggers an earlier write when a plugin
+   * registers or goes), so a change reaches the API at the next tick. 0 writes at once.
+   */
   constructor(
     private readonly kc: KubeConfig,
     readonly node: string,
     private readonly log: Logger,
-  ) {}
+    private readonly syncIntervalMs = 0,
+  ) {
+    this.phase = Date.now() - Math.random() * syncIntervalMs;
+  }
 
   /** Records the latest counts of `resource` and makes sure a patch carrying them goes out. */
   set(resource: string, value: AdvertisedResource): void {
@@ -65,6 +77,11 @@ export class NodeStatusWriter {
   /** Resolves once the node status carries the latest counts (or the writer was closed). */
   async settled(): Promise<void> {
     while (this.loop !== undefined) await this.loop;
+  }
+
+  /** From now on writes go out at once, without waiting for a sync tick (the simulator stopping). */
+  writeImmediately(): void {
+    this.skipTicks.abort();
   }
 
   /** Stops retrying; a patch in flight still completes. */
@@ -86,6 +103,13 @@ export class NodeStatusWriter {
   private async run(): Promise<void> {
     let retryMs = RETRY_INITIAL_MS;
     do {
+      if (this.syncIntervalMs > 0 && !this.skipTicks.signal.aborted) {
+        const now = Date.now();
+        const next = this.phase + Math.ceil((now - this.phase) / this.syncIntervalMs) * this.syncIntervalMs;
+        await delay(next - now, undefined, {
+          signal: AbortSignal.any([this.abort.signal, this.skipTicks.signal]),
+        }).catch(() => undefined);
+      }
       this.dirty = false;
       if (this.abort.signal.aborted) return;
       const snapshot = new Map(this.desired);

@@ -1,6 +1,8 @@
 // The kubelet simulator's pure decisions: which pod runs, with which args, env and config, and the node
 // status patch that moves a Node to the latest counts.
 import type { V1Container, V1Pod } from "@kubernetes/client-node";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { validateDevicePluginConfig } from "../../src/api/validate.js";
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
@@ -8,11 +10,13 @@ import { nodeResourcePatch, type AdvertisedResource } from "./node-status.js";
 import {
   configMapFileAt,
   desiredPluginPods,
+  imageNodeFlags,
   expandVariableReferences,
   mapBackendHostPaths,
   resolveContainerEnv,
   rewritePluginArgs,
   simulatedPluginConfigText,
+  simulatedPluginEnv,
 } from "./plugin-pod.js";
 
 const paths = { configFile: "/sim/config.yaml", devicePluginDir: "/sim/dp", pluginsRegistryDir: "/sim/reg" };
@@ -96,6 +100,46 @@ describe("rewritePluginArgs with a node CDI directory", () => {
       ...defaultsAdded,
     ]);
     expect(rewritePluginArgs(["plugin"], withCdi)).toContain("/sim/cdi");
+  });
+});
+
+describe("the PodResources socket and the metrics address", () => {
+  const withNode = {
+    ...paths,
+    podResourcesSocket: "/sim/pod-resources/kubelet.sock",
+    healthAddr: "127.0.0.1:4242",
+    metricsAddr: "127.0.0.1:4242",
+  };
+
+  it("replaces --pod-resources-socket where the pod names it, in either form", () => {
+    expect(
+      rewritePluginArgs(
+        ["plugin", "--pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock"],
+        withNode,
+      ),
+    ).toEqual(expect.arrayContaining(["--pod-resources-socket", "/sim/pod-resources/kubelet.sock"]));
+    expect(rewritePluginArgs(["plugin", "--pod-resources-socket=/x.sock"], withNode)).toContain(
+      "--pod-resources-socket=/sim/pod-resources/kubelet.sock",
+    );
+  });
+
+  it("never adds it (an older build would refuse the flag) but passes it in the flag's environment variable", () => {
+    const args = rewritePluginArgs(["plugin", "--config", "/etc/dpo/config.yaml"], withNode);
+    expect(args.some((a) => a.startsWith("--pod-resources-socket"))).toBe(false);
+    expect(simulatedPluginEnv(withNode)).toEqual({
+      DPO_POD_RESOURCES_SOCKET: "/sim/pod-resources/kubelet.sock",
+    });
+    expect(simulatedPluginEnv(paths)).toEqual({});
+  });
+
+  it("serves /metrics on the probe port when asked, and turns metrics off otherwise", () => {
+    const args = rewritePluginArgs(["plugin", "--metrics-addr", ":8080"], withNode);
+    expect(args).toEqual(
+      expect.arrayContaining(["--metrics-addr", "127.0.0.1:4242", "--health-addr", "127.0.0.1:4242"]),
+    );
+    expect(rewritePluginArgs(["plugin", "--metrics-addr", ":8080"], paths)).toEqual(
+      expect.arrayContaining(["--metrics-addr", "0"]),
+    );
   });
 });
 
@@ -194,13 +238,20 @@ describe("desiredPluginPods", () => {
       want: { "ns/foo": "new" },
     },
     {
-      name: "pods of other nodes, terminating pods and pods not Running do not count",
+      name: "pods of other nodes, terminating pods and finished pods do not count",
       pods: [
         podOf("elsewhere", "n2", "2024-01-01T00:00:00Z"),
         podOf("going", "n1", "2024-01-01T00:00:00Z", { deletionTimestamp: new Date("2024-01-01T00:02:00Z") }),
-        { ...podOf("pending", "n1", "2024-01-01T00:00:00Z"), status: { phase: "Pending" } },
+        { ...podOf("failed", "n1", "2024-01-01T00:00:00Z"), status: { phase: "Failed" } },
+        { ...podOf("done", "n1", "2024-01-01T00:00:00Z"), status: { phase: "Succeeded" } },
       ],
       want: {},
+    },
+    {
+      // The kubelet starts the containers of a pod bound to it; the pod is Running only after that.
+      name: "a Pending pod bound to the node is started",
+      pods: [{ ...podOf("pending", "n1", "2024-01-01T00:00:00Z"), status: { phase: "Pending" } }],
+      want: { "ns/foo": "pending" },
     },
     {
       name: "one slot per config",
@@ -296,5 +347,20 @@ describe("nodeResourcePatch", () => {
     },
   ])("$name", ({ written, desired, want }) => {
     expect(nodeResourcePatch(new Map(written), new Map(desired))).toEqual(want);
+  });
+});
+
+describe("imageNodeFlags", () => {
+  it("reads the Node.js flags of this repository's image from its Dockerfile", () => {
+    const dockerfile = readFileSync(join(import.meta.dirname, "..", "..", "Dockerfile"), "utf8");
+    expect(imageNodeFlags(dockerfile)).toEqual(["--max-semi-space-size=1", "--lite-mode"]);
+  });
+
+  it.each([
+    { name: "no ENTRYPOINT", text: 'FROM node\nCMD ["x"]', want: [] },
+    { name: "not node", text: 'ENTRYPOINT ["/bin/dpo", "--lite-mode"]', want: [] },
+    { name: "no flags", text: 'ENTRYPOINT ["node", "/app/dist/dpo.js"]', want: [] },
+  ])("$name: $want", ({ text, want }) => {
+    expect(imageNodeFlags(text)).toEqual(want);
   });
 });

@@ -12,17 +12,43 @@ export interface PluginProcessPaths {
   configFile: string;
   devicePluginDir: string;
   pluginsRegistryDir: string;
+  /** The node's DRA plugins directory (/var/lib/kubelet/plugins): passed only through the environment. */
+  draPluginsDir?: string;
   /** The node's CDI directory; the host's default is kept (and added) only when given. */
   cdiDir?: string;
+  /** Where the plugin serves its probes; a free loopback port by default (no probing possible then). */
+  healthAddr?: string;
+  /** Where the plugin serves /metrics; off by default. The same address as healthAddr: one listener. */
+  metricsAddr?: string;
+  /** The node's PodResources socket (the kubelet's pod-resources/kubelet.sock). */
+  podResourcesSocket?: string;
 }
 
 /** Every host-network plugin on this machine shares one loopback: metrics off, probes on a free port. */
 export const SIMULATED_METRICS_ADDR = "0";
 export const SIMULATED_HEALTH_ADDR = "127.0.0.1:0";
 
-/** True while the kubelet would keep the pod's containers running. */
-export function isRunningPod(pod: V1Pod): boolean {
-  return pod.status?.phase === "Running" && pod.metadata?.deletionTimestamp == null;
+/**
+ * Flags of newer builds than some the simulator runs (a build from git history, in the upgrade tests):
+ * replaced where the pod's args name them, never added, because a build that does not know a flag
+ * refuses to start. The value reaches the process through the flag's environment variable instead,
+ * which every build that knows the flag reads when the flag is absent, and older builds ignore.
+ */
+const FLAG_ENV: ReadonlyMap<string, string> = new Map([
+  ["pod-resources-socket", "DPO_POD_RESOURCES_SOCKET"],
+  ["dra-plugins-dir", "DPO_DRA_PLUGINS_DIR"],
+]);
+
+/**
+ * True while the kubelet would run the pod's containers: bound here, not being deleted, not finished.
+ * A Pending pod counts: the kubelet starts its containers, and only then is the pod Running.
+ */
+export function isActivePod(pod: V1Pod): boolean {
+  return (
+    pod.metadata?.deletionTimestamp == null &&
+    pod.status?.phase !== "Failed" &&
+    pod.status?.phase !== "Succeeded"
+  );
 }
 
 /**
@@ -39,7 +65,7 @@ export function pluginSlot(pod: V1Pod): string {
   return revision === undefined ? `${namespace}/${config}` : `${namespace}/${config}/${revision}`;
 }
 
-function creationTime(pod: V1Pod): number {
+export function creationTime(pod: V1Pod): number {
   const created = pod.metadata?.creationTimestamp;
   return created === undefined ? 0 : new Date(created).getTime();
 }
@@ -48,7 +74,7 @@ function creationTime(pod: V1Pod): number {
 export function desiredPluginPods(pods: readonly V1Pod[], node: string): Map<string, V1Pod> {
   const desired = new Map<string, V1Pod>();
   for (const pod of pods) {
-    if (pod.spec?.nodeName !== node || !isRunningPod(pod)) continue;
+    if (pod.spec?.nodeName !== node || !isActivePod(pod)) continue;
     const slot = pluginSlot(pod);
     const current = desired.get(slot);
     const newer =
@@ -129,15 +155,31 @@ function replacements(paths: PluginProcessPaths): Map<string, string> {
     ["device-plugin-dir", paths.devicePluginDir],
     ["plugins-registry-dir", paths.pluginsRegistryDir],
     ...(paths.cdiDir !== undefined ? [["cdi-dir", paths.cdiDir] as const] : []),
-    ["metrics-addr", SIMULATED_METRICS_ADDR],
-    ["health-addr", SIMULATED_HEALTH_ADDR],
+    ["metrics-addr", paths.metricsAddr ?? SIMULATED_METRICS_ADDR],
+    ["health-addr", paths.healthAddr ?? SIMULATED_HEALTH_ADDR],
+    ...(paths.podResourcesSocket !== undefined
+      ? [["pod-resources-socket", paths.podResourcesSocket] as const]
+      : []),
+    ...(paths.draPluginsDir !== undefined ? [["dra-plugins-dir", paths.draPluginsDir] as const] : []),
   ]);
+}
+
+/** The environment that carries the flags a build may not know (see FLAG_ENV) to the plugin process. */
+export function simulatedPluginEnv(paths: PluginProcessPaths): Record<string, string> {
+  const values = replacements(paths);
+  const env: Record<string, string> = {};
+  for (const [flag, name] of FLAG_ENV) {
+    const value = values.get(flag);
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
 }
 
 /**
  * The container args with the node-specific flags pointed at the simulated node (both `--flag value`
  * and `--flag=value`); flags the pod leaves to their defaults are added, because the defaults are the
- * real host's paths and ports.
+ * real host's paths and ports, except those of newer builds only (FLAG_ENV), which simulatedPluginEnv
+ * passes instead.
  */
 export function rewritePluginArgs(args: readonly string[], paths: PluginProcessPaths): string[] {
   const wanted = replacements(paths);
@@ -161,7 +203,7 @@ export function rewritePluginArgs(args: readonly string[], paths: PluginProcessP
     }
   }
   for (const [flag, value] of wanted) {
-    if (!seen.has(flag)) out.push(`--${flag}`, value);
+    if (!seen.has(flag) && !FLAG_ENV.has(flag)) out.push(`--${flag}`, value);
   }
   return out;
 }
@@ -248,4 +290,18 @@ export function simulatedPluginConfigText(text: string, hostPath: (path: string)
   set("pci", "sysfsRoot", mapped.pci?.sysfsRoot);
   set("pci", "devRoot", mapped.pci?.devRoot);
   return stringify(raw, { sortMapEntries: true });
+}
+
+/**
+ * The Node.js flags a Dockerfile's exec-form ENTRYPOINT starts `dist/dpo.js` with (for this
+ * repository's image: `["node", "--max-semi-space-size=1", "--lite-mode", "/app/dist/dpo.js"]`), so the
+ * simulator runs a plugin with the same V8 settings as its image. Empty when there is no such line.
+ */
+export function imageNodeFlags(dockerfile: string): string[] {
+  const line = /^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile)?.[1];
+  if (line === undefined) return [];
+  const words = JSON.parse(line) as unknown;
+  if (!Array.isArray(words) || words[0] !== "node") return [];
+  const script = words.findIndex((w) => typeof w === "string" && w.endsWith("dpo.js"));
+  return (script > 0 ? words.slice(1, script) : []).filter((w): w is string => typeof w === "string");
 }

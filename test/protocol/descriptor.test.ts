@@ -9,21 +9,37 @@ import {
   DEVICE_PLUGIN_TYPE,
   DEVICE_UNHEALTHY,
   DevicePluginClient,
+  DRA_PLUGIN_TYPE,
+  DRA_SUPPORTED_SERVICES,
+  DRA_V1_SERVICE,
+  DRA_V1BETA1_SERVICE,
+  draV1,
+  draV1beta1,
   DevicePluginService,
   KUBELET_API_VERSION,
   KUBELET_SOCKET_NAME,
   PluginRegistrationClient,
   PluginRegistrationService,
+  POD_RESOURCES_DIR,
+  POD_RESOURCES_SOCKET_NAME,
+  PodResourcesListerClient,
+  PodResourcesListerService,
   PRE_START_CONTAINER_TIMEOUT_MS,
   RegistrationClient,
   RegistrationService,
   SUPPORTED_KUBELET_API_VERSIONS,
 } from "../../src/plugin-runtime/proto/index.js";
 import {
+  isGogoOption,
   KUBELET_MODULE,
   KUBELET_MODULE_VERSION,
+  KUBERNETES_MODULE,
+  kubernetesVersionOf,
+  locateKubeletDraSources,
+  locateKubeletPodResourcesSources,
   locateUpstreamProtoFiles,
   OUR_PROTO_FILES,
+  readProtoWithoutGogoImport,
   type UpstreamProtoFiles,
 } from "../../tools/proto/upstream.js";
 
@@ -38,8 +54,12 @@ function describeContract(root: protobuf.Root): Map<string, string> {
   const entries = new Map<string, string>();
   const nameOf = (object: protobuf.ReflectionObject): string => object.fullName.replace(/^\./, "");
   // Options change the wire only through explicit settings such as [packed = false]; print them when set.
+  // gogoproto options (upstream DRA files still carry them) name Go fields and methods, nothing on the
+  // wire, and our files leave them out.
   const optionsOf = (options: Record<string, unknown> | undefined): string => {
-    const sorted = Object.entries(options ?? {}).sort(([a], [b]) => a.localeCompare(b));
+    const sorted = Object.entries(options ?? {})
+      .filter(([name]) => !isGogoOption(name))
+      .sort(([a], [b]) => a.localeCompare(b));
     return sorted.length === 0 ? "" : ` options=${JSON.stringify(Object.fromEntries(sorted))}`;
   };
 
@@ -114,9 +134,11 @@ function diffContracts(upstream: Map<string, string>, ours: Map<string, string>)
   return lines;
 }
 
-// keepCase: protobufjs would otherwise camel-case field names and hide a renamed field.
-const loadProtoFile = (file: string): protobuf.Root => new protobuf.Root().loadSync(file, { keepCase: true });
-const parseProtoText = (text: string): protobuf.Root => protobuf.parse(text, { keepCase: true }).root;
+// keepCase: protobufjs would otherwise camel-case field names and hide a renamed field. None of these
+// files imports anything but gogo.proto, which is not needed to read the wire contract.
+const parseProtoText = (text: string, root = new protobuf.Root()): protobuf.Root =>
+  protobuf.parse(text, root, { keepCase: true }).root;
+const loadProtoFile = (file: string): protobuf.Root => parseProtoText(readProtoWithoutGogoImport(file));
 
 let upstream: UpstreamProtoFiles;
 
@@ -134,6 +156,21 @@ const contractFiles = [
     name: "pluginregistration/v1",
     ours: OUR_PROTO_FILES.pluginRegistration,
     upstreamOf: (u: UpstreamProtoFiles) => u.pluginRegistration,
+  },
+  {
+    name: "podresources/v1",
+    ours: OUR_PROTO_FILES.podResources,
+    upstreamOf: (u: UpstreamProtoFiles) => u.podResources,
+  },
+  {
+    name: "dra/v1",
+    ours: OUR_PROTO_FILES.draV1,
+    upstreamOf: (u: UpstreamProtoFiles) => u.draV1,
+  },
+  {
+    name: "dra/v1beta1",
+    ours: OUR_PROTO_FILES.draV1beta1,
+    upstreamOf: (u: UpstreamProtoFiles) => u.draV1beta1,
   },
 ] as const;
 
@@ -158,6 +195,39 @@ describe(`.proto files match ${KUBELET_MODULE}@${KUBELET_MODULE_VERSION}`, () =>
     expect(
       contract.get("message v1beta1.ContainerPreferredAllocationRequest field available_deviceIDs"),
     ).toMatch(/^number=1 type=string label=repeated/);
+  });
+
+  it("covers the PodResources elements the plugin's monitor reads", () => {
+    const contract = describeContract(loadProtoFile(upstream.podResources));
+    expect(contract.get("service v1.PodResourcesLister method List")).toBe(
+      "request=v1.ListPodResourcesRequest response=v1.ListPodResourcesResponse clientStreaming=false serverStreaming=false",
+    );
+    expect(contract.get("message v1.ContainerDevices field device_ids")).toMatch(
+      /^number=2 type=string label=repeated/,
+    );
+    expect(contract.get("message v1.ContainerResources field devices")).toMatch(
+      /^number=2 type=v1.ContainerDevices label=repeated/,
+    );
+    // Field 1 of DynamicResource was removed upstream; the next fields keep their numbers.
+    expect(contract.get("message v1.DynamicResource field claim_name")).toMatch(/^number=2 /);
+  });
+
+  it.each([
+    { file: (u: UpstreamProtoFiles) => u.draV1, pkg: "k8s.io.kubelet.pkg.apis.dra.v1" },
+    { file: (u: UpstreamProtoFiles) => u.draV1beta1, pkg: "k8s.io.kubelet.pkg.apis.dra.v1beta1" },
+  ])("covers the DRA elements the plugin serves ($pkg)", ({ file, pkg }) => {
+    const contract = describeContract(loadProtoFile(file(upstream)));
+    expect(contract.get(`service ${pkg}.DRAPlugin method NodePrepareResources`)).toBe(
+      `request=${pkg}.NodePrepareResourcesRequest response=${pkg}.NodePrepareResourcesResponse ` +
+        "clientStreaming=false serverStreaming=false",
+    );
+    expect(contract.get(`message ${pkg}.NodePrepareResourcesResponse field claims`)).toMatch(
+      new RegExp(`^number=1 type=map<string, ${pkg.replaceAll(".", "\\.")}\\.NodePrepareResourceResponse> `),
+    );
+    expect(contract.get(`message ${pkg}.Device field cdi_device_ids`)).toMatch(
+      /^number=4 type=string label=repeated/,
+    );
+    expect(contract.get(`message ${pkg}.Claim field uid`)).toMatch(/^number=2 type=string label=singular/);
   });
 });
 
@@ -240,6 +310,97 @@ describe("the comparison detects a changed contract", () => {
   });
 });
 
+describe("the comparison detects a changed PodResources contract", () => {
+  const mutations = [
+    {
+      aspect: "field number after a removed field",
+      from: "string claim_name = 2;",
+      to: "string claim_name = 1;",
+      expectedKey: "message v1.DynamicResource field claim_name",
+    },
+    {
+      aspect: "field name",
+      from: "repeated string device_ids = 2;",
+      to: "repeated string deviceIDs = 2;",
+      expectedKey: "message v1.ContainerDevices field device_ids",
+    },
+    {
+      aspect: "unsigned scalar",
+      from: "uint64 size = 2;",
+      to: "int64 size = 2;",
+      expectedKey: "message v1.ContainerMemory field size",
+    },
+    {
+      aspect: "method",
+      from: "rpc Get(GetPodResourcesRequest) returns (GetPodResourcesResponse) {}",
+      to: "",
+      expectedKey: "service v1.PodResourcesLister method Get",
+    },
+  ];
+
+  it.each(mutations)("$aspect", ({ from, to, expectedKey }) => {
+    const ourText = readFileSync(path.join(repoRoot, OUR_PROTO_FILES.podResources), "utf8");
+    expect(ourText, `mutation source text not found: ${from}`).toContain(from);
+    const mutated = describeContract(parseProtoText(ourText.replace(from, to)));
+    const upstreamContract = describeContract(loadProtoFile(upstream.podResources));
+
+    const diff = diffContracts(upstreamContract, mutated);
+    expect(
+      diff.some((line) => line.includes(`${expectedKey}:`)),
+      diff.join("\n"),
+    ).toBe(true);
+  });
+});
+
+describe("the comparison detects a changed DRA contract", () => {
+  const mutations = [
+    {
+      aspect: "field number",
+      from: "repeated string cdi_device_ids = 4;",
+      to: "repeated string cdi_device_ids = 5;",
+      expectedKey: "message k8s.io.kubelet.pkg.apis.dra.v1.Device field cdi_device_ids",
+    },
+    {
+      aspect: "field name",
+      from: "string uid = 2;",
+      to: "string UID = 2;",
+      expectedKey: "message k8s.io.kubelet.pkg.apis.dra.v1.Claim field uid",
+    },
+    {
+      // Only gogoproto options are left out of the comparison; any other option still counts.
+      aspect: "an option that is not gogoproto's",
+      from: "string uid = 2;",
+      to: "string uid = 2 [deprecated = true];",
+      expectedKey: "message k8s.io.kubelet.pkg.apis.dra.v1.Claim field uid",
+    },
+    {
+      aspect: "map value type",
+      from: "map<string, NodeUnprepareResourceResponse> claims = 1;",
+      to: "map<string, NodePrepareResourceResponse> claims = 1;",
+      expectedKey: "message k8s.io.kubelet.pkg.apis.dra.v1.NodeUnprepareResourcesResponse field claims",
+    },
+    {
+      aspect: "package name",
+      from: "package k8s.io.kubelet.pkg.apis.dra.v1;",
+      to: "package v1;",
+      expectedKey: "service k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin method NodePrepareResources",
+    },
+  ];
+
+  it.each(mutations)("$aspect", ({ from, to, expectedKey }) => {
+    const ourText = readFileSync(path.join(repoRoot, OUR_PROTO_FILES.draV1), "utf8");
+    expect(ourText, `mutation source text not found: ${from}`).toContain(from);
+    const mutated = describeContract(parseProtoText(ourText.replace(from, to)));
+    const upstreamContract = describeContract(loadProtoFile(upstream.draV1));
+
+    const diff = diffContracts(upstreamContract, mutated);
+    expect(
+      diff.some((line) => line.includes(`${expectedKey}:`)),
+      diff.join("\n"),
+    ).toBe(true);
+  });
+});
+
 describe("generated TypeScript matches the upstream services", () => {
   const generatedServices: Record<
     string,
@@ -248,12 +409,22 @@ describe("generated TypeScript matches the upstream services", () => {
     "v1beta1.Registration": RegistrationService,
     "v1beta1.DevicePlugin": DevicePluginService,
     "pluginregistration.Registration": PluginRegistrationService,
+    "v1.PodResourcesLister": PodResourcesListerService,
+    "k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin": draV1.DRAPluginService,
+    "k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin": draV1beta1.DRAPluginService,
   };
 
   it("has one definition per upstream service, with every method's path and streaming flags", () => {
-    const root = new protobuf.Root().loadSync([upstream.devicePlugin, upstream.pluginRegistration], {
-      keepCase: true,
-    });
+    const root = new protobuf.Root();
+    for (const file of [
+      upstream.devicePlugin,
+      upstream.pluginRegistration,
+      upstream.podResources,
+      upstream.draV1,
+      upstream.draV1beta1,
+    ]) {
+      parseProtoText(readProtoWithoutGogoImport(file), root);
+    }
     root.resolveAll();
     const upstreamMethods: Record<string, string[]> = {};
     const collect = (namespace: protobuf.NamespaceBase): void => {
@@ -292,6 +463,9 @@ describe("generated TypeScript matches the upstream services", () => {
     expect(RegistrationClient.serviceName).toBe("v1beta1.Registration");
     expect(DevicePluginClient.serviceName).toBe("v1beta1.DevicePlugin");
     expect(PluginRegistrationClient.serviceName).toBe("pluginregistration.Registration");
+    expect(PodResourcesListerClient.serviceName).toBe("v1.PodResourcesLister");
+    expect(draV1.DRAPluginClient.serviceName).toBe("k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin");
+    expect(draV1beta1.DRAPluginClient.serviceName).toBe("k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin");
   });
 });
 
@@ -328,5 +502,51 @@ describe("exported constants match the upstream constants", () => {
       "utf8",
     );
     expect(DEVICE_PLUGIN_TYPE).toBe(goConstant(constants, /\bDevicePlugin\s*=\s*"([^"]+)"/));
+    expect(DRA_PLUGIN_TYPE).toBe(goConstant(constants, /\bDRAPlugin\s*=\s*"([^"]+)"/));
+  });
+
+  it("DRA service names for supported_versions, as the API module defines them", () => {
+    const serviceName = (protoFile: string): string =>
+      goConstant(
+        readFileSync(path.join(path.dirname(protoFile), "types.go"), "utf8"),
+        /\bDRAPluginService\s*=\s*"([^"]+)"/,
+      );
+    expect(DRA_V1_SERVICE).toBe(serviceName(upstream.draV1));
+    expect(DRA_V1BETA1_SERVICE).toBe(serviceName(upstream.draV1beta1));
+  });
+
+  it(`DRA services the kubelet of ${KUBERNETES_MODULE}@${kubernetesVersionOf(KUBELET_MODULE_VERSION)} accepts, in the order it prefers`, () => {
+    const sources = locateKubeletDraSources();
+    const pluginSource = readFileSync(sources.plugin, "utf8");
+    const list = goConstant(pluginSource, /servicesSupportedByKubelet\s*=\s*\[\]string\{([^}]*)\}/);
+    // Entries are Go identifiers (drapbv1.DRAPluginService): map each import alias to its service name.
+    const aliases = new Map([
+      [goConstant(pluginSource, /(\w+)\s+"k8s\.io\/kubelet\/pkg\/apis\/dra\/v1"/), DRA_V1_SERVICE],
+      [goConstant(pluginSource, /(\w+)\s+"k8s\.io\/kubelet\/pkg\/apis\/dra\/v1beta1"/), DRA_V1BETA1_SERVICE],
+    ]);
+    const kubeletServices = [...list.matchAll(/(\w+)\.DRAPluginService/g)].map((match) => {
+      const service = aliases.get(match[1]!);
+      if (service === undefined) throw new Error(`unknown alias ${match[1]} in servicesSupportedByKubelet`);
+      return service;
+    });
+    // The kubelet takes the first of the plugin's list it knows: every service we offer is one it knows,
+    // and our order (newest first) makes it pick the one it prefers too.
+    expect(kubeletServices).toEqual(DRA_SUPPORTED_SERVICES);
+    const manager = readFileSync(sources.manager, "utf8");
+    expect(manager).toMatch(
+      /for _, service := range supportedServices \{\s*if slices\.Contains\(servicesSupportedByKubelet, service\)/,
+    );
+  });
+
+  it(`PodResources socket, as the kubelet of ${KUBERNETES_MODULE}@${kubernetesVersionOf(KUBELET_MODULE_VERSION)} places it`, () => {
+    const sources = locateKubeletPodResourcesSources();
+    const socket = goConstant(readFileSync(sources.constants, "utf8"), /\bSocket\s*=\s*"([^"]+)"/);
+    const dirName = goConstant(
+      readFileSync(sources.defaults, "utf8"),
+      /\bDefaultKubeletPodResourcesDirName\s*=\s*"([^"]+)"/,
+    );
+    // util.LocalEndpoint(dir, name) adds ".sock"; the directory is under the default root /var/lib/kubelet.
+    expect(POD_RESOURCES_SOCKET_NAME).toBe(`${socket}.sock`);
+    expect(POD_RESOURCES_DIR).toBe(`/var/lib/kubelet/${dirName}`);
   });
 });

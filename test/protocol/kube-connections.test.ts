@@ -1,6 +1,7 @@
 // The operator's API traffic reuses its TLS connections: no handshake per request, typed clients included.
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { createSecureServer, type Http2SecureServer } from "node:http2";
 import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -9,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { shareConnections } from "../../src/kube/connections.js";
 import { kubeRequest } from "../../src/kube/request.js";
 import { generatePki } from "../../tools/cluster/pki.js";
+import { startFaultProxy, type FaultProxy } from "../cluster/fault-proxy.js";
 
 const REQUESTS = 6;
 
@@ -89,4 +91,108 @@ describe("API connections", () => {
     kc.loadFromString(kubeconfigText);
     expect(await newConnectionsOnceWarm(kc)).toBe(REQUESTS);
   });
+});
+
+describe("API requests through connection resets", () => {
+  let dir: string;
+  let server: Http2SecureServer;
+  let proxy: FaultProxy;
+  let kubeconfigText: string;
+  const versions = new Set<string>();
+  let i = 0;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "dpo-resets-"));
+    const pki = await generatePki(dir);
+    // Like kube-apiserver: HTTP/2 offered, HTTP/1.1 accepted.
+    server = createSecureServer(
+      {
+        cert: await readFile(pki.apiServerCert),
+        key: await readFile(pki.apiServerKey),
+        allowHTTP1: true,
+      },
+      (req, res) => {
+        versions.add(req.httpVersion);
+        // A list of some size (tens of kB, several chunks on the wire), answered after a moment, so
+        // resets land in the middle of responses too.
+        const items = Array.from({ length: 200 }, (_, i) => ({
+          metadata: { name: `ns-${i}`, annotations: { note: "x".repeat(100) } },
+        }));
+        setTimeout(() => {
+          res.setHeader("Content-Type", "application/json");
+          res.end(JSON.stringify({ kind: "NamespaceList", apiVersion: "v1", metadata: {}, items }));
+        }, i++ % 20);
+      },
+    );
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    proxy = await startFaultProxy({ host: "127.0.0.1", port: (server.address() as AddressInfo).port }, 7);
+    proxy.setFaults({
+      resetPerChunk: 0.05,
+      delayPerChunk: 0.2,
+      maxDelayMs: 200,
+      dropAfterMs: [1_000, 3_000],
+    });
+    const b64 = async (path: string): Promise<string> => (await readFile(path)).toString("base64");
+    kubeconfigText = JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [
+        { name: "c", cluster: { server: proxy.url, "certificate-authority-data": await b64(pki.caCert) } },
+      ],
+      users: [
+        {
+          name: "u",
+          user: {
+            "client-certificate-data": await b64(pki.adminCert),
+            "client-key-data": await b64(pki.adminKey),
+          },
+        },
+      ],
+      contexts: [{ name: "x", context: { cluster: "c", user: "u" } }],
+      "current-context": "x",
+    });
+  });
+
+  afterAll(async () => {
+    await proxy.close();
+    await new Promise((resolve) => server.close(resolve));
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("every request settles, answered or failed, never left hanging", async () => {
+    const kc = new KubeConfig();
+    kc.loadFromString(kubeconfigText);
+    shareConnections(kc);
+    const counts = { ok: 0, failed: 0 };
+    const hung: number[] = [];
+    const until = Date.now() + 8_000;
+    const worker = async (): Promise<void> => {
+      while (Date.now() < until) {
+        const sent = Date.now();
+        let watchdog: NodeJS.Timeout | undefined;
+        const outcome = await Promise.race([
+          kubeRequest(kc, { method: "GET", path: "/api/v1/namespaces" }).then(
+            () => "ok" as const,
+            () => "failed" as const,
+          ),
+          new Promise<"hung">((resolve) => (watchdog = setTimeout(() => resolve("hung"), 5_000))),
+        ]);
+        clearTimeout(watchdog);
+        if (outcome === "hung") {
+          // A request with no answer and no error after 5 s: this worker is stuck for good.
+          hung.push(sent);
+          return;
+        }
+        counts[outcome]++;
+      }
+    };
+    await Promise.all(Array.from({ length: 6 }, worker));
+    const faults = proxy.counts();
+    expect(faults.resets, "the proxy reset connections").toBeGreaterThan(0);
+    expect(counts.failed, "resets surface as errors").toBeGreaterThan(0);
+    expect(counts.ok).toBeGreaterThan(0);
+    // The server offers HTTP/2, as kube-apiserver does; dpo's client speaks HTTP/1.1 to it.
+    expect([...versions]).toEqual(["1.1"]);
+    expect(hung, `requests left unanswered (${JSON.stringify({ ...counts, ...faults })})`).toEqual([]);
+  }, 30_000);
 });

@@ -1,10 +1,14 @@
 // The built `dpo` binary as a process: invalid-config exit before any socket, registration with probes and
-// metrics, SIGTERM cleanup, and the validate/version commands.
+// metrics (which pass Prometheus' own linter, per-device series from the PodResources API included),
+// SIGTERM cleanup, and the validate/version commands.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { buildPromlint, PROM_CLIENT_DEFAULT_PROBLEMS, promlint } from "../../tools/promlint/harness.js";
 import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
+import { SimulatedPodResourcesServer } from "../kubelet-sim/pod-resources.js";
+import { deviceTable } from "../metrics/exposition.js";
 import { RESOURCE, tempDir, waitFor } from "./support.js";
 
 const repo = join(import.meta.dirname, "..", "..");
@@ -93,6 +97,13 @@ describe("dpo plugin", () => {
     const kubelet = new SimulatedDeviceManager({ dir });
     await kubelet.start();
     cleanups.push(() => kubelet.stop());
+    const podResources = new SimulatedPodResourcesServer({
+      socketPath: join(tmp.dir, "pod-resources", "kubelet.sock"),
+      deviceManager: kubelet,
+      pods: () => [{ uid: "uid-1", name: "trainer-0", namespace: "ml", containers: ["main"] }],
+    });
+    await podResources.start();
+    cleanups.push(() => podResources.stop());
     const config = join(tmp.dir, "config.yaml");
     writeFileSync(
       config,
@@ -106,11 +117,15 @@ describe("dpo plugin", () => {
       ].join("\n"),
     );
     // Flags may come from the environment too.
-    const r = start(["plugin", "--config", config, "--metrics-addr", "127.0.0.1:0"], {
-      DPO_DEVICE_PLUGIN_DIR: dir,
-      DPO_HEALTH_ADDR: "0",
-      NODE_NAME: "node-p",
-    });
+    const r = start(
+      ["plugin", "--config", config, "--metrics-addr", "127.0.0.1:0", "--pod-resources-interval", "0.05"],
+      {
+        DPO_DEVICE_PLUGIN_DIR: dir,
+        DPO_HEALTH_ADDR: "0",
+        DPO_POD_RESOURCES_SOCKET: podResources.socketPath,
+        NODE_NAME: "node-p",
+      },
+    );
     const res = await waitFor(
       "the plugin process to register",
       (observe) => {
@@ -140,6 +155,21 @@ describe("dpo plugin", () => {
     // The process metrics come with the served registry (prom-client's default collectors).
     expect(metrics).toMatch(/^process_resident_memory_bytes \d+/m);
     expect(metrics).toMatch(/^nodejs_eventloop_lag_p99_seconds \S+/m);
+
+    // A container gets a device: the served metrics name its pod, and pass Prometheus' own linter.
+    const held = (await kubelet.allocate(RESOURCE, 1, { owner: "uid-1", container: "main" })).deviceIds[0]!;
+    const served = await waitFor("the plugin's /metrics to name the device's pod", async (observe) => {
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      const table = deviceTable(text, "dpo_plugin_device_allocated");
+      observe(table);
+      return table[held] === "ml/trainer-0/main=1" ? text : undefined;
+    });
+    const lint = await promlint(await buildPromlint(), "dpo plugin /metrics", served);
+    expect(lint.error).toBeUndefined();
+    expect(lint.families).toBeGreaterThan(20);
+    expect(lint.problems.filter((p) => p.metric.startsWith("dpo_"))).toEqual([]);
+    expect(lint.problems).toEqual(expect.arrayContaining([...PROM_CLIENT_DEFAULT_PROBLEMS]));
+    expect(lint.problems).toHaveLength(PROM_CLIENT_DEFAULT_PROBLEMS.length);
 
     const disconnected = new Promise<void>((resolve) => kubelet.once("disconnected", () => resolve()));
     r.child.kill("SIGTERM");

@@ -46,18 +46,25 @@ function callError<Req, Res>(fn: UnaryFn<Req, Res>, req: Req): Promise<grpc.Serv
   );
 }
 
+/**
+ * Both sides agree the plugin is registered: the simulated kubelet streams its devices, and the plugin has
+ * the Register response. The kubelet dials ListAndWatch from inside its Register handler, so the stream
+ * can be up a moment before the plugin hears back.
+ */
 async function registered(h: Harness) {
   return waitFor(
-    "the simulated kubelet to see the plugin's devices",
+    "the simulated kubelet to see the plugin's devices and the plugin to see its registration",
     (observe) => {
       const r = h.kubelet.resources.get(RESOURCE);
+      const plugin = h.runtime.status();
       observe({
         registered: !!r,
         connected: r?.connected,
         devices: r?.devices.length,
         refused: h.kubelet.refused,
+        plugin,
       });
-      return r?.connected && r.updates > 0 ? r : undefined;
+      return r?.connected && r.updates > 0 && plugin.registered ? r : undefined;
     },
     { timeoutMs: 10_000, intervalMs: 10 },
   );

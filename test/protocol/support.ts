@@ -3,7 +3,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pino } from "pino";
+import { pino, type Logger } from "pino";
 import { validateDevicePluginConfig } from "../../src/api/validate.js";
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
 import type { DevicePluginConfigSpecInput } from "../../src/api/v1beta1/spec.js";
@@ -55,6 +55,9 @@ export async function startHarness(
     preStartTimeoutMs?: number;
     /** The CDI directory; a fresh one under the harness's directory by default. */
     cdiDir?: string;
+    /** The kubelet's PodResources socket the runtime reads, and how often; not read by default. */
+    podResources?: { socketPath: string; intervalMs?: number };
+    logger?: Logger;
   } = {},
 ): Promise<Harness> {
   const tmp = tempDir("proto");
@@ -67,13 +70,14 @@ export async function startHarness(
     pluginsRegistryDir: join(tmp.dir, "reg"),
     registration: opts.registration ?? "kubelet",
     nodeName: "node-a",
-    logger: pino({ level: process.env["DPO_TEST_LOG"] ?? "silent" }),
+    logger: opts.logger ?? pino({ level: process.env["DPO_TEST_LOG"] ?? "silent" }),
     backend: opts.backend,
     pollIntervalMs: 200,
     retryBaseMs: 20,
     retryMaxMs: 200,
     preStartTimeoutMs: opts.preStartTimeoutMs,
     cdiDir: opts.cdiDir ?? join(tmp.dir, "cdi"),
+    ...(opts.podResources ? { podResources: opts.podResources } : {}),
   });
   await runtime.start();
   return {

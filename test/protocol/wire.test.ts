@@ -2,9 +2,15 @@
 import protobuf from "protobufjs";
 import { beforeAll, describe, expect, it } from "vitest";
 import {
+  AllocatableResourcesResponse,
   AllocateRequest,
   AllocateResponse,
+  draV1,
+  draV1beta1,
+  GetPodResourcesRequest,
+  GetPodResourcesResponse,
   ListAndWatchResponse,
+  ListPodResourcesResponse,
   PluginInfo,
   PreferredAllocationRequest,
   PreferredAllocationResponse,
@@ -12,7 +18,7 @@ import {
   RegisterRequest,
   RegistrationStatus,
 } from "../../src/plugin-runtime/proto/index.js";
-import { locateUpstreamProtoFiles } from "../../tools/proto/upstream.js";
+import { locateUpstreamProtoFiles, readProtoWithoutGogoImport } from "../../tools/proto/upstream.js";
 
 interface GeneratedCodec<T> {
   encode(message: T): { finish(): Uint8Array };
@@ -198,6 +204,191 @@ const cases: readonly WireCase<unknown>[] = [
     value: { pluginRegistered: false, error: "resource name already registered" },
     upstreamValue: { plugin_registered: false, error: "resource name already registered" },
   }),
+  wireCase({
+    name: "ListPodResourcesResponse with devices, CPUs, memory and DRA claims",
+    codec: ListPodResourcesResponse,
+    upstreamType: "v1.ListPodResourcesResponse",
+    value: {
+      podResources: [
+        {
+          name: "trainer-0",
+          namespace: "ml",
+          containers: [
+            {
+              name: "main",
+              devices: [
+                {
+                  resourceName: "hardware-vendor.example/foo",
+                  deviceIds: ["foo-0::1"],
+                  topology: { nodes: [{ ID: 0 }] },
+                },
+                { resourceName: "hardware-vendor.example/foo", deviceIds: ["foo-3::0"] },
+              ],
+              // int64 and uint64 beyond 32 bits, to catch a narrowed integer type on either side.
+              cpuIds: [2, 3, 2 ** 33],
+              memory: [{ memoryType: "hugepages-1Gi", size: 2 ** 34, topology: { nodes: [{ ID: 1 }] } }],
+              dynamicResources: [
+                {
+                  claimName: "gpu",
+                  claimNamespace: "ml",
+                  claimResources: [
+                    {
+                      cdiDevices: [{ name: "vendor.example/gpu=gpu-0" }],
+                      driverName: "gpu.vendor.example",
+                      poolName: "node-a",
+                      deviceName: "gpu-0",
+                    },
+                  ],
+                },
+              ],
+            },
+            // A container without devices is listed too, with empty lists.
+            { name: "sidecar", devices: [], cpuIds: [], memory: [], dynamicResources: [] },
+          ],
+        },
+      ],
+    },
+    upstreamValue: {
+      pod_resources: [
+        {
+          name: "trainer-0",
+          namespace: "ml",
+          containers: [
+            {
+              name: "main",
+              devices: [
+                {
+                  resource_name: "hardware-vendor.example/foo",
+                  device_ids: ["foo-0::1"],
+                  topology: { nodes: [{ ID: 0 }] },
+                },
+                { resource_name: "hardware-vendor.example/foo", device_ids: ["foo-3::0"], topology: null },
+              ],
+              cpu_ids: [2, 3, 2 ** 33],
+              memory: [{ memory_type: "hugepages-1Gi", size: 2 ** 34, topology: { nodes: [{ ID: 1 }] } }],
+              dynamic_resources: [
+                {
+                  claim_name: "gpu",
+                  claim_namespace: "ml",
+                  claim_resources: [
+                    {
+                      cdi_devices: [{ name: "vendor.example/gpu=gpu-0" }],
+                      driver_name: "gpu.vendor.example",
+                      pool_name: "node-a",
+                      device_name: "gpu-0",
+                    },
+                  ],
+                },
+              ],
+            },
+            { name: "sidecar", devices: [], cpu_ids: [], memory: [], dynamic_resources: [] },
+          ],
+        },
+      ],
+    },
+  }),
+  wireCase({
+    name: "AllocatableResourcesResponse",
+    codec: AllocatableResourcesResponse,
+    upstreamType: "v1.AllocatableResourcesResponse",
+    value: {
+      devices: [
+        {
+          resourceName: "hardware-vendor.example/foo",
+          deviceIds: ["foo-0"],
+          topology: { nodes: [{ ID: 0 }] },
+        },
+      ],
+      cpuIds: [0, 1],
+      memory: [{ memoryType: "memory", size: 2 ** 36 }],
+    },
+    upstreamValue: {
+      devices: [
+        {
+          resource_name: "hardware-vendor.example/foo",
+          device_ids: ["foo-0"],
+          topology: { nodes: [{ ID: 0 }] },
+        },
+      ],
+      cpu_ids: [0, 1],
+      memory: [{ memory_type: "memory", size: 2 ** 36, topology: null }],
+    },
+  }),
+  wireCase({
+    name: "GetPodResourcesRequest",
+    codec: GetPodResourcesRequest,
+    upstreamType: "v1.GetPodResourcesRequest",
+    value: { podName: "trainer-0", podNamespace: "ml" },
+    upstreamValue: { pod_name: "trainer-0", pod_namespace: "ml" },
+  }),
+  wireCase({
+    name: "GetPodResourcesResponse",
+    codec: GetPodResourcesResponse,
+    upstreamType: "v1.GetPodResourcesResponse",
+    value: { podResources: { name: "idle", namespace: "default", containers: [] } },
+    upstreamValue: { pod_resources: { name: "idle", namespace: "default", containers: [] } },
+  }),
+  // The DRA plugin API: v1 and v1beta1 are the same messages in two packages; both are checked.
+  ...(
+    [
+      ["k8s.io.kubelet.pkg.apis.dra.v1", draV1],
+      ["k8s.io.kubelet.pkg.apis.dra.v1beta1", draV1beta1],
+    ] as const
+  ).flatMap(([pkg, api]) => [
+    wireCase({
+      name: `${pkg}.NodePrepareResourcesRequest`,
+      codec: api.NodePrepareResourcesRequest,
+      upstreamType: `${pkg}.NodePrepareResourcesRequest`,
+      value: { claims: [{ namespace: "ml", uid: "0b5c6a9e-1c1f-4d53-9c2a-6f0c8d1e2f3a", name: "gpu" }] },
+      upstreamValue: {
+        claims: [{ namespace: "ml", uid: "0b5c6a9e-1c1f-4d53-9c2a-6f0c8d1e2f3a", name: "gpu" }],
+      },
+    }),
+    wireCase({
+      name: `${pkg}.NodePrepareResourcesResponse with devices and a failed claim`,
+      codec: api.NodePrepareResourcesResponse,
+      upstreamType: `${pkg}.NodePrepareResourcesResponse`,
+      value: {
+        claims: {
+          "uid-a": {
+            devices: [
+              {
+                requestNames: ["gpu"],
+                poolName: "node-1",
+                deviceName: "foo-0",
+                cdiDeviceIds: ["foo.example.com/device=uid-a-foo-0"],
+              },
+            ],
+            error: "",
+          },
+          "uid-b": { devices: [], error: "device foo-9 is unhealthy" },
+        },
+      },
+      upstreamValue: {
+        claims: {
+          "uid-a": {
+            devices: [
+              {
+                request_names: ["gpu"],
+                pool_name: "node-1",
+                device_name: "foo-0",
+                cdi_device_ids: ["foo.example.com/device=uid-a-foo-0"],
+              },
+            ],
+            error: "",
+          },
+          "uid-b": { devices: [], error: "device foo-9 is unhealthy" },
+        },
+      },
+    }),
+    wireCase({
+      name: `${pkg}.NodeUnprepareResourcesResponse`,
+      codec: api.NodeUnprepareResourcesResponse,
+      upstreamType: `${pkg}.NodeUnprepareResourcesResponse`,
+      value: { claims: { "uid-a": { error: "" }, "uid-b": { error: "permission denied" } } },
+      upstreamValue: { claims: { "uid-a": { error: "" }, "uid-b": { error: "permission denied" } } },
+    }),
+  ]),
 ];
 
 const toUpstreamObject = (type: protobuf.Type, message: protobuf.Message): Record<string, unknown> =>
@@ -208,9 +399,16 @@ let upstreamRoot: protobuf.Root;
 beforeAll(() => {
   const upstream = locateUpstreamProtoFiles();
   // keepCase: the comparison is against the kubelet's own field names.
-  upstreamRoot = new protobuf.Root().loadSync([upstream.devicePlugin, upstream.pluginRegistration], {
-    keepCase: true,
-  });
+  upstreamRoot = new protobuf.Root();
+  for (const file of [
+    upstream.devicePlugin,
+    upstream.pluginRegistration,
+    upstream.podResources,
+    upstream.draV1,
+    upstream.draV1beta1,
+  ]) {
+    protobuf.parse(readProtoWithoutGogoImport(file), upstreamRoot, { keepCase: true });
+  }
   upstreamRoot.resolveAll();
 });
 

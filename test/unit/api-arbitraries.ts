@@ -7,7 +7,9 @@ import { LOST_FIELDS_ANNOTATION } from "../../src/api/conversion/index.js";
 import {
   ALLOCATION_POLICIES,
   BACKEND_TYPES,
+  checkDefaultDriverName,
   LOG_LEVELS,
+  PUBLISH_MODES,
   UPGRADE_STRATEGIES,
 } from "../../src/api/v1beta1/spec.js";
 import { V1ALPHA1_ALLOCATION_POLICIES, V1ALPHA1_MEMBER_BACKEND_TYPES } from "../../src/api/v1alpha1/spec.js";
@@ -177,6 +179,56 @@ const upgrade = (o: Options) =>
     autoRollback: fc.boolean(),
   });
 
+/** spec.publish and spec.dra: the same shape in both versions. */
+const publish = fc.constantFrom(...PUBLISH_MODES);
+const dra = (o: Options) =>
+  partial({
+    driverName: pick(
+      o,
+      fc.constantFrom("gpu.example.com", "foo.hardware-vendor.example"),
+      "Gpu_X",
+      "x".repeat(64),
+    ),
+    deviceClass: partial({
+      // Invalid class names are the config fuzzer's (test/fuzz); one invalid pick here is enough.
+      name: fc.constantFrom("gpu.example.com", "big-gpus"),
+      selectors: fc.array(
+        fc.record({
+          cel: fc.record({
+            expression: fc.constantFrom('device.attributes["gpu.example.com"].model == "X100"', "true"),
+          }),
+        }),
+        { maxLength: 2 },
+      ),
+    }),
+  });
+
+/**
+ * Whether publish and dra agree with the rest of a spec: DRA needs a driver name (given, or valid as
+ * defaulted from the resource name) and no time-slicing.
+ */
+function publishHolds(spec: {
+  resourceName: string;
+  publish?: string;
+  dra?: { driverName?: string };
+  timeSliced: boolean;
+}): boolean {
+  if (spec.publish !== "DRA") return true;
+  if (spec.timeSliced) return false;
+  return spec.dra?.driverName !== undefined || checkDefaultDriverName(spec.resourceName) === undefined;
+}
+
+/**
+ * Specs that break a rule across fields (`holds` false): never when only valid objects are asked for, and
+ * then one time in eight, like a single invalid pick, so the mix keeps enough valid objects.
+ */
+function keepingFewBroken<T>(o: Options, spec: fc.Arbitrary<T>, holds: (s: T) => boolean): fc.Arbitrary<T> {
+  return fc
+    .tuple(spec, fc.integer({ min: 0, max: 7 }))
+    .filter(([s, roll]) => holds(s) || (o.invalid && roll === 0))
+    .map(([s]) => s);
+}
+
 const image = (o: Options) => pick(o, fc.constantFrom("", "registry.example/dpo:1.0"), "x".repeat(1025));
 
 /** metadata: a name, and annotations absent, empty, or with other keys (sometimes the reserved one). */
@@ -210,6 +262,17 @@ const status = fc.record(
       { maxLength: 2 },
     ),
     nodes: fc.constant({ desired: 3, ready: 2, updated: 3, summary: "2/3" }),
+    // allocated is optional: statuses of operators before it have none, and both must survive.
+    devices: fc.record(
+      {
+        capacity: fc.constant(12),
+        allocatable: fc.constant(11),
+        unhealthy: fc.constant(1),
+        allocated: fc.integer({ min: 0, max: 11 }),
+        summary: fc.constant("11/12"),
+      },
+      { requiredKeys: ["capacity", "allocatable", "unhealthy", "summary"] },
+    ),
     problems: fc.constant([{ node: "n3", reason: "UnhealthyDevices", devices: ["foo-1"] }]),
   },
   { requiredKeys: [] },
@@ -253,9 +316,14 @@ export function betaObject(o: Options): fc.Arbitrary<BetaObject> {
           logLevel: logLevel(o),
         }),
         upgrade: upgrade(o),
+        publish,
+        dra: dra(o),
       },
       { requiredKeys: ["resourceName", "backend"] },
     ),
+  );
+  const checkedSpec = keepingFewBroken(o, spec, (s) =>
+    publishHolds({ ...s, timeSliced: s.sharing?.strategy === "TimeSlicing" }),
   );
   return fc
     .record(
@@ -263,7 +331,7 @@ export function betaObject(o: Options): fc.Arbitrary<BetaObject> {
         apiVersion: fc.constant("dpo.dev/v1beta1" as const),
         kind: fc.constant("DevicePluginConfig" as const),
         metadata: metadata(o),
-        spec,
+        spec: checkedSpec,
         status,
       },
       { requiredKeys: ["apiVersion", "kind", "metadata", "spec"] },
@@ -291,10 +359,15 @@ export function alphaObject(o: Options): fc.Arbitrary<AlphaObject> {
           image: image(o),
           logLevel: logLevel(o),
           upgrade: upgrade(o),
+          publish,
+          dra: dra(o),
         },
         { requiredKeys: ["resourceName", "backend", "members"] },
       )
       .map(({ members: m, ...rest }) => compact({ ...rest, mock: m.mock, devfs: m.devFS, pci: m.pci })),
+  );
+  const checkedSpec = keepingFewBroken(o, spec, (s) =>
+    publishHolds({ ...s, timeSliced: (s.sharedDevNum ?? 1) > 1 }),
   );
   return fc
     .record(
@@ -302,7 +375,7 @@ export function alphaObject(o: Options): fc.Arbitrary<AlphaObject> {
         apiVersion: fc.constant("dpo.dev/v1alpha1" as const),
         kind: fc.constant("DevicePluginConfig" as const),
         metadata: metadata(o),
-        spec,
+        spec: checkedSpec,
         status,
       },
       { requiredKeys: ["apiVersion", "kind", "metadata", "spec"] },

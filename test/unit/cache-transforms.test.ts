@@ -1,9 +1,12 @@
 // What the operator's informers keep of each object: a Node enters the cache without managedFields,
 // images and the rest nobody reads, while every field the status and selection code reads stays.
-import type { KubernetesObject, V1Node } from "@kubernetes/client-node";
+import type { KubernetesObject, V1Node, V1Pod } from "@kubernetes/client-node";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import { Informer, ManualClock, stripManagedFields, type ListResult } from "../../src/kube/index.js";
-import { slimNodeForCache } from "../../src/operator/controllers/cache-transforms.js";
+import { slimNodeForCache, slimPodForCache } from "../../src/operator/controllers/cache-transforms.js";
+import { choosePluginPod, evaluateNode, podIsReady } from "../../src/operator/status/node-health.js";
 import { nodeChangeMatters } from "../../src/operator/controllers/mapping.js";
 
 const RESOURCE = "vendor.example/foo";
@@ -126,6 +129,117 @@ describe("slimNodeForCache", () => {
   });
 });
 
+function fullPod(name: string, phase: string, ready: boolean, waiting?: string): V1Pod {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name,
+      namespace: "dpo-system",
+      uid: `uid-${name}`,
+      resourceVersion: "9",
+      creationTimestamp: "2026-01-01T00:00:00Z" as never,
+      labels: { "app.kubernetes.io/name": "dpo-plugin", "dpo.dev/config": "foo" },
+      annotations: { "dpo.dev/config-hash": "h1" },
+      ownerReferences: [
+        { apiVersion: "apps/v1", kind: "DaemonSet", name: "dpo-foo", uid: "ds-uid", controller: true },
+      ],
+      managedFields: [{ manager: "kube-controller-manager", operation: "Update" }],
+    },
+    spec: {
+      nodeName: "n1",
+      serviceAccountName: "dpo-plugin",
+      containers: [
+        {
+          name: "plugin",
+          image: "registry.example/dpo:1",
+          args: ["plugin", "--config=/etc/dpo/config.yaml"],
+          env: [{ name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } }],
+          volumeMounts: [{ name: "device-plugins", mountPath: "/var/lib/kubelet/device-plugins" }],
+        },
+      ],
+      volumes: [{ name: "device-plugins", hostPath: { path: "/var/lib/kubelet/device-plugins" } }],
+      tolerations: [{ operator: "Exists" }],
+    },
+    status: {
+      phase,
+      podIP: "10.0.0.5",
+      hostIP: "10.0.0.1",
+      startTime: "2026-01-01T00:00:01Z" as never,
+      conditions: [
+        {
+          type: "Ready",
+          status: ready ? "True" : "False",
+          lastTransitionTime: "2026-01-01T00:00:02Z" as never,
+        },
+      ],
+      containerStatuses: [
+        {
+          name: "plugin",
+          image: "registry.example/dpo:1",
+          imageID: "sha256:abc",
+          ready,
+          restartCount: 3,
+          state:
+            waiting === undefined ? { running: {} } : { waiting: { reason: waiting, message: "back-off" } },
+        },
+      ],
+    },
+  };
+}
+
+describe("slimPodForCache", () => {
+  it("drops the container specs, volumes and the rest the operator never reads", () => {
+    expect(slimPodForCache(fullPod("p1", "Pending", false, "CrashLoopBackOff"))).toEqual({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: {
+        name: "p1",
+        namespace: "dpo-system",
+        uid: "uid-p1",
+        resourceVersion: "9",
+        creationTimestamp: "2026-01-01T00:00:00Z",
+        labels: { "app.kubernetes.io/name": "dpo-plugin", "dpo.dev/config": "foo" },
+        annotations: { "dpo.dev/config-hash": "h1" },
+        ownerReferences: [
+          { apiVersion: "apps/v1", kind: "DaemonSet", name: "dpo-foo", uid: "ds-uid", controller: true },
+        ],
+      },
+      spec: { nodeName: "n1" },
+      status: {
+        phase: "Pending",
+        conditions: [{ type: "Ready", status: "False" }],
+        containerStatuses: [{ name: "plugin", state: { waiting: { reason: "CrashLoopBackOff" } } }],
+      },
+    });
+  });
+
+  it("tolerates a pod without spec or status", () => {
+    expect(slimPodForCache({ metadata: { name: "bare", resourceVersion: "1" } })).toEqual({
+      metadata: { name: "bare", resourceVersion: "1" },
+    });
+  });
+
+  it("gives the status code the same answers as the whole pod", () => {
+    const node = slimNodeForCache(fullNode("n1", "1"));
+    for (const pod of [
+      fullPod("running", "Running", true),
+      fullPod("starting", "Running", false),
+      fullPod("crashing", "Pending", false, "CrashLoopBackOff"),
+      fullPod("done", "Succeeded", false),
+    ]) {
+      const slim = slimPodForCache(pod);
+      expect(podIsReady(slim)).toBe(podIsReady(pod));
+      expect(choosePluginPod([slim], "h1")?.metadata?.name).toBe(
+        choosePluginPod([pod], "h1")?.metadata?.name,
+      );
+      expect(evaluateNode({ node, pods: [slim], reports: [] }, RESOURCE, "h1")).toEqual(
+        evaluateNode({ node, pods: [pod], reports: [] }, RESOURCE, "h1"),
+      );
+    }
+  });
+});
+
 describe("an informer with a transform", () => {
   it("caches Nodes from list and watch without managedFields and images", async () => {
     const clock = new ManualClock();
@@ -179,5 +293,41 @@ describe("an informer with a transform", () => {
     };
     const { managedFields: _dropped, ...metadata } = obj.metadata!;
     expect(stripManagedFields(obj)).toEqual({ ...obj, metadata });
+  });
+});
+
+describe("an informer's list", () => {
+  it("is not kept once its objects are in the cache, while the watch runs", async () => {
+    // The whole list (at 5000 nodes, every Node with managedFields, images and messages) stayed
+    // reachable from the suspended list/watch loop as long as its watch ran: the slim cache saved nothing.
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    let listed: WeakRef<object> | undefined;
+    const clock = new ManualClock();
+    const informer = new Informer<V1Node>({
+      path: "/api/v1/nodes",
+      list: (): Promise<ListResult<V1Node>> => {
+        const list = { items: [fullNode("listed", "5")], metadata: { resourceVersion: "5" } };
+        listed = new WeakRef(list);
+        return Promise.resolve(list);
+      },
+      // A watch that runs until stopped.
+      watch: () => Promise.resolve({ abort: () => undefined }),
+      clock,
+      transform: slimNodeForCache,
+    });
+    informer.start();
+    try {
+      await informer.waitForSync();
+      await clock.advance(0);
+      for (let i = 0; i < 3; i++) {
+        await new Promise((r) => setImmediate(r));
+        gc();
+      }
+      expect(informer.get("listed")?.metadata?.managedFields).toBeUndefined();
+      expect(listed?.deref()).toBeUndefined();
+    } finally {
+      await informer.stop();
+    }
   });
 });

@@ -13,6 +13,10 @@ import {
 import { validateDevicePluginConfig, validateDevicePluginConfigV1alpha1 } from "../../src/api/validate.js";
 import { DevicePluginConfigSpecV1alpha1Schema } from "../../src/api/v1alpha1/spec.js";
 import {
+  DevicePluginConfigStatusSchema,
+  type DevicePluginConfigStatus,
+} from "../../src/api/v1beta1/status.js";
+import {
   BackendSchema,
   CDISchema,
   DevFSBackendSchema,
@@ -23,6 +27,8 @@ import {
   PCIBackendSchema,
   PluginSchema,
   UpgradeSchema,
+  DRASchema,
+  DRADeviceClassSchema,
   SharingSchema,
   TolerationSchema,
   TopologySchema,
@@ -74,6 +80,14 @@ describe("the arbitraries", () => {
     ["tolerations[]", TolerationSchema, (b: BetaObject) => b.spec.tolerations ?? []],
     ["plugin", PluginSchema, (b: BetaObject) => [b.spec.plugin]],
     ["upgrade", UpgradeSchema, (b: BetaObject) => [b.spec.upgrade]],
+    ["dra", DRASchema, (b: BetaObject) => [b.spec.dra]],
+    ["dra.deviceClass", DRADeviceClassSchema, (b: BetaObject) => [b.spec.dra?.deviceClass]],
+    // The status is shared by both versions; its device totals (allocated included) must survive too.
+    [
+      "status.devices",
+      DevicePluginConfigStatusSchema.shape.devices.unwrap(),
+      (b: BetaObject) => [(b.status as DevicePluginConfigStatus | undefined)?.devices],
+    ],
   ] as const)("the v1beta1 arbitrary covers every field of %s", (_name, schema, select) => {
     const seen = new Set<string>();
     for (const b of fc.sample(betaObject(valid), 2000)) {

@@ -90,7 +90,7 @@ describe("v1alpha1 → v1beta1 field mapping", () => {
   it("copies the status and every metadata field", () => {
     const status = {
       observedGeneration: 2,
-      devices: { capacity: 4, allocatable: 4, unhealthy: 0, summary: "4/4" },
+      devices: { capacity: 4, allocatable: 4, unhealthy: 0, allocated: 3, summary: "4/4" },
     };
     const metadata = {
       labels: { app: "dpo" },
@@ -100,6 +100,8 @@ describe("v1alpha1 → v1beta1 field mapping", () => {
     };
     const a = { ...alpha({}, metadata), status };
     expect(up(a)).toStrictEqual({ ...beta({}, metadata), status });
+    // The allocated count (and every other status field) survives the way back too.
+    expect(toV1alpha1({ ...beta({}, metadata), status }).status).toStrictEqual(status);
   });
 });
 

@@ -114,6 +114,16 @@ describe("convertManifests", () => {
     if (!r.ok) expect(r.problems.map((p) => p.path)).toEqual(["spec.backend.pci.vendor"]);
   });
 
+  it("converts a field left empty (null) as the API server reads it: absent", () => {
+    const original = read(alphaDir, "mock-basic.yaml");
+    const empty = original.replace(/^ {2}sharedDevNum: .*$/m, "  sharedDevNum:");
+    const without = original.replace(/^ {2}sharedDevNum: .*\n/m, "");
+    expect((parse(empty) as AlphaObject).spec).toHaveProperty("sharedDevNum", null);
+    const beta = parse(converted(empty, "dpo.dev/v1beta1")) as BetaObject;
+    expect(beta.spec).not.toHaveProperty("sharing");
+    expect(beta).toEqual(parse(converted(without, "dpo.dev/v1beta1")));
+  });
+
   it("refuses a v1alpha1 document whose annotation does not parse, naming it", () => {
     const doc = { ...(parse(read(alphaDir, "mock-basic.yaml")) as AlphaObject) };
     doc.metadata = { ...doc.metadata, annotations: { [LOST_FIELDS_ANNOTATION]: "{oops" } };

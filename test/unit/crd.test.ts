@@ -222,11 +222,12 @@ describe.each(allCrds().map((crd) => [crd.metadata.name, crd] as const))("%s is 
       for (const rule of rules) {
         expect(rule.message ?? rule.messageExpression, `${path}: ${rule.rule}`).toBeTruthy();
         if (rule.fieldPath !== undefined) {
-          const field = rule.fieldPath.replace(/^\./, "");
-          expect(
-            Object.keys((node.properties as object | undefined) ?? {}),
-            `${path}: ${rule.fieldPath}`,
-          ).toContain(field);
+          // The API server resolves a field path through nested properties; so does this.
+          let at = node as { properties?: Record<string, unknown> };
+          for (const field of rule.fieldPath.replace(/^\./, "").split(".")) {
+            expect(Object.keys(at.properties ?? {}), `${path}: ${rule.fieldPath}`).toContain(field);
+            at = at.properties![field] as typeof at;
+          }
         }
       }
     }
@@ -287,8 +288,10 @@ describe("DevicePluginConfig CRD", () => {
       ["UPDATED", "string", ".status.upgrade.summary", 0],
       ["READY", "string", '.status.conditions[?(@.type=="Ready")].status', 0],
       ["AGE", "date", ".metadata.creationTimestamp", 0],
+      ["ALLOCATED", "integer", ".status.devices.allocated", 1],
       ["SHARED", "integer", ".spec.sharedDevNum", 1],
       ["POLICY", "string", ".spec.preferredAllocationPolicy", 1],
+      ["MODE", "string", ".spec.publish", 1],
       ["REASON", "string", '.status.conditions[?(@.type=="Ready")].reason', 1],
     ]);
   });
@@ -302,6 +305,8 @@ describe("DevicePluginConfig CRD", () => {
     });
     expect(alphaSpec?.properties?.sharedDevNum).toMatchObject({ type: "integer", minimum: 1, maximum: 1024 });
     expect(alphaSpec?.["x-kubernetes-validations"]?.map((r) => r.fieldPath)).toEqual([
+      ".dra.driverName",
+      ".sharedDevNum",
       ".mock",
       ".mock",
       ".devfs",
@@ -323,8 +328,10 @@ describe("DevicePluginConfig CRD", () => {
       ["UPDATED", "string", ".status.upgrade.summary", 0],
       ["READY", "string", '.status.conditions[?(@.type=="Ready")].status', 0],
       ["AGE", "date", ".metadata.creationTimestamp", 0],
+      ["ALLOCATED", "integer", ".status.devices.allocated", 1],
       ["SHARING", "string", ".spec.sharing.strategy", 1],
       ["POLICY", "string", ".spec.topology.allocationPolicy", 1],
+      ["MODE", "string", ".spec.publish", 1],
       ["REASON", "string", '.status.conditions[?(@.type=="Ready")].reason', 1],
     ]);
   });
@@ -355,6 +362,16 @@ describe("DevicePluginConfig CRD", () => {
     ["upgrade.autoRollback", true],
   ])("defaults spec.%s to %j", (path, value) => {
     expect(schemaAt(spec, path).default).toEqual(value);
+  });
+
+  // Found by config fuzzing: the CRD dropped zod's `.int()` bounds, so the API server stored a
+  // tolerationSeconds of 2^62 that the operator (JSON.parse) cannot read back exactly and refused.
+  it.each([
+    ["tolerations[*].tolerationSeconds", -Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
+    ["backend.mock.devices", 1, 4096],
+    ["upgrade.progressDeadlineSeconds", 10, 86_400],
+  ])("bounds spec.%s to the integers JavaScript reads exactly (%d..%d)", (path, minimum, maximum) => {
+    expect(schemaAt(spec, path)).toMatchObject({ minimum, maximum });
   });
 
   it.each(readdirSync(validDir).filter((f) => f.endsWith(".yaml")))(
@@ -427,6 +444,7 @@ describe("DeviceNodeState CRD", () => {
       ["REGISTRATION", ".status.registration.state"],
       ["HEALTHY", ".status.healthy"],
       ["ADVERTISED", ".status.advertised"],
+      ["ALLOCATED", ".status.allocated"],
       ["VERSION", ".status.pluginVersion"],
       ["AGE", ".metadata.creationTimestamp"],
     ]);
@@ -527,6 +545,11 @@ describe("structuralSchemaOf refuses what a structural schema cannot say", () =>
     expect(schema.properties?.labels?.["x-kubernetes-validations"]).toEqual([
       { rule: "self.all(k, size(k) <= 63)", message: "keys must be at most 63 characters" },
     ]);
-    expect(schema.properties?.count).toEqual({ exclusiveMinimum: true, minimum: 0, type: "integer" });
+    expect(schema.properties?.count).toEqual({
+      exclusiveMinimum: true,
+      maximum: Number.MAX_SAFE_INTEGER,
+      minimum: 0,
+      type: "integer",
+    });
   });
 });

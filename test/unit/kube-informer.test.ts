@@ -212,6 +212,7 @@ function setup(options: { backoff?: { initialMs: number; maxMs: number } } = {})
   const clock = new ManualClock();
   const api = new ScriptedApi();
   const { logger, lines } = captureLogs();
+  const restarts: string[] = [];
   const informer = new Informer<Obj>({
     path: "/api/v1/namespaces/dpo/configmaps",
     list: api.list,
@@ -221,6 +222,8 @@ function setup(options: { backoff?: { initialMs: number; maxMs: number } } = {})
     backoff: options.backoff,
     watchTimeoutSeconds: () => 300,
     labelSelector: "app=dpo",
+    onRestart: (reason) => restarts.push(reason),
+    onRecover: () => restarts.push("recovered"),
   });
   const recorded: Recorded = { events: [] };
   informer.onAdd((o) => recorded.events.push(`add ${objectKey(o)}@${o.metadata?.resourceVersion}`));
@@ -230,7 +233,7 @@ function setup(options: { backoff?: { initialMs: number; maxMs: number } } = {})
     ),
   );
   informer.onDelete((o) => recorded.events.push(`delete ${objectKey(o)}@${o.metadata?.resourceVersion}`));
-  return { clock, api, informer, recorded, lines };
+  return { clock, api, informer, recorded, lines, restarts };
 }
 
 let running: Informer<Obj> | undefined;
@@ -283,7 +286,7 @@ describe("Informer", () => {
   });
 
   it("relists after a 410 ERROR event and reports what changed meanwhile, deletes included", async () => {
-    const { clock, api, informer, recorded, lines } = setup();
+    const { clock, api, informer, recorded, lines, restarts } = setup();
     running = informer;
     api.lists.push(listOf("10", obj("keep", "1"), obj("change", "2"), obj("drop", "3")));
     informer.start();
@@ -305,10 +308,11 @@ describe("Informer", () => {
     expect(api.lastWatch.query.resourceVersion).toBe("50");
     // An expired watch is routine: no warning, and no backoff before the relist.
     expect(lines.filter((l) => l.level >= 40)).toEqual([]);
+    expect(restarts).toEqual(["expired"]);
   });
 
   it("relists after the watch request itself answers 410 Gone", async () => {
-    const { clock, api, informer } = setup();
+    const { clock, api, informer, restarts } = setup();
     running = informer;
     api.lists.push(listOf("10", obj("a", "1")));
     informer.start();
@@ -318,33 +322,72 @@ describe("Informer", () => {
     await clock.advance(0);
     expect(api.listCalls).toBe(2);
     expect(api.lastWatch.query.resourceVersion).toBe("60");
+    expect(restarts).toEqual(["expired"]);
   });
 
-  it("after a broken watch, relists after a backoff that grows with repeated failures, and logs each failure", async () => {
-    const { clock, api, informer, recorded, lines } = setup({ backoff: { initialMs: 500, maxMs: 4_000 } });
+  it("after a broken watch, resumes it from the last resourceVersion after a backoff that grows with repeated failures, without listing", async () => {
+    const { clock, api, informer, recorded, lines, restarts } = setup({
+      backoff: { initialMs: 500, maxMs: 4_000 },
+    });
     running = informer;
     api.lists.push(listOf("10", obj("a", "1"), obj("b", "1")));
     informer.start();
     await clock.advance(0);
+    api.lastWatch.onEvent("MODIFIED", obj("a", "15"));
 
+    // The connection breaks, and the API server stays away for three more attempts.
     api.lastWatch.onDone(Object.assign(new Error("socket hang up"), { code: "ECONNRESET" }));
-    for (let i = 0; i < 3; i++)
-      api.lists.push(() => Promise.reject(new Error("connect ECONNREFUSED 127.0.0.1:6443")));
-    api.lists.push(listOf("30", obj("a", "2")));
-    const listTimes: number[] = [];
+    for (let i = 0; i < 3; i++) api.watchFailures.push(new Error("connect ECONNREFUSED 127.0.0.1:6443"));
+    const attempts: number[] = [];
     const start = clock.now();
-    for (let t = 0; t < 10_000 && api.listCalls < 5; t += 10) {
-      const before = api.listCalls;
+    for (let t = 0; t < 10_000 && api.watches.length < 2; t += 10) {
+      const failuresBefore = api.watchFailures.length;
       await clock.advance(10);
-      if (api.listCalls > before) listTimes.push(clock.now() - start);
+      if (api.watchFailures.length < failuresBefore || api.watches.length === 2)
+        attempts.push(clock.now() - start);
     }
-    expect(listTimes).toEqual([500, 1_500, 3_500, 7_500]);
-    expect(recorded.events.slice(2)).toEqual(["update a@1->2", "delete b@1"]);
-    expect(api.lastWatch.query.resourceVersion).toBe("30");
-    expect(lines.filter((l) => l.msg === "list/watch failed; relisting after backoff")).toHaveLength(4);
+    expect(attempts).toEqual([500, 1_500, 3_500, 7_500]);
+    expect(api.listCalls).toBe(1);
+    expect(api.lastWatch.query.resourceVersion).toBe("15");
+    // What happened meanwhile arrives as events on the resumed watch.
+    api.lastWatch.onEvent("DELETED", obj("b", "20"));
+    expect(recorded.events.slice(2)).toEqual(["update a@1->15", "delete b@20"]);
+    expect(lines.filter((l) => l.msg === "watch failed; resuming it after backoff")).toHaveLength(4);
+    // Four failures, then one recovery when the watch is finally up.
+    expect(restarts).toEqual(["error", "error", "error", "error", "recovered"]);
   });
 
-  it("restarts when starting the watch fails, and treats a watch that closes at once as a failure", async () => {
+  it("relists when the resumed watch meets a compacted resourceVersion (410), and lists again after a failed list", async () => {
+    const { clock, api, informer, recorded, lines, restarts } = setup({
+      backoff: { initialMs: 500, maxMs: 4_000 },
+    });
+    running = informer;
+    api.lists.push(listOf("10", obj("a", "1"), obj("b", "1")));
+    informer.start();
+    await clock.advance(0);
+    api.lastWatch.onDone(Object.assign(new Error("socket hang up"), { code: "ECONNRESET" }));
+    await clock.advance(500);
+    expect(api.watches).toHaveLength(2);
+    expect(api.lastWatch.query.resourceVersion).toBe("10");
+    // The API server restarted and etcd was compacted: the resumed watch is answered 410 Gone, and the
+    // relist right after it fails once more.
+    api.lists.push(() => Promise.reject(new Error("connect ECONNREFUSED 127.0.0.1:6443")));
+    api.lists.push(listOf("30", obj("a", "2")));
+    api.lastWatch.onDone(Object.assign(new Error("Gone"), { statusCode: 410 }));
+    await clock.advance(0);
+    expect(api.listCalls).toBe(2);
+    // The second failure in a row: the backoff has doubled.
+    await clock.advance(999);
+    expect(api.listCalls).toBe(2);
+    await clock.advance(1);
+    expect(api.listCalls).toBe(3);
+    expect(recorded.events.slice(2)).toEqual(["update a@1->2", "delete b@1"]);
+    expect(api.lastWatch.query.resourceVersion).toBe("30");
+    expect(lines.filter((l) => l.msg === "list failed; listing again after backoff")).toHaveLength(1);
+    expect(restarts).toEqual(["error", "recovered", "expired", "error", "recovered"]);
+  });
+
+  it("retries a watch that fails to start from the listed resourceVersion, and treats a watch that closes at once as a failure", async () => {
     const { clock, api, informer } = setup({ backoff: { initialMs: 500, maxMs: 4_000 } });
     running = informer;
     api.lists.push(listOf("10", obj("a", "1")));
@@ -352,17 +395,18 @@ describe("Informer", () => {
     informer.start();
     await clock.advance(0);
     expect(api.watches).toHaveLength(0);
-    api.lists.push(listOf("11", obj("a", "1")));
     await clock.advance(500);
-    expect(api.listCalls).toBe(2);
+    expect(api.listCalls).toBe(1);
     expect(api.watches).toHaveLength(1);
+    expect(api.lastWatch.query.resourceVersion).toBe("10");
 
+    // Closed at once with no event: not a healthy end, so the next attempt waits for the backoff.
     api.lastWatch.onDone(null);
-    api.lists.push(listOf("12", obj("a", "1")));
     await clock.advance(0);
-    expect(api.listCalls).toBe(2);
+    expect(api.watches).toHaveLength(1);
     await clock.advance(1_000);
-    expect(api.listCalls).toBe(3);
+    expect(api.watches).toHaveLength(2);
+    expect(api.listCalls).toBe(1);
   });
 
   it("stops cleanly: the watch is aborted, no error is logged, no event arrives afterwards", async () => {

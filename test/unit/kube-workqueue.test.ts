@@ -79,6 +79,29 @@ describe("WorkQueue", () => {
     expect(clock.now() - start).toBe(5);
   });
 
+  it("retryBackedOff queues every key waiting out a failure backoff at once, with fresh backoffs, and leaves plain delays", async () => {
+    const clock = new ManualClock();
+    const queue = new WorkQueue({ clock, baseDelayMs: 1_000, maxDelayMs: 60_000 });
+    for (let i = 0; i < 5; i++) {
+      queue.addRateLimited("failing");
+      while (queue.len() === 0) await clock.advance(100);
+      await queue.get();
+      queue.done("failing");
+    }
+    queue.addRateLimited("failing"); // waits 32 s now
+    queue.addAfter("scheduled", 30_000); // a requeueAfter, not a failure
+    expect(queue.len()).toBe(0);
+    expect(queue.retryBackedOff()).toBe(1);
+    expect(queue.len()).toBe(1);
+    expect(await queue.get()).toBe("failing");
+    queue.done("failing");
+    expect(queue.numRequeues("failing")).toBe(0);
+    // The cancelled backoff does not add the key a second time later.
+    await clock.advance(40_000);
+    expect(queue.len()).toBe(1);
+    expect(await queue.get()).toBe("scheduled");
+  });
+
   it("keeps backoff per key: one failing key does not slow another", async () => {
     const clock = new ManualClock();
     const queue = new WorkQueue({ clock, baseDelayMs: 5 });

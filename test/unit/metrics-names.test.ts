@@ -71,6 +71,17 @@ describe("plugin metrics", () => {
     // One sample per metric, with the label sets the runtime records (runtime.ts, device-plugin-server.ts,
     // report/writer.ts), so that the label names show up in the exposition.
     m.devices.set({ resource: "example.com/foo", health: "Healthy" }, 2);
+    const holder = {
+      resource: "example.com/foo",
+      device: "foo-0",
+      namespace: "ml",
+      pod: "p",
+      container: "c",
+    };
+    m.deviceAllocated.set(holder, 1);
+    m.deviceHealthy.set(holder, 1);
+    m.podResourcesUp.set({ resource: "example.com/foo" }, 1);
+    m.podResourcesErrors.inc({ resource: "example.com/foo", code: "UNAVAILABLE" });
     m.allocations.inc({ resource: "example.com/foo", result: "OK" });
     m.allocateDuration.observe({ resource: "example.com/foo" }, 0.0003);
     m.preferredAllocations.inc({ resource: "example.com/foo", result: "OK" });
@@ -87,6 +98,26 @@ describe("plugin metrics", () => {
         "health",
         "resource",
       ]),
+      dpo_plugin_device_allocated: expected(
+        "gauge",
+        "1 when the kubelet has allocated the device to the container in the pod, namespace and container labels, 0 when free.",
+        ["container", "device", "namespace", "pod", "resource"],
+      ),
+      dpo_plugin_device_healthy: expected(
+        "gauge",
+        "1 when the advertised device is healthy, 0 when not; pod, namespace and container name its holder, if any.",
+        ["container", "device", "namespace", "pod", "resource"],
+      ),
+      dpo_plugin_pod_resources_up: expected(
+        "gauge",
+        "1 when the last read of the kubelet's PodResources API succeeded, 0 when it failed.",
+        ["resource"],
+      ),
+      dpo_plugin_pod_resources_errors_total: expected(
+        "counter",
+        "Failed reads of the kubelet's PodResources API, by gRPC status (UNAVAILABLE when the socket is missing).",
+        ["code", "resource"],
+      ),
       dpo_plugin_allocations_total: expected(
         "counter",
         "Allocate container requests answered, by result (ok or the gRPC status name).",
@@ -143,7 +174,8 @@ describe("operator metrics", () => {
     m.applyErrors.inc({ kind: "DaemonSet" });
     m.statusWrites.inc();
     m.statusWritesDeferred.inc();
-    m.apiRequests.inc({ verb: "GET" });
+    m.apiRequests.inc({ verb: "GET", code: "200" });
+    m.watchRestarts.inc({ resource: "nodes", reason: "expired" });
     m.leader.set({}, 1);
     m.queueDepth.set({}, 3);
     m.conversionReviews.inc({ to: "dpo.dev/v1beta1", result: "Success" });
@@ -179,8 +211,13 @@ describe("operator metrics", () => {
       ),
       dpo_operator_api_requests_total: expected(
         "counter",
-        "Requests to the API server, by verb (WATCH counts watch starts).",
-        ["verb"],
+        "Requests to the API server, by verb (WATCH counts watch starts) and HTTP status code (none: no response).",
+        ["code", "verb"],
+      ),
+      dpo_operator_watch_restarts_total: expected(
+        "counter",
+        "Informer list/watch restarts, by resource and reason (expired: 410 Gone, relisted at once; error: a failed list or watch, retried after a backoff, a watch from where it stopped).",
+        ["reason", "resource"],
       ),
       dpo_operator_leader: expected("gauge", "1 while this replica leads.", []),
       dpo_operator_queue_depth: expected("gauge", "Keys waiting in the work queue.", []),
@@ -218,7 +255,7 @@ describe("process metrics", () => {
       "nodejs_eventloop_lag_p99_seconds",
     ])
       expect(text).toMatch(new RegExp(`^# TYPE ${name} `, "m"));
-    expect([...parseExposition(text).keys()]).toHaveLength(10);
+    expect([...parseExposition(text).keys()]).toHaveLength(14);
     // A second component's registry stays empty of them: nothing goes through prom-client's global one.
     expect(await new OperatorMetrics().render()).not.toContain("process_");
   });

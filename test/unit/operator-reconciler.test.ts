@@ -78,6 +78,7 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
   const events: string[] = [];
   const logs: string[] = [];
   let rv = 100;
+  const statusLatency = { ms: 0 };
   let failApply: Error | undefined;
   let failDelete: ((path: string) => Error | undefined) | undefined;
   const deps: ConfigReconcilerDeps = {
@@ -94,6 +95,8 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
         return Promise.resolve({ ...obj, metadata: { ...obj.metadata, resourceVersion: String(++rv) } });
       },
       applyStatus: (obj: KubernetesObject & { status: DevicePluginConfigStatus }) => {
+        // The API server takes this long to answer (on the test's clock).
+        now.t += statusLatency.ms;
         applied.push({ kind: "status", name: obj.metadata!.name!, status: obj.status });
         return Promise.resolve({ ...obj, metadata: { ...obj.metadata, resourceVersion: String(++rv) } });
       },
@@ -133,6 +136,7 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
   };
   const reconciler = new ConfigReconciler(deps);
   return {
+    statusLatency,
     configs,
     nodes,
     daemonSets,
@@ -242,6 +246,18 @@ describe("ConfigReconciler", () => {
     expect(t.events).toHaveLength(events);
   });
 
+  it("tells its own last status write from a status someone else wrote", async () => {
+    const t = setup();
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    expect(t.reconciler.isOwnStatus("foo", undefined)).toBe(false);
+    await t.reconciler.reconcile("foo");
+    const mine = t.applied.find((a) => a.kind === "status")!.status!;
+    expect(t.reconciler.isOwnStatus("foo", structuredClone(mine))).toBe(true);
+    const theirs = { ...mine, nodes: { desired: 3, ready: 0, updated: 0, summary: "0/3" } };
+    expect(t.reconciler.isOwnStatus("foo", theirs)).toBe(false);
+    expect(t.reconciler.isOwnStatus("bar", mine)).toBe(false);
+  });
+
   it("writes status at most once per interval and asks to come back for the rest", async () => {
     const t = setup();
     t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
@@ -263,6 +279,30 @@ describe("ConfigReconciler", () => {
     const statuses = t.applied.filter((a) => a.kind === "status");
     expect(statuses).toHaveLength(2);
     expect(statuses[1]!.status?.nodes?.desired).toBe(1);
+  });
+
+  it("counts the status interval from the write's answer, so writes land an interval apart", async () => {
+    const t = setup();
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    // The first write takes 300 ms to answer; a change comes 50 ms after the answer.
+    t.statusLatency.ms = 300;
+    await t.reconciler.reconcile("foo");
+    t.statusLatency.ms = 0;
+    t.nodes.put({
+      metadata: { name: "n1", labels: {} },
+      status: {
+        conditions: [{ type: "Ready", status: "True" }],
+        nodeInfo: { kubeletVersion: "v1.34.1" } as never,
+      },
+    });
+    t.now.t += 50;
+    expect((await t.reconciler.reconcile("foo")).requeueAfterMs).toBe(450);
+    t.now.t += 449;
+    expect((await t.reconciler.reconcile("foo")).requeueAfterMs).toBe(1);
+    expect(t.applied.filter((a) => a.kind === "status")).toHaveLength(1);
+    t.now.t += 1;
+    expect(await t.reconciler.reconcile("foo")).toEqual({});
+    expect(t.applied.filter((a) => a.kind === "status")).toHaveLength(2);
   });
 
   it("gives the newer of two configs for one resource no DaemonSet and Ready=False ResourceNameConflict", async () => {
@@ -415,5 +455,98 @@ describe("ConfigReconciler", () => {
       expect(deletedReports.length).toBeGreaterThan(0);
       expect(first.requeueAfterMs).toBeGreaterThan(0);
     });
+  });
+});
+
+describe("ConfigReconciler in DRA mode", () => {
+  const dra = (spec: Record<string, unknown> = {}) =>
+    config("foo", "2026-01-01T00:00:00Z", { publish: "DRA", ...spec });
+  function withDra() {
+    const t = setup();
+    const slices = new FakeCache<KubernetesObject & { spec: unknown }>();
+    const classes = new FakeCache<KubernetesObject & { spec?: unknown }>();
+    t.reconciler.useDraInformers(slices.asInformer() as never, classes.asInformer() as never);
+    t.nodes.put({ metadata: { name: "n1" }, status: { nodeInfo: { kubeletVersion: "v1.34.4" } as never } });
+    const slice = (name: string, label: string, node: string, devices: number) =>
+      slices.put({
+        apiVersion: "resource.k8s.io/v1",
+        kind: "ResourceSlice",
+        metadata: { name, uid: `u-${name}`, labels: { "dpo.dev/config": label } },
+        spec: {
+          driver: "foo.vendor.example",
+          nodeName: node,
+          pool: { name: node, generation: 1, resourceSliceCount: 1 },
+          devices: Array.from({ length: devices }, (_, i) => ({ name: `d${i}` })),
+        },
+      });
+    return { ...t, slices, classes, slice };
+  }
+  const lastStatus = (t: ReturnType<typeof setup>) =>
+    t.applied.filter((a) => a.kind === "status").at(-1)?.status;
+
+  it("creates the DeviceClass and counts the node's published devices", async () => {
+    const t = withDra();
+    t.configs.put(dra());
+    t.slice("s1", "foo", "n1", 3);
+    await t.reconciler.reconcile("foo");
+    expect(t.applied.map((a) => a.name)).toContain("foo.vendor.example");
+    expect(lastStatus(t)?.devices).toMatchObject({ capacity: 3, allocatable: 3 });
+    expect(t.deleted).toEqual([]);
+  });
+
+  it("leaves a DeviceClass it does not own alone and stalls with DeviceClassConflict", async () => {
+    const t = withDra();
+    t.configs.put(dra());
+    t.classes.put({
+      apiVersion: "resource.k8s.io/v1",
+      kind: "DeviceClass",
+      metadata: { name: "foo.vendor.example" },
+    });
+    await t.reconciler.reconcile("foo");
+    expect(t.applied.map((a) => a.name)).not.toContain("foo.vendor.example");
+    expect(t.deleted).toEqual([]);
+    expect(condition(lastStatus(t), "Stalled")).toMatchObject({
+      status: "True",
+      reason: "DeviceClassConflict",
+    });
+    expect(t.events).toContain("Warning/DeviceClassConflict");
+  });
+
+  it("switched to DevicePlugin: deletes its owned class and its slices, not another config's", async () => {
+    const t = withDra();
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    t.classes.put({
+      apiVersion: "resource.k8s.io/v1",
+      kind: "DeviceClass",
+      metadata: {
+        name: "foo.vendor.example",
+        uid: "c1",
+        ownerReferences: [
+          {
+            apiVersion: "dpo.dev/v1beta1",
+            kind: "DevicePluginConfig",
+            name: "foo",
+            uid: "uid-foo",
+            controller: true,
+          },
+        ],
+      },
+    });
+    t.slice("s1", "foo", "n1", 3);
+    t.slice("s2", "bar", "n1", 3);
+    await t.reconciler.reconcile("foo");
+    expect(t.deleted).toEqual([
+      "/apis/resource.k8s.io/v1/deviceclasses/foo.vendor.example",
+      "/apis/resource.k8s.io/v1/resourceslices/s1",
+    ]);
+  });
+
+  it("a deleted config's slices are deleted when its name comes back through the queue", async () => {
+    const t = withDra();
+    t.slice("s1", "gone", "n1", 2);
+    t.slice("s2", "foo", "n1", 2);
+    t.configs.put(dra());
+    expect(await t.reconciler.reconcile("gone")).toEqual({});
+    expect(t.deleted).toEqual(["/apis/resource.k8s.io/v1/resourceslices/s1"]);
   });
 });

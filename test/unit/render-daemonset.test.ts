@@ -10,7 +10,13 @@ import type { DevicePluginConfigSpecInput } from "../../src/api/v1beta1/spec.js"
 import { devfsHostDirectories } from "../../src/operator/render/backends.js";
 import { configHash, renderPluginConfigMap } from "../../src/operator/render/configmap.js";
 import type { RenderContext } from "../../src/operator/render/context.js";
-import { NO_NODE_LABEL, pluginRevision, renderPluginDaemonSet } from "../../src/operator/render/daemonset.js";
+import { PLUGIN_FLAGS } from "../../src/cli/plugin.js";
+import {
+  NO_NODE_LABEL,
+  POD_RESOURCES_DIR,
+  pluginRevision,
+  renderPluginDaemonSet,
+} from "../../src/operator/render/daemonset.js";
 
 const ctx: RenderContext = {
   namespace: "dpo-system",
@@ -52,20 +58,31 @@ function hostMounts(ds: V1DaemonSet) {
     }));
 }
 
-const kubeletDir = {
+const devicePluginsDir = {
   host: "/var/lib/kubelet/device-plugins",
   type: "Directory",
   at: "/var/lib/kubelet/device-plugins",
   readOnly: false,
 };
+/** Read-only: the plugin only connects to the kubelet's PodResources socket. */
+const podResourcesDir = {
+  host: "/var/lib/kubelet/pod-resources",
+  type: "DirectoryOrCreate",
+  at: "/var/lib/kubelet/pod-resources",
+  readOnly: true,
+};
 
 describe("renderPluginDaemonSet per backend", () => {
   it.each<{ backend: string; spec: Partial<DevicePluginConfigSpecInput>; mounts: unknown[] }>([
-    { backend: "Mock without a health file", spec: {}, mounts: [kubeletDir] },
+    { backend: "Mock without a health file", spec: {}, mounts: [devicePluginsDir, podResourcesDir] },
     {
       backend: "Mock with a health file",
       spec: { backend: { type: "Mock", mock: { devices: 2, healthFile: "/run/dpo/health.json" } } },
-      mounts: [kubeletDir, { host: "/run/dpo", type: "DirectoryOrCreate", at: "/run/dpo", readOnly: true }],
+      mounts: [
+        devicePluginsDir,
+        podResourcesDir,
+        { host: "/run/dpo", type: "DirectoryOrCreate", at: "/run/dpo", readOnly: true },
+      ],
     },
     {
       backend: "DevFS under / (top directory of each glob)",
@@ -78,7 +95,8 @@ describe("renderPluginDaemonSet per backend", () => {
         },
       },
       mounts: [
-        kubeletDir,
+        devicePluginsDir,
+        podResourcesDir,
         { host: "/dev", type: "Directory", at: "/dev", readOnly: true },
         { host: "/opt", type: "Directory", at: "/opt", readOnly: true },
       ],
@@ -86,13 +104,18 @@ describe("renderPluginDaemonSet per backend", () => {
     {
       backend: "DevFS under another root (the root, whole)",
       spec: { backend: { type: "DevFS", devFS: { root: "/host", paths: [{ glob: "/dev/ttyUSB*" }] } } },
-      mounts: [kubeletDir, { host: "/host", type: "Directory", at: "/host", readOnly: true }],
+      mounts: [
+        devicePluginsDir,
+        podResourcesDir,
+        { host: "/host", type: "Directory", at: "/host", readOnly: true },
+      ],
     },
     {
       backend: "PCI",
       spec: { backend: { type: "PCI", pci: { vendor: "10de" } } },
       mounts: [
-        kubeletDir,
+        devicePluginsDir,
+        podResourcesDir,
         { host: "/dev", type: "Directory", at: "/dev", readOnly: true },
         { host: "/sys", type: "Directory", at: "/sys", readOnly: true },
       ],
@@ -103,7 +126,8 @@ describe("renderPluginDaemonSet per backend", () => {
         backend: { type: "PCI", pci: { vendor: "10de", sysfsRoot: "/host/sys", devRoot: "/host/dev" } },
       },
       mounts: [
-        kubeletDir,
+        devicePluginsDir,
+        podResourcesDir,
         { host: "/host/dev", type: "Directory", at: "/host/dev", readOnly: true },
         { host: "/host/sys", type: "Directory", at: "/host/sys", readOnly: true },
       ],
@@ -133,7 +157,8 @@ describe("renderPluginDaemonSet per backend", () => {
   it("NVIDIA: sysfs and /dev, the NVIDIA Container Toolkit's variables, and CAP_SYSLOG only to read XIDs", () => {
     const plain = renderPluginDaemonSet(config({ backend: { type: "NVIDIA", nvidia: {} } }), ctx);
     expect(hostMounts(plain)).toEqual([
-      kubeletDir,
+      devicePluginsDir,
+      podResourcesDir,
       { host: "/dev", type: "Directory", at: "/dev", readOnly: true },
       { host: "/sys", type: "Directory", at: "/sys", readOnly: true },
     ]);
@@ -151,6 +176,14 @@ describe("renderPluginDaemonSet per backend", () => {
       privileged: false,
       capabilities: { drop: ["ALL"], add: ["SYSLOG"] },
     });
+  });
+
+  it("mounts the directory of the plugin's default PodResources socket, read-only, for every backend", () => {
+    const flag = PLUGIN_FLAGS.find((f) => f.name === "pod-resources-socket");
+    expect(flag?.default).toBe(`${POD_RESOURCES_DIR}/kubelet.sock`);
+    const args = container(renderPluginDaemonSet(config(), ctx)).args ?? [];
+    // The default is left to the plugin: a flag in the args would stop an older plugin image from starting.
+    expect(args.some((a) => a.startsWith("--pod-resources"))).toBe(false);
   });
 
   it("mounts the plugin-watcher directory only in watcher mode, and tells the plugin", () => {
@@ -180,6 +213,62 @@ describe("renderPluginDaemonSet per backend", () => {
     const plain = renderPluginDaemonSet(config(), ctx);
     expect(hostMounts(plain).map((m) => m.host)).not.toContain("/var/run/cdi");
     expect(container(plain).args).not.toContain("--cdi-dir");
+  });
+});
+
+describe("renderPluginDaemonSet with publish: DRA", () => {
+  const dra = (extra: Partial<DevicePluginConfigSpecInput> = {}) =>
+    config({ publish: "DRA", dra: { driverName: "foo.example.com" }, ...extra });
+
+  it.each(["kubelet", "watcher"] as const)(
+    "%s registration: the DRA plugins dir, the plugin watcher's, PodResources and CDI; no device-plugins dir",
+    (registrationMode) => {
+      const ds = renderPluginDaemonSet(dra(), { ...ctx, registrationMode });
+      // Backend mounts (Mock has none) come after the kubelet's; exactly these, in this order.
+      expect(hostMounts(ds)).toEqual([
+        {
+          host: "/var/lib/kubelet/plugins",
+          type: "DirectoryOrCreate",
+          at: "/var/lib/kubelet/plugins",
+          readOnly: false,
+        },
+        {
+          host: "/var/lib/kubelet/plugins_registry",
+          type: "Directory",
+          at: "/var/lib/kubelet/plugins_registry",
+          readOnly: false,
+        },
+        {
+          host: "/var/lib/kubelet/pod-resources",
+          type: "DirectoryOrCreate",
+          at: "/var/lib/kubelet/pod-resources",
+          readOnly: true,
+        },
+        { host: "/var/run/cdi", type: "DirectoryOrCreate", at: "/var/run/cdi", readOnly: false },
+      ]);
+      const hosts = hostMounts(ds).map((m) => m.host);
+      expect(hosts).not.toContain("/var/lib/kubelet/device-plugins");
+      expect(hosts.some((h) => h.endsWith("kubelet.sock"))).toBe(false);
+      // CDI is how a prepared DRA device reaches a container: the directory is named even without spec.cdi.
+      const args = container(ds).args ?? [];
+      expect(args[args.indexOf("--cdi-dir") + 1]).toBe("/var/run/cdi");
+    },
+  );
+
+  it("keeps a backend's own host paths and privileges", () => {
+    const ds = renderPluginDaemonSet(dra({ backend: { type: "PCI", pci: { vendor: "10de" } } }), ctx);
+    const plain = renderPluginDaemonSet(config({ backend: { type: "PCI", pci: { vendor: "10de" } } }), ctx);
+    const kubeletDirs = /^\/var\/(lib\/kubelet|run\/cdi)/;
+    expect(hostMounts(ds).filter((m) => !kubeletDirs.test(m.host))).toEqual(
+      hostMounts(plain).filter((m) => !kubeletDirs.test(m.host)),
+    );
+    expect(container(ds).securityContext).toEqual(container(plain).securityContext);
+  });
+
+  it("is a revision of its own: switching publish rolls the plugin like any other spec change", () => {
+    expect(pluginRevision(dra(), ctx)).not.toBe(
+      pluginRevision(config({ dra: { driverName: "foo.example.com" } }), ctx),
+    );
   });
 });
 

@@ -320,6 +320,15 @@ describe("buildDeviceNodeState", () => {
     expect(DeviceNodeStateStatusSchema.safeParse(status).success).toBe(true);
   });
 
+  it("reports the kubelet's allocated count only when it is known", () => {
+    expect(buildDeviceNodeState(input({ allocated: 2 })).status.allocated).toBe(2);
+    expect(buildDeviceNodeState(input({ allocated: 0 })).status.allocated).toBe(0);
+    const unknown = buildDeviceNodeState(input({ allocated: undefined })).status;
+    expect("allocated" in unknown).toBe(false);
+    expect(DeviceNodeStateStatusSchema.safeParse({ ...unknown, allocated: 3 }).success).toBe(true);
+    expect(DeviceNodeStateStatusSchema.safeParse({ ...unknown, allocated: -1 }).success).toBe(false);
+  });
+
   it.each([
     {
       what: "registered",

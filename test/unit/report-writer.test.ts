@@ -34,12 +34,20 @@ class FakeSource implements ReportSource {
     attributes: {},
   }));
   private readonly listeners = new Set<() => void>();
+  private allocated: number | undefined;
 
   status(): RuntimeStatus {
     return this.runtime;
   }
   snapshot(): { physical: PhysicalDevice[]; advertised: ReturnType<typeof advertiseDevices> } {
     return { physical: this.physical, advertised: advertiseDevices(this.physical, NO_SHARING) };
+  }
+  allocatedDevices(): number | undefined {
+    return this.allocated;
+  }
+  setAllocated(allocated: number | undefined): void {
+    this.allocated = allocated;
+    for (const listener of this.listeners) listener();
   }
   subscribe(onChange: () => void): () => void {
     this.listeners.add(onChange);
@@ -113,7 +121,13 @@ afterEach(async () => {
 });
 
 function harness(
-  options: { minIntervalMs?: number; retryBaseMs?: number; retryMaxMs?: number; now?: () => number } = {},
+  options: {
+    minIntervalMs?: number;
+    allocatedMinIntervalMs?: number;
+    retryBaseMs?: number;
+    retryMaxMs?: number;
+    now?: () => number;
+  } = {},
 ): Harness {
   const source = new FakeSource();
   const api = new FakeApi();
@@ -134,6 +148,7 @@ function harness(
     logger,
     metrics,
     minIntervalMs: options.minIntervalMs ?? 50,
+    allocatedMinIntervalMs: options.allocatedMinIntervalMs ?? 50,
     retryBaseMs: options.retryBaseMs ?? 20,
     retryMaxMs: options.retryMaxMs ?? 200,
     now: options.now,
@@ -200,6 +215,38 @@ describe("NodeStateWriter", () => {
     expect(api.maxInFlight).toBe(1);
     const starts = api.sent.filter((r) => r.path.includes("/status")).map((r) => r.at);
     for (let i = 1; i < starts.length; i++) expect(starts[i]! - starts[i - 1]!).toBeGreaterThanOrEqual(95);
+  });
+
+  it("writes the kubelet's allocated count when it changes, and leaves it out while unknown", async () => {
+    const { source, writer } = harness({ minIntervalMs: 0 });
+    writer.start();
+    await waitFor("the first write", () => writer.written);
+    expect(writer.written && "allocated" in writer.written).toBe(false);
+    source.setAllocated(0);
+    await waitFor("allocated 0 written", () => writer.written?.allocated === 0);
+    source.setAllocated(3);
+    await waitFor("allocated 3 written", () => writer.written?.allocated === 3);
+  });
+
+  it("writes a change of the allocated count alone at most once per interval, with the latest count; other news at once", async () => {
+    const { source, api, writer } = harness({ minIntervalMs: 0, allocatedMinIntervalMs: 400 });
+    writer.start();
+    await waitFor("the first write", () => writer.written);
+    const statusSends = () => api.sent.filter((r) => r.path.includes("/status"));
+    const firstAt = statusSends()[0]!.at;
+    // Pods come and go: five counts in a row make one write, of the last count, once the interval is up.
+    for (const count of [1, 2, 3, 2, 4]) source.setAllocated(count);
+    await waitFor("allocated 4 written", () => writer.written?.allocated === 4);
+    expect(statusSends()[1]!.at - firstAt).toBeGreaterThanOrEqual(395);
+    expect(api.statusWrites().map((s) => s.allocated)).toEqual([undefined, 4]);
+
+    // A new count waits again, but a health change does not wait, and takes the count along.
+    const before = api.statusWrites().length;
+    source.setAllocated(5);
+    source.setHealth("foo-1", "Unhealthy", "Overheated");
+    await waitFor("the health change written", () => unhealthyIds(writer.written).join() === "foo-1");
+    expect(writer.written?.allocated).toBe(5);
+    expect(api.statusWrites().length).toBe(before + 1);
   });
 
   it("sends nothing when a change leaves the report as it was", async () => {

@@ -50,6 +50,8 @@ interface NodeSetup {
         unhealthy?: number[];
         /** Override of the advertised/healthy counts the plugin reports. */
         replicas?: number;
+        /** The kubelet's allocated count, as the plugin reports it; absent by default (unknown). */
+        allocated?: number;
       }
     | "none";
   labels?: Record<string, string>;
@@ -136,6 +138,7 @@ function world(cfg: DevicePluginConfig, setups: NodeSetup[]): World {
           configHash: hash,
           advertised: physical * replicas,
           healthy: healthyAdvertised,
+          ...(reportSetup.allocated !== undefined ? { allocated: reportSetup.allocated } : {}),
           devices,
           updateTime: "2025-03-01T09:00:00Z",
         },
@@ -239,7 +242,7 @@ describe("aggregateStatus", () => {
         },
       ],
       nodes: { desired: 3, ready: 3, updated: 3, summary: "3/3" },
-      devices: { capacity: 12, allocatable: 12, unhealthy: 0, summary: "12/12" },
+      devices: { capacity: 12, allocatable: 12, unhealthy: 0, allocated: 0, summary: "12/12" },
       problems: [],
       problemsOmitted: 0,
       daemonSetName: "dpo-example-foo",
@@ -349,7 +352,32 @@ describe("aggregateStatus", () => {
     const { status } = aggregateStatus(
       input(cfg, three({ n1: { report: { unhealthy: [0, 3] } }, n3: { allocatable: 0 } })),
     );
-    expect(status.devices).toEqual({ capacity: 12, allocatable: 6, unhealthy: 2, summary: "6/12" });
+    expect(status.devices).toEqual({
+      capacity: 12,
+      allocatable: 6,
+      unhealthy: 2,
+      allocated: 0,
+      summary: "6/12",
+    });
+  });
+
+  it("sums the devices the kubelets allocated from the reports; a report that does not know counts none", () => {
+    const cfg = config();
+    const { status } = aggregateStatus(
+      input(cfg, three({ n1: { report: { allocated: 3 } }, n2: { report: { allocated: 1 } }, n3: {} })),
+    );
+    expect(status.devices).toEqual({
+      capacity: 12,
+      allocatable: 12,
+      unhealthy: 0,
+      allocated: 4,
+      summary: "12/12",
+    });
+    expect(DevicePluginConfigStatusSchema.safeParse(status).success).toBe(true);
+    // A status an earlier operator wrote, without the field, still reads as the previous status.
+    const older: Record<string, unknown> = { ...status.devices };
+    delete older.allocated;
+    expect(previousStatusOf({ status: { ...status, devices: older } })).toBeDefined();
   });
 
   describe("while reports are renamed (an old-named one lingers beside the current one)", () => {
@@ -400,7 +428,13 @@ describe("aggregateStatus", () => {
     const cfg = config();
     const { status } = aggregateStatus(input(cfg, []));
     expect(status.nodes).toEqual({ desired: 0, ready: 0, updated: 0, summary: "0/0" });
-    expect(status.devices).toEqual({ capacity: 0, allocatable: 0, unhealthy: 0, summary: "0/0" });
+    expect(status.devices).toEqual({
+      capacity: 0,
+      allocatable: 0,
+      unhealthy: 0,
+      allocated: 0,
+      summary: "0/0",
+    });
     expect(condition(status, "Ready")).toMatchObject({
       status: "True",
       reason: "NoMatchingNodes",
@@ -450,7 +484,13 @@ describe("aggregateStatus", () => {
       `DevicePluginConfig older-foo already serves ${RESOURCE} on overlapping nodes; this config gets no DaemonSet while it does`,
     );
     expect(status.nodes).toEqual({ desired: 3, ready: 0, updated: 0, summary: "0/3" });
-    expect(status.devices).toEqual({ capacity: 0, allocatable: 0, unhealthy: 0, summary: "0/0" });
+    expect(status.devices).toEqual({
+      capacity: 0,
+      allocatable: 0,
+      unhealthy: 0,
+      allocated: 0,
+      summary: "0/0",
+    });
     expect(status.problems).toEqual([]);
     expect(status).not.toHaveProperty("daemonSetName");
     expect(events).toEqual([
@@ -698,5 +738,92 @@ describe("statusEqual", () => {
     { case: "empty list and missing list differ", a: { problems: [] }, b: {}, want: false },
   ])("$case → $want", ({ a, b, want }) => {
     expect(statusEqual(a, b)).toBe(want);
+  });
+});
+
+describe("aggregateStatus in DRA mode: the ResourceSlices are the devices' truth", () => {
+  const DRIVER = "foo.hardware-vendor.example";
+  const truth = (published: Record<string, number>) => ({
+    kind: "ResourceSlices" as const,
+    driver: DRIVER,
+    published: new Map(Object.entries(published)),
+  });
+  // The Node's capacity says nothing in DRA mode: the nodes here advertise none of the resource.
+  const dra = (over: Partial<NodeSetup> = {}): NodeSetup[] =>
+    ["n1", "n2", "n3"].map((name) => ({ name, capacity: undefined, allocatable: undefined, ...over }));
+
+  it.each<{
+    case: string;
+    setups: NodeSetup[];
+    published: Record<string, number>;
+    want: { devices: string; ready: string; degraded: string; problems: string[] };
+  }>([
+    {
+      case: "every node's slices publish its healthy devices",
+      setups: dra(),
+      published: { n1: 4, n2: 4, n3: 4 },
+      want: { devices: "12/12", ready: "True/AllNodesReady", degraded: "False/NoProblems", problems: [] },
+    },
+    {
+      case: "an unhealthy device is left out of the slice: counted in capacity, not allocatable",
+      setups: [
+        ...dra().slice(0, 2),
+        { name: "n3", capacity: undefined, allocatable: undefined, report: { unhealthy: [1] } },
+      ],
+      published: { n1: 4, n2: 4, n3: 3 },
+      want: {
+        devices: "11/12",
+        ready: "True/AllNodesReady",
+        degraded: "True/UnhealthyDevices",
+        problems: ["n3/UnhealthyDevices"],
+      },
+    },
+    {
+      case: "a node whose plugin published nothing yet",
+      setups: dra(),
+      published: { n1: 4, n2: 4 },
+      want: {
+        devices: "8/8",
+        ready: "False/NodesNotReady",
+        degraded: "True/NoCapacity",
+        problems: ["n3/NoCapacity"],
+      },
+    },
+    {
+      case: "a stale pool count",
+      setups: dra(),
+      published: { n1: 4, n2: 4, n3: 2 },
+      want: {
+        devices: "10/10",
+        ready: "False/NodesNotReady",
+        degraded: "True/CapacityMismatch",
+        problems: ["n3/CapacityMismatch"],
+      },
+    },
+  ])("$case", ({ setups, published, want }) => {
+    const { status } = aggregateStatus(input(config(), setups, { deviceTruth: truth(published) }));
+    expect(status.devices?.summary).toBe(want.devices);
+    expect(`${condition(status, "Ready").status}/${condition(status, "Ready").reason}`).toBe(want.ready);
+    expect(`${condition(status, "Degraded").status}/${condition(status, "Degraded").reason}`).toBe(
+      want.degraded,
+    );
+    expect((status.problems ?? []).map((p) => `${p.node}/${p.reason}`)).toEqual(want.problems);
+  });
+
+  it("a DeviceClass it does not own: Stalled DeviceClassConflict, named, with a Warning event", () => {
+    const message = `DeviceClass ${DRIVER} exists and is not owned by this config; it is left alone`;
+    const { status, events } = aggregateStatus(
+      input(config(), dra(), { deviceTruth: truth({ n1: 4, n2: 4, n3: 4 }), deviceClassConflict: message }),
+    );
+    expect(conditionSummary(status)).toEqual([
+      "Ready=False/DeviceClassConflict",
+      "Reconciling=False/DeviceClassConflict",
+      "Stalled=True/DeviceClassConflict",
+      "Degraded=False/NoProblems",
+    ]);
+    expect(condition(status, "Stalled").message).toBe(message);
+    expect(events).toContainEqual({ type: "Warning", reason: "DeviceClassConflict", message });
+    // The devices are still counted: the plugins run, only the class is missing.
+    expect(status.devices?.summary).toBe("12/12");
   });
 });

@@ -21,6 +21,25 @@ const T2 = "2025-01-02T00:00:00Z";
 const T3 = "2025-01-03T00:00:00Z";
 
 describe("findResourceNameConflicts", () => {
+  it("reads no node when no two configs share a resource name or their selectors decide", () => {
+    // At 5000 nodes and many configs, every reconcile used to filter every node for every config.
+    const untouchable = new Proxy([] as V1Node[], {
+      get: (target, key) => {
+        if (key === "filter" || key === Symbol.iterator || key === "length")
+          throw new Error("nodes were read");
+        return Reflect.get(target, key) as unknown;
+      },
+    });
+    const configs = [
+      ...Array.from({ length: 50 }, (_, i) => cfg(`c${i}`, T1, { pool: `p${i}` }, `vendor.example/r${i}`)),
+      cfg("same-a", T1, { pool: "x" }),
+      cfg("same-b", T2, { pool: "x" }),
+    ];
+    expect(Object.fromEntries(findResourceNameConflicts(configs, untouchable))).toEqual({
+      "same-b": "same-a",
+    });
+  });
+
   it.each<{ case: string; configs: ConflictCandidate[]; nodes: V1Node[]; want: Record<string, string> }>([
     {
       case: "different resource names never conflict",

@@ -537,6 +537,44 @@ describe("planRollout, node by node", () => {
     expect(p.inFlight).toEqual(["auto-replace"]);
   });
 
+  it("in DRA mode, surges from v1.33.0 (seamless driver upgrades) and needs v1.32.0", () => {
+    const nodes = [
+      node("v1-31", { kubeletVersion: "v1.31.9" }),
+      node("v1-32", { kubeletVersion: "v1.32.13" }),
+      node("v1-33", { kubeletVersion: "v1.33.0" }),
+      node("v1-33-rc", { kubeletVersion: "v1.33.0-rc.2" }),
+      node("v1-34-eks", { kubeletVersion: "v1.34.4-eks-1234" }),
+      node("v1-36", { kubeletVersion: "v1.36.3" }),
+    ];
+    const dra = planRollout({
+      nodes,
+      spec: spec({ strategy: "Surge" }),
+      now: NOW,
+      rollingBack: false,
+      publish: "DRA",
+    });
+    expect(dra.modes).toEqual({
+      "v1-32": "Replace",
+      "v1-33": "Surge",
+      "v1-33-rc": "Replace",
+      "v1-34-eks": "Surge",
+      "v1-36": "Surge",
+    });
+    expect(dra.problems.map((q) => [q.node, q.reason])).toEqual([
+      ["v1-31", "KubeletTooOld"],
+      ["v1-32", "SurgeUnsupported"],
+      ["v1-33-rc", "SurgeUnsupported"],
+    ]);
+    expect(dra.problems[0]?.message).toBe(
+      "kubelet v1.31.9 is older than v1.32.0, which DRA plugins (the kubelet's v1beta1.DRAPlugin service) need",
+    );
+    expect(dra.problems[1]?.message).toMatch(/two instances of a DRA driver side by side/);
+    // The same kubelets with device plugins: surge only from 1.37, and 1.31 is new enough.
+    const dp = planRollout({ nodes, spec: spec({ strategy: "Auto" }), now: NOW, rollingBack: false });
+    expect(Object.values(dp.modes)).toEqual(Array(6).fill("Replace"));
+    expect(dp.problems).toEqual([]);
+  });
+
   it("Auto and Replace report no SurgeUnsupported", () => {
     for (const strategy of ["Auto", "Replace"] as const) {
       expect(plan([node("a", { kubeletVersion: REPLACE_KUBELET })], { strategy }).problems).toEqual([]);

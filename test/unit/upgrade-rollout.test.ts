@@ -226,6 +226,32 @@ describe("decideRollout", () => {
     const promoted = d.writes[1]!.kind === "Update" ? d.writes[1]!.daemonSet : undefined;
     expect(promoted?.metadata?.annotations?.[ANNOTATION_UPGRADE_STATE]).toBeUndefined();
     expect(d.events.map((e) => e.reason)).toEqual(["UpgradeComplete"]);
+    // The status of the pass that promotes names the new revision as the current one.
+    expect(d.status).toMatchObject({ phase: "Complete", currentRevision: newRev, updateRevision: newRev });
+  });
+
+  it("is not Complete while the old revision still places a pod on an upgraded node", () => {
+    // The new plugin passed the gate on every node, but the old DaemonSet still places its pod there:
+    // that write comes first, the status names the old revision as the current one, and it comes back.
+    const state = { from: oldRev, rollingBack: false, nodes: { a: { startedAt: NOW - 5_000, baseline: 4 } } };
+    const base = stored(OLD, { except: [] });
+    const next = stored(NEW, { only: ["a"] }, state, "2026-11-02T00:00:00Z");
+    const newPod = pod(next, "a");
+    const d = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      nodes: [node("a")],
+      pods: [newPod],
+      reports: [report(NEW, newPod)],
+    });
+    expect(written(d)).not.toContain(`Delete ${oldRev}`);
+    expect(d.status).toMatchObject({
+      phase: "Progressing",
+      currentRevision: oldRev,
+      updateRevision: newRev,
+      total: 1,
+    });
+    expect(d.requeueAfterMs).toBeDefined();
   });
 
   it("fails a node past its deadline and rolls it back: the old revision returns beside the new one", () => {
@@ -333,5 +359,113 @@ describe("decideRollout's gate", () => {
       reports: [report(NEW, newPod)],
     });
     expect(short.writes).toEqual([]);
+  });
+});
+
+describe("decideRollout's gate in DRA mode: the published ResourceSlices instead of allocatable", () => {
+  const DRA_OLD = config({ publish: "DRA", plugin: { logLevel: "info" } });
+  const DRA_NEW = config({ publish: "DRA", plugin: { logLevel: "debug" } });
+  const draOld = pluginRevision(DRA_OLD, ctx);
+  const draNew = pluginRevision(DRA_NEW, ctx);
+  const base = stored(DRA_OLD, { except: [] });
+  const surged = (nodes: UpgradeState["nodes"]) =>
+    stored(
+      DRA_NEW,
+      { only: Object.keys(nodes) },
+      { from: draOld, rollingBack: false, nodes },
+      "2026-11-02T00:00:00Z",
+    );
+  /** A registered new plugin on `a`, with `unhealthy` of its 4 devices unhealthy. */
+  const newReport = (p: V1Pod, unhealthy = 0): DeviceNodeState => {
+    const r = report(DRA_NEW, p);
+    r.status!.healthy = 4 - unhealthy;
+    r.status!.devices = Array.from({ length: 4 }, (_, i) => ({
+      id: `d${i}`,
+      health: i < unhealthy ? ("Unhealthy" as const) : ("Healthy" as const),
+      replicas: 1,
+      since: "2026-11-23T11:00:00Z",
+    }));
+    return r;
+  };
+
+  it("records the baseline from the node's published devices, not from a Node that advertises none", () => {
+    const next = surged({});
+    const d = decide({
+      config: DRA_NEW,
+      daemonSets: [base, next],
+      nodes: [node("a", "v1.37.0", 0), node("b", "v1.37.0", 0)],
+      pods: [pod(base, "a"), pod(base, "b")],
+      reports: [],
+      publishedDevices: new Map([
+        ["a", 4],
+        ["b", 4],
+      ]),
+    });
+    expect(written(d)).toEqual([`Update ${draNew} only [a]`]);
+    const update = d.writes[0]!.kind === "Update" ? d.writes[0]!.daemonSet : undefined;
+    expect(parseUpgradeState(update, draOld).nodes).toEqual({ a: { startedAt: NOW, baseline: 4 } });
+  });
+
+  it.each<{
+    case: string;
+    published: number | undefined;
+    allocatable: number;
+    unhealthy: number;
+    moves: boolean;
+  }>([
+    {
+      case: "published back at the baseline: the node is upgraded",
+      published: 4,
+      allocatable: 0,
+      unhealthy: 0,
+      moves: true,
+    },
+    {
+      case: "published below the baseline: it waits",
+      published: 2,
+      allocatable: 4,
+      unhealthy: 0,
+      moves: false,
+    },
+    {
+      case: "no slice yet: it waits, whatever allocatable says",
+      published: undefined,
+      allocatable: 4,
+      unhealthy: 0,
+      moves: false,
+    },
+    {
+      case: "below only by the unhealthy devices left out: upgraded",
+      published: 3,
+      allocatable: 0,
+      unhealthy: 1,
+      moves: true,
+    },
+    {
+      case: "below by more than the unhealthy ones: it waits",
+      published: 2,
+      allocatable: 0,
+      unhealthy: 1,
+      moves: false,
+    },
+  ])("$case", ({ published, allocatable, unhealthy, moves }) => {
+    const next = surged({ a: { startedAt: NOW - 5_000, baseline: 4 } });
+    const newPod = pod(next, "a");
+    const d = decide({
+      config: DRA_NEW,
+      daemonSets: [base, next],
+      nodes: [node("a", "v1.37.0", allocatable), node("b", "v1.37.0", 0)],
+      pods: [pod(base, "a"), newPod, pod(base, "b")],
+      reports: [newReport(newPod, unhealthy)],
+      publishedDevices: new Map(
+        published === undefined
+          ? [["b", 4]]
+          : [
+              ["a", published],
+              ["b", 4],
+            ],
+      ),
+    });
+    expect(written(d)).toEqual(moves ? [`Update ${draOld} except [a]`] : []);
   });
 });

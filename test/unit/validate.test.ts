@@ -7,6 +7,7 @@ import { checkExtendedResourceName } from "../../src/api/v1beta1/spec.js";
 import {
   formatFieldPath,
   loadDevicePluginConfig,
+  validateAnyVersion,
   validateDevicePluginConfig,
 } from "../../src/api/validate.js";
 import { validateFiles } from "../../src/cli/validate.js";
@@ -177,5 +178,117 @@ describe("validateDevicePluginConfig", () => {
     const broken = loadDevicePluginConfig("spec: [unclosed");
     expect(broken.ok).toBe(false);
     if (!broken.ok) expect(broken.errors[0]?.message).toMatch(/^YAML:/);
+  });
+});
+
+/**
+ * Disagreements with the API server that config fuzzing found (test/fuzz/config-gen.ts), each now answered
+ * as the API server answers it: accepted (with the spec it stores), or refused at the field it names.
+ */
+describe("dpo validate answers as the API server does", () => {
+  const beta = (spec: Record<string, unknown>): Record<string, unknown> => ({
+    apiVersion: "dpo.dev/v1beta1",
+    kind: "DevicePluginConfig",
+    metadata: { name: "x" },
+    spec: { resourceName: "vendor.example/x", backend: { type: "Mock", mock: { devices: 1 } }, ...spec },
+  });
+  const alpha = (spec: Record<string, unknown>): Record<string, unknown> => ({
+    apiVersion: "dpo.dev/v1alpha1",
+    kind: "DevicePluginConfig",
+    metadata: { name: "x" },
+    spec: { resourceName: "vendor.example/x", backend: "Mock", mock: { devices: 1 }, ...spec },
+  });
+  const mock = (fields: Record<string, unknown>) => ({ type: "Mock", mock: { devices: 1, ...fields } });
+
+  it.each<{ what: string; manifest: Record<string, unknown>; path?: string; message?: RegExp }>([
+    // The API server prunes a null field (or defaults it) before validating; YAML's `healthFile:` is null.
+    { what: "a null optional field", manifest: beta({ backend: mock({ healthFile: null }) }) },
+    { what: "a null block with a default", manifest: beta({ sharing: null, topology: null }) },
+    { what: "a null map value", manifest: beta({ nodeSelector: { "feature.example/a": null } }) },
+    {
+      what: "a null field in a list item",
+      manifest: beta({ tolerations: [{ key: null, operator: "Exists" }] }),
+    },
+    {
+      what: "a null v1alpha1 field",
+      manifest: alpha({ sharedDevNum: null, preferredAllocationPolicy: null }),
+    },
+    {
+      what: "a null required field",
+      manifest: beta({ backend: mock({ devices: null }) }),
+      path: "spec.backend.mock.devices",
+    },
+    {
+      what: "a null backend member",
+      manifest: beta({ backend: { type: "Mock", mock: null } }),
+      path: "spec.backend.mock",
+    },
+    { what: "a null v1alpha1 member", manifest: alpha({ mock: null }), path: "spec.mock" },
+    { what: "a null list item", manifest: beta({ tolerations: [null] }), path: "spec.tolerations[0]" },
+    // A value that fits neither branch of an int-or-string: at the field, not at <root>.
+    {
+      what: "a fractional maxUnavailable",
+      manifest: beta({ upgrade: { maxUnavailable: 1.5 } }),
+      path: "spec.upgrade.maxUnavailable",
+      message: /^must be a number of nodes >= 1 or a percentage/,
+    },
+    {
+      what: "a list for maxUnavailable",
+      manifest: beta({ upgrade: { maxUnavailable: [] } }),
+      path: "spec.upgrade.maxUnavailable",
+    },
+    // A map key that is too long is the map's problem, as the CEL rule over its keys says.
+    {
+      what: "a node selector key of 317 characters",
+      manifest: beta({ nodeSelector: { ["k".repeat(317)]: "x" } }),
+      path: "spec.nodeSelector",
+      message: /^key "k{40}\.\.\." is longer than 316 characters$/,
+    },
+    // ... and stops no other check: the value beside it, and the backend member rules around it.
+    {
+      what: "a bad node selector value beside a long key",
+      manifest: beta({ nodeSelector: { ["k".repeat(317)]: "x", "feature.example/a": "-bad-" } }),
+      path: "spec.nodeSelector.feature.example/a",
+    },
+    {
+      what: "a v1alpha1 member of another backend beside a long key",
+      manifest: alpha({ pci: { vendor: "10de" }, nodeSelector: { ["k".repeat(317)]: "x" } }),
+      path: "spec.pci",
+    },
+    {
+      what: "an attribute key of 64 characters",
+      manifest: beta({ backend: mock({ attributes: { ["a".repeat(64)]: "x" } }) }),
+      path: "spec.backend.mock.attributes",
+    },
+    // A list over its size still has its items checked, as the API server checks them.
+    {
+      what: "a bad item in a list of 65 tolerations",
+      manifest: beta({ tolerations: [...Array(64).fill({}), { operator: "Sometimes" }] }),
+      path: "spec.tolerations[64].operator",
+    },
+    {
+      what: "a list of 65 tolerations",
+      manifest: beta({ tolerations: [...Array(64).fill({}), { operator: "Sometimes" }] }),
+      path: "spec.tolerations",
+      message: /^Too big: expected array to have <=64 items$/,
+    },
+  ])("$what", ({ manifest, path, message }) => {
+    const r = validateAnyVersion(manifest);
+    if (path === undefined) {
+      expect(r.ok, JSON.stringify(r.ok ? "" : r.errors)).toBe(true);
+      return;
+    }
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.errors.map((e) => e.path)).toContain(path);
+    if (message) expect(r.errors.find((e) => e.path === path)?.message).toMatch(message);
+  });
+
+  it("stores a null field as absent and a null block as its default", () => {
+    const r = validateDevicePluginConfig(beta({ sharing: null, backend: mock({ healthFile: null }) }));
+    expect(r.ok).toBe(true);
+    if (!r.ok) return;
+    expect(r.value.spec.sharing).toEqual({ strategy: "None", failRequestsGreaterThanOne: false });
+    expect(r.value.spec.backend.mock).not.toHaveProperty("healthFile");
   });
 });

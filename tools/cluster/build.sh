@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds (or reuses) kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and kwok
-# from the Go module proxy into a cache outside the repo, and prints the directory that holds them.
+# Builds (or reuses) kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and kwok, and
+# helm (build-helm.sh), from the Go module proxy into a cache outside the repo, and prints the directory
+# that holds them.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
@@ -19,11 +20,14 @@ fi
 
 cache_root="${DPO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dpo}"
 bin="$cache_root/k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}/bin"
-# The stamp covers every input of the build, so an edited go.mod or a new Go rebuilds.
-stamp_value="$(cat "$here/versions.env" "$here/build.sh" "$here"/k8s/go.mod "$here"/k8s/go.sum \
-  "$here"/etcd/go.mod "$here"/etcd/go.sum "$here"/etcd/main.go | sha256sum | cut -d' ' -f1) $(go env GOVERSION)"
+# The stamp covers every input of the build, so an edited go.mod or a new Go rebuilds. Only the control
+# plane's lines of versions.env count: a helm bump is build-helm.sh's business.
+stamp_value="$(grep -E '^(KUBERNETES|ETCD|KWOK)_VERSION=' "$here/versions.env" | cat - "$here/build.sh" \
+  "$here"/k8s/go.mod "$here"/k8s/go.sum "$here"/etcd/go.mod "$here"/etcd/go.sum "$here"/etcd/main.go \
+  | sha256sum | cut -d' ' -f1) $(go env GOVERSION)"
 
 if [[ -f "$bin/.stamp" && "$(cat "$bin/.stamp")" == "$stamp_value" ]]; then
+  "$here/build-helm.sh" "$bin"
   echo "$bin"
   exit 0
 fi
@@ -55,4 +59,5 @@ log "building kwok ${KWOK_VERSION}"
 
 echo "$stamp_value" > "$bin/.stamp"
 log "built in $(( $(date +%s) - start ))s; $(du -sh "$bin" | cut -f1) in $bin"
+"$here/build-helm.sh" "$bin"
 echo "$bin"

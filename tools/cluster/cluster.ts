@@ -84,6 +84,18 @@ export interface StartClusterOptions {
   detached?: boolean;
   /** For all health gates together. */
   timeoutMs?: number;
+  /**
+   * The kubelet simulator (test/kubelet-sim) runs plugin pods and pods asking for extended resources;
+   * KWOK runs the rest. Off: KWOK makes every pod Running at once, processes or not.
+   */
+  kubeletSimulator?: boolean;
+  /**
+   * Paces the simulated kubelets for thousands of nodes on one machine: node leases of this many
+   * seconds (renewed at a quarter of it; 40 by default, a kubelet's own), the node lifecycle
+   * controller's grace period following them, condition refreshes every `heartbeatIntervalMs`, and
+   * KWOK working on `parallelism` leases and stages at once.
+   */
+  pacing?: { nodeLeaseDurationSeconds: number; heartbeatIntervalMs: number; parallelism: number };
 }
 
 export interface ClusterHandle {
@@ -174,6 +186,29 @@ export async function restartApiServer(stateDir: string, kubeconfigPath: string)
   );
 }
 
+/**
+ * Compacts etcd's history up to its current revision (physically, waiting until it is done), through
+ * etcd's JSON gateway: every older revision is gone, so a watch that resumes from one gets 410 Gone once
+ * the API server's watch cache no longer holds it. Returns the revision compacted to.
+ */
+export async function compactEtcd(stateDir: string): Promise<number> {
+  const { ports } = await readClusterRecord(stateDir);
+  const base = `http://127.0.0.1:${ports.etcdClient}/v3/kv`;
+  const post = async (path: string, body: unknown): Promise<{ header?: { revision?: string } }> => {
+    const response = await fetch(`${base}/${path}`, { method: "POST", body: JSON.stringify(body) });
+    const text = await response.text();
+    if (!response.ok) throw new Error(`etcd ${path}: HTTP ${response.status}: ${text}`);
+    return JSON.parse(text) as { header?: { revision?: string } };
+  };
+  // Any read answers with the store's current revision in its header; key "\0" reads nothing.
+  const current = Number(
+    (await post("range", { key: Buffer.from("\0").toString("base64") })).header?.revision,
+  );
+  if (!Number.isSafeInteger(current) || current <= 0) throw new Error("etcd reported no revision");
+  await post("compaction", { revision: String(current), physical: true });
+  return current;
+}
+
 export async function stopCluster(stateDir: string, log?: Logger): Promise<void> {
   const result = await stopRecordedProcesses(stateDir);
   log?.info(
@@ -207,7 +242,16 @@ export async function startCluster(options: StartClusterOptions): Promise<Cluste
   const kubeconfigPath = join(stateDir, "admin.kubeconfig");
   await writeFile(kubeconfigPath, await renderAdminKubeconfig(server, pki), { mode: 0o600 });
   const kwokConfigPath = join(stateDir, "kwok", "stages.yaml");
-  await writeFile(kwokConfigPath, renderKwokConfig(simulatedKubeletStages()));
+  await writeFile(
+    kwokConfigPath,
+    renderKwokConfig(
+      simulatedKubeletStages({
+        kubeletSimulator: options.kubeletSimulator,
+        ...(options.pacing ? { heartbeatIntervalMs: options.pacing.heartbeatIntervalMs } : {}),
+      }),
+      options.pacing ? { parallelism: options.pacing.parallelism } : {},
+    ),
+  );
   const record: ClusterRecord = {
     server,
     kubeconfigPath,
@@ -253,10 +297,15 @@ export async function startCluster(options: StartClusterOptions): Promise<Cluste
     const core = kubeconfig.makeApiClient(CoreV1Api);
     const apps = kubeconfig.makeApiClient(AppsV1Api);
 
-    await start("kube-controller-manager", controllerManagerArgs(stateDir, ports, pki, kubeconfigPath));
+    await start(
+      "kube-controller-manager",
+      controllerManagerArgs(stateDir, ports, pki, kubeconfigPath, options.pacing?.nodeLeaseDurationSeconds),
+    );
     await start("kube-scheduler", schedulerArgs(stateDir, ports, kubeconfigPath));
     // KWOK_WORKDIR keeps a developer's ~/.kwok/kwok.yaml from being merged into this configuration.
-    await start("kwok", kwokArgs(kubeconfigPath, kwokConfigPath), { KWOK_WORKDIR: join(stateDir, "kwok") });
+    await start("kwok", kwokArgs(kubeconfigPath, kwokConfigPath, options.pacing?.nodeLeaseDurationSeconds), {
+      KWOK_WORKDIR: join(stateDir, "kwok"),
+    });
 
     const facts = {
       kubernetesVersion: versions.kubernetes,
@@ -424,6 +473,7 @@ function controllerManagerArgs(
   ports: ClusterPorts,
   pki: Pki,
   kubeconfigPath: string,
+  nodeLeaseDurationSeconds?: number,
 ): string[] {
   return [
     `--kubeconfig=${kubeconfigPath}`,
@@ -431,6 +481,10 @@ function controllerManagerArgs(
     `--authorization-kubeconfig=${kubeconfigPath}`,
     "--bind-address=127.0.0.1",
     `--secure-port=${ports.controllerManager}`,
+    // Longer leases are renewed less often: a node is lost only after a whole lease without renewal.
+    ...(nodeLeaseDurationSeconds === undefined
+      ? []
+      : [`--node-monitor-grace-period=${nodeLeaseDurationSeconds + 10}s`]),
     `--cert-dir=${join(stateDir, "certs")}`,
     "--controllers=*",
     "--use-service-account-credentials=true",
@@ -463,13 +517,13 @@ function schedulerArgs(stateDir: string, ports: ClusterPorts, kubeconfigPath: st
   ];
 }
 
-function kwokArgs(kubeconfigPath: string, configPath: string): string[] {
+function kwokArgs(kubeconfigPath: string, configPath: string, nodeLeaseDurationSeconds = 40): string[] {
   return [
     `--kubeconfig=${kubeconfigPath}`,
     `--config=${configPath}`,
     `--manage-nodes-with-label-selector=${SIMULATED_NODE_SELECTOR}`,
     // Leases are what the node lifecycle controller watches; without them nodes turn NotReady.
-    "--node-lease-duration-seconds=40",
+    `--node-lease-duration-seconds=${nodeLeaseDurationSeconds}`,
     `--cidr=${POD_CIDR}`,
   ];
 }

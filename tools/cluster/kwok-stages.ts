@@ -101,7 +101,35 @@ phase: Running
 startTime: {{ $now | Quote }}
 `;
 
-export function simulatedKubeletStages(): Stage[] {
+/**
+ * With the kubelet simulator (test/kubelet-sim), KWOK leaves it the pods a kubelet would have to do
+ * real work for: plugin pods, which run a real `dpo plugin` process and are Running only once it
+ * started, pods asking for an extended resource, which the device manager must admit through
+ * Allocate (or reject with UnexpectedAdmissionError), and pods with DRA ResourceClaims, which start
+ * only once their claims were prepared through NodePrepareResources. Keep in step with simulatorRunsPod() in
+ * test/kubelet-sim/pod-admission.ts. The keys are gojq expressions evaluated on the pod.
+ */
+export const KUBELET_SIMULATOR_POD_SELECTOR = [
+  { key: '.metadata.labels["app.kubernetes.io/name"]', operator: "NotIn", values: ["dpo-plugin"] },
+  {
+    key:
+      "[(.spec.initContainers // [])[], (.spec.containers // [])[] | " +
+      '((.resources.limits // {}) + (.resources.requests // {})) | keys[] | select(contains("/"))] | length',
+    operator: "In",
+    values: ["0"],
+  },
+  { key: "(.spec.resourceClaims // []) | length", operator: "In", values: ["0"] },
+];
+
+export interface KubeletStagesOptions {
+  /** Leave plugin pods and pods asking for extended resources to the kubelet simulator. */
+  kubeletSimulator?: boolean;
+  /** How often a node refreshes its conditions (NODE_HEARTBEAT_INTERVAL_MS by default). */
+  heartbeatIntervalMs?: number;
+}
+
+export function simulatedKubeletStages(options: KubeletStagesOptions = {}): Stage[] {
+  const heartbeatMs = options.heartbeatIntervalMs ?? NODE_HEARTBEAT_INTERVAL_MS;
   const stage = (name: string, spec: Record<string, unknown>): Stage => ({
     apiVersion: "kwok.x-k8s.io/v1alpha1",
     kind: "Stage",
@@ -118,8 +146,8 @@ export function simulatedKubeletStages(): Stage[] {
       resourceRef: { apiGroup: "v1", kind: "Node" },
       selector: { matchExpressions: [{ key: readyConditionStatus, operator: "In", values: ["True"] }] },
       delay: {
-        durationMilliseconds: NODE_HEARTBEAT_INTERVAL_MS,
-        jitterDurationMilliseconds: Math.round(NODE_HEARTBEAT_INTERVAL_MS * 1.2),
+        durationMilliseconds: heartbeatMs,
+        jitterDurationMilliseconds: Math.round(heartbeatMs * 1.2),
       },
       next: { statusTemplate: nodeConditionsTemplate },
       immediateNextStage: true,
@@ -131,6 +159,7 @@ export function simulatedKubeletStages(): Stage[] {
           { key: ".metadata.deletionTimestamp", operator: "DoesNotExist" },
           { key: ".status.phase", operator: "In", values: ["Pending"] },
           { key: readyConditionStatus, operator: "NotIn", values: ["True"] },
+          ...(options.kubeletSimulator ? KUBELET_SIMULATOR_POD_SELECTOR : []),
         ],
       },
       next: { statusTemplate: podRunningTemplate },
@@ -144,7 +173,28 @@ export function simulatedKubeletStages(): Stage[] {
   ];
 }
 
+/**
+ * KWOK's own options (KwokConfiguration): how many node leases, node stages and pod stages it works on
+ * at once. Its default of 4 each keeps up with about a thousand nodes here; at 5000 the leases and
+ * heartbeats fall behind and nodes turn NotReady.
+ */
+export interface KwokOptions {
+  parallelism?: number;
+}
+
 /** KWOK's --config format: YAML documents, one per object. */
-export function renderKwokConfig(stages: Stage[]): string {
-  return stages.map((stage) => stringify(stage, { lineWidth: 0 })).join("---\n");
+export function renderKwokConfig(stages: Stage[], options: KwokOptions = {}): string {
+  const docs: object[] = [...stages];
+  if (options.parallelism !== undefined) {
+    docs.unshift({
+      apiVersion: "config.kwok.x-k8s.io/v1alpha1",
+      kind: "KwokConfiguration",
+      options: {
+        nodeLeaseParallelism: options.parallelism,
+        nodePlayStageParallelism: options.parallelism,
+        podPlayStageParallelism: options.parallelism,
+      },
+    });
+  }
+  return docs.map((doc) => stringify(doc, { lineWidth: 0 })).join("---\n");
 }

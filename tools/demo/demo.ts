@@ -19,6 +19,8 @@ const repo = join(import.meta.dirname, "..", "..");
 const once = process.argv.includes("--once") || process.env["DEMO_ONCE"] === "1";
 const SAMPLES = ["mock-basic.yaml", "mock-time-slicing.yaml"];
 const HEALTH_FILE = "/run/dpo/health.json";
+const WORKLOAD = join("config", "samples", "workloads", "example-pod.yaml");
+const WORKLOAD_RESOURCE = "hardware-vendor.example/foo";
 
 function banner(text: string): void {
   process.stdout.write(`\n\x1b[1m== ${text}\x1b[0m\n`);
@@ -49,7 +51,13 @@ async function main(): Promise<number> {
     banner("building (or reusing) kube-apiserver, etcd, controller-manager, scheduler, kubectl and KWOK");
     const binDir = await buildOrReuseBinaries();
     banner("starting the control plane with 3 KWOK nodes");
-    cluster = await startCluster({ nodes: 3, stateDir: join(work, "cluster"), binDir, log });
+    cluster = await startCluster({
+      nodes: 3,
+      stateDir: join(work, "cluster"),
+      binDir,
+      log,
+      kubeletSimulator: true,
+    });
     const kubeconfig = cluster.kubeconfigPath;
     process.stdout.write(
       `API server ${cluster.server}, ready in ${(cluster.startupMs / 1000).toFixed(1)} s\n`,
@@ -162,6 +170,44 @@ async function main(): Promise<number> {
       `\n$ kubectl get devicepluginconfigs.v1alpha1.dpo.dev -o wide   # the older API, converted by the operator\n${await kubectl(["get", "devicepluginconfigs.v1alpha1.dpo.dev", "-o", "wide"])}`,
     );
 
+    banner(`a workload asks for two devices of example-mock (${WORKLOAD})`);
+    process.stdout.write(await kubectl(["apply", "-f", join(repo, WORKLOAD)]));
+    const simulator = sim;
+    /** The workload pod as the API and the simulated kubelet see it: where it runs and what it holds. */
+    const workload = async (): Promise<{ uid: string; node: string; devices: string; env: string }> => {
+      const pod = JSON.parse(await kubectl(["get", "pod", "example-workload", "-o", "json"])) as {
+        metadata: { uid: string };
+        spec: { nodeName?: string };
+        status?: { phase?: string };
+      };
+      if (pod.status?.phase !== "Running") throw new Error(`example-workload is ${pod.status?.phase}`);
+      const admitted = simulator.admittedPods().find((a) => a.uid === pod.metadata.uid);
+      const container = admitted?.containers[0];
+      return {
+        uid: pod.metadata.uid,
+        node: pod.spec.nodeName ?? "",
+        devices: (container?.devices[WORKLOAD_RESOURCE] ?? []).join(","),
+        env: container?.env["MOCK_DEVICE_IDS"] ?? "",
+      };
+    };
+    const before = await waitFor(
+      "example-workload Running with its devices",
+      async (observe) => {
+        const seen = await workload().catch((err: Error) => err.message);
+        observe(seen);
+        return typeof seen !== "string" && seen.devices !== "" && seen;
+      },
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
+    const describeWorkload = async (w: Awaited<ReturnType<typeof workload>>): Promise<void> => {
+      process.stdout.write(
+        `\n$ kubectl get pod example-workload -o wide\n${await kubectl(["get", "pod", "example-workload", "-o", "wide"])}` +
+          `the kubelet on ${w.node} admitted it through the plugin's Allocate: devices ${w.devices}\n` +
+          `the container's environment from Allocate: MOCK_DEVICE_IDS=${w.env}\n`,
+      );
+    };
+    await describeWorkload(before);
+
     const node = cluster.nodeNames[1]!;
     const healthPath = sim.hostPath(node, HEALTH_FILE);
     const writeHealth = (content: object): void => {
@@ -240,6 +286,16 @@ async function main(): Promise<number> {
     });
     banner("upgrade complete: every node runs the new revision");
     await show();
+    const after = await workload();
+    await describeWorkload(after);
+    if (after.uid !== before.uid || after.devices !== before.devices || after.env !== before.env) {
+      throw new Error(
+        `example-workload lost its devices in the upgrade: before ${JSON.stringify(before)}, after ${JSON.stringify(after)}`,
+      );
+    }
+    process.stdout.write(
+      `example-workload kept its devices through the upgrade: same pod, devices ${after.devices}\n`,
+    );
 
     if (once) {
       banner("demo done (--once)");

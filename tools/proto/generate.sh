@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the TypeScript for the kubelet wire contract (src/plugin-runtime/proto/**/*.proto) into
 # src/plugin-runtime/proto/gen/ with ts-proto. `make proto` runs it; the output is committed.
+# Every .proto under src/plugin-runtime/proto is generated (device plugin v1beta1, plugin registration,
+# PodResources v1, DRA plugin v1 and v1beta1); a new file needs no change here.
 #
 # Why these ts-proto options:
 #   outputServices=grpc-js    service definitions (method paths, streaming flags, serializers), a typed
@@ -8,8 +10,9 @@
 #   esModuleInterop=true      matches tsconfig.json.
 #   importSuffix=.js          the package is ESM with NodeNext resolution: relative imports need it.
 #   env=node                  bytes are Buffers, no browser shims.
-#   forceLong=number          the only 64-bit field is NUMANode.ID; plain numbers are what the rest of
-#                             the code uses (decoding throws beyond Number.MAX_SAFE_INTEGER).
+#   forceLong=number          the 64-bit fields are NUMA node ids, CPU ids and memory sizes in bytes, all
+#                             far below 2^53; plain numbers are what the rest of the code uses (decoding
+#                             throws beyond Number.MAX_SAFE_INTEGER).
 #   useOptionals=messages     nested message fields (RegisterRequest.options, Device.topology) are
 #                             optional keys, so object literals can leave them out; scalars, lists and
 #                             maps stay required and decode to their proto3 defaults.

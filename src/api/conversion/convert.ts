@@ -144,6 +144,8 @@ function betaSpecOf(spec: AlphaSpec): BetaSpec {
     tolerations: spec.tolerations,
     plugin: Object.keys(plugin).length > 0 ? plugin : undefined,
     upgrade: spec.upgrade === undefined ? undefined : structuredClone(spec.upgrade),
+    publish: spec.publish,
+    dra: spec.dra === undefined ? undefined : structuredClone(spec.dra),
   });
 }
 
@@ -166,6 +168,8 @@ function alphaSpecOf(spec: BetaSpec): AlphaSpec {
     image: plugin.image,
     logLevel: plugin.logLevel,
     upgrade: isJsonObject(spec.upgrade) ? (structuredClone(spec.upgrade) as AlphaSpec["upgrade"]) : undefined,
+    publish: spec.publish,
+    dra: isJsonObject(spec.dra) ? (structuredClone(spec.dra) as AlphaSpec["dra"]) : undefined,
   });
 }
 

@@ -11,7 +11,7 @@ import {
   type Pair,
   type ParsedNode,
 } from "yaml";
-import { validateAnyVersion, type FieldError } from "../validate.js";
+import { validateAnyVersion, withoutNullFields, type FieldError } from "../validate.js";
 import type { V1ALPHA1_API_VERSION } from "../v1alpha1/config.js";
 import { API_VERSION, GROUP, KIND } from "../v1beta1/config.js";
 import { toV1alpha1, toV1beta1, type AlphaObject, type BetaObject } from "./convert.js";
@@ -206,12 +206,14 @@ export function convertManifests(text: string, to: TargetApiVersion): ConvertMan
       });
       return;
     }
-    const value: unknown = doc.toJS({ maxAliasCount: 100 });
-    if (!isDevicePluginConfig(value)) {
+    const raw: unknown = doc.toJS({ maxAliasCount: 100 });
+    if (!isDevicePluginConfig(raw)) {
       chunks.push(original);
       return;
     }
-    // Validated even when already in `to`, so a converted repository is also a checked one.
+    // Validated even when already in `to`, so a converted repository is also a checked one. Null fields
+    // mean what they mean to the API server, nothing, and are left out of the conversion.
+    const value = withoutNullFields(raw);
     const valid = validateAnyVersion(value);
     if (!valid.ok) {
       problems.push(...valid.errors.map((e: FieldError) => ({ document: index, ...e })));

@@ -6,12 +6,18 @@ import { celRules } from "../v1beta1/cel.crd.js";
 import {
   BACKEND_TYPES,
   DevFSBackendSchema,
+  listOf,
   LOG_LEVELS,
+  mapOf,
   MockBackendSchema,
   PCIBackendSchema,
   ResourceNameSchema,
   TolerationSchema,
   UpgradeSchema,
+  PUBLISH_MODES,
+  DRASchema,
+  checkPublish,
+  publishCelRules,
   type BackendType,
 } from "../v1beta1/spec.js";
 
@@ -67,14 +73,20 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
       .enum(V1ALPHA1_ALLOCATION_POLICIES)
       .optional()
       .describe("How the plugin answers GetPreferredAllocation; none (or unset) leaves it to the kubelet."),
-    nodeSelector: z.record(z.string().max(316), labelValue).optional(),
-    tolerations: z.array(TolerationSchema).max(64).optional(),
+    nodeSelector: mapOf(labelValue, 316).optional(),
+    tolerations: listOf(TolerationSchema, 64).optional(),
     image: z.string().max(1024).optional().describe("Plugin image; empty means the operator's own image."),
     logLevel: z.enum(LOG_LEVELS).optional(),
     upgrade: UpgradeSchema.optional().describe("How a change of the plugin pods rolls out; as in v1beta1."),
+    publish: z
+      .enum(PUBLISH_MODES)
+      .optional()
+      .describe("DevicePlugin (unset) or DRA: how the devices are offered; as in v1beta1."),
+    dra: DRASchema.optional().describe("DRA settings, read when publish is DRA; as in v1beta1."),
   })
   .strict()
   .superRefine((spec, ctx) => {
+    checkPublish(spec, (spec.sharedDevNum ?? 1) > 1, ctx, ["sharedDevNum"]);
     const want = V1ALPHA1_BACKEND_MEMBER[spec.backend];
     if (want !== undefined && spec[want] === undefined) {
       ctx.addIssue({ code: "custom", path: [want], message: `must be set when backend is ${spec.backend}` });
@@ -92,6 +104,7 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
   // The superRefine above as CEL, so a CRD serving v1alpha1 refuses the same manifests at the same paths.
   .meta(
     celRules(
+      ...publishCelRules("has(self.sharedDevNum) && self.sharedDevNum > 1", ".sharedDevNum"),
       ...V1ALPHA1_MEMBER_BACKEND_TYPES.flatMap((type) => {
         const member = V1ALPHA1_BACKEND_MEMBER[type];
         return [

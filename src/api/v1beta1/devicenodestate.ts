@@ -50,6 +50,14 @@ export const DeviceNodeStateStatusSchema = z
     podUID: z.string().max(128).optional(),
     advertised: z.number().int().min(0).describe("Devices advertised to the kubelet."),
     healthy: z.number().int().min(0).describe("Healthy advertised devices."),
+    allocated: z
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe(
+        "Devices of the resource the kubelet has given to containers, from its PodResources API; absent while the plugin cannot read it.",
+      ),
     devices: z.array(ReportedDeviceSchema).max(4096),
     updateTime: z.string(),
   })

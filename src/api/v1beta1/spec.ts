@@ -2,7 +2,7 @@
 // runtime validation and the generated CRD schema. Keep it structural: no object unions, a `type`
 // discriminator with one optional member per backend, bounds and enums on every field.
 import { z } from "zod";
-import { celRules } from "./cel.crd.js";
+import { celRules, type CelRule } from "./cel.crd.js";
 
 /** Kubernetes label/annotation-style qualified name limits used by resource names. */
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -58,6 +58,49 @@ const absolutePath = z
     }),
   );
 
+/**
+ * A list of at most `max` items whose items are checked even when there are too many, as the API server
+ * checks them: zod's own `.max()` on an array stops at the size and says nothing about the items, so
+ * `dpo validate` would name fewer problems than admission does. `maxItems` still goes into the CRD. (A
+ * non-integer number among the items still ends every check around it: zod's `.int()` aborts.)
+ */
+export function listOf<T extends z.ZodType>(item: T, max: number) {
+  return z
+    .array(item)
+    .refine((items) => items.length <= max, {
+      message: `Too big: expected array to have <=${max} items`,
+      when: (payload) => Array.isArray(payload.value),
+    })
+    .meta({ maxItems: max });
+}
+
+/**
+ * A map whose keys are at most `maxKey` characters. A structural schema cannot bound map keys, so the CRD
+ * carries a CEL rule over them, which names the map and lets every other check run; a zod key schema
+ * would name the key as a field and stop the checks of the enclosing object, so the keys are checked here
+ * the way the rule checks them.
+ */
+export function mapOf<T extends z.ZodType>(value: T, maxKey: number) {
+  return z
+    .record(z.string(), value)
+    .superRefine((map, ctx) => {
+      for (const key of Object.keys(map)) {
+        if ([...key].length <= maxKey) continue;
+        const shown = key.length > 40 ? `${key.slice(0, 40)}...` : key;
+        ctx.addIssue({
+          code: "custom",
+          message: `key ${JSON.stringify(shown)} is longer than ${maxKey} characters`,
+        });
+      }
+    })
+    .meta(
+      celRules({
+        rule: `self.all(k, size(k) <= ${maxKey})`,
+        message: `keys must be at most ${maxKey} characters`,
+      }),
+    );
+}
+
 /** A device id as the kubelet sees it: no whitespace, no commas (ids are joined into env values). */
 const idPrefix = z
   .string()
@@ -81,10 +124,7 @@ export const MockBackendSchema = z
       .describe(
         'JSON file mapping device id to "Healthy"|"Unhealthy" or {health, reason}; watched for changes.',
       ),
-    attributes: z
-      .record(z.string().max(63), z.string().max(256))
-      .default({})
-      .describe("Attributes reported for every device."),
+    attributes: mapOf(z.string().max(256), 63).default({}).describe("Attributes reported for every device."),
   })
   .strict();
 
@@ -115,7 +155,7 @@ export const DevFSPathSchema = z
 export const DevFSBackendSchema = z
   .object({
     root: absolutePath.default("/").describe("Host directory the globs are resolved under."),
-    paths: z.array(DevFSPathSchema).min(1).max(64),
+    paths: listOf(DevFSPathSchema, 64).min(1),
   })
   .strict();
 
@@ -125,9 +165,10 @@ export const PCIBackendSchema = z
       .string()
       .regex(/^[0-9a-f]{4}$/, "must be a 4-digit lowercase hexadecimal PCI vendor id, e.g. 10de")
       .describe("PCI vendor id."),
-    devices: z
-      .array(z.string().regex(/^[0-9a-f]{4}$/, "must be a 4-digit lowercase hexadecimal PCI device id"))
-      .max(256)
+    devices: listOf(
+      z.string().regex(/^[0-9a-f]{4}$/, "must be a 4-digit lowercase hexadecimal PCI device id"),
+      256,
+    )
       .default([])
       .describe("PCI device ids to include; empty means all of the vendor's."),
     classPrefix: z
@@ -173,9 +214,7 @@ export const NVIDIABackendSchema = z
       .describe(
         "dmesg binary to read XID events (NVRM: Xid lines) from the kernel log; unset: nvidia-smi polling only. Needs CAP_SYSLOG.",
       ),
-    ignoredXids: z
-      .array(z.number().int().min(1).max(65535))
-      .max(64)
+    ignoredXids: listOf(z.number().int().min(1).max(65535), 64)
       .default([...DEFAULT_IGNORED_XIDS])
       .describe("XIDs that do not make a GPU unhealthy (application errors)."),
   })
@@ -442,6 +481,146 @@ export const UPGRADE_DEFAULTS: Upgrade = {
   autoRollback: true,
 };
 
+/** How a config offers its devices: the kubelet's device plugin API, or Dynamic Resource Allocation. */
+export const PUBLISH_MODES = ["DevicePlugin", "DRA"] as const;
+export type PublishMode = (typeof PUBLISH_MODES)[number];
+
+/** resource.k8s.io's longest driver name (DriverNameMaxLength in k8s.io/api resource/v1). */
+export const DRA_DRIVER_NAME_MAX_LENGTH = 63;
+/** Selectors a DeviceClass may hold (DeviceSelectorsMaxSize); one of them is the driver's own. */
+export const DEVICE_CLASS_SELECTORS_MAX = 32;
+/** Longest CEL selector expression resource.k8s.io accepts (CELSelectorExpressionMaxLength). */
+export const CEL_SELECTOR_MAX_LENGTH = 10 * 1024;
+// `[.]`, not `\.`: it sits in a CEL string literal, where `\.` is no valid escape.
+const DNS_SUBDOMAIN_CEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+const DNS_SUBDOMAIN_MESSAGE = "must be a lowercase DNS subdomain (RFC 1123), e.g. gpu.example.com";
+
+export const DeviceSelectorSchema = z
+  .object({
+    cel: z
+      .object({
+        expression: z
+          .string()
+          .min(1)
+          .max(CEL_SELECTOR_MAX_LENGTH)
+          .describe(
+            'A CEL expression over `device`, e.g. device.attributes["gpu.example.com"].model == "X100".',
+          ),
+      })
+      .strict(),
+  })
+  .strict();
+
+export const DRADeviceClassSchema = z
+  .object({
+    name: z
+      .string()
+      .max(253)
+      .regex(DNS_SUBDOMAIN, DNS_SUBDOMAIN_MESSAGE)
+      .optional()
+      .describe("The DeviceClass the operator creates and owns; defaults to the driver name."),
+    selectors: listOf(DeviceSelectorSchema, DEVICE_CLASS_SELECTORS_MAX - 1)
+      .default([])
+      .describe("CEL selectors every device of the class must also match, beside the driver's own."),
+  })
+  .strict();
+
+export const DRASchema = z
+  .object({
+    driverName: z
+      .string()
+      .max(DRA_DRIVER_NAME_MAX_LENGTH)
+      .regex(DNS_SUBDOMAIN, DNS_SUBDOMAIN_MESSAGE)
+      .optional()
+      .describe(
+        "The DRA driver name in ResourceSlices, claims' results and CDI ids; defaults to <name>.<domain> of the resource name (example.com/gpu: gpu.example.com).",
+      ),
+    deviceClass: DRADeviceClassSchema.default({ selectors: [] }),
+  })
+  .strict();
+export type DRA = z.infer<typeof DRASchema>;
+
+/**
+ * The driver name a resource name gives when `spec.dra.driverName` is unset: `<name>.<domain>`, as DRA
+ * drivers are named (`gpu.nvidia.com` for `nvidia.com/gpu`). It may not be a valid driver name (upper
+ * case, `_`, too long): `checkDefaultDriverName` says so, and the spec must name one then. Pure.
+ */
+export function defaultDriverName(resourceName: string): string {
+  const slash = resourceName.indexOf("/");
+  return `${resourceName.slice(slash + 1)}.${resourceName.slice(0, slash)}`;
+}
+
+/** Why the default driver name of a resource name cannot be used, or undefined when it can. Pure. */
+export function checkDefaultDriverName(resourceName: string): string | undefined {
+  const name = defaultDriverName(resourceName);
+  if (name.length <= DRA_DRIVER_NAME_MAX_LENGTH && DNS_SUBDOMAIN.test(name)) return undefined;
+  return `must be set: the default ${JSON.stringify(name)} from the resource name is not a lowercase DNS subdomain of at most ${DRA_DRIVER_NAME_MAX_LENGTH} characters`;
+}
+
+/** The DRA driver name a spec publishes under. */
+export function draDriverName(spec: Pick<DevicePluginConfigSpec, "resourceName" | "dra">): string {
+  return spec.dra?.driverName ?? defaultDriverName(spec.resourceName);
+}
+
+/** The DeviceClass a spec's operator owns. */
+export function draDeviceClassName(spec: Pick<DevicePluginConfigSpec, "resourceName" | "dra">): string {
+  return spec.dra?.deviceClass.name ?? draDriverName(spec);
+}
+
+/** The default driver name as CEL: `<name>.<domain>` of resourceName (which has exactly one '/'). */
+const DEFAULTED_DRIVER_CEL =
+  "(self.resourceName.substring(self.resourceName.indexOf('/') + 1) + '.' + self.resourceName.substring(0, self.resourceName.indexOf('/')))";
+
+/** With publish DRA and no driver name, the default one must be a valid driver name (CEL at spec level). */
+export const DRA_DEFAULT_DRIVER_RULE = `!has(self.publish) || self.publish != 'DRA' || (has(self.dra) && has(self.dra.driverName)) || !self.resourceName.contains('/') || (size(${DEFAULTED_DRIVER_CEL}) <= ${DRA_DRIVER_NAME_MAX_LENGTH} && ${DEFAULTED_DRIVER_CEL}.matches('${DNS_SUBDOMAIN_CEL_PATTERN}'))`;
+
+const DRA_TIME_SLICING_MESSAGE =
+  "must not be TimeSlicing when publish is DRA: pods share a DRA device by sharing one ResourceClaim";
+
+/**
+ * The CEL rules of `publish` and `dra` at the spec's level, shared by both API versions: `timeSlicing` is
+ * the version's CEL for "the spec shares devices by time-slicing", `sharingField` the field to name.
+ */
+export function publishCelRules(timeSlicing: string, sharingField: string): CelRule[] {
+  return [
+    {
+      rule: DRA_DEFAULT_DRIVER_RULE,
+      messageExpression: `'must be set: the default "' + ${DEFAULTED_DRIVER_CEL} + '" from the resource name is not a lowercase DNS subdomain of at most ${DRA_DRIVER_NAME_MAX_LENGTH} characters'`,
+      fieldPath: ".dra.driverName",
+      reason: "FieldValueRequired",
+    },
+    {
+      rule: `!has(self.publish) || self.publish != 'DRA' || !(${timeSlicing})`,
+      message: DRA_TIME_SLICING_MESSAGE,
+      fieldPath: sharingField,
+    },
+  ];
+}
+
+/** The zod side of publishCelRules, naming the same fields; `sharing` is the version's own reading. */
+export function checkPublish(
+  spec: {
+    resourceName: string;
+    publish?: PublishMode | undefined;
+    dra?: { driverName?: string | undefined } | undefined;
+  },
+  timeSlicing: boolean,
+  ctx: z.RefinementCtx,
+  sharingPath: (string | number)[],
+): void {
+  if (spec.publish !== "DRA") return;
+  // As the CEL rule: judged whenever the resource name has a '/', even one with its own problems (the API
+  // server runs the spec's rules over a resource name that failed its own), so both name the same fields.
+  if (spec.dra?.driverName === undefined && spec.resourceName.includes("/")) {
+    const problem = checkDefaultDriverName(spec.resourceName);
+    if (problem !== undefined)
+      ctx.addIssue({ code: "custom", path: ["dra", "driverName"], message: problem });
+  }
+  if (timeSlicing) {
+    ctx.addIssue({ code: "custom", path: sharingPath, message: DRA_TIME_SLICING_MESSAGE });
+  }
+}
+
 /** An extended resource name, with the rules of the kubelet and the API server; shared by both API versions. */
 export const ResourceNameSchema = z
   .string()
@@ -476,8 +655,8 @@ export const DevicePluginConfigSpecSchema = z
     sharing: SharingSchema.default({ strategy: "None", failRequestsGreaterThanOne: false }),
     topology: TopologySchema.default({ allocationPolicy: "None" }),
     cdi: CDISchema.default({ enabled: false }),
-    nodeSelector: z.record(z.string().max(316), labelValue).default({}),
-    tolerations: z.array(TolerationSchema).max(64).default([]),
+    nodeSelector: mapOf(labelValue, 316).default({}),
+    tolerations: listOf(TolerationSchema, 64).default([]),
     plugin: PluginSchema.default({
       image: "",
       priorityClassName: "system-node-critical",
@@ -485,8 +664,28 @@ export const DevicePluginConfigSpecSchema = z
       logLevel: "info",
     }),
     upgrade: UpgradeSchema.default(UPGRADE_DEFAULTS),
+    publish: z
+      .enum(PUBLISH_MODES)
+      .default("DevicePlugin")
+      .describe(
+        "DevicePlugin: the kubelet advertises the devices as an extended resource. DRA: the plugin publishes them in ResourceSlices for ResourceClaims (resource.k8s.io/v1).",
+      ),
+    dra: DRASchema.optional().describe(
+      "DRA settings, read when publish is DRA (kept otherwise, so switching is one field).",
+    ),
   })
-  .strict();
+  .strict()
+  .superRefine((spec, ctx) =>
+    checkPublish(spec, spec.sharing.strategy === "TimeSlicing", ctx, ["sharing", "strategy"]),
+  )
+  .meta(
+    celRules(
+      ...publishCelRules(
+        "has(self.sharing) && has(self.sharing.strategy) && self.sharing.strategy == 'TimeSlicing'",
+        ".sharing.strategy",
+      ),
+    ),
+  );
 
 export type DevicePluginConfigSpec = z.infer<typeof DevicePluginConfigSpecSchema>;
 export type DevicePluginConfigSpecInput = z.input<typeof DevicePluginConfigSpecSchema>;

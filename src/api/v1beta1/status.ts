@@ -95,6 +95,14 @@ export const DevicePluginConfigStatusSchema = z
         capacity: z.number().int().min(0),
         allocatable: z.number().int().min(0),
         unhealthy: z.number().int().min(0),
+        allocated: z
+          .number()
+          .int()
+          .min(0)
+          .optional()
+          .describe(
+            "Devices the kubelets have given to containers, summed from the plugins' reports (their PodResources API); absent in statuses written before it existed.",
+          ),
         summary: z.string().max(64).describe("allocatable/capacity, for printer columns."),
       })
       .strict()

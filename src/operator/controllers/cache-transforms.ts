@@ -1,11 +1,18 @@
-// What the operator's informer cache keeps of a Node: only the fields its selection, status and mapping
-// code reads. At 1000 nodes the rest (images, managedFields, addresses, annotations) is most of the memory.
+// What the operator's informer caches keep of a Node and of a plugin Pod: only the fields its selection,
+// status, upgrade and mapping code reads. At 1000 nodes the rest (images, managedFields, addresses,
+// annotations of nodes; container specs, volumes and env of the one plugin pod per node) is most of
+// the memory, and at 5000 nodes it would not fit the operator's limit.
 import type {
+  V1ContainerStatus,
   V1Node,
   V1NodeCondition,
   V1NodeSpec,
   V1NodeStatus,
   V1ObjectMeta,
+  V1Pod,
+  V1PodCondition,
+  V1PodSpec,
+  V1PodStatus,
 } from "@kubernetes/client-node";
 
 /** Copies the keys of `source` that are present, so the slim object has no `undefined` members. */
@@ -68,6 +75,56 @@ export function slimNodeForCache(node: V1Node): V1Node {
     ...(node.kind === undefined ? {} : { kind: node.kind }),
     ...(metadata === undefined ? {} : { metadata }),
     ...(spec === undefined ? {} : { spec }),
+    ...(status === undefined ? {} : { status }),
+  };
+}
+
+/**
+ * The plugin Pod as the operator's cache holds it. Kept, and why:
+ * - metadata name, namespace, uid, resourceVersion (cache identity; reports name their pod by uid),
+ *   labels (the config a pod belongs to), annotations (the config hash it runs), ownerReferences (which
+ *   revision's DaemonSet owns it), creation and deletion timestamps (choosing among a node's pods);
+ * - spec.nodeName (the node it serves);
+ * - status.phase, status.conditions' type and status (readiness), and each container status's waiting
+ *   reason (why a pod is not ready, in the problem message).
+ * Adding a reader of another Pod field means adding that field here.
+ */
+export function slimPodForCache(pod: V1Pod): V1Pod {
+  const metadata = pick<V1ObjectMeta, keyof V1ObjectMeta>(pod.metadata, [
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "labels",
+    "annotations",
+    "ownerReferences",
+  ]);
+  const nodeName = pod.spec?.nodeName;
+  const conditions = pod.status?.conditions?.map((c): V1PodCondition => ({ type: c.type, status: c.status }));
+  const containerStatuses = pod.status?.containerStatuses?.map((c): V1ContainerStatus => {
+    const reason = c.state?.waiting?.reason;
+    // The other members are required in the model type but nobody reads them.
+    return {
+      name: c.name,
+      ...(reason === undefined ? {} : { state: { waiting: { reason } } }),
+    } as V1ContainerStatus;
+  });
+  const status = pick<V1PodStatus, keyof V1PodStatus>(
+    {
+      ...(pod.status?.phase === undefined ? {} : { phase: pod.status.phase }),
+      ...(conditions === undefined ? {} : { conditions }),
+      ...(containerStatuses === undefined ? {} : { containerStatuses }),
+    },
+    ["phase", "conditions", "containerStatuses"],
+  );
+  return {
+    ...(pod.apiVersion === undefined ? {} : { apiVersion: pod.apiVersion }),
+    ...(pod.kind === undefined ? {} : { kind: pod.kind }),
+    ...(metadata === undefined ? {} : { metadata }),
+    // containers is required in the model type; the cache never hands a pod to anything that runs it.
+    ...(nodeName === undefined ? {} : { spec: { nodeName } as V1PodSpec }),
     ...(status === undefined ? {} : { status }),
   };
 }

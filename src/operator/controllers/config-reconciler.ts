@@ -37,6 +37,9 @@ import {
 import { containsDesired } from "./drift.js";
 import { ownerConfigName, ownerUid } from "./mapping.js";
 import { findStaleReports } from "./stale-reports.js";
+import { decideDeviceClass, findSlicesToDelete, ownedByConfig, type DeviceClass } from "./dra.js";
+import { draDeviceClassName, draDriverName } from "../../api/v1beta1/spec.js";
+import { publishedDevicesByNode, type DeviceTruth, type SlimResourceSlice } from "../status/index.js";
 import type { OperatorMetrics } from "../metrics.js";
 
 /** A DevicePluginConfig as the API server returns it: spec not yet checked, status as last written. */
@@ -44,6 +47,8 @@ export type StoredConfig = KubernetesObject & { spec?: unknown; status?: unknown
 
 /** Index names the reconciler expects on its informers. */
 export const INDEX_BY_CONFIG = "config";
+/** ResourceSlices by spec.driver. */
+export const INDEX_BY_DRIVER = "driver";
 
 export interface ConfigReconcilerDeps {
   configs: Informer<StoredConfig>;
@@ -55,6 +60,13 @@ export interface ConfigReconcilerDeps {
   /** DeviceNodeStates, indexed by INDEX_BY_CONFIG on spec.configName. */
   reports: Informer<DeviceNodeState>;
   applier: ServerSideApplier;
+  /**
+   * ResourceSlices (slim, see slimResourceSliceForCache) and DeviceClasses, when the API server serves
+   * resource.k8s.io/v1. Without them DRA configs get no DeviceClass and no slice cleanup, and their
+   * device counts read as none.
+   */
+  slices?: Informer<SlimResourceSlice> | undefined;
+  deviceClasses?: Informer<DeviceClass & { metadata?: { name?: string } }> | undefined;
   /** DELETE of the object at `path`; with `uid`, only if the object there still has that uid. */
   deleteObject: (path: string, preconditions?: { uid?: string }) => Promise<void>;
   /** POST of a new object to the collection at `path` (fails with AlreadyExists). */
@@ -77,6 +89,18 @@ const WRITE_CONFLICT_RETRY_MS = 500;
 /** When to come back for the stale reports left over, or after a delete failed. */
 const STALE_REPORT_RETRY_MS = 1_000;
 const STALE_REPORT_ERROR_RETRY_MS = 10_000;
+/** ResourceSlices deleted per reconcile (config gone, left DRA, node no longer targeted). */
+const SLICE_DELETES_PER_RECONCILE = 50;
+const DEVICE_CLASSES_PATH = "/apis/resource.k8s.io/v1/deviceclasses";
+const RESOURCE_SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices";
+
+/** What the DRA side of a reconcile found: the status's device truth and a DeviceClass conflict. */
+interface DraOutcome {
+  truth?: DeviceTruth;
+  publishedDevices?: ReadonlyMap<string, number>;
+  deviceClassConflict?: string;
+  retryMs?: number;
+}
 
 /** The status we wrote last and the resourceVersion it produced, until the cache has caught up with it. */
 interface WrittenStatus {
@@ -93,6 +117,8 @@ function newerOrSame(candidate: string | undefined, reference: string): boolean 
 
 export class ConfigReconciler {
   private readonly written = new Map<string, WrittenStatus>();
+  /** The last status this replica wrote per config, to tell its own writes from someone else's. */
+  private readonly lastWritten = new Map<string, DevicePluginConfigStatus>();
   private readonly lastStatusWriteAt = new Map<string, number>();
   private readonly now: () => Date;
   private readonly interval: number;
@@ -102,14 +128,29 @@ export class ConfigReconciler {
     this.interval = deps.statusWriteIntervalMs ?? 500;
   }
 
+  /** The DRA informers, once the operator knows the API server serves resource.k8s.io/v1. */
+  useDraInformers(
+    slices: Informer<SlimResourceSlice>,
+    deviceClasses: Informer<DeviceClass & { metadata?: { name?: string } }>,
+  ): void {
+    this.deps.slices = slices;
+    this.deps.deviceClasses = deviceClasses;
+  }
+
   async reconcile(name: string): Promise<ReconcileResult> {
     const { deps } = this;
     const stored = deps.configs.get(name);
     if (!stored) {
-      // Garbage collection removes what the config owned; nothing to do but forget it.
+      // Garbage collection removes what the config owned (its DeviceClass too); its ResourceSlices carry
+      // no owner reference (the plugins write them), so they are deleted here. No finalizer: it would
+      // leave configs undeletable while the operator is down or uninstalled; a slice whose config is
+      // gone brings its label's name back to this queue (manager.ts), so the sweep also happens after a
+      // restart that missed the delete.
       this.written.delete(name);
+      this.lastWritten.delete(name);
       this.lastStatusWriteAt.delete(name);
-      return {};
+      const retryMs = await this.deleteSlices(name, undefined);
+      return retryMs === undefined ? {} : { requeueAfterMs: retryMs };
     }
     if (stored.metadata?.deletionTimestamp) {
       // Being deleted (foreground cascade): re-applying the DaemonSet would fight the garbage collector.
@@ -123,13 +164,20 @@ export class ConfigReconciler {
     }
     const config = parsed.value;
 
-    const valid: DevicePluginConfig[] = [];
+    // Conflicts are decided among the configs of this resource name: only those are validated (the
+    // stored spec's resourceName read as is first), and nodes are read only if two of them overlap.
+    const valid: DevicePluginConfig[] = [config];
     for (const other of deps.configs.list()) {
-      const r = other.metadata?.name === name ? parsed : validateDevicePluginConfig(other);
-      if (r.ok) valid.push(r.value);
+      if (other.metadata?.name === name) continue;
+      if ((other.spec as { resourceName?: unknown } | undefined)?.resourceName !== config.spec.resourceName)
+        continue;
+      const r = validateDevicePluginConfig(other);
+      if (r.ok && r.value.spec.resourceName === config.spec.resourceName) valid.push(r.value);
     }
     const nodes = deps.nodes.list();
     const conflictWith = findResourceNameConflicts(valid, nodes).get(name);
+
+    const dra = await this.reconcileDra(config, conflictWith === undefined);
 
     let applyError: string | undefined;
     let decision: RolloutDecision | undefined;
@@ -137,7 +185,11 @@ export class ConfigReconciler {
     if (conflictWith !== undefined) {
       await this.removeOwned(name);
     } else {
-      ({ applyError, decision, retryMs: rolloutRetryMs } = await this.applyOwned(config, nodes));
+      ({
+        applyError,
+        decision,
+        retryMs: rolloutRetryMs,
+      } = await this.applyOwned(config, nodes, dra.publishedDevices));
     }
 
     const staleRetryMs = await this.deleteStaleReports(config);
@@ -157,11 +209,13 @@ export class ConfigReconciler {
       upgradeProblems: decision?.problems,
       conflictWith,
       applyError,
+      deviceTruth: dra.truth,
+      deviceClassConflict: dra.deviceClassConflict,
       previous,
       now: this.now(),
     });
     const written = await this.writeStatus(stored, status, events, previous);
-    return soonest(soonest(written, staleRetryMs), rolloutRetryMs);
+    return soonest(soonest(soonest(written, staleRetryMs), rolloutRetryMs), dra.retryMs);
   }
 
   /**
@@ -220,6 +274,127 @@ export class ConfigReconciler {
     return retryMs;
   }
 
+  /**
+   * The DRA side of a config: its DeviceClass created, kept current, or left alone when another owns the
+   * name; classes it owns under another name (or at all, once it left DRA) deleted; its stale
+   * ResourceSlices deleted; and, for a DRA config, the published devices per node for the status and the
+   * upgrade gate. `mayOwnClass` is false while the config yields to another for its resource name.
+   */
+  private async reconcileDra(config: DevicePluginConfig, mayOwnClass: boolean): Promise<DraOutcome> {
+    const { deps } = this;
+    const { slices, deviceClasses } = deps;
+    const name = config.metadata.name;
+    const isDra = config.spec.publish === "DRA";
+    const outcome: DraOutcome = {};
+    if (slices === undefined || deviceClasses === undefined) {
+      if (isDra)
+        outcome.truth = { kind: "ResourceSlices", driver: draDriverName(config.spec), published: new Map() };
+      return outcome;
+    }
+    const retry = (ms: number) => {
+      outcome.retryMs = outcome.retryMs === undefined ? ms : Math.min(outcome.retryMs, ms);
+    };
+    const wanted = isDra && mayOwnClass ? draDeviceClassName(config.spec) : undefined;
+    if (wanted !== undefined && deviceClasses.hasSynced()) {
+      const action = decideDeviceClass(config, deviceClasses.get(wanted));
+      try {
+        if (action.kind === "Create") {
+          await deps.createObject(DEVICE_CLASSES_PATH, action.object);
+          deps.logger.info({ config: name, deviceClass: wanted }, "created the DeviceClass");
+        } else if (action.kind === "Update") {
+          await deps.updateObject(`${DEVICE_CLASSES_PATH}/${encodeURIComponent(wanted)}`, action.object);
+          deps.logger.info({ config: name, deviceClass: wanted }, "put the DeviceClass back as rendered");
+        } else if (action.kind === "Conflict") {
+          outcome.deviceClassConflict = action.message;
+        }
+      } catch (err) {
+        // Lost a race with the cache (someone created or changed it meanwhile): judge again soon.
+        if (!(isAlreadyExists(err) || isConflict(err) || isNotFound(err))) throw err;
+        retry(WRITE_CONFLICT_RETRY_MS);
+      }
+    }
+    // Classes this very config owns but no longer wants: a renamed class, or all of them off DRA.
+    for (const cls of deviceClasses.list()) {
+      const clsName = cls.metadata?.name ?? "";
+      if (clsName === wanted || !ownedByConfig(cls, config.metadata.uid) || cls.metadata?.deletionTimestamp)
+        continue;
+      try {
+        await deps.deleteObject(`${DEVICE_CLASSES_PATH}/${encodeURIComponent(clsName)}`, {
+          ...(cls.metadata?.uid ? { uid: cls.metadata.uid } : {}),
+        });
+        deps.logger.info(
+          { config: name, deviceClass: clsName },
+          "deleted a DeviceClass the config no longer wants",
+        );
+      } catch (err) {
+        if (!isNotFound(err) && !isConflict(err)) throw err;
+      }
+    }
+    const sliceRetry = await this.deleteSlices(name, config);
+    if (sliceRetry !== undefined) retry(sliceRetry);
+    if (isDra) {
+      const driver = draDriverName(config.spec);
+      const published = slices.hasSynced()
+        ? publishedDevicesByNode(slices.byIndex(INDEX_BY_DRIVER, driver), driver)
+        : new Map<string, number>();
+      outcome.truth = { kind: "ResourceSlices", driver, published };
+      // Before the slice cache is complete, the gate would read every node as empty: leave it to Node
+      // allocatable (which holds nothing in DRA mode, so it waits) rather than record zero baselines.
+      if (slices.hasSynced()) outcome.publishedDevices = published;
+    }
+    return outcome;
+  }
+
+  /**
+   * Deletes (a bounded batch of) the ResourceSlices labelled with the config that nobody else removes
+   * (see findSlicesToDelete); `config` undefined: the config is gone. Returns when to come back.
+   */
+  private async deleteSlices(
+    name: string,
+    config: DevicePluginConfig | undefined,
+  ): Promise<number | undefined> {
+    const { deps } = this;
+    const slices = deps.slices;
+    if (slices === undefined || !slices.hasSynced()) return undefined;
+    const label = configLabelValue(name);
+    // A config gone, but another with the same label value (a long, hashed name) still there: not ours.
+    if (
+      config === undefined &&
+      deps.configs.list().some((c) => configLabelValue(c.metadata?.name ?? "") === label)
+    ) {
+      return undefined;
+    }
+    const { slices: doomed, remaining } = findSlicesToDelete({
+      configLabel: label,
+      config,
+      slices: slices.byIndex(INDEX_BY_CONFIG, label),
+      node: (n) => deps.nodes.get(n),
+      nodesSynced: deps.nodes.hasSynced(),
+      limit: SLICE_DELETES_PER_RECONCILE,
+    });
+    let retryMs = remaining > 0 ? STALE_REPORT_RETRY_MS : undefined;
+    for (const { slice, reason } of doomed) {
+      const sliceName = slice.metadata.name ?? "";
+      try {
+        await deps.deleteObject(`${RESOURCE_SLICES_PATH}/${encodeURIComponent(sliceName)}`, {
+          ...(slice.metadata.uid ? { uid: slice.metadata.uid } : {}),
+        });
+        deps.logger.info(
+          { config: name, slice: sliceName, node: slice.spec.nodeName, reason },
+          "deleted ResourceSlice",
+        );
+      } catch (err) {
+        if (isNotFound(err) || isConflict(err)) continue;
+        deps.logger.warn(
+          { config: name, slice: sliceName, err: String(err) },
+          "could not delete ResourceSlice; retrying later",
+        );
+        retryMs = STALE_REPORT_ERROR_RETRY_MS;
+      }
+    }
+    return retryMs;
+  }
+
   /** The config's DaemonSets (by label, and owned by this very config: a namesake's leftovers are not). */
   private ownedDaemonSets(name: string): V1DaemonSet[] {
     const uid = this.deps.configs.get(name)?.metadata?.uid;
@@ -243,6 +418,7 @@ export class ConfigReconciler {
   private async applyOwned(
     config: DevicePluginConfig,
     nodes: readonly V1Node[],
+    publishedDevices: ReadonlyMap<string, number> | undefined,
   ): Promise<{ applyError?: string; decision: RolloutDecision; retryMs?: number }> {
     const { deps } = this;
     const name = config.metadata.name;
@@ -254,6 +430,7 @@ export class ConfigReconciler {
       nodes: nodes.filter((n) => pluginRunsOnNode(n, config.spec)),
       pods: deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name)),
       reports: deps.reports.byIndex(INDEX_BY_CONFIG, name),
+      publishedDevices,
       now: this.now().getTime(),
     });
     const configMap = renderPluginConfigMap(config, deps.render, decision.revision) as ApplyObject;
@@ -362,6 +539,16 @@ export class ConfigReconciler {
   }
 
   /**
+   * Whether `status` is the one this replica wrote last for the config: its own writes come back as
+   * updates and need no reconcile; any other status change (another writer, an older replica, a user's
+   * `kubectl edit --subresource=status`) does, so the truth is put back.
+   */
+  isOwnStatus(name: string, status: unknown): boolean {
+    const mine = this.lastWritten.get(name);
+    return mine !== undefined && statusEqual(mine, status as DevicePluginConfigStatus | undefined);
+  }
+
+  /**
    * The status to compare against: the cache's, unless our own last write has not reached the cache yet
    * (then the cache would make us write, and announce, the same transition twice).
    */
@@ -394,10 +581,13 @@ export class ConfigReconciler {
       status,
     };
     const result = await this.deps.applier.applyStatus(object);
-    this.lastStatusWriteAt.set(name, nowMs);
+    // The interval runs from the write's answer, not its start: a slow write followed by a quick one
+    // would otherwise land closer than the interval at the API server, and on its watchers.
+    this.lastStatusWriteAt.set(name, this.now().getTime());
     this.deps.metrics.statusWrites.inc();
     const rv = (result as KubernetesObject).metadata?.resourceVersion;
     if (rv) this.written.set(name, { resourceVersion: rv, status });
+    this.lastWritten.set(name, status);
     const involved = {
       apiVersion: API_VERSION,
       kind: KIND,

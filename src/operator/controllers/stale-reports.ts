@@ -63,7 +63,7 @@ export interface StaleReportsResult {
  * NoSchedule taints): the DaemonSet controller keeps a running daemon pod on a node that gains a
  * NoSchedule taint, and that pod still writes its report, so deleting it would only fight the plugin.
  */
-function pluginMayRunOnNode(
+export function pluginMayRunOnNode(
   node: V1Node,
   spec: Pick<DevicePluginConfigSpec, "nodeSelector" | "tolerations">,
 ): boolean {

@@ -14,6 +14,12 @@ import type {
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import { canonicalJson } from "../../api/conversion/merge-patch.js";
 import { DEFAULT_CDI_DIR } from "../../cdi/spec.js";
+import {
+  DEVICE_PLUGINS_DIR,
+  DRA_PLUGINS_DIR,
+  PLUGINS_REGISTRY_DIR,
+  POD_RESOURCES_DIR,
+} from "../../kubelet-paths.js";
 import { backendPodNeeds, type HostPathMount } from "./backends.js";
 import { PLUGIN_CONFIG_DIR, PLUGIN_CONFIG_PATH, pluginConfigHash } from "./configmap.js";
 import type { RenderContext } from "./context.js";
@@ -29,9 +35,12 @@ import {
 export const PLUGIN_CONTAINER_NAME = "plugin";
 export const METRICS_PORT = 8080;
 export const HEALTH_PORT = 8081;
-/** Fixed by the kubelet: `--root-dir` does not move it. */
-export const DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins";
-export const PLUGINS_REGISTRY_DIR = "/var/lib/kubelet/plugins_registry";
+export {
+  DEVICE_PLUGINS_DIR,
+  DRA_PLUGINS_DIR,
+  PLUGINS_REGISTRY_DIR,
+  POD_RESOURCES_DIR,
+} from "../../kubelet-paths.js";
 /** Where container runtimes (containerd, CRI-O) look for generated CDI specs by default. */
 export const CDI_SPEC_DIR = DEFAULT_CDI_DIR;
 
@@ -211,14 +220,59 @@ export function renderPluginDaemonSet(
   };
 }
 
+/**
+ * The kubelet's directories a plugin in DRA mode uses, instead of the device-plugins directory (no
+ * kubelet.sock, no device plugin socket): its DRA socket under `<DRA_PLUGINS_DIR>/<driver>/`, its
+ * registration socket in the plugin watcher's directory (DRA plugins always register through the watcher,
+ * whatever the operator's registration mode), the PodResources API (read only, which pod holds which
+ * device), and the CDI directory, always: NodePrepareResources answers with CDI device ids, so the CDI
+ * spec files are how a DRA device reaches a container. DirectoryOrCreate for the DRA plugins directory:
+ * the kubelet creates it on first use of a DRA plugin, and the plugin would otherwise wait on a node that
+ * has none yet.
+ */
+function draKubeletMounts(): HostPathMount[] {
+  return [
+    {
+      name: "dra-plugins",
+      hostPath: DRA_PLUGINS_DIR,
+      mountPath: DRA_PLUGINS_DIR,
+      type: "DirectoryOrCreate",
+      readOnly: false,
+    },
+    {
+      name: "plugins-registry",
+      hostPath: PLUGINS_REGISTRY_DIR,
+      mountPath: PLUGINS_REGISTRY_DIR,
+      type: "Directory",
+      readOnly: false,
+    },
+    {
+      name: "pod-resources",
+      hostPath: POD_RESOURCES_DIR,
+      mountPath: POD_RESOURCES_DIR,
+      type: "DirectoryOrCreate",
+      readOnly: true,
+    },
+    {
+      name: "cdi-specs",
+      hostPath: CDI_SPEC_DIR,
+      mountPath: CDI_SPEC_DIR,
+      type: "DirectoryOrCreate",
+      readOnly: false,
+    },
+  ];
+}
+
 /** The pod template of a config without its revision: what the revision hashes. */
 function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTemplateSpec {
   const labels = pluginLabels(config.metadata.name);
   const { spec } = config;
   const backend = backendPodNeeds(spec.backend);
 
-  // The kubelet's directories are written (sockets), and the CDI directory (specs): the only read-write mounts.
-  const kubeletMounts: HostPathMount[] = [
+  const dra = spec.publish === "DRA";
+  // The kubelet's directories are written (sockets), and the CDI directory (specs): the only read-write
+  // mounts. The PodResources directory is only read: connecting to a unix socket needs no writable mount.
+  const deviceApiMounts: HostPathMount[] = [
     {
       name: "device-plugins",
       hostPath: DEVICE_PLUGINS_DIR,
@@ -237,6 +291,15 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
           },
         ]
       : []),
+    // Which pod holds which device. DirectoryOrCreate: a kubelet without the API (or with another
+    // --root-dir) must not keep the plugin from starting; the plugin then says the socket is missing.
+    {
+      name: "pod-resources",
+      hostPath: POD_RESOURCES_DIR,
+      mountPath: POD_RESOURCES_DIR,
+      type: "DirectoryOrCreate",
+      readOnly: true,
+    },
     // The plugin writes the CDI spec its Allocate answers point at; the runtime reads it on the host.
     ...(spec.cdi.enabled
       ? [
@@ -250,6 +313,7 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
         ]
       : []),
   ];
+  const kubeletMounts = dra ? draKubeletMounts() : deviceApiMounts;
   const hostMounts = [...kubeletMounts, ...backend.hostPaths];
 
   const env: V1EnvVar[] = [
@@ -265,7 +329,7 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
     name: PLUGIN_CONTAINER_NAME,
     image: spec.plugin.image !== "" ? spec.plugin.image : ctx.operatorImage,
     imagePullPolicy: "IfNotPresent",
-    args: pluginArgs(ctx, spec.cdi.enabled),
+    args: pluginArgs(ctx, dra || spec.cdi.enabled),
     env,
     ports: [
       { name: "metrics", containerPort: METRICS_PORT, protocol: "TCP" },

@@ -15,7 +15,13 @@ import {
 import { pluginConfigHash } from "../render/configmap.js";
 import { ANNOTATION_CONFIG_HASH, LABEL_CONFIG, configLabelValue, pluginObjectName } from "../render/names.js";
 import { withTransitionTimes, type ConditionDraft } from "./conditions.js";
-import { PROBLEM_PRIORITY, evaluateNode, type NodeHealth } from "./node-health.js";
+import {
+  PROBLEM_PRIORITY,
+  evaluateNode,
+  kubeletTruth,
+  type DeviceTruth,
+  type NodeHealth,
+} from "./node-health.js";
 import { pluginRunsOnNode } from "./selection.js";
 
 export interface AggregateStatusInput {
@@ -43,6 +49,16 @@ export interface AggregateStatusInput {
   conflictWith?: string | undefined;
   /** Why applying the ConfigMap/DaemonSet failed, when it failed for good (not a retry in progress). */
   applyError?: string | undefined;
+  /**
+   * Where node device counts come from: the kubelet's Node capacity (default, DevicePlugin mode) or the
+   * ResourceSlices the plugins publish (DRA mode).
+   */
+  deviceTruth?: DeviceTruth | undefined;
+  /**
+   * Set when the config's DeviceClass (DRA mode) cannot be had: a class of that name exists that this
+   * config does not own. The message names it; the config is Stalled with reason DeviceClassConflict.
+   */
+  deviceClassConflict?: string | undefined;
   /** The status as last written, for transition times and events. */
   previous: DevicePluginConfigStatus | undefined;
   now: Date;
@@ -207,7 +223,9 @@ function problemCountsMessage(
  *   right before that controller acts and agrees with the problem list. ready: nodes whose plugin pod
  *   is ready, registered, and whose kubelet advertises what the plugin reports (unhealthy devices do
  *   not make a node unready). updated: nodes whose plugin pod carries the current config hash.
- * - devices: capacity and allocatable summed from the kubelet; unhealthy summed from the reports.
+ * - devices: capacity and allocatable summed from the kubelet (in DRA mode, from the ResourceSlices:
+ *   see DeviceTruth); unhealthy and allocated (devices the
+ *   kubelets have given to containers, from their PodResources API) summed from the reports.
  * - problems: one per node (see PROBLEM_PRIORITY), sorted by node name, at most MAX_PROBLEMS.
  * - A config that yields to another for its resourceName is not evaluated: it has no plugin, and the
  *   kubelet's counts for the resource belong to the other one.
@@ -249,9 +267,12 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
             reason: "ApplyFailed",
             message: boundMessage(`applying the plugin objects failed: ${input.applyError}`),
           }
-        : upgradeStalled;
+        : input.deviceClassConflict !== undefined
+          ? { reason: "DeviceClassConflict", message: boundMessage(input.deviceClassConflict) }
+          : upgradeStalled;
   const evaluate = input.conflictWith === undefined;
 
+  const truth = input.deviceTruth ?? kubeletTruth(resourceName);
   let health: NodeHealth[] = [];
   if (evaluate) {
     const label = configLabelValue(configName);
@@ -269,6 +290,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
         { node, pods: podsByNode.get(name) ?? [], reports: reportsByNode.get(name) ?? [] },
         resourceName,
         configHash,
+        truth,
       );
     });
   }
@@ -278,6 +300,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   const capacity = health.reduce((sum, h) => sum + (h.capacity ?? 0), 0);
   const allocatable = health.reduce((sum, h) => sum + (h.allocatable ?? 0), 0);
   const unhealthy = health.reduce((sum, h) => sum + h.unhealthy, 0);
+  const allocated = health.reduce((sum, h) => sum + h.allocated, 0);
   const problems = evaluate
     ? [
         ...health.flatMap((h) => {
@@ -372,7 +395,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
     ...withGeneration,
     conditions,
     nodes: { desired, ready, updated, summary: `${ready}/${desired}` },
-    devices: { capacity, allocatable, unhealthy, summary: `${allocatable}/${capacity}` },
+    devices: { capacity, allocatable, unhealthy, allocated, summary: `${allocatable}/${capacity}` },
     problems: listed,
     problemsOmitted: problems.length - listed.length,
     ...(input.conflictWith === undefined ? { daemonSetName } : {}),

@@ -46,25 +46,33 @@ export function findResourceNameConflicts(
   nodes: readonly V1Node[],
 ): Map<string, string> {
   const losers = new Map<string, string>();
-  const admitted = new Map<string, { config: ConflictCandidate; nodes: Set<string> }[]>();
-  for (const config of [...configs].sort(compareByAge)) {
-    const selected = new Set(
-      nodes
-        .filter((node) => nodeMatchesSelector(node, config.spec.nodeSelector))
-        .map((node) => node.metadata?.name ?? ""),
-    );
-    const sameResource = admitted.get(config.spec.resourceName) ?? [];
-    const winner = sameResource.find(
-      (other) =>
-        selectorContains(other.config.spec.nodeSelector, config.spec.nodeSelector) ||
-        selectorContains(config.spec.nodeSelector, other.config.spec.nodeSelector) ||
-        [...selected].some((node) => other.nodes.has(node)),
-    );
-    if (winner) {
-      losers.set(config.metadata.name, winner.config.metadata.name);
-    } else {
-      sameResource.push({ config, nodes: selected });
-      admitted.set(config.spec.resourceName, sameResource);
+  // Only configs of one resource name can conflict: a config alone with its name needs no node read.
+  const byResource = new Map<string, ConflictCandidate[]>();
+  for (const config of configs) {
+    const group = byResource.get(config.spec.resourceName);
+    if (group) group.push(config);
+    else byResource.set(config.spec.resourceName, [config]);
+  }
+  for (const group of byResource.values()) {
+    if (group.length < 2) continue;
+    const admitted: { config: ConflictCandidate; nodes: () => Set<string> }[] = [];
+    for (const config of group.sort(compareByAge)) {
+      // The nodes a selector picks, read once and only when the selectors alone do not decide.
+      let selected: Set<string> | undefined;
+      const nodesOf = (): Set<string> =>
+        (selected ??= new Set(
+          nodes
+            .filter((node) => nodeMatchesSelector(node, config.spec.nodeSelector))
+            .map((node) => node.metadata?.name ?? ""),
+        ));
+      const winner = admitted.find(
+        (other) =>
+          selectorContains(other.config.spec.nodeSelector, config.spec.nodeSelector) ||
+          selectorContains(config.spec.nodeSelector, other.config.spec.nodeSelector) ||
+          [...nodesOf()].some((node) => other.nodes().has(node)),
+      );
+      if (winner) losers.set(config.metadata.name, winner.config.metadata.name);
+      else admitted.push({ config, nodes: nodesOf });
     }
   }
   return losers;

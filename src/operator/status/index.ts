@@ -4,3 +4,4 @@ export * from "./conditions.js";
 export * from "./conflicts.js";
 export * from "./node-health.js";
 export * from "./selection.js";
+export * from "./published-devices.js";

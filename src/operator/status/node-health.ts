@@ -143,11 +143,16 @@ export interface NodeObservation {
 
 export interface NodeHealth {
   node: string;
-  /** The kubelet's `status.capacity[resource]`; undefined when it advertises none. */
+  /**
+   * The kubelet's `status.capacity[resource]` (DRA: the devices the node's slices publish, plus the
+   * unhealthy ones they leave out); undefined when it advertises none.
+   */
   capacity: number | undefined;
   allocatable: number | undefined;
   /** Advertised devices the plugin reports unhealthy (replicas of unhealthy physical devices). */
   unhealthy: number;
+  /** Devices the kubelet has given to containers, as the plugin's report says (0 when it does not know). */
+  allocated: number;
   /** A plugin pod runs the current config here. */
   updated: boolean;
   /** The plugin pod is ready, registered and the kubelet advertises what it reports (devices may be unhealthy). */
@@ -171,12 +176,82 @@ function notRegistered(registration: DeviceNodeStateStatus["registration"]): Omi
   };
 }
 
-function problemOf(
-  pod: V1Pod | undefined,
-  report: DeviceNodeStateStatus | undefined,
+/**
+ * Where a node's device counts come from on the API side, the truth a plugin's report is checked against:
+ * - `Kubelet` (DevicePlugin mode): Node.status.capacity and allocatable of the extended resource.
+ * - `ResourceSlices` (DRA mode): the devices the node's slices of the driver publish (see
+ *   publishedDevicesByNode). A DRA plugin leaves unhealthy devices out of its slices, so the published
+ *   count is what can be allocated; capacity adds back the devices the report says are unhealthy.
+ */
+export type DeviceTruth =
+  | { kind: "Kubelet"; resourceName: string }
+  | { kind: "ResourceSlices"; driver: string; published: ReadonlyMap<string, number> };
+
+/** The DevicePlugin-mode truth for `resourceName`. */
+export function kubeletTruth(resourceName: string): DeviceTruth {
+  return { kind: "Kubelet", resourceName };
+}
+
+type CountsProblem = (report: DeviceNodeStateStatus) => Omit<NodeProblem, "node"> | undefined;
+
+/** The kubelet's counts against the plugin's: NoCapacity or CapacityMismatch. */
+function kubeletCountsProblem(
   capacity: number | undefined,
   allocatable: number | undefined,
   resourceName: string,
+): CountsProblem {
+  return ({ advertised, healthy }) => {
+    // A kubelet that lost the plugin's stream keeps the capacity but makes nothing allocatable; one that
+    // dropped the resource advertises nothing: either way no pod can get a device here.
+    const noCapacity = advertised > 0 && !(capacity !== undefined && capacity > 0);
+    const noAllocatable = healthy > 0 && !(allocatable !== undefined && allocatable > 0);
+    if (noCapacity || noAllocatable) {
+      return {
+        reason: "NoCapacity",
+        message: `the kubelet advertises ${resourceName} capacity ${show(capacity)}, allocatable ${show(
+          allocatable,
+        )}; the plugin advertises ${advertised}, ${healthy} healthy`,
+      };
+    }
+    if ((capacity ?? 0) !== advertised || (allocatable ?? 0) !== healthy) {
+      return {
+        reason: "CapacityMismatch",
+        message: `the kubelet advertises ${resourceName} capacity ${show(capacity)}, allocatable ${show(
+          allocatable,
+        )}; the plugin advertises ${advertised}, ${healthy} healthy`,
+      };
+    }
+    return undefined;
+  };
+}
+
+/**
+ * The node's published devices against the plugin's healthy ones: what the slices carry is what claims
+ * can get, and the plugin publishes exactly its healthy devices. Whether the report's `advertised`
+ * counts the unhealthy ones too is not compared: the slices cannot show them either way.
+ */
+function sliceCountsProblem(published: number | undefined, driver: string): CountsProblem {
+  return ({ advertised, healthy }) => {
+    if (healthy > 0 && !(published !== undefined && published > 0)) {
+      return {
+        reason: "NoCapacity",
+        message: `no ResourceSlice of driver ${driver} publishes a device of the node; the plugin advertises ${advertised}, ${healthy} healthy`,
+      };
+    }
+    if ((published ?? 0) !== healthy) {
+      return {
+        reason: "CapacityMismatch",
+        message: `the ResourceSlices of driver ${driver} publish ${show(published)} devices of the node; the plugin advertises ${advertised}, ${healthy} healthy`,
+      };
+    }
+    return undefined;
+  };
+}
+
+function problemOf(
+  pod: V1Pod | undefined,
+  report: DeviceNodeStateStatus | undefined,
+  countsProblem: CountsProblem,
 ): Omit<NodeProblem, "node"> | undefined {
   const registration = report?.registration;
   if (pod === undefined) {
@@ -202,27 +277,9 @@ function problemOf(
   if (registration.state !== "Registered") {
     return notRegistered(registration);
   }
-  const { advertised, healthy } = report;
-  // A kubelet that lost the plugin's stream keeps the capacity but makes nothing allocatable; one that
-  // dropped the resource advertises nothing: either way no pod can get a device here.
-  const noCapacity = advertised > 0 && !(capacity !== undefined && capacity > 0);
-  const noAllocatable = healthy > 0 && !(allocatable !== undefined && allocatable > 0);
-  if (noCapacity || noAllocatable) {
-    return {
-      reason: "NoCapacity",
-      message: `the kubelet advertises ${resourceName} capacity ${show(capacity)}, allocatable ${show(
-        allocatable,
-      )}; the plugin advertises ${advertised}, ${healthy} healthy`,
-    };
-  }
-  if ((capacity ?? 0) !== advertised || (allocatable ?? 0) !== healthy) {
-    return {
-      reason: "CapacityMismatch",
-      message: `the kubelet advertises ${resourceName} capacity ${show(capacity)}, allocatable ${show(
-        allocatable,
-      )}; the plugin advertises ${advertised}, ${healthy} healthy`,
-    };
-  }
+  const { advertised } = report;
+  const counts = countsProblem(report);
+  if (counts !== undefined) return counts;
   const unhealthy = unhealthyAdvertisedCount(report);
   if (unhealthy > 0) {
     const reasons = [
@@ -240,23 +297,53 @@ function problemOf(
   return undefined;
 }
 
-/** Evaluates one targeted node. */
+/**
+ * The node's device counts on the API side under `truth`, and the check of a report against them. For
+ * ResourceSlices, capacity is the published devices plus those the report says are unhealthy (left out
+ * of the slices), allocatable the published ones; both undefined when nothing is published.
+ */
+export function nodeDeviceCounts(
+  node: V1Node,
+  truth: DeviceTruth,
+  report?: DeviceNodeStateStatus,
+): { capacity: number | undefined; allocatable: number | undefined; problem: CountsProblem } {
+  if (truth.kind === "Kubelet") {
+    const capacity = parseCountQuantity(node.status?.capacity?.[truth.resourceName]);
+    const allocatable = parseCountQuantity(node.status?.allocatable?.[truth.resourceName]);
+    return {
+      capacity,
+      allocatable,
+      problem: kubeletCountsProblem(capacity, allocatable, truth.resourceName),
+    };
+  }
+  const published = truth.published.get(node.metadata?.name ?? "");
+  return {
+    capacity:
+      published === undefined ? undefined : published + (report ? unhealthyAdvertisedCount(report) : 0),
+    allocatable: published,
+    problem: sliceCountsProblem(published, truth.driver),
+  };
+}
+
+/** Evaluates one targeted node; its device counts come from `truth` (the kubelet's by default). */
 export function evaluateNode(
   observation: NodeObservation,
   resourceName: string,
   configHash: string,
+  truth: DeviceTruth = kubeletTruth(resourceName),
 ): NodeHealth {
   const nodeName = observation.node.metadata?.name ?? "";
-  const capacity = parseCountQuantity(observation.node.status?.capacity?.[resourceName]);
-  const allocatable = parseCountQuantity(observation.node.status?.allocatable?.[resourceName]);
   const pod = choosePluginPod(observation.pods, configHash);
   const report = chooseReport(observation.reports, pod)?.status;
-  const problem = problemOf(pod, report, capacity, allocatable, resourceName);
+  const counts = nodeDeviceCounts(observation.node, truth, report);
+  const { capacity, allocatable } = counts;
+  const problem = problemOf(pod, report, counts.problem);
   return {
     node: nodeName,
     capacity,
     allocatable,
     unhealthy: report ? unhealthyAdvertisedCount(report) : 0,
+    allocated: report?.allocated ?? 0,
     updated: pod !== undefined && podRunsConfigHash(pod, configHash),
     ready: problem === undefined || problem.reason === "UnhealthyDevices",
     problem: problem === undefined ? undefined : { node: nodeName, ...problem },

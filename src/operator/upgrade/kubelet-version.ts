@@ -82,6 +82,15 @@ export type FixedReleases = readonly Release[];
  */
 export const PER_SOCKET_ENDPOINTS: FixedReleases = [{ major: 1, minor: 37, patch: 0 }];
 
+/**
+ * First kubelet releases that keep every registered instance of a DRA driver and use the newest, falling
+ * back to an older one when the newest goes (kubernetes/kubernetes#129832, "DRA: seamless driver
+ * upgrades", in v1.33.0). Before it, a second registration replaced the first and the old instance's
+ * deregistration removed the driver whatever instance was current, then wiped the node's ResourceSlices:
+ * read in pkg/kubelet/cm/dra/plugin (plugins_store.go, registration.go) of v1.32.13 and v1.33.0.
+ */
+export const DRA_SEAMLESS_UPGRADES: FixedReleases = [{ major: 1, minor: 33, patch: 0 }];
+
 function compareLine(a: Release, b: Release): number {
   return a.major !== b.major ? a.major - b.major : a.minor - b.minor;
 }
@@ -118,6 +127,16 @@ export interface KubeletRequirement {
 export const MINIMUM_KUBELET: KubeletRequirement = {
   minimum: { major: 1, minor: 29, patch: 0 },
   needs: "CDI device names",
+};
+
+/**
+ * The oldest kubelet a config that publishes through DRA runs on: the plugin serves the kubelet's
+ * `v1beta1.DRAPlugin` and `v1.DRAPlugin` services, and v1.32.0 is the first kubelet that speaks one of
+ * them (older ones know only v1alpha4).
+ */
+export const MINIMUM_DRA_KUBELET: KubeletRequirement = {
+  minimum: { major: 1, minor: 32, patch: 0 },
+  needs: "DRA plugins (the kubelet's v1beta1.DRAPlugin service)",
 };
 
 /** A node whose kubelet is older than a requirement. */

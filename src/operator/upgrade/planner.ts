@@ -3,7 +3,15 @@
 // remember lives in cluster objects (the two node lists, and per node a start time, a baseline and a
 // failed mark), so the planner keeps nothing between calls: it is a pure function of what the caller
 // observed, and an operator that restarted mid-rollout plans from exactly where the cluster is.
-import { kubeletTooOld, parseKubeletVersion, supportsSurge } from "./kubelet-version.js";
+import {
+  DRA_SEAMLESS_UPGRADES,
+  kubeletTooOld,
+  MINIMUM_DRA_KUBELET,
+  MINIMUM_KUBELET,
+  parseKubeletVersion,
+  PER_SOCKET_ENDPOINTS,
+  supportsSurge,
+} from "./kubelet-version.js";
 
 /** What the caller observed about one node, plus what it persisted for the node in this rollout. */
 export interface NodeObservation {
@@ -54,6 +62,11 @@ export interface PlanInput {
   now: number;
   /** Persisted: the rollout's phase is RollingBack (or RolledBack). */
   rollingBack: boolean;
+  /**
+   * How the config publishes its devices (default DevicePlugin): it decides which kubelets can take a
+   * surge (two instances side by side) and which are too old for the plugin at all.
+   */
+  publish?: "DevicePlugin" | "DRA";
 }
 
 /** How a node changes revision: Surge starts the new plugin beside the old one, Replace stops the old one first. */
@@ -187,7 +200,11 @@ function byName(a: { name: string }, b: { name: string }): number {
 function classify(
   nodes: readonly NodeObservation[],
   strategy: RolloutStrategy,
+  publish: "DevicePlugin" | "DRA",
 ): { targets: Target[]; problems: NodeProblem[] } {
+  const dra = publish === "DRA";
+  const requirement = dra ? MINIMUM_DRA_KUBELET : MINIMUM_KUBELET;
+  const surgeFacts = dra ? DRA_SEAMLESS_UPGRADES : PER_SOCKET_ENDPOINTS;
   const targets: Target[] = [];
   const problems: NodeProblem[] = [];
   for (const obs of nodes) {
@@ -201,17 +218,17 @@ function classify(
       });
       continue;
     }
-    const tooOld = kubeletTooOld(version);
+    const tooOld = kubeletTooOld(version, requirement);
     if (tooOld !== undefined) {
       problems.push({ node: obs.name, reason: tooOld.reason, message: tooOld.message });
       continue;
     }
-    const canSurge = supportsSurge(version);
+    const canSurge = supportsSurge(version, surgeFacts);
     if (strategy === "Surge" && !canSurge) {
       problems.push({
         node: obs.name,
         reason: "SurgeUnsupported",
-        message: `kubelet ${version.raw.trim()} cannot run two instances of a device plugin side by side; the node is replaced instead`,
+        message: `kubelet ${version.raw.trim()} cannot run two instances of a ${dra ? "DRA driver" : "device plugin"} side by side; the node is replaced instead`,
       });
     }
     targets.push({ obs, mode: strategy !== "Replace" && canSurge ? "Surge" : "Replace" });
@@ -251,7 +268,7 @@ class Actions {
 export function planRollout(input: PlanInput): Plan {
   const { spec, now } = input;
   const nodes = [...input.nodes].sort(byName);
-  const { targets, problems } = classify(nodes, spec.strategy);
+  const { targets, problems } = classify(nodes, spec.strategy, input.publish ?? "DevicePlugin");
   const limit = resolveMaxUnavailable(spec.maxUnavailable, targets.length);
   const actions = new Actions();
 

@@ -136,7 +136,20 @@ export interface RolloutInput {
   pods: readonly V1Pod[];
   /** The config's DeviceNodeStates. */
   reports: readonly DeviceNodeState[];
+  /**
+   * DRA mode: the devices each node's ResourceSlices of the driver publish (publishedDevicesByNode), the
+   * count the gate waits on instead of Node.status.allocatable. A node with no slice counts 0. The
+   * plugin leaves unhealthy devices out of its slices, as the kubelet leaves them out of allocatable, so
+   * the gate's rule (back to the baseline, less the unhealthy) is the same.
+   */
+  publishedDevices?: ReadonlyMap<string, number> | undefined;
   now: number;
+}
+
+/** What the gate compares with a node's baseline: allocatable, or in DRA mode the published devices. */
+function availableDevices(node: V1Node, input: RolloutInput): number {
+  if (input.publishedDevices !== undefined) return input.publishedDevices.get(node.metadata?.name ?? "") ?? 0;
+  return parseCountQuantity(node.status?.allocatable?.[input.config.spec.resourceName]) ?? 0;
 }
 
 export interface RolloutDecision {
@@ -283,6 +296,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
       spec,
       now,
       rollingBack: move === undefined ? false : move.state.rollingBack || move.forceRollback,
+      publish: config.spec.publish,
     });
   };
 
@@ -401,7 +415,10 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
       message: `node ${node}: the kubelet did not advertise the plugin of revision ${revision} within ${spec.progressDeadlineSeconds}s${spec.autoRollback ? "; rolling back every node moved so far" : "; the upgrade is paused"}`,
     });
   }
-  if (plan.phase === "Complete" && writes.length === 0) {
+  // Every targeted node runs the current revision, and nothing else is left to write: this pass makes it
+  // the base. Until then the upgrade is still finishing, whatever the plan's phase says.
+  const promote = plan.phase === "Complete" && writes.length === 0;
+  if (promote) {
     // Every targeted node runs the current revision: it becomes the base, the old one goes.
     writes.push({
       kind: "Delete",
@@ -419,14 +436,17 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
       message: `every targeted node (${plan.total}) runs the plugin of revision ${revision}`,
     });
   }
-  const status = upgradeStatus(plan, baseRevision, revision);
+  // Complete only together with the current revision: a status never says Complete while it names the
+  // old revision as the current one.
+  const status = upgradeStatus(plan, promote ? revision : baseRevision, revision);
+  if (plan.phase === "Complete" && !promote) status.phase = "Progressing";
   if (plan.phase === "RolledBack" || plan.phase === "Failed") {
     status.message = `node(s) ${plan.failed.slice(0, 5).join(", ")} did not get the new plugin advertised within ${spec.progressDeadlineSeconds}s; ${plan.phase === "RolledBack" ? "every node is back on the previous revision" : "the upgrade stopped"}: fix the spec to start a new one`;
   }
   return decided(
     plan,
     status,
-    plan.phase === "Progressing" || plan.phase === "RollingBack" || plan.phase === "Paused",
+    status.phase === "Progressing" || status.phase === "RollingBack" || status.phase === "Paused",
   );
 }
 
@@ -471,7 +491,7 @@ function moveView(move: Move, input: RolloutInput): MoveView {
 function observeNode(node: V1Node, view: MoveView | undefined, input: RolloutInput): NodeObservation {
   const name = node.metadata?.name ?? "";
   const kubeletVersion = node.status?.nodeInfo?.kubeletVersion ?? "";
-  const allocatable = parseCountQuantity(node.status?.allocatable?.[input.config.spec.resourceName]) ?? 0;
+  const allocatable = availableDevices(node, input);
   if (view === undefined) {
     return {
       name,
@@ -528,12 +548,7 @@ function applyPlan(plan: Plan, move: Move, input: RolloutInput, writes: RolloutW
   const except = new Set("except" in basePlacement ? basePlacement.except : []);
   const only = new Set("only" in targetPlacement ? targetPlacement.only : []);
   const state: UpgradeState = structuredClone(move.state);
-  const allocatable = new Map(
-    input.nodes.map((n) => [
-      n.metadata?.name ?? "",
-      parseCountQuantity(n.status?.allocatable?.[input.config.spec.resourceName]) ?? 0,
-    ]),
-  );
+  const allocatable = new Map(input.nodes.map((n) => [n.metadata?.name ?? "", availableDevices(n, input)]));
   for (const action of plan.actions) {
     const rec = (state.nodes[action.node] ??= {});
     switch (action.kind) {

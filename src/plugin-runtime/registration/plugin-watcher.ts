@@ -1,5 +1,6 @@
 // Registration through the kubelet's plugin watcher: serve pluginregistration.Registration on a socket in
-// plugins_registry; the kubelet calls GetInfo, connects to our device-plugin endpoint and reports back.
+// plugins_registry; the kubelet calls GetInfo, connects to our endpoint (device plugin or DRA plugin)
+// and reports back.
 import { refuseMalformed, tolerantDefinition } from "../server/malformed.js";
 import * as grpc from "@grpc/grpc-js";
 import { unlink } from "node:fs/promises";
@@ -11,14 +12,19 @@ import {
   type PluginInfo,
   type PluginRegistrationServer,
 } from "../proto/index.js";
+import { shutdownServer } from "../server/shutdown.js";
 
 export interface PluginWatcherOptions {
   registryDir: string;
   /** Socket file name for this registration socket (unique per start, see sockets.ts). */
   socketName: () => string;
+  /** PluginInfo.type: DEVICE_PLUGIN_TYPE (the default) or DRA_PLUGIN_TYPE. */
+  pluginType?: string;
+  /** PluginInfo.name: the extended resource name of a device plugin, the driver name of a DRA plugin. */
   resourceName: string;
-  /** Absolute path of the device-plugin socket currently served (it changes after a kubelet restart). */
+  /** Absolute path of the plugin's socket currently served (it changes after a kubelet restart). */
   endpointPath: () => string;
+  /** API versions for a device plugin; gRPC service names ("v1.DRAPlugin") for a DRA plugin. */
   supportedVersions: readonly string[];
   logger: Logger;
   /**
@@ -52,7 +58,7 @@ export class PluginWatcherRegistration {
       getInfo: (_call, callback) => {
         this.opts.onInfoRequested?.();
         const info: PluginInfo = {
-          type: DEVICE_PLUGIN_TYPE,
+          type: this.opts.pluginType ?? DEVICE_PLUGIN_TYPE,
           name: this.opts.resourceName,
           endpoint: this.opts.endpointPath(),
           supportedVersions: [...this.opts.supportedVersions],
@@ -90,16 +96,7 @@ export class PluginWatcherRegistration {
     this.server = undefined;
     this.path = undefined;
     if (server) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(() => {
-          server.forceShutdown();
-          resolve();
-        }, 500);
-        server.tryShutdown(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
+      await shutdownServer(server, 500);
     }
     if (path) await unlink(path).catch(() => undefined);
   }

@@ -6,13 +6,19 @@ import { configHash, PLUGIN_CONFIG_KEY } from "../../operator/render/configmap.j
 import { buildInfo } from "../../version.js";
 import type { PluginRuntime } from "../runtime.js";
 import { ApiClient, inClusterCredentials, loadKubeconfig, type ApiCredentials } from "./api-client.js";
-import { NodeStateWriter, reportSourceOf } from "./writer.js";
+import { NodeStateWriter, reportSourceOf, type ReportedRuntime } from "./writer.js";
 
 export { ApiClient, ApiError, KubeconfigError, inClusterCredentials, loadKubeconfig } from "./api-client.js";
 export type { ApiCredentials, ApiRequest } from "./api-client.js";
 export * from "./node-state.js";
 export { NodeStateWriter, reportSourceOf } from "./writer.js";
-export type { NodeStateWriterOptions, ReportApi, ReportSource, StopOptions } from "./writer.js";
+export type {
+  NodeStateWriterOptions,
+  ReportApi,
+  ReportedRuntime,
+  ReportSource,
+  StopOptions,
+} from "./writer.js";
 
 /** Where the report goes: an explicit kubeconfig, the pod's own ServiceAccount, or nowhere. */
 export type ReportTarget = { kind: "kubeconfig"; path: string } | { kind: "in-cluster" } | undefined;
@@ -48,7 +54,7 @@ export interface NodeReporterOptions {
   /** The plugin revision and pod, from the pod's env (the operator renders both). */
   revision?: string | undefined;
   podUID?: string | undefined;
-  runtime: PluginRuntime;
+  runtime: ReportedRuntime & Pick<PluginRuntime, "metrics">;
   logger: Logger;
 }
 

@@ -95,6 +95,8 @@ export interface NodeStateInput {
   };
   physical: readonly PhysicalDevice[];
   advertised: readonly AdvertisedDevice[];
+  /** Devices the kubelet has given to containers (PodResources); undefined while unknown. */
+  allocated?: number | undefined;
   since: DeviceSince;
   /** RFC 3339; the status's updateTime and the `since` of devices the tracker has not seen. */
   now: string;
@@ -264,6 +266,7 @@ export function buildDeviceNodeState(input: NodeStateInput): NodeStateReport {
     ...(input.podUID !== undefined && input.podUID !== "" ? { podUID: input.podUID } : {}),
     advertised: input.advertised.length,
     healthy,
+    ...(input.allocated !== undefined ? { allocated: input.allocated } : {}),
     devices: reportedDevices(input),
     updateTime: input.now,
   };

@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import type { DeviceNodeStateStatus } from "../../api/v1beta1/devicenodestate.js";
 import type { DeviceSetSnapshot } from "../devices/device-set.js";
 import type { PluginMetrics } from "../metrics.js";
-import type { PluginRuntime, RuntimeStatus } from "../runtime.js";
+import type { PluginRuntime, PluginRuntimeEvents, RuntimeStatus } from "../runtime.js";
 import { ApiError, type ApiRequest } from "./api-client.js";
 import {
   buildDeviceNodeState,
@@ -24,25 +24,42 @@ const APPLY_QUERY = `?fieldManager=${PLUGIN_FIELD_MANAGER}&force=true`;
 export interface ReportSource {
   status(): RuntimeStatus;
   snapshot(): Pick<DeviceSetSnapshot, "physical" | "advertised">;
-  /** Calls `onChange` after every registration or device change; returns a function that unsubscribes. */
+  /** Devices the kubelet has given to containers; undefined while unknown (absent: never known). */
+  allocatedDevices?(): number | undefined;
+  /**
+   * Calls `onChange` after every registration, device or allocation change; returns a function that
+   * unsubscribes.
+   */
   subscribe(onChange: () => void): () => void;
 }
 
-export function reportSourceOf(runtime: PluginRuntime): ReportSource {
+/** What the report reads from a runtime: PluginRuntime, or the DRA mode's DraRuntime of the same shape. */
+export interface ReportedRuntime {
+  status(): RuntimeStatus;
+  readonly devices: Pick<PluginRuntime["devices"], "snapshot">;
+  allocatedDevices(): number | undefined;
+  on(event: keyof PluginRuntimeEvents, listener: () => void): unknown;
+  off(event: keyof PluginRuntimeEvents, listener: () => void): unknown;
+}
+
+export function reportSourceOf(runtime: ReportedRuntime): ReportSource {
   return {
     status: () => runtime.status(),
     snapshot: () => runtime.devices.snapshot(),
+    allocatedDevices: () => runtime.allocatedDevices(),
     subscribe: (onChange) => {
       const listener = (): void => onChange();
       runtime.on("registered", listener);
       runtime.on("unregistered", listener);
       runtime.on("registrationError", listener);
       runtime.on("devices", listener);
+      runtime.on("allocations", listener);
       return () => {
         runtime.off("registered", listener);
         runtime.off("unregistered", listener);
         runtime.off("registrationError", listener);
         runtime.off("devices", listener);
+        runtime.off("allocations", listener);
       };
     },
   };
@@ -69,6 +86,13 @@ export interface NodeStateWriterOptions {
   metrics: PluginMetrics;
   /** At most one write per this interval; changes in between are folded into the next write. */
   minIntervalMs?: number;
+  /**
+   * A report whose only news is the allocated count is written at most this often (default 30 s), with
+   * the count current at that moment; any other change writes at once and carries the count along.
+   * Pods come and go far more often than devices or registrations change: on a busy node every read of
+   * the PodResources API would otherwise be a write to the API server, on every node.
+   */
+  allocatedMinIntervalMs?: number;
   /** First and largest delay between attempts after a failure. */
   retryBaseMs?: number;
   retryMaxMs?: number;
@@ -96,6 +120,7 @@ export class NodeStateWriter {
   private readonly path: string;
   private readonly log: Logger;
   private readonly minIntervalMs: number;
+  private readonly allocatedMinIntervalMs: number;
   private readonly retryBaseMs: number;
   private readonly retryMaxMs: number;
   private readonly now: () => number;
@@ -104,6 +129,8 @@ export class NodeStateWriter {
   private since: DeviceSince = new Map();
   private unsubscribe: (() => void) | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** The pending timer only waits to write an allocated count: news of any other kind goes first. */
+  private waitingForAllocated = false;
   private inFlight: Promise<void> | undefined;
   private dirty = false;
   private started = false;
@@ -119,8 +146,11 @@ export class NodeStateWriter {
     this.path = deviceNodeStatePath(opts.namespace, this.name);
     this.log = opts.logger.child({ deviceNodeState: this.name, namespace: opts.namespace });
     this.minIntervalMs = opts.minIntervalMs ?? 200;
+    this.allocatedMinIntervalMs = opts.allocatedMinIntervalMs ?? 30_000;
     this.retryBaseMs = opts.retryBaseMs ?? 500;
-    this.retryMaxMs = opts.retryMaxMs ?? 30_000;
+    // 8 s at most between attempts: after an API outage a node's report is right again within seconds.
+    // A recovering API server sheds a crowd of plugins with 429 and Retry-After, which is honoured.
+    this.retryMaxMs = opts.retryMaxMs ?? 8_000;
     this.now = opts.now ?? Date.now;
   }
 
@@ -186,6 +216,11 @@ export class NodeStateWriter {
     // Every change is seen here, so a flip and a flip back between two writes still moves `since`.
     this.since = trackSince(this.since, this.opts.source.snapshot().physical, this.isoNow());
     this.dirty = true;
+    if (this.waitingForAllocated) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.waitingForAllocated = false;
+    }
     this.schedule();
   }
 
@@ -194,6 +229,7 @@ export class NodeStateWriter {
     const delay = delayMs ?? Math.max(0, this.lastAttemptAtMs + this.minIntervalMs - this.now());
     this.timer = setTimeout(() => {
       this.timer = undefined;
+      this.waitingForAllocated = false;
       this.flush();
     }, delay);
     // The runtime's servers keep the process alive; a pending report must not.
@@ -206,6 +242,20 @@ export class NodeStateWriter {
     const report = this.build();
     if (this.objectApplied && sameReport(this.lastWritten, report.status)) {
       this.opts.metrics.reportWrites.inc({ result: "unchanged" });
+      return;
+    }
+    const allocatedDueAtMs = this.lastAttemptAtMs + this.allocatedMinIntervalMs;
+    if (
+      this.objectApplied &&
+      this.lastWritten !== undefined &&
+      sameReport({ ...this.lastWritten, allocated: undefined }, { ...report.status, allocated: undefined }) &&
+      this.now() < allocatedDueAtMs
+    ) {
+      // Only the allocated count moved: written when due, with whatever the count is by then. Any
+      // other change before that cancels the wait (see changed()).
+      this.dirty = true;
+      this.schedule(allocatedDueAtMs - this.now());
+      this.waitingForAllocated = this.timer !== undefined;
       return;
     }
     this.lastAttemptAtMs = this.now();
@@ -310,6 +360,7 @@ export class NodeStateWriter {
           },
       physical: snapshot.physical,
       advertised: snapshot.advertised,
+      allocated: this.opts.source.allocatedDevices?.(),
       since: this.since,
       now,
     });

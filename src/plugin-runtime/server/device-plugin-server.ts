@@ -27,6 +27,7 @@ import {
   type PreStartContainerResponse,
   PRE_START_CONTAINER_TIMEOUT_MS,
 } from "../proto/index.js";
+import { shutdownServer } from "./shutdown.js";
 
 export interface DevicePluginServiceOptions {
   resourceName: string;
@@ -375,15 +376,6 @@ export class DevicePluginEndpoint {
     this.server = undefined;
     if (!server) return;
     this.service?.endStreams();
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        server.forceShutdown();
-        resolve();
-      }, graceMs);
-      server.tryShutdown(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
+    await shutdownServer(server, graceMs);
   }
 }

@@ -1,6 +1,8 @@
 //go:build tools
 
-// Package tools records the upstream commands this module builds, so `go mod tidy` keeps them.
+// Package tools records the upstream commands this module builds, so `go mod tidy` keeps them: the control
+// plane (../build.sh) and the sample device plugin `make bench-plugin` compares dpo with
+// (../build-sample-device-plugin.sh).
 package tools
 
 import (
@@ -8,4 +10,5 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/test/images/sample-device-plugin"
 )

@@ -1,0 +1,80 @@
+// This node's devices as a DRA driver names them: a device name per physical device (the name its
+// ResourceSlice will publish and allocation results carry), its health, and the CDI edits it needs.
+import { createHash } from "node:crypto";
+import type { CdiContainerEdits } from "../../cdi/spec.js";
+import type { DeviceBackend } from "../backends/backend.js";
+import type { Health, PhysicalDevice } from "../devices/types.js";
+import { draTypedAttributes } from "./attributes.js";
+import type { PoolDevice } from "./slices.js";
+
+/** One device of this node, as the DRA plugin prepares it. */
+export interface DraNodeDevice {
+  /** The device's name in this node's pool: a DNS label (see draDeviceName). */
+  readonly name: string;
+  /** The backend's id of the physical device behind it. */
+  readonly physicalId: string;
+  readonly health: Health;
+  /** Why the device is unhealthy; empty when there is nothing to say. */
+  readonly reason: string;
+  /** What a container runtime must do for this device alone (the backend's CDI edits). */
+  readonly containerEdits: CdiContainerEdits;
+}
+
+/** Longest device name resource.k8s.io accepts (a DNS label). */
+export const MAX_DRA_DEVICE_NAME_LENGTH = 63;
+const DNS_LABEL = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
+
+/**
+ * The DRA device name of a physical device. ResourceSlice device names must be DNS labels, backend ids
+ * are not always (`ttyUSB0`, `0000:3b:00.0`): an id that is a label stays as it is; any other is
+ * lower-cased, every run of other characters becomes `-`, and a hash of the exact id is appended, so two
+ * ids that differ only in case or punctuation still get names of their own. Deterministic, so a
+ * restarted plugin and the ResourceSlice publisher agree. Pure.
+ */
+export function draDeviceName(physicalId: string): string {
+  if (physicalId.length <= MAX_DRA_DEVICE_NAME_LENGTH && DNS_LABEL.test(physicalId)) return physicalId;
+  const hash = createHash("sha256").update(physicalId).digest("hex").slice(0, 8);
+  const base = physicalId
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .slice(0, MAX_DRA_DEVICE_NAME_LENGTH - hash.length - 1)
+    .replace(/^-+|-+$/g, "");
+  return base === "" ? `d-${hash}` : `${base}-${hash}`;
+}
+
+/**
+ * The backend's current devices as DRA devices; a device whose CDI edits the backend does not know
+ * (it vanished between the two calls) is left out, so a claim for it is refused as unknown.
+ */
+export function draDevicesOf(backend: Pick<DeviceBackend, "devices" | "cdiContainerEdits">): DraNodeDevice[] {
+  const out: DraNodeDevice[] = [];
+  for (const device of backend.devices()) {
+    const containerEdits = backend.cdiContainerEdits(device.id);
+    if (containerEdits === undefined) continue;
+    out.push({
+      name: draDeviceName(device.id),
+      physicalId: device.id,
+      health: device.health,
+      reason: device.reason,
+      containerEdits,
+    });
+  }
+  return out;
+}
+
+/**
+ * The node's devices as the ResourceSlice publisher takes them: DRA name, health and the typed
+ * attributes and capacities (NUMA node included). Unhealthy ones are kept here; the slice builder
+ * leaves them out. Pure.
+ */
+export function draPoolDevices(physical: readonly PhysicalDevice[]): PoolDevice[] {
+  return physical.map((device) => {
+    const typed = draTypedAttributes({ attributes: device.attributes, numaNode: device.numaNode });
+    return {
+      name: draDeviceName(device.id),
+      health: device.health,
+      attributes: typed.attributes,
+      capacity: typed.capacity,
+    };
+  });
+}

@@ -1,0 +1,201 @@
+// The plugin runtime in DRA mode (`spec.publish: DRA`): the same backend and DeviceSet as the device-plugin
+// runtime, but the devices go out as this node's ResourceSlices and the kubelet talks to the DRA plugin
+// (registered through the plugin watcher as DRAPlugin) instead of a device-plugin endpoint. It answers the
+// node report the way PluginRuntime does, so the DeviceNodeState keeps being written in both modes.
+import { EventEmitter } from "node:events";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
+import { draDriverName } from "../../api/v1beta1/spec.js";
+import { DEFAULT_CDI_DIR } from "../../cdi/index.js";
+import { DRA_PLUGINS_DIR, PLUGINS_REGISTRY_DIR } from "../../kubelet-paths.js";
+import type { DeviceBackend } from "../backends/backend.js";
+import { createBackend } from "../backends/index.js";
+import { DeviceSet, type DeviceSetSnapshot } from "../devices/device-set.js";
+import { PluginMetrics } from "../metrics.js";
+import type { ApiClient } from "../report/api-client.js";
+import type { PluginRuntimeEvents, RuntimeStatus } from "../runtime.js";
+import { ApiResourceClaimGetter } from "./claims-api.js";
+import { draDevicesOf, draPoolDevices } from "./devices.js";
+import { DRA_SOCKET_PREFIX, DraPlugin, type DraRegistrationStatus } from "./dra-plugin.js";
+import { NewerInstanceProbe } from "./handover.js";
+import { SlicePublisher, type PublishedPool } from "./publisher.js";
+
+export interface DraRuntimeOptions {
+  readonly config: DevicePluginConfig;
+  readonly nodeName: string;
+  /** Carries the `config`, `resource` and `node` bindings. */
+  readonly logger: Logger;
+  /** The API server: ResourceSlices are written and ResourceClaims read through it. */
+  readonly api: Pick<ApiClient, "request">;
+  /** Replaces the backend built from the config (tests). */
+  readonly backend?: DeviceBackend;
+  /** The kubelet's plugins directory; the DRA socket goes into `<dir>/<driver>`. */
+  readonly draPluginsDir?: string;
+  readonly pluginsRegistryDir?: string;
+  /** Where the claims' CDI specs go (default /var/run/cdi). */
+  readonly cdiDir?: string;
+  /** Device changes closer together than this are one ResourceSlice update. */
+  readonly sliceCoalesceMs?: number;
+  readonly sliceRetryBaseMs?: number;
+  /** How often to look for a newer instance of the driver beside this one (surge upgrades). */
+  readonly handoverPollMs?: number;
+}
+
+export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
+  readonly metrics = new PluginMetrics();
+  readonly devices: DeviceSet;
+  readonly driverName: string;
+  readonly plugin: DraPlugin;
+  readonly publisher: SlicePublisher;
+  private readonly log: Logger;
+  private readonly resourceName: string;
+  private readonly startedAtMs = Date.now();
+  private registrationChangedAtMs = this.startedAtMs;
+  private registered = false;
+  private lastRegistrationError: string | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private stopped = false;
+  /** Set once the DRA socket is served: it is how newer instances of the driver are told apart. */
+  private newerInstances: NewerInstanceProbe | undefined;
+
+  constructor(private readonly opts: DraRuntimeOptions) {
+    super();
+    const spec = opts.config.spec;
+    this.resourceName = spec.resourceName;
+    this.driverName = draDriverName(spec);
+    this.log = opts.logger;
+    const backend =
+      opts.backend ??
+      createBackend(spec, {
+        logger: this.log,
+        resourceName: spec.resourceName,
+        // Claims are always prepared through CDI (the DRA plugin writes one spec per claim).
+        cdi: { enabled: true },
+      });
+    this.devices = new DeviceSet(backend, spec.sharing);
+    this.plugin = new DraPlugin({
+      driverName: this.driverName,
+      nodeName: opts.nodeName,
+      devices: () => draDevicesOf(backend),
+      claims: new ApiResourceClaimGetter(opts.api),
+      logger: this.log,
+      pluginDir: join(opts.draPluginsDir ?? DRA_PLUGINS_DIR, this.driverName),
+      registryDir: opts.pluginsRegistryDir ?? PLUGINS_REGISTRY_DIR,
+      cdiDir: opts.cdiDir ?? DEFAULT_CDI_DIR,
+      onRegistrationStatus: (status) => this.onRegistrationStatus(status),
+    });
+    this.publisher = new SlicePublisher({
+      client: opts.api,
+      driver: this.driverName,
+      node: opts.nodeName,
+      configName: opts.config.metadata.name,
+      devices: () => draPoolDevices(this.devices.snapshot().physical),
+      logger: this.log,
+      coalesceMs: opts.sliceCoalesceMs,
+      retryBaseMs: opts.sliceRetryBaseMs,
+      handover: {
+        newerLiveInstance: () => this.newerInstances?.newerLiveInstance() ?? Promise.resolve(undefined),
+      },
+      handoverPollMs: opts.handoverPollMs,
+    });
+  }
+
+  /** The same shape as PluginRuntime's: serving is the DRA socket, registered the kubelet's last verdict. */
+  status(): RuntimeStatus {
+    return {
+      serving: this.plugin.endpoint !== undefined,
+      registered: this.registered,
+      socketPath: this.plugin.endpoint,
+      registrationSocketPath: this.plugin.registrationSocket,
+      // The kubelet does not say which of the offered services it picked.
+      kubeletAPIVersion: "",
+      lastRegistrationError: this.lastRegistrationError,
+      registrationChangedAtMs: this.registrationChangedAtMs,
+      kubeletRestarts: 0,
+    };
+  }
+
+  /** The pool as last published; undefined until the first successful write. */
+  published(): PublishedPool | undefined {
+    return this.publisher.state();
+  }
+
+  /** Not known in DRA mode: claims, not the PodResources device counts, say what is in use. */
+  allocatedDevices(): number | undefined {
+    return undefined;
+  }
+
+  /**
+   * Discovers the devices, serves the DRA socket, publishes the devices, then registers with the kubelet.
+   * Resolves once registering; a slice write that fails keeps retrying in the background. With an older
+   * instance of the driver still running (a surge upgrade), this one publishes from now on and the older
+   * one stands by; with a newer one running (this one was started again meanwhile), this one stands by.
+   */
+  async start(): Promise<void> {
+    const snap = await this.devices.start();
+    this.recordDevices(snap);
+    this.unsubscribe = this.devices.onChange((s) => {
+      this.recordDevices(s);
+      this.publisher.changed();
+      this.emit("devices", s);
+    });
+    // The socket first: the other instances of the driver on the node see this one by it. Then the
+    // slices, since a kubelet that registers us may see claims allocated against them at once.
+    await this.plugin.serve();
+    const endpoint = this.plugin.endpoint;
+    if (endpoint !== undefined) this.newerInstances = new NewerInstanceProbe(DRA_SOCKET_PREFIX, endpoint);
+    await this.publisher.start();
+    await this.plugin.register();
+    this.log.info(
+      { driver: this.driverName, socket: this.plugin.endpoint, slices: this.publisher.state() },
+      "serving the DRA plugin",
+    );
+  }
+
+  /** Stops serving and watching; the ResourceSlices stay, so a restart or an upgrade never empties the pool. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.unsubscribe?.();
+    await this.publisher.stop();
+    await this.plugin.stop();
+    await this.devices.stop();
+    this.setRegistered(false);
+    this.log.info("DRA runtime stopped; ResourceSlices left in place");
+  }
+
+  private onRegistrationStatus(status: DraRegistrationStatus): void {
+    this.metrics.registrations.inc({
+      resource: this.resourceName,
+      path: "watcher",
+      result: status.registered ? "ok" : "error",
+    });
+    if (status.registered) {
+      this.lastRegistrationError = undefined;
+    } else if (status.error !== this.lastRegistrationError) {
+      this.lastRegistrationError = status.error;
+      this.emit("registrationError", this.status());
+    }
+    this.setRegistered(status.registered);
+  }
+
+  private setRegistered(registered: boolean): void {
+    this.metrics.registered.set({ resource: this.resourceName }, registered ? 1 : 0);
+    if (registered === this.registered) return;
+    this.registered = registered;
+    this.registrationChangedAtMs = Date.now();
+    this.emit(registered ? "registered" : "unregistered", this.status());
+  }
+
+  private recordDevices(snap: DeviceSetSnapshot): void {
+    let healthy = 0;
+    for (const d of snap.advertised) if (d.health === "Healthy") healthy++;
+    this.metrics.devices.reset();
+    this.metrics.devices.set({ health: "Healthy", resource: this.resourceName }, healthy);
+    this.metrics.devices.set(
+      { health: "Unhealthy", resource: this.resourceName },
+      snap.advertised.length - healthy,
+    );
+  }
+}

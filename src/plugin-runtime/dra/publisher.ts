@@ -1,0 +1,313 @@
+// Keeps this node's ResourceSlices current: lists the pool once, then applies the plan from slices.ts after
+// every device change (coalesced), continuing the pool generation the API server has. Errors back off with
+// jitter; a conflict or a vanished object re-reads the pool. Never deletes the pool on stop: a restarted
+// or upgraded plugin takes over the same slices, and only the operator removes them.
+import type { Logger } from "pino";
+import type { ApiClient } from "../report/api-client.js";
+import { ApiError } from "../report/api-client.js";
+import {
+  planSlices,
+  SLICE_FIELD_DRIVER,
+  SLICE_FIELD_NODE_NAME,
+  type PoolDevice,
+  type ResourceSlice,
+  type SliceOp,
+} from "./slices.js";
+
+/** Device changes closer together than this are published as one. */
+export const DEFAULT_SLICE_COALESCE_MS = 50;
+const DEFAULT_RETRY_BASE_MS = 250;
+const DEFAULT_RETRY_MAX_MS = 30_000;
+const SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices";
+
+export interface SlicePublisherOptions {
+  readonly client: Pick<ApiClient, "request">;
+  readonly driver: string;
+  readonly node: string;
+  readonly configName: string;
+  /** The node's devices now, with DRA names, health and typed attributes. */
+  readonly devices: () => readonly PoolDevice[];
+  readonly logger: Logger;
+  readonly coalesceMs?: number;
+  readonly retryBaseMs?: number;
+  readonly retryMaxMs?: number;
+  /** Called after every successful pass (also when nothing had to change). */
+  readonly onPublished?: (state: PublishedPool) => void;
+  /**
+   * Other instances of the driver on the node (a surge upgrade): while a newer one is live, this one
+   * stands by and writes nothing; when it goes, this one publishes its own view again. Checked before
+   * every pass and every `handoverPollMs` in between.
+   */
+  readonly handover?: { newerLiveInstance(): Promise<string | undefined> };
+  readonly handoverPollMs?: number;
+}
+
+/** How often an instance looks for a newer one beside it (a readdir; a connect only when one exists). */
+export const DEFAULT_HANDOVER_POLL_MS = 1_000;
+
+/** The pool as last written (or found unchanged). */
+export interface PublishedPool {
+  readonly generation: number;
+  readonly slices: number;
+  /** Devices in the slices: the healthy ones. */
+  readonly devices: number;
+  /** When the pass that wrote it started (epoch ms), for latency measurements. */
+  readonly requestedAtMs: number;
+  readonly publishedAtMs: number;
+}
+
+interface SliceList {
+  items?: ResourceSlice[];
+}
+
+export class SlicePublisher {
+  private readonly log: Logger;
+  /** The pool as the API server holds it after our last successful pass; undefined: list first. */
+  private known: ResourceSlice[] | undefined;
+  private lastGeneration = 0;
+  private published: PublishedPool | undefined;
+  private lastError: string | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private pending = false;
+  /** When the oldest unpublished change was signalled. */
+  private requestedAtMs: number | undefined;
+  private retryMs: number;
+  private stopped = false;
+  private readonly abort = new AbortController();
+  /** The socket of the newer instance that publishes the pool meanwhile; undefined: this one does. */
+  private newerInstance: string | undefined;
+  private handoverTimer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly opts: SlicePublisherOptions) {
+    this.log = opts.logger.child({ component: "resourceslices" });
+    this.retryMs = opts.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;
+  }
+
+  /** The newer instance this one stands by for, or undefined while this one publishes. */
+  standingByFor(): string | undefined {
+    return this.newerInstance;
+  }
+
+  /** The pool as last published; undefined before the first successful pass. */
+  state(): PublishedPool | undefined {
+    return this.published;
+  }
+
+  /** The last pass's error; undefined once a pass succeeds. */
+  error(): string | undefined {
+    return this.lastError;
+  }
+
+  /** Publishes now and resolves after the first pass, successful or not (failures keep retrying). */
+  async start(): Promise<void> {
+    this.requestedAtMs = Date.now();
+    await this.run();
+    if (this.opts.handover !== undefined) this.pollHandover();
+  }
+
+  /** Signals that the devices changed: a pass follows within the coalescing delay. */
+  changed(): void {
+    if (this.stopped) return;
+    this.requestedAtMs ??= Date.now();
+    if (this.timer !== undefined) return;
+    this.schedule(this.opts.coalesceMs ?? DEFAULT_SLICE_COALESCE_MS);
+  }
+
+  /** Stops publishing and waits for a pass in flight; the slices stay as they are. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    clearTimeout(this.handoverTimer);
+    this.timer = undefined;
+    this.abort.abort();
+    await this.running?.catch(() => undefined);
+  }
+
+  /** Looks for a newer instance every handoverPollMs, so a handover in either direction is noticed idle too. */
+  private pollHandover(): void {
+    this.handoverTimer = setTimeout(() => {
+      void this.standsBy().then((standing) => {
+        // Standing by: nothing to do. Publishing: a pass only if this instance just took the pool back,
+        // which standsBy signalled through `requestedAtMs`.
+        if (!standing && this.requestedAtMs !== undefined && this.timer === undefined) void this.run();
+        if (!this.stopped) this.pollHandover();
+      });
+    }, this.opts.handoverPollMs ?? DEFAULT_HANDOVER_POLL_MS);
+    this.handoverTimer.unref();
+  }
+
+  /**
+   * Whether a newer instance publishes the pool now; records the change and logs it. Taking the pool
+   * back forgets what this instance knew of the slices (the newer one wrote them since) and asks for a
+   * pass, so the pool shows this instance's devices again.
+   */
+  private async standsBy(): Promise<boolean> {
+    const handover = this.opts.handover;
+    if (handover === undefined) return false;
+    let newer: string | undefined;
+    try {
+      newer = await handover.newerLiveInstance();
+    } catch (err) {
+      // Cannot tell: keep the last answer rather than flap.
+      this.log.warn(
+        { err: err instanceof Error ? err.message : String(err) },
+        "looking for a newer instance failed",
+      );
+      return this.newerInstance !== undefined;
+    }
+    if (newer !== undefined && this.newerInstance === undefined) {
+      this.log.info(
+        { newerInstance: newer },
+        "a newer instance of the driver publishes the pool; standing by",
+      );
+    } else if (newer === undefined && this.newerInstance !== undefined) {
+      this.log.info(
+        { newerInstance: this.newerInstance },
+        "the newer instance is gone; publishing the pool again",
+      );
+      this.known = undefined;
+      this.requestedAtMs ??= Date.now();
+    }
+    this.newerInstance = newer;
+    return newer !== undefined;
+  }
+
+  private schedule(delayMs: number): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.run();
+    }, delayMs);
+    this.timer.unref();
+  }
+
+  /** One pass at a time; a change during a pass makes one more pass right after it. */
+  private run(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    if (this.running !== undefined) {
+      this.pending = true;
+      return this.running;
+    }
+    const run = this.pass().finally(() => {
+      this.running = undefined;
+      if (this.pending && !this.stopped) {
+        this.pending = false;
+        void this.run();
+      }
+    });
+    this.running = run;
+    return run;
+  }
+
+  private async pass(): Promise<void> {
+    // A newer instance's slices are not ours to change; the change waits until it is gone.
+    if (await this.standsBy()) return;
+    const requestedAtMs = this.requestedAtMs ?? Date.now();
+    this.requestedAtMs = undefined;
+    try {
+      const existing = this.known ?? (await this.list());
+      const input = {
+        driver: this.opts.driver,
+        node: this.opts.node,
+        configName: this.opts.configName,
+        devices: this.opts.devices(),
+      };
+      const plan = planSlices(input, existing, this.lastGeneration);
+      const after = new Map(existing.map((slice) => [slice.metadata.name, slice]));
+      for (const op of plan.ops) {
+        const result = await this.execute(op);
+        if (op.op === "delete") after.delete(op.name);
+        else if (result !== undefined) after.set(result.metadata.name, result);
+      }
+      this.known = [...after.values()];
+      this.lastGeneration = plan.generation;
+      const devices = [...after.values()].reduce((n, slice) => n + (slice.spec.devices?.length ?? 0), 0);
+      this.published = {
+        generation: plan.generation,
+        slices: after.size,
+        devices,
+        requestedAtMs,
+        publishedAtMs: Date.now(),
+      };
+      if (plan.ops.length > 0) {
+        this.log.info(
+          { generation: plan.generation, slices: after.size, devices, ops: plan.ops.map((op) => op.op) },
+          "ResourceSlices published",
+        );
+      }
+      if (this.lastError !== undefined) this.log.info("ResourceSlices publishing recovered");
+      this.lastError = undefined;
+      this.retryMs = this.opts.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;
+      this.opts.onPublished?.(this.published);
+    } catch (err) {
+      if (this.stopped) return;
+      // Whatever failed, the next pass starts from the API server's view, not from our guess.
+      this.known = undefined;
+      this.requestedAtMs ??= requestedAtMs;
+      const conflict = err instanceof ApiError && (err.code === 409 || err.code === 404);
+      const message = err instanceof Error ? err.message : String(err);
+      // A conflict means someone else wrote meanwhile: re-read at once (with a little jitter); other
+      // errors back off exponentially with full jitter up to the cap.
+      const delay = conflict
+        ? Math.round(Math.random() * 50)
+        : Math.round(this.retryMs / 2 + (Math.random() * this.retryMs) / 2);
+      if (!conflict) this.retryMs = Math.min(this.retryMs * 2, this.opts.retryMaxMs ?? DEFAULT_RETRY_MAX_MS);
+      if (message !== this.lastError || !conflict) {
+        this.log.warn({ err: message, retryInMs: delay }, "publishing ResourceSlices failed");
+      }
+      this.lastError = message;
+      this.schedule(delay);
+    }
+  }
+
+  private async list(): Promise<ResourceSlice[]> {
+    const selector = `${SLICE_FIELD_NODE_NAME}=${this.opts.node},${SLICE_FIELD_DRIVER}=${this.opts.driver}`;
+    const list = await this.opts.client.request<SliceList>({
+      method: "GET",
+      path: `${SLICES_PATH}?fieldSelector=${encodeURIComponent(selector)}`,
+      signal: this.abort.signal,
+    });
+    return list.items ?? [];
+  }
+
+  private async execute(op: SliceOp): Promise<ResourceSlice | undefined> {
+    const signal = this.abort.signal;
+    switch (op.op) {
+      case "create":
+        return this.opts.client.request<ResourceSlice>({
+          method: "POST",
+          path: SLICES_PATH,
+          body: op.slice,
+          signal,
+        });
+      case "update":
+        return this.opts.client.request<ResourceSlice>({
+          method: "PUT",
+          path: `${SLICES_PATH}/${op.slice.metadata.name}`,
+          body: op.slice,
+          signal,
+        });
+      case "delete":
+        try {
+          await this.opts.client.request({
+            method: "DELETE",
+            path: `${SLICES_PATH}/${op.name}`,
+            body:
+              op.resourceVersion === undefined
+                ? undefined
+                : {
+                    apiVersion: "v1",
+                    kind: "DeleteOptions",
+                    preconditions: { resourceVersion: op.resourceVersion },
+                  },
+            signal,
+          });
+        } catch (err) {
+          // Already gone is what we wanted.
+          if (!(err instanceof ApiError && err.code === 404)) throw err;
+        }
+        return undefined;
+    }
+  }
+}

@@ -1,0 +1,91 @@
+// Pure: which container holds which device of one resource, from the kubelet's PodResources List answer,
+// and the one-series-per-device view the metrics export.
+import type { ListPodResourcesResponse } from "../proto/index.js";
+import type { AdvertisedDevice } from "../devices/types.js";
+
+/** The container a device is allocated to. */
+export interface DeviceHolder {
+  readonly namespace: string;
+  readonly pod: string;
+  readonly container: string;
+}
+
+/** Device id (as advertised to the kubelet) → the container holding it; devices nobody holds are absent. */
+export type Allocations = ReadonlyMap<string, DeviceHolder>;
+
+/**
+ * The devices of `resourceName` that the kubelet has given to containers. The kubelet lists every pod it
+ * runs, its containers (restartable init containers included, others not) and, per container, one entry
+ * per device and NUMA node; a device listed twice (on two NUMA nodes, or reused) counts once, for the
+ * first container that lists it, in the kubelet's order.
+ */
+export function allocationsOf(response: ListPodResourcesResponse, resourceName: string): Allocations {
+  const held = new Map<string, DeviceHolder>();
+  for (const pod of response.podResources) {
+    for (const container of pod.containers) {
+      for (const devices of container.devices) {
+        if (devices.resourceName !== resourceName) continue;
+        for (const id of devices.deviceIds) {
+          if (id === "" || held.has(id)) continue;
+          held.set(id, { namespace: pod.namespace, pod: pod.name, container: container.name });
+        }
+      }
+    }
+  }
+  return held;
+}
+
+export function sameAllocations(a: Allocations | undefined, b: Allocations | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  if (a.size !== b.size) return false;
+  for (const [id, x] of a) {
+    const y = b.get(id);
+    if (y === undefined || x.namespace !== y.namespace || x.pod !== y.pod || x.container !== y.container)
+      return false;
+  }
+  return true;
+}
+
+/** One exported device: its holder (empty strings when free) and what is known of it. */
+export interface DeviceSeries {
+  readonly device: string;
+  readonly namespace: string;
+  readonly pod: string;
+  readonly container: string;
+  /** 1 allocated, 0 free; undefined while the kubelet's allocations are unknown. */
+  readonly allocated: 0 | 1 | undefined;
+  /** 1 healthy, 0 unhealthy; undefined for a device the plugin no longer advertises. */
+  readonly healthy: 0 | 1 | undefined;
+}
+
+const FREE: DeviceHolder = { namespace: "", pod: "", container: "" };
+
+/**
+ * One entry per device the kubelet knows of this plugin: every advertised device (the kubelet's ids, so
+ * one per replica under time-slicing), then, sorted, devices still allocated that the plugin no longer
+ * advertises (gone from the backend while a container holds them). Bounded by the devices, not by pods:
+ * a device's pod labels change when it moves, its series count does not.
+ */
+export function deviceSeries(
+  advertised: readonly AdvertisedDevice[],
+  allocations: Allocations | undefined,
+): DeviceSeries[] {
+  const rows: DeviceSeries[] = [];
+  const seen = new Set<string>();
+  for (const device of advertised) {
+    if (seen.has(device.id)) continue;
+    seen.add(device.id);
+    const holder = allocations?.get(device.id);
+    rows.push({
+      device: device.id,
+      ...(holder ?? FREE),
+      allocated: allocations === undefined ? undefined : holder === undefined ? 0 : 1,
+      healthy: device.health === "Healthy" ? 1 : 0,
+    });
+  }
+  const gone = [...(allocations ?? new Map<string, DeviceHolder>())]
+    .filter(([id]) => !seen.has(id))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  for (const [id, holder] of gone) rows.push({ device: id, ...holder, allocated: 1, healthy: undefined });
+  return rows;
+}

@@ -1,0 +1,162 @@
+// Follows which containers hold the plugin's devices by polling the kubelet's PodResources List. Never
+// fatal: a kubelet without the socket, or one that errs, is logged once and polled again with backoff.
+import * as grpc from "@grpc/grpc-js";
+import { EventEmitter } from "node:events";
+import type { Logger } from "pino";
+import type { PluginMetrics } from "../metrics.js";
+import { PodResourcesListerClient, type ListPodResourcesResponse } from "../proto/index.js";
+import { allocationsOf, sameAllocations, type Allocations } from "./allocations.js";
+
+/** How often the kubelet is asked by default: node exporters poll it every few seconds to a minute. */
+export const DEFAULT_POD_RESOURCES_INTERVAL_MS = 10_000;
+/** The longest wait between two attempts while the kubelet does not answer. */
+const RETRY_MAX_MS = 60_000;
+/** Deadline of one List call. */
+const CALL_TIMEOUT_MS = 5_000;
+/**
+ * The kubelet's own client accepts answers up to 16 MiB (podresources.DefaultPodResourcesMaxSize);
+ * grpc-js stops at 4 MiB by default, which a node with many pods and exclusive CPUs can pass.
+ */
+const MAX_RECEIVE_BYTES = 16 * 1024 * 1024;
+
+export interface PodResourcesMonitorOptions {
+  /** The kubelet's PodResources socket (`/var/lib/kubelet/pod-resources/kubelet.sock`). */
+  socketPath: string;
+  resourceName: string;
+  logger: Logger;
+  metrics: PluginMetrics;
+  /** Time between two successful reads (default 10 s); after a failure the wait doubles, up to 60 s. */
+  intervalMs?: number;
+  callTimeoutMs?: number;
+  retryMaxMs?: number;
+}
+
+export interface PodResourcesMonitorEvents {
+  /** The devices held changed (or were learnt for the first time). */
+  allocations: [Allocations];
+}
+
+/** The gRPC status name of a failed call (UNAVAILABLE when the socket is missing), for the error metric. */
+function codeOf(err: unknown): string {
+  const code = (err as Partial<grpc.ServiceError>).code;
+  return typeof code === "number" ? (grpc.status[code] ?? "UNKNOWN") : "UNKNOWN";
+}
+
+export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents> {
+  private readonly log: Logger;
+  private readonly intervalMs: number;
+  private readonly retryMaxMs: number;
+  private readonly callTimeoutMs: number;
+  private client: PodResourcesListerClient | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private polling: Promise<void> | undefined;
+  private current: Allocations | undefined;
+  private failures = 0;
+  private lastFailure: string | undefined;
+  private stopped = false;
+
+  constructor(private readonly opts: PodResourcesMonitorOptions) {
+    super();
+    this.log = opts.logger.child({ podResources: opts.socketPath });
+    this.intervalMs = opts.intervalMs ?? DEFAULT_POD_RESOURCES_INTERVAL_MS;
+    this.retryMaxMs = Math.max(opts.retryMaxMs ?? RETRY_MAX_MS, this.intervalMs);
+    this.callTimeoutMs = opts.callTimeoutMs ?? CALL_TIMEOUT_MS;
+  }
+
+  /**
+   * What the kubelet last said the containers hold; undefined until it first answered. A failed read
+   * keeps the last answer: only the kubelet allocates, so what it said holds while it does not answer.
+   */
+  get allocations(): Allocations | undefined {
+    return this.current;
+  }
+
+  /** Reads at once, then every interval; returns without waiting for the first answer. */
+  start(): void {
+    if (this.stopped || this.polling !== undefined || this.timer !== undefined) return;
+    this.opts.metrics.podResourcesUp.set({ resource: this.opts.resourceName }, 0);
+    this.poll();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.polling;
+    this.client?.close();
+    this.client = undefined;
+  }
+
+  private poll(): void {
+    this.timer = undefined;
+    if (this.stopped) return;
+    this.polling = this.readOnce()
+      .then(
+        () => this.succeeded(),
+        (err: unknown) => this.failed(err),
+      )
+      .then((delayMs) => {
+        this.polling = undefined;
+        if (this.stopped) return;
+        this.timer = setTimeout(() => this.poll(), delayMs);
+        // The plugin's servers keep the process alive; polling must not.
+        this.timer.unref();
+      });
+  }
+
+  private async readOnce(): Promise<void> {
+    // A fresh connection after a failure: grpc-js would otherwise hold a failed one in its own backoff
+    // (up to two minutes) and miss a kubelet that is back.
+    this.client ??= new PodResourcesListerClient(
+      `unix://${this.opts.socketPath}`,
+      grpc.credentials.createInsecure(),
+      { "grpc.max_receive_message_length": MAX_RECEIVE_BYTES, "grpc.use_local_subchannel_pool": 1 },
+    );
+    const client = this.client;
+    const response = await new Promise<ListPodResourcesResponse>((resolve, reject) => {
+      client.list({}, new grpc.Metadata(), { deadline: Date.now() + this.callTimeoutMs }, (err, res) =>
+        err ? reject(err) : resolve(res),
+      );
+    });
+    if (this.stopped) return;
+    const next = allocationsOf(response, this.opts.resourceName);
+    if (sameAllocations(this.current, next)) return;
+    this.current = next;
+    this.emit("allocations", next);
+  }
+
+  private succeeded(): number {
+    this.opts.metrics.podResourcesUp.set({ resource: this.opts.resourceName }, 1);
+    if (this.failures > 0 || this.lastFailure !== undefined) {
+      this.log.info({ failures: this.failures }, "reading the kubelet's PodResources API again");
+    }
+    this.failures = 0;
+    this.lastFailure = undefined;
+    return this.intervalMs;
+  }
+
+  private failed(err: unknown): number {
+    this.client?.close();
+    this.client = undefined;
+    if (this.stopped) return this.intervalMs;
+    this.failures++;
+    const code = codeOf(err);
+    const message = (err as Error).message;
+    this.opts.metrics.podResourcesUp.set({ resource: this.opts.resourceName }, 0);
+    this.opts.metrics.podResourcesErrors.inc({ resource: this.opts.resourceName, code });
+    const delay = Math.min(this.intervalMs * 2 ** Math.min(this.failures - 1, 20), this.retryMaxMs);
+    const fields = { code, err: message, retryInMs: delay };
+    // Once per kind of failure (grpc-js messages carry changing details): a node without the API would
+    // otherwise log on every poll forever.
+    if (code !== this.lastFailure) {
+      this.log.warn(
+        fields,
+        "cannot read the kubelet's PodResources API: device allocations not known until it answers",
+      );
+    } else {
+      this.log.debug(fields, "the kubelet's PodResources API still does not answer");
+    }
+    this.lastFailure = code;
+    return delay;
+  }
+}

@@ -1,0 +1,361 @@
+// Dynamic Resource Allocation end to end: DevicePluginConfigs with `publish: DRA` on simulated nodes (one
+// with a 1.34 kubelet, one with a 1.33 kubelet), the operator's DeviceClass, the real `dpo plugin`
+// processes publishing ResourceSlices, the real scheduler allocating claims by attribute and capacity,
+// and the kubelet simulator preparing them through the service version its kubelet would choose.
+import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
+import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
+import { kubeRequest } from "../../src/kube/request.js";
+import {
+  apiStatusCode,
+  injectedCluster,
+  kubeConfigFromInjected,
+  kubectl,
+  NODE_INDEX_LABEL,
+  uniqueName,
+  waitFor,
+  createWorkloadNamespace,
+} from "../cluster/helpers.js";
+import { KubeletSimulator, type AdmittedPod } from "../kubelet-sim/node-simulator.js";
+import { installDpo, startOperator, type OperatorProcess } from "./support.js";
+
+const CONFIGS = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
+const DRIVER = "gpu.e2e-dra.example";
+/** Two configs of one driver on different nodes: X100s with 80Gi on node 0, Y10s with 16Gi on node 1. */
+const BIG = "e2e-dra-x100";
+const SMALL = "e2e-dra-y10";
+const BIG_CLASS = "x100.gpu.e2e-dra.example";
+const SMALL_CLASS = "y10.gpu.e2e-dra.example";
+const HEALTH_FILE = "/run/dpo/e2e-dra-health.json";
+const SLICES = "/apis/resource.k8s.io/v1/resourceslices";
+const CLASSES = "/apis/resource.k8s.io/v1/deviceclasses";
+
+const kc = kubeConfigFromInjected();
+const custom = kc.makeApiClient(CustomObjectsApi);
+const core = kc.makeApiClient(CoreV1Api);
+
+let operator: OperatorProcess;
+let sim: KubeletSimulator;
+let bigNode: string;
+let smallNode: string;
+let namespace: string;
+
+interface Slice {
+  metadata: { name: string; labels?: Record<string, string> };
+  spec: { nodeName: string; driver: string; pool: { generation: number }; devices?: { name: string }[] };
+}
+
+function config(
+  name: string,
+  resource: string,
+  node: string,
+  model: string,
+  memory: string,
+  deviceClass: string,
+) {
+  return {
+    apiVersion: "dpo.dev/v1beta1",
+    kind: "DevicePluginConfig",
+    metadata: { name },
+    spec: {
+      resourceName: resource,
+      backend: {
+        type: "Mock",
+        mock: {
+          devices: 2,
+          idPrefix: model.toLowerCase(),
+          healthFile: HEALTH_FILE,
+          attributes: { model, memory },
+        },
+      },
+      nodeSelector: { [NODE_INDEX_LABEL]: node },
+      publish: "DRA",
+      // One driver on both nodes: each class narrows it to its model, as the spec's extra selectors allow.
+      dra: {
+        driverName: DRIVER,
+        deviceClass: {
+          name: deviceClass,
+          selectors: [{ cel: { expression: `device.attributes["${DRIVER}"].model == "${model}"` } }],
+        },
+      },
+    },
+  };
+}
+
+async function slicesOf(configName: string): Promise<Slice[]> {
+  const list = await kubeRequest<{ items: Slice[] }>(kc, {
+    method: "GET",
+    path: SLICES,
+    query: { labelSelector: `dpo.dev/config=${configName}` },
+  });
+  return list.items;
+}
+
+async function configStatus(
+  name: string,
+  description: string,
+  check: (s: DevicePluginConfigStatus) => boolean,
+): Promise<DevicePluginConfigStatus> {
+  return waitFor(
+    `${name}: ${description}`,
+    async (observe) => {
+      const c = (await custom.getClusterCustomObject({ ...CONFIGS, name })) as {
+        status?: DevicePluginConfigStatus;
+      };
+      observe({ devices: c.status?.devices, problems: c.status?.problems, conditions: c.status?.conditions });
+      return c.status && check(c.status) ? c.status : undefined;
+    },
+    { timeoutMs: 120_000, intervalMs: 250 },
+  );
+}
+
+const ready = (s: DevicePluginConfigStatus): boolean =>
+  s.conditions?.some((c) => c.type === "Ready" && c.status === "True") === true;
+
+async function apply(objects: unknown[]): Promise<void> {
+  await kubectl(["apply", "--server-side", "-f", "-"], {
+    input: JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }),
+  });
+}
+
+function claimSpec(deviceClass: string, expression?: string) {
+  return {
+    devices: {
+      requests: [
+        {
+          name: "gpu",
+          exactly: {
+            deviceClassName: deviceClass,
+            ...(expression === undefined ? {} : { selectors: [{ cel: { expression } }] }),
+          },
+        },
+      ],
+    },
+  };
+}
+
+function pod(name: string, claim: { template?: string; claim?: string }) {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace },
+    spec: {
+      terminationGracePeriodSeconds: 0,
+      containers: [
+        { name: "main", image: "registry.example/workload:1", resources: { claims: [{ name: "gpu" }] } },
+      ],
+      resourceClaims: [
+        claim.template !== undefined
+          ? { name: "gpu", resourceClaimTemplateName: claim.template }
+          : { name: "gpu", resourceClaimName: claim.claim },
+      ],
+    },
+  };
+}
+
+/** Waits until the simulator has prepared and started the pod; returns what it recorded. */
+async function admitted(name: string): Promise<AdmittedPod> {
+  return waitFor(
+    `pod ${name} prepared and started by the simulated kubelet`,
+    async (observe) => {
+      const found = sim.admittedPods().find((p) => p.pod === `${namespace}/${name}`);
+      const live = await core.readNamespacedPod({ name, namespace });
+      observe({
+        node: live.spec?.nodeName,
+        phase: live.status?.phase,
+        claims: live.status?.resourceClaimStatuses,
+      });
+      return found !== undefined && Object.keys(found.cdiDeviceIds).length > 0 ? found : undefined;
+    },
+    { timeoutMs: 90_000, intervalMs: 250 },
+  );
+}
+
+function writeHealth(node: string, content: Record<string, unknown>): void {
+  const path = sim.hostPath(node, HEALTH_FILE);
+  mkdirSync(dirname(path), { recursive: true });
+  writeFileSync(`${path}.tmp`, JSON.stringify(content));
+  renameSync(`${path}.tmp`, path);
+}
+
+beforeAll(async () => {
+  const nodes = injectedCluster().nodeNames;
+  expect(nodes.length).toBeGreaterThanOrEqual(2);
+  const byIndex = async (i: number) =>
+    (await core.listNode({ labelSelector: `${NODE_INDEX_LABEL}=${i}` })).items[0]?.metadata?.name ?? "";
+  bigNode = await byIndex(0);
+  smallNode = await byIndex(1);
+  await installDpo();
+  sim = await KubeletSimulator.start({
+    kubeconfig: kc,
+    nodes,
+    kubeletVersions: { [bigNode]: "v1.34.4", [smallNode]: "v1.33.4" },
+  });
+  operator = await startOperator(["--status-write-interval", "500"]);
+  namespace = uniqueName("e2e-dra");
+  await createWorkloadNamespace(core, namespace);
+  await apply([
+    config(BIG, "e2e-dra.example/x100", "0", "X100", "80Gi", BIG_CLASS),
+    config(SMALL, "e2e-dra.example/y10", "1", "Y10", "16Gi", SMALL_CLASS),
+  ]);
+}, 180_000);
+
+afterAll(async () => {
+  await core.deleteNamespace({ name: namespace }).catch(() => undefined);
+  for (const name of [BIG, SMALL]) {
+    await custom.deleteClusterCustomObject({ ...CONFIGS, name }).catch((err: unknown) => {
+      if (apiStatusCode(err) !== 404) throw err;
+    });
+  }
+  await operator?.stop();
+  await sim?.stop();
+}, 120_000);
+
+describe("a DevicePluginConfig published through DRA", () => {
+  it("publishes each node's devices in a ResourceSlice with typed attributes and owns its DeviceClass", async () => {
+    for (const name of [BIG, SMALL]) {
+      await configStatus(name, "Ready with both devices", (s) => ready(s) && s.devices?.summary === "2/2");
+    }
+    const [big] = await slicesOf(BIG);
+    expect(big?.spec).toMatchObject({ nodeName: bigNode, driver: DRIVER, pool: { name: bigNode } });
+    expect(big?.spec.devices).toHaveLength(2);
+    expect(JSON.stringify(big?.spec.devices)).toContain('"model":{"string":"X100"}');
+    const klass = await kubeRequest<{
+      metadata: { ownerReferences?: { kind: string; name: string }[] };
+      spec: { selectors: { cel: { expression: string } }[] };
+    }>(kc, { method: "GET", path: `${CLASSES}/${BIG_CLASS}` });
+    expect(klass.metadata.ownerReferences?.[0]).toMatchObject({ kind: "DevicePluginConfig", name: BIG });
+    expect(klass.spec.selectors.map((sel) => sel.cel.expression)).toEqual([
+      `device.driver == "${DRIVER}"`,
+      `device.attributes["${DRIVER}"].model == "X100"`,
+    ]);
+  });
+
+  it("gets a claim selecting by attribute and capacity scheduled to the node with such a device, prepared over v1 with the backend's CDI edits", async () => {
+    await apply([
+      {
+        apiVersion: "resource.k8s.io/v1",
+        kind: "ResourceClaimTemplate",
+        metadata: { name: "big-gpu", namespace },
+        spec: {
+          spec: claimSpec(
+            BIG_CLASS,
+            `device.attributes["${DRIVER}"].model == "X100" && device.capacity["${DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0`,
+          ),
+        },
+      },
+      pod("trainer", { template: "big-gpu" }),
+    ]);
+    const trainer = await admitted("trainer");
+    expect(trainer.node).toBe(bigNode);
+    expect(sim.draManager(bigNode).driver(DRIVER)?.service).toBe("v1.DRAPlugin");
+    const ids = Object.values(trainer.cdiDeviceIds).flat();
+    expect(ids).toHaveLength(1);
+    expect(ids[0]).toMatch(new RegExp(`^${DRIVER.replace(/\./g, "\\.")}/device=`));
+    // The CDI spec file the plugin wrote for the claim holds the Mock backend's edits for its device.
+    const cdiDir = sim.hostPath(bigNode, "/var/run/cdi");
+    const specs = readdirSync(cdiDir).filter((f) => f.startsWith(`${DRIVER}-`));
+    expect(specs.length, readdirSync(cdiDir).join(", ")).toBeGreaterThan(0);
+    const text = specs.map((f) => readFileSync(join(cdiDir, f), "utf8")).join("\n");
+    expect(text).toMatch(/x100-[01]/);
+  });
+
+  it("gives two pods sharing one claim the same device, prepared over v1beta1 on the 1.33 node", async () => {
+    await apply([
+      {
+        apiVersion: "resource.k8s.io/v1",
+        kind: "ResourceClaim",
+        metadata: { name: "shared", namespace },
+        spec: claimSpec(SMALL_CLASS),
+      },
+      pod("reader-a", { claim: "shared" }),
+      pod("reader-b", { claim: "shared" }),
+    ]);
+    const [a, b] = [await admitted("reader-a"), await admitted("reader-b")];
+    expect(a.node).toBe(smallNode);
+    expect(b.node).toBe(smallNode);
+    expect(Object.values(b.cdiDeviceIds).flat()).toEqual(Object.values(a.cdiDeviceIds).flat());
+    expect(sim.draManager(smallNode).driver(DRIVER)?.service).toBe("v1beta1.DRAPlugin");
+  });
+
+  it("takes an unhealthy device out of the slice, so a new claim gets the other one", async () => {
+    const shared = await kubeRequest<{
+      status?: { allocation?: { devices?: { results?: { device: string }[] } } };
+    }>(kc, {
+      method: "GET",
+      path: `/apis/resource.k8s.io/v1/namespaces/${namespace}/resourceclaims/shared`,
+    });
+    const held = shared.status?.allocation?.devices?.results?.[0]?.device ?? "";
+    const other = ["y10-0", "y10-1"].find((d) => d !== held)!;
+    writeHealth(smallNode, { [other]: "Unhealthy" });
+    await waitFor(
+      `${other} gone from the slice of ${smallNode}`,
+      async (observe) => {
+        const devices = (await slicesOf(SMALL)).flatMap((s) => s.spec.devices ?? []).map((d) => d.name);
+        observe(devices);
+        return devices.length === 1 && devices[0] === held;
+      },
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
+    await configStatus(SMALL, "one device unhealthy", (s) => s.devices?.unhealthy === 1);
+    // Every Y10 is held (the shared claim) or unhealthy: a new claim for one stays unallocated.
+    await apply([
+      {
+        apiVersion: "resource.k8s.io/v1",
+        kind: "ResourceClaim",
+        metadata: { name: "another", namespace },
+        spec: claimSpec(SMALL_CLASS),
+      },
+      pod("late", { claim: "another" }),
+    ]);
+    await waitFor(
+      "the late pod unschedulable while every Y10 is held or unhealthy",
+      async (observe) => {
+        const live = await core.readNamespacedPod({ name: "late", namespace });
+        const scheduled = live.status?.conditions?.find((c) => c.type === "PodScheduled");
+        observe({ node: live.spec?.nodeName, scheduled });
+        return scheduled?.status === "False" && scheduled.reason === "Unschedulable";
+      },
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
+    writeHealth(smallNode, {});
+    const late = await admitted("late");
+    expect(late.node).toBe(smallNode);
+    expect(Object.values(late.cdiDeviceIds).flat()[0]).toContain(other);
+  });
+
+  it("switching to DevicePlugin and back leaves no stale slices or DeviceClass", async () => {
+    await kubectl(["delete", "pod", "-n", namespace, "--all", "--wait=true"]);
+    await custom.patchClusterCustomObject({
+      ...CONFIGS,
+      name: BIG,
+      body: [{ op: "replace", path: "/spec/publish", value: "DevicePlugin" }],
+    });
+    await waitFor(
+      `${BIG} as a device plugin: no slices, no class, the Node advertises the resource`,
+      async (observe) => {
+        const slices = await slicesOf(BIG);
+        const klass = await kubeRequest(kc, { method: "GET", path: `${CLASSES}/${BIG_CLASS}` }).then(
+          () => true,
+          () => false,
+        );
+        const node = await core.readNode({ name: bigNode });
+        const capacity = node.status?.allocatable?.["e2e-dra.example/x100"];
+        observe({ slices: slices.length, klass, capacity });
+        return slices.length === 0 && !klass && capacity === "2";
+      },
+      { timeoutMs: 120_000, intervalMs: 250 },
+    );
+    await custom.patchClusterCustomObject({
+      ...CONFIGS,
+      name: BIG,
+      body: [{ op: "replace", path: "/spec/publish", value: "DRA" }],
+    });
+    await configStatus(BIG, "Ready through DRA again", (s) => ready(s) && s.devices?.summary === "2/2");
+    const slices = await slicesOf(BIG);
+    expect(slices).toHaveLength(1);
+    expect(slices[0]?.spec.devices).toHaveLength(2);
+  });
+});

@@ -1,0 +1,147 @@
+// A stand-in for the kubelet's PodResources API (v1.PodResourcesLister on pod-resources/kubelet.sock), for
+// tests only: it answers from the simulated device manager's allocations and the pods the simulated
+// kubelet runs, the way the kubelet's server combines its pod manager and device manager.
+import * as grpc from "@grpc/grpc-js";
+import type { V1Pod } from "@kubernetes/client-node";
+import { mkdir, unlink } from "node:fs/promises";
+import { dirname } from "node:path";
+import {
+  PodResourcesListerService,
+  type ContainerDevices,
+  type ContainerResources,
+  type PodResources,
+  type PodResourcesListerServer,
+} from "../../src/plugin-runtime/proto/index.js";
+import type { SimulatedDeviceManager } from "./device-manager.js";
+
+/** A pod as the PodResources API lists it: identity, and the containers it reports on, in order. */
+export interface PodResourcesPod {
+  uid: string;
+  name: string;
+  namespace: string;
+  /** Restartable init containers (sidecars) first, then the containers; other init containers are not listed. */
+  containers: string[];
+}
+
+/** The containers the kubelet's List reports for a pod (server_v1.go: IsRestartableInitContainer, then Containers). */
+export function podResourcesPod(pod: V1Pod): PodResourcesPod {
+  return {
+    uid: pod.metadata?.uid ?? "",
+    name: pod.metadata?.name ?? "",
+    namespace: pod.metadata?.namespace ?? "",
+    containers: [
+      ...(pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === "Always").map((c) => c.name),
+      ...(pod.spec?.containers ?? []).map((c) => c.name),
+    ],
+  };
+}
+
+export interface SimulatedPodResourcesOptions {
+  /** Stands in for /var/lib/kubelet/pod-resources/kubelet.sock. */
+  socketPath: string;
+  deviceManager: SimulatedDeviceManager;
+  /** The pods the kubelet runs (its GetActivePods): every pod bound to the node that is not finished. */
+  pods: () => readonly PodResourcesPod[];
+}
+
+/** The calls answered, by method, for assertions. */
+export interface PodResourcesCalls {
+  list: number;
+  getAllocatableResources: number;
+  get: number;
+}
+
+export class SimulatedPodResourcesServer {
+  private server: grpc.Server | undefined;
+  readonly calls: PodResourcesCalls = { list: 0, getAllocatableResources: 0, get: 0 };
+
+  constructor(private readonly opts: SimulatedPodResourcesOptions) {}
+
+  get socketPath(): string {
+    return this.opts.socketPath;
+  }
+
+  async start(): Promise<void> {
+    await mkdir(dirname(this.opts.socketPath), { recursive: true });
+    await unlink(this.opts.socketPath).catch(() => undefined);
+    const server = new grpc.Server();
+    const impl: PodResourcesListerServer = {
+      list: (_call, callback) => {
+        this.calls.list++;
+        callback(null, { podResources: this.opts.pods().map((p) => this.resourcesOf(p)) });
+      },
+      getAllocatableResources: (_call, callback) => {
+        this.calls.getAllocatableResources++;
+        // No CPU or memory manager here: their lists stay empty, as on a kubelet with the none policies.
+        callback(null, {
+          devices: this.opts.deviceManager
+            .allocatableDevices()
+            .flatMap(({ resourceName, device }) => perNumaNode(resourceName, device.ID, numaNodes(device))),
+          cpuIds: [],
+          memory: [],
+        });
+      },
+      get: (call, callback) => {
+        this.calls.get++;
+        const { podName, podNamespace } = call.request;
+        const pod = this.opts.pods().find((p) => p.name === podName && p.namespace === podNamespace);
+        if (pod === undefined) {
+          // The kubelet returns a plain Go error, which gRPC sends as Unknown.
+          callback(
+            { code: grpc.status.UNKNOWN, details: `pod ${podName} in namespace ${podNamespace} not found` },
+            null,
+          );
+          return;
+        }
+        callback(null, { podResources: this.resourcesOf(pod) });
+      },
+    };
+    server.addService(PodResourcesListerService, impl);
+    await new Promise<void>((resolve, reject) =>
+      server.bindAsync(`unix://${this.opts.socketPath}`, grpc.ServerCredentials.createInsecure(), (e) =>
+        e ? reject(e) : resolve(),
+      ),
+    );
+    this.server = server;
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    if (server !== undefined) {
+      await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
+      server.forceShutdown();
+    }
+    await unlink(this.opts.socketPath).catch(() => undefined);
+  }
+
+  private resourcesOf(pod: PodResourcesPod): PodResources {
+    return {
+      name: pod.name,
+      namespace: pod.namespace,
+      containers: pod.containers.map((name): ContainerResources => {
+        const devices: ContainerDevices[] = [];
+        for (const [resourceName, ids] of this.opts.deviceManager.containerDevices(pod.uid, name)) {
+          for (const id of ids) {
+            const device = this.opts.deviceManager.device(resourceName, id);
+            devices.push(...perNumaNode(resourceName, id, device === undefined ? [] : numaNodes(device)));
+          }
+        }
+        return { name, devices, cpuIds: [], memory: [], dynamicResources: [] };
+      }),
+    };
+  }
+}
+
+function numaNodes(device: { topology?: { nodes: { ID: number }[] } | undefined }): number[] {
+  return (device.topology?.nodes ?? []).map((n) => n.ID);
+}
+
+/**
+ * One entry per device and NUMA node, as the kubelet answers (containerDevicesFromResourceDeviceInstances):
+ * a device without topology gets one entry without it.
+ */
+function perNumaNode(resourceName: string, id: string, nodes: readonly number[]): ContainerDevices[] {
+  if (nodes.length === 0) return [{ resourceName, deviceIds: [id] }];
+  return nodes.map((node) => ({ resourceName, deviceIds: [id], topology: { nodes: [{ ID: node }] } }));
+}

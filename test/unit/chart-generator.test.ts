@@ -1,0 +1,136 @@
+// The chart generator (tools/manifests/chart.ts) on a small config/ tree: what it writes, and what it refuses.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { CHART_GENERATED_TEMPLATE_DIR, renderChartFiles } from "../../tools/manifests/chart.js";
+
+let root = "";
+
+function tree(files: Record<string, string>): string {
+  root = mkdtempSync(join(tmpdir(), "dpo-chart-generator-"));
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, path)), { recursive: true });
+    writeFileSync(join(root, path), text);
+  }
+  return root;
+}
+
+afterEach(() => {
+  if (root !== "") rmSync(root, { recursive: true, force: true });
+  root = "";
+});
+
+const KUSTOMIZATION = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n";
+
+const CONFIG: Record<string, string> = {
+  "config/default/kustomization.yaml": `${KUSTOMIZATION}namespace: dpo-system
+labels:
+  - pairs:
+      app.kubernetes.io/part-of: dpo
+resources: [../crd, ../manager]
+images: [{ name: dpo, newName: ghcr.io/dpo-dev/dpo, newTag: 0.1.0 }]
+`,
+  "config/manager/kustomization.yaml": `${KUSTOMIZATION}resources: [deployment.yaml, service.yaml]\n`,
+  "config/manager/deployment.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: dpo-operator
+  namespace: dpo-system
+`,
+  "config/manager/service.yaml": `# Why this Service exists.
+apiVersion: v1
+kind: Service
+metadata:
+  name: dpo-webhook
+  namespace: dpo-system
+  annotations:
+    note: "{{ not a template }}"
+spec:
+  ports: [{ port: 443 }]
+`,
+  "config/components/cert-manager/kustomization.yaml": `apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+resources: [certificate.yaml]
+patches: []
+`,
+  "config/components/cert-manager/certificate.yaml": `apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata:
+  name: dpo-selfsigned
+  namespace: dpo-system
+`,
+  "config/samples/kustomization.yaml": `${KUSTOMIZATION}resources: [sample.yaml]\n`,
+  "config/samples/sample.yaml": `apiVersion: dpo.dev/v1beta1
+kind: DevicePluginConfig
+metadata:
+  name: example
+  labels: { team: a }
+`,
+};
+
+describe("renderChartFiles", () => {
+  it("writes config/default's objects with its labels and Helm's, comments kept, the Deployment left to its template", () => {
+    const files = renderChartFiles(tree(CONFIG), "# header\n");
+    expect(files.get(`${CHART_GENERATED_TEMPLATE_DIR}/manager.yaml`))
+      .toBe(`# Generated from config/manager by \`make manifests\`; do not edit.
+# Why this Service exists.
+apiVersion: v1
+kind: Service
+metadata:
+  name: dpo-webhook
+  namespace: dpo-system
+  annotations:
+    note: "{{ "{{" }} not a template }}"
+  labels:
+    app.kubernetes.io/part-of: dpo
+    {{- include "dpo.helmLabels" . | nindent 4 }}
+spec:
+  ports: [{port: 443}]
+`);
+  });
+
+  it("renders the cert-manager component's and the samples' objects only when their value is on, without config/default's labels", () => {
+    const files = renderChartFiles(tree(CONFIG), "# header\n");
+    const certManager = files.get(`${CHART_GENERATED_TEMPLATE_DIR}/components-cert-manager.yaml`) ?? "";
+    expect(certManager.startsWith("{{- if .Values.webhook.certManager.enabled }}\n")).toBe(true);
+    expect(certManager.endsWith("{{- end }}\n")).toBe(true);
+    expect(certManager).not.toContain("part-of");
+    const samples = files.get(`${CHART_GENERATED_TEMPLATE_DIR}/samples.yaml`) ?? "";
+    expect(samples.startsWith("{{- if .Values.samples.enabled }}\n")).toBe(true);
+    // A flow mapping of labels is written as a block, so the include can go on a line of its own.
+    expect(samples).toContain(`  labels:
+    team: a
+    {{- include "dpo.helmLabels" . | nindent 4 }}
+`);
+  });
+
+  it("writes the CRDs with config/default's labels, under the header it is given", () => {
+    const files = renderChartFiles(tree(CONFIG), "# header\n");
+    const crd = files.get("charts/dpo/crds/dpo.dev_devicepluginconfigs.yaml") ?? "";
+    expect(crd).toMatch(
+      /^# header\n[\s\S]*\nmetadata:\n {2}name: devicepluginconfigs\.dpo\.dev\n {2}labels:\n {4}app\.kubernetes\.io\/part-of: dpo\n/,
+    );
+  });
+
+  it.each([
+    [
+      "config/default/kustomization.yaml",
+      `${KUSTOMIZATION}resources: [../manager]\npatches: []\n`,
+      "patches",
+    ],
+    [
+      "config/manager/kustomization.yaml",
+      `${KUSTOMIZATION}resources: [service.yaml]\nnamePrefix: x-\n`,
+      "namePrefix",
+    ],
+    [
+      "config/default/kustomization.yaml",
+      `${KUSTOMIZATION}resources: [../manager]\nlabels: [{ pairs: { a: b }, includeSelectors: true }]\n`,
+      "includeSelectors",
+    ],
+    ["config/manager/kustomization.yaml", `${KUSTOMIZATION}resources: [../rbac]\n`, "not a YAML file"],
+  ])("refuses what it would not apply: %s with %j", (path, text, named) => {
+    expect(() => renderChartFiles(tree({ ...CONFIG, [path]: text }), "")).toThrow(named);
+  });
+});

@@ -1,0 +1,250 @@
+// DRA mode's device truth: the ResourceSlices a config's plugins publish, counted per node (the pool's
+// current generation only), and a node judged against them instead of Node.status.capacity.
+import type { V1Node, V1Pod } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import type { DeviceNodeState, DeviceNodeStateStatus } from "../../src/api/v1beta1/devicenodestate.js";
+import {
+  evaluateNode,
+  kubeletTruth,
+  nodeDeviceCounts,
+  publishedDevicesByNode,
+  slimResourceSliceForCache,
+  type DeviceTruth,
+  type SlimResourceSlice,
+} from "../../src/operator/status/index.js";
+
+const DRIVER = "foo.example.com";
+
+function slice(
+  node: string | undefined,
+  devices: number,
+  opts: { pool?: string; generation?: number; driver?: string; deleting?: boolean } = {},
+): SlimResourceSlice {
+  return {
+    metadata: {
+      name: `s-${node}-${opts.pool ?? node}-${opts.generation ?? 1}-${devices}`,
+      ...(opts.deleting ? { deletionTimestamp: new Date("2025-01-02T00:00:00Z") } : {}),
+    },
+    spec: {
+      driver: opts.driver ?? DRIVER,
+      ...(node === undefined ? {} : { nodeName: node }),
+      pool: { name: opts.pool ?? node ?? "all", generation: opts.generation ?? 1, resourceSliceCount: 1 },
+      devices: Array.from({ length: devices }, (_, i) => ({ name: `d${i}` })),
+    },
+  };
+}
+
+describe("publishedDevicesByNode", () => {
+  it.each<{ case: string; slices: SlimResourceSlice[]; want: Record<string, number> }>([
+    { case: "no slices", slices: [], want: {} },
+    { case: "one slice per node", slices: [slice("n1", 4), slice("n2", 2)], want: { n1: 4, n2: 2 } },
+    {
+      case: "a pool of several slices sums them",
+      slices: [slice("n1", 128), slice("n1", 128), slice("n1", 3)],
+      want: { n1: 259 },
+    },
+    {
+      case: "only the pool's highest generation counts, whatever the order",
+      slices: [
+        slice("n1", 2, { generation: 3 }),
+        slice("n1", 8, { generation: 2 }),
+        slice("n1", 1, { generation: 3 }),
+      ],
+      want: { n1: 3 },
+    },
+    {
+      case: "other drivers are not counted",
+      slices: [slice("n1", 4), slice("n1", 5, { driver: "other.example.com" })],
+      want: { n1: 4 },
+    },
+    { case: "a slice being deleted is not counted", slices: [slice("n1", 4, { deleting: true })], want: {} },
+    { case: "a slice for no single node is not counted", slices: [slice(undefined, 4)], want: {} },
+    {
+      case: "two pools of a node are summed",
+      slices: [slice("n1", 4, { pool: "a" }), slice("n1", 1, { pool: "b", generation: 7 })],
+      want: { n1: 5 },
+    },
+    { case: "an empty pool publishes zero", slices: [slice("n1", 0)], want: { n1: 0 } },
+  ])("$case", ({ slices, want }) => {
+    expect(Object.fromEntries(publishedDevicesByNode(slices, DRIVER))).toEqual(want);
+  });
+});
+
+describe("slimResourceSliceForCache", () => {
+  it("keeps labels, driver, node, pool and device names; drops attributes, capacities, managedFields", () => {
+    const full = {
+      apiVersion: "resource.k8s.io/v1",
+      kind: "ResourceSlice",
+      metadata: {
+        name: "dpo-0123456789abcdef",
+        uid: "u1",
+        resourceVersion: "7",
+        labels: { "dpo.dev/config": "foo" },
+        managedFields: [{ manager: "dpo-plugin" }],
+        annotations: { a: "b" },
+      },
+      spec: {
+        driver: DRIVER,
+        nodeName: "n1",
+        pool: { name: "n1", generation: 2, resourceSliceCount: 1 },
+        devices: [
+          { name: "d0", attributes: { model: { string: "X100" } }, capacity: { memory: { value: "80Gi" } } },
+        ],
+      },
+    };
+    expect(slimResourceSliceForCache(full)).toEqual({
+      apiVersion: "resource.k8s.io/v1",
+      kind: "ResourceSlice",
+      metadata: {
+        name: "dpo-0123456789abcdef",
+        uid: "u1",
+        resourceVersion: "7",
+        labels: { "dpo.dev/config": "foo" },
+      },
+      spec: {
+        driver: DRIVER,
+        nodeName: "n1",
+        pool: { name: "n1", generation: 2, resourceSliceCount: 1 },
+        devices: [{ name: "d0" }],
+      },
+    });
+  });
+});
+
+const node = (name: string, capacity?: string): V1Node => ({
+  metadata: { name },
+  status:
+    capacity === undefined
+      ? {}
+      : { capacity: { "example.com/foo": capacity }, allocatable: { "example.com/foo": capacity } },
+});
+const readyPod: V1Pod = {
+  metadata: { name: "p", annotations: { "dpo.dev/config-hash": "h" }, labels: {} },
+  spec: { nodeName: "n1", containers: [] },
+  status: { phase: "Running", conditions: [{ type: "Ready", status: "True" }] },
+};
+function report(healthy: number, unhealthy: number, advertised = healthy + unhealthy): DeviceNodeState {
+  const since = "2025-01-01T00:00:00Z";
+  const status: DeviceNodeStateStatus = {
+    pluginVersion: "0.1.0",
+    kubeletAPIVersion: "v1",
+    registration: { state: "Registered", since },
+    advertised,
+    healthy,
+    devices: [
+      ...Array.from({ length: healthy }, (_, i) => ({
+        id: `h${i}`,
+        health: "Healthy" as const,
+        replicas: 1,
+        since,
+      })),
+      ...Array.from({ length: unhealthy }, (_, i) => ({
+        id: `u${i}`,
+        health: "Unhealthy" as const,
+        replicas: 1,
+        since,
+        reason: "XID",
+      })),
+    ],
+    updateTime: since,
+  };
+  return {
+    metadata: { name: "r" },
+    spec: { configName: "foo", nodeName: "n1", resourceName: "example.com/foo" },
+    status,
+  } as DeviceNodeState;
+}
+const slices = (published: Record<string, number>): DeviceTruth => ({
+  kind: "ResourceSlices",
+  driver: DRIVER,
+  published: new Map(Object.entries(published)),
+});
+
+describe("evaluateNode against the ResourceSlices (DRA mode)", () => {
+  it.each<{
+    case: string;
+    truth: DeviceTruth;
+    report: DeviceNodeState;
+    want: {
+      capacity: number | undefined;
+      allocatable: number | undefined;
+      ready: boolean;
+      reason?: string;
+      message?: string;
+    };
+  }>([
+    {
+      case: "all published and healthy: no problem, whatever the Node's capacity says",
+      truth: slices({ n1: 4 }),
+      report: report(4, 0),
+      want: { capacity: 4, allocatable: 4, ready: true },
+    },
+    {
+      case: "an unhealthy device left out of the slice: UnhealthyDevices, capacity counts it",
+      truth: slices({ n1: 3 }),
+      report: report(3, 1),
+      want: { capacity: 4, allocatable: 3, ready: true, reason: "UnhealthyDevices" },
+    },
+    {
+      case: "a plugin whose advertised leaves the unhealthy out is judged the same",
+      truth: slices({ n1: 3 }),
+      report: report(3, 1, 3),
+      want: { capacity: 4, allocatable: 3, ready: true, reason: "UnhealthyDevices" },
+    },
+    {
+      case: "nothing published while the plugin has healthy devices: NoCapacity naming the driver",
+      truth: slices({}),
+      report: report(2, 0),
+      want: {
+        capacity: undefined,
+        allocatable: undefined,
+        ready: false,
+        reason: "NoCapacity",
+        message: `no ResourceSlice of driver ${DRIVER} publishes a device of the node; the plugin advertises 2, 2 healthy`,
+      },
+    },
+    {
+      case: "published differs from healthy: CapacityMismatch",
+      truth: slices({ n1: 2 }),
+      report: report(4, 0),
+      want: {
+        capacity: 2,
+        allocatable: 2,
+        ready: false,
+        reason: "CapacityMismatch",
+        message: `the ResourceSlices of driver ${DRIVER} publish 2 devices of the node; the plugin advertises 4, 4 healthy`,
+      },
+    },
+    {
+      case: "no devices at all and nothing published: fine",
+      truth: slices({}),
+      report: report(0, 0),
+      want: { capacity: undefined, allocatable: undefined, ready: true },
+    },
+    {
+      case: "the kubelet truth still reads the Node (DevicePlugin mode unchanged)",
+      truth: kubeletTruth("example.com/foo"),
+      report: report(4, 0),
+      want: { capacity: 8, allocatable: 8, ready: false, reason: "CapacityMismatch" },
+    },
+  ])("$case", ({ truth, report: r, want }) => {
+    const health = evaluateNode(
+      { node: node("n1", "8"), pods: [readyPod], reports: [r] },
+      "example.com/foo",
+      "h",
+      truth,
+    );
+    expect({ capacity: health.capacity, allocatable: health.allocatable, ready: health.ready }).toEqual({
+      capacity: want.capacity,
+      allocatable: want.allocatable,
+      ready: want.ready,
+    });
+    expect(health.problem?.reason).toBe(want.reason);
+    if (want.message !== undefined) expect(health.problem?.message).toBe(want.message);
+  });
+
+  it("nodeDeviceCounts without a report: published devices only", () => {
+    const counts = nodeDeviceCounts(node("n1"), slices({ n1: 5 }));
+    expect([counts.capacity, counts.allocatable]).toEqual([5, 5]);
+  });
+});

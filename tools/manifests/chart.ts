@@ -1,0 +1,173 @@
+// The generated parts of the Helm chart (charts/dpo): its CRDs, and a template for every object of config/
+// that takes no values, read from the same files kustomize reads, so the two packagings share one source.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { isMap, parseAllDocuments, parseDocument, type Document } from "yaml";
+import { allCrds, crdFileName, renderCrdYaml, type CustomResourceDefinition } from "../../src/api/crd.js";
+
+export const CHART_DIR = "charts/dpo";
+/** Helm installs these before the templates and never upgrades or deletes them. */
+export const CHART_CRD_DIR = `${CHART_DIR}/crds`;
+/** Templates written from config/; the chart's own templates (the Deployment, ...) sit one level up. */
+export const CHART_GENERATED_TEMPLATE_DIR = `${CHART_DIR}/templates/generated`;
+
+/** The kustomization that config/default is, and the only fields of it the generator knows how to apply. */
+const DEFAULT_KUSTOMIZATION = "config/default";
+const APPLIED_DEFAULT_FIELDS = ["apiVersion", "kind", "namespace", "labels", "resources"];
+/**
+ * config/default fields that change only the operator Deployment (image, plugin image) or only the
+ * admission policies' namespace, which their files do not set: the hand-written Deployment template
+ * does their work, and the equivalence test (test/integration/helm-chart.test.ts) checks it.
+ */
+const DEPLOYMENT_ONLY_DEFAULT_FIELDS = ["images", "replacements", "transformers"];
+
+/** Placeholder label key replaced by the include of Helm's labels once the document is text. */
+const HELM_LABELS_PLACEHOLDER = "dpo-chart-generator/helm-labels";
+const HELM_LABELS_INCLUDE = '{{- include "dpo.helmLabels" . | nindent INDENT }}';
+
+/** A config/ directory whose objects become one generated template, rendered when `condition` holds. */
+interface TemplateSource {
+  dir: string;
+  /** A Helm value path; the template renders nothing unless it is true. */
+  condition?: string;
+  /** Whether config/default's labels apply (they do to what config/default includes). */
+  defaultLabels: boolean;
+}
+
+type KustomizationFields = Record<string, unknown> & {
+  resources?: string[];
+  labels?: { pairs?: Record<string, string>; includeSelectors?: boolean; includeTemplates?: boolean }[];
+};
+
+function readKustomization(repoRoot: string, dir: string): KustomizationFields {
+  const path = join(repoRoot, dir, "kustomization.yaml");
+  return parseDocument(readFileSync(path, "utf8")).toJS() as KustomizationFields;
+}
+
+/** config/default's `labels` pairs, which kustomize adds to every object's metadata.labels only. */
+function defaultLabelPairs(kustomization: KustomizationFields): Record<string, string> {
+  const pairs: Record<string, string> = {};
+  for (const entry of kustomization.labels ?? []) {
+    if (entry.includeSelectors || entry.includeTemplates) {
+      throw new Error(
+        `${DEFAULT_KUSTOMIZATION}: labels with includeSelectors/includeTemplates are not applied by tools/manifests/chart.ts`,
+      );
+    }
+    Object.assign(pairs, entry.pairs);
+  }
+  return pairs;
+}
+
+/** The directories config/default takes its objects from, each checked to hold plain resources only. */
+function defaultSources(kustomization: KustomizationFields): TemplateSource[] {
+  const unknown = Object.keys(kustomization).filter(
+    (k) => !APPLIED_DEFAULT_FIELDS.includes(k) && !DEPLOYMENT_ONLY_DEFAULT_FIELDS.includes(k),
+  );
+  if (unknown.length > 0) {
+    throw new Error(
+      `${DEFAULT_KUSTOMIZATION}: ${unknown.join(", ")} not applied by tools/manifests/chart.ts; teach it, or the chart differs`,
+    );
+  }
+  return (kustomization.resources ?? [])
+    .map((resource) => join("config", resource.replace(/^\.\.\//, "")))
+    .filter((dir) => dir !== "config/crd") // the chart's crds/ directory, from the schemas directly
+    .map((dir) => ({ dir, defaultLabels: true }));
+}
+
+/** The YAML files of a kustomization, in its order; anything but plain `resources` would be ignored, so it throws. */
+function resourceFiles(repoRoot: string, dir: string, allowed: string[] = []): string[] {
+  const kustomization = readKustomization(repoRoot, dir);
+  const unknown = Object.keys(kustomization).filter(
+    (k) => !["apiVersion", "kind", "resources", ...allowed].includes(k),
+  );
+  if (unknown.length > 0) {
+    throw new Error(
+      `${dir}/kustomization.yaml: ${unknown.join(", ")} not applied by tools/manifests/chart.ts`,
+    );
+  }
+  return (kustomization.resources ?? []).map((file) => {
+    if (!/\.ya?ml$/.test(file)) throw new Error(`${dir}/kustomization.yaml: ${file} is not a YAML file`);
+    return join(dir, file);
+  });
+}
+
+/** The operator Deployment is a hand-written template (charts/dpo/templates/deployment.yaml): it takes values. */
+function isOperatorDeployment(doc: Document): boolean {
+  return doc.get("kind") === "Deployment" && doc.getIn(["metadata", "name"]) === "dpo-operator";
+}
+
+/** One object as template text: its comments kept, labels added, Helm's labels included, `{{` escaped. */
+function templateDocument(doc: Document, labels: Record<string, string>): string {
+  for (const [key, value] of Object.entries(labels)) doc.setIn(["metadata", "labels", key], value);
+  doc.setIn(["metadata", "labels", HELM_LABELS_PLACEHOLDER], "");
+  const labelsNode = doc.getIn(["metadata", "labels"], true);
+  if (isMap(labelsNode)) labelsNode.flow = false;
+  // The generator writes the separators itself.
+  if (doc.directives) doc.directives.docStart = null;
+  // Go templates start an action at `{{` only; print it literally wherever config/ has one.
+  const text = doc.toString({ lineWidth: 110, flowCollectionPadding: false }).replaceAll("{{", '{{ "{{" }}');
+  const placeholder = new RegExp(`^( *)${HELM_LABELS_PLACEHOLDER}: ""$`, "m");
+  const match = placeholder.exec(text);
+  if (!match) throw new Error(`no labels placeholder in ${String(doc.get("kind"))}`);
+  const indent = match[1]?.length ?? 0;
+  return text.replace(
+    placeholder,
+    `${" ".repeat(indent)}${HELM_LABELS_INCLUDE.replace("INDENT", String(indent))}`,
+  );
+}
+
+function renderTemplate(
+  repoRoot: string,
+  source: TemplateSource,
+  files: string[],
+  labels: Record<string, string>,
+): string {
+  const docs: string[] = [];
+  for (const file of files) {
+    for (const doc of parseAllDocuments(readFileSync(join(repoRoot, file), "utf8"))) {
+      if (!("contents" in doc) || doc.errors.length > 0) throw new Error(`${file}: not valid YAML`);
+      if (doc.contents === null || isOperatorDeployment(doc)) continue;
+      docs.push(templateDocument(doc, source.defaultLabels ? labels : {}));
+    }
+  }
+  const header = `# Generated from ${source.dir} by \`make manifests\`; do not edit.\n`;
+  const body = docs.join("---\n");
+  if (!source.condition) return header + body;
+  return `{{- if ${source.condition} }}\n${header}${body}{{- end }}\n`;
+}
+
+function chartCrd(crd: CustomResourceDefinition, labels: Record<string, string>): CustomResourceDefinition {
+  const labelled = structuredClone(crd);
+  labelled.metadata = { ...labelled.metadata, labels: { ...labels } };
+  return labelled;
+}
+
+/** Repo-relative path → content of every generated file of the chart. */
+export function renderChartFiles(repoRoot: string, generatedHeader: string): Map<string, string> {
+  const files = new Map<string, string>();
+  const kustomization = readKustomization(repoRoot, DEFAULT_KUSTOMIZATION);
+  const labels = defaultLabelPairs(kustomization);
+  for (const crd of allCrds()) {
+    files.set(`${CHART_CRD_DIR}/${crdFileName(crd)}`, generatedHeader + renderCrdYaml(chartCrd(crd, labels)));
+  }
+  const sources: TemplateSource[] = [
+    ...defaultSources(kustomization),
+    // Only its resources: its patches (the Deployment's certificate volume, the CRD's CA injection) are
+    // the Deployment template's and, for the CRD, the user's (docs/deploy.md).
+    {
+      dir: "config/components/cert-manager",
+      condition: ".Values.webhook.certManager.enabled",
+      defaultLabels: false,
+    },
+    { dir: "config/samples", condition: ".Values.samples.enabled", defaultLabels: false },
+  ];
+  for (const source of sources) {
+    const allowed = source.dir === "config/components/cert-manager" ? ["patches"] : [];
+    const name = source.dir.replace(/^config\//, "").replaceAll("/", "-");
+    files.set(
+      `${CHART_GENERATED_TEMPLATE_DIR}/${name}.yaml`,
+      renderTemplate(repoRoot, source, resourceFiles(repoRoot, source.dir, allowed), labels),
+    );
+  }
+  return files;
+}
