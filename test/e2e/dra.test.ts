@@ -1,13 +1,15 @@
-// Dynamic Resource Allocation end to end: DevicePluginConfigs with `publish: DRA` on simulated nodes (one
-// with a 1.34 kubelet, one with a 1.33 kubelet), the operator's DeviceClass, the real `dpo plugin`
+// Dynamic Resource Allocation end to end: DevicePluginConfigs with `publish: DRA` on three simulated nodes (a
+// 1.34, a 1.33 and a 1.32 kubelet), the operator's DeviceClass, the real `dpo plugin`
 // processes publishing ResourceSlices, the real scheduler allocating claims by attribute and capacity,
 // and the kubelet simulator preparing them through the service version its kubelet would choose.
 import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ReportedDevice } from "../../src/api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { kubeRequest } from "../../src/kube/request.js";
+import { draDeviceName } from "../../src/plugin-runtime/dra/devices.js";
 import {
   apiStatusCode,
   injectedCluster,
@@ -26,8 +28,12 @@ const DRIVER = "gpu.e2e-dra.example";
 /** Two configs of one driver on different nodes: X100s with 80Gi on node 0, Y10s with 16Gi on node 1. */
 const BIG = "e2e-dra-x100";
 const SMALL = "e2e-dra-y10";
+/** X100s with only 16Gi on node 2 (a 1.32 kubelet): the model matches a big claim, the memory does not. */
+const LEAN = "e2e-dra-x100-lean";
+const CONFIG_NAMES = [BIG, SMALL, LEAN];
 const BIG_CLASS = "x100.gpu.e2e-dra.example";
 const SMALL_CLASS = "y10.gpu.e2e-dra.example";
+const LEAN_CLASS = "x100-lean.gpu.e2e-dra.example";
 const HEALTH_FILE = "/run/dpo/e2e-dra-health.json";
 const SLICES = "/apis/resource.k8s.io/v1/resourceslices";
 const CLASSES = "/apis/resource.k8s.io/v1/deviceclasses";
@@ -40,11 +46,17 @@ let operator: OperatorProcess;
 let sim: KubeletSimulator;
 let bigNode: string;
 let smallNode: string;
+let leanNode: string;
 let namespace: string;
 
 interface Slice {
   metadata: { name: string; labels?: Record<string, string> };
-  spec: { nodeName: string; driver: string; pool: { generation: number }; devices?: { name: string }[] };
+  spec: {
+    nodeName: string;
+    driver: string;
+    pool: { generation: number };
+    devices?: { name: string; attributes?: unknown; capacity?: unknown }[];
+  };
 }
 
 function config(
@@ -182,16 +194,17 @@ function writeHealth(node: string, content: Record<string, unknown>): void {
 
 beforeAll(async () => {
   const nodes = injectedCluster().nodeNames;
-  expect(nodes.length).toBeGreaterThanOrEqual(2);
+  expect(nodes.length).toBeGreaterThanOrEqual(3);
   const byIndex = async (i: number) =>
     (await core.listNode({ labelSelector: `${NODE_INDEX_LABEL}=${i}` })).items[0]?.metadata?.name ?? "";
   bigNode = await byIndex(0);
   smallNode = await byIndex(1);
+  leanNode = await byIndex(2);
   await installDpo();
   sim = await KubeletSimulator.start({
     kubeconfig: kc,
     nodes,
-    kubeletVersions: { [bigNode]: "v1.34.4", [smallNode]: "v1.33.4" },
+    kubeletVersions: { [bigNode]: "v1.34.4", [smallNode]: "v1.33.4", [leanNode]: "v1.32.13" },
   });
   operator = await startOperator(["--status-write-interval", "500"]);
   namespace = uniqueName("e2e-dra");
@@ -199,12 +212,13 @@ beforeAll(async () => {
   await apply([
     config(BIG, "e2e-dra.example/x100", "0", "X100", "80Gi", BIG_CLASS),
     config(SMALL, "e2e-dra.example/y10", "1", "Y10", "16Gi", SMALL_CLASS),
+    config(LEAN, "e2e-dra.example/x100-lean", "2", "X100", "16Gi", LEAN_CLASS),
   ]);
 }, 180_000);
 
 afterAll(async () => {
   await core.deleteNamespace({ name: namespace }).catch(() => undefined);
-  for (const name of [BIG, SMALL]) {
+  for (const name of CONFIG_NAMES) {
     await custom.deleteClusterCustomObject({ ...CONFIGS, name }).catch((err: unknown) => {
       if (apiStatusCode(err) !== 404) throw err;
     });
@@ -215,13 +229,29 @@ afterAll(async () => {
 
 describe("a DevicePluginConfig published through DRA", () => {
   it("publishes each node's devices in a ResourceSlice with typed attributes and owns its DeviceClass", async () => {
-    for (const name of [BIG, SMALL]) {
+    for (const name of CONFIG_NAMES) {
       await configStatus(name, "Ready with both devices", (s) => ready(s) && s.devices?.summary === "2/2");
     }
     const [big] = await slicesOf(BIG);
     expect(big?.spec).toMatchObject({ nodeName: bigNode, driver: DRIVER, pool: { name: bigNode } });
     expect(big?.spec.devices).toHaveLength(2);
     expect(JSON.stringify(big?.spec.devices)).toContain('"model":{"string":"X100"}');
+    // The node's DeviceNodeState carries the same typed attributes and capacities as its slice.
+    const reports = await kubeRequest<{ items: { status?: { devices: ReportedDevice[] } }[] }>(kc, {
+      method: "GET",
+      path: "/apis/dpo.dev/v1beta1/devicenodestates",
+      query: { labelSelector: `dpo.dev/config=${BIG}` },
+    });
+    const reported = reports.items.flatMap((r) => r.status?.devices ?? []);
+    expect(reported.map((d) => draDeviceName(d.id)).sort()).toEqual(
+      big?.spec.devices?.map((d) => d.name).sort(),
+    );
+    for (const device of reported) {
+      const published = big?.spec.devices?.find((d) => d.name === draDeviceName(device.id));
+      expect(device.typedAttributes).toEqual(published?.attributes);
+      expect(device.capacity).toEqual(published?.capacity);
+    }
+    expect(reported[0]?.capacity).toEqual({ memory: { value: "80Gi" } });
     const klass = await kubeRequest<{
       metadata: { ownerReferences?: { kind: string; name: string }[] };
       spec: { selectors: { cel: { expression: string } }[] };
@@ -249,7 +279,10 @@ describe("a DevicePluginConfig published through DRA", () => {
       pod("trainer", { template: "big-gpu" }),
     ]);
     const trainer = await admitted("trainer");
+    // Node 2's X100s pass the class's model selector too; only their 16Gi keeps the claim off them.
     expect(trainer.node).toBe(bigNode);
+    expect((await slicesOf(LEAN))[0]?.spec.nodeName).toBe(leanNode);
+    expect(sim.draManager(leanNode).driver(DRIVER)?.service).toBe("v1beta1.DRAPlugin");
     expect(sim.draManager(bigNode).driver(DRIVER)?.service).toBe("v1.DRAPlugin");
     const ids = Object.values(trainer.cdiDeviceIds).flat();
     expect(ids).toHaveLength(1);

@@ -336,4 +336,60 @@ describe("printer columns", () => {
       "0.1.0",
     ]);
   });
+
+  it("a report's typed attributes take exactly one member, as the schema says, and keep their types", async () => {
+    const name = uniqueName("state");
+    const report: Manifest = {
+      apiVersion: "dpo.dev/v1beta1",
+      kind: "DeviceNodeState",
+      metadata: { name, namespace },
+      spec: {
+        configName: "example-foo",
+        nodeName: "dpo-node-0",
+        resourceName: "hardware-vendor.example/foo",
+      },
+    };
+    expect((await serverSideApply(report)).exitCode).toBe(0);
+    const statusWith = (typedAttributes: Record<string, unknown>) => ({
+      pluginVersion: "0.1.0",
+      kubeletAPIVersion: "v1beta1",
+      registration: { state: "Registered", since: "2025-01-01T00:00:00Z" },
+      advertised: 1,
+      healthy: 1,
+      devices: [
+        {
+          id: "foo-0",
+          health: "Healthy",
+          since: "2025-01-01T00:00:00Z",
+          replicas: 1,
+          typedAttributes,
+          capacity: { memory: { value: "80Gi" } },
+        },
+      ],
+      updateTime: "2025-01-01T00:00:00Z",
+    });
+    const { spec: _spec, ...identity } = report;
+    const refused = await serverSideApply(
+      { ...identity, status: statusWith({ model: { string: "X100", int: 1 } }) },
+      ["--subresource=status"],
+    );
+    expect(refused.exitCode).not.toBe(0);
+    expect(refused.stderr).toContain("status.devices[0].typedAttributes[model]");
+    expect(refused.stderr).toContain("must set exactly one of int, bool, string, version");
+    const typed = {
+      model: { string: "X100" },
+      numaNode: { int: 1 },
+      mig: { bool: false },
+      driver: { version: "550.54.15" },
+    };
+    const written = await serverSideApply({ ...identity, status: statusWith(typed) }, [
+      "--subresource=status",
+    ]);
+    expect(written.exitCode, written.stderr).toBe(0);
+    const { stdout } = await kubectl(["get", "dnstate", "-n", namespace, name, "-o", "json"]);
+    const device = (JSON.parse(stdout) as { status: { devices: Record<string, unknown>[] } }).status
+      .devices[0];
+    expect(device?.typedAttributes).toEqual(typed);
+    expect(device?.capacity).toEqual({ memory: { value: "80Gi" } });
+  });
 });

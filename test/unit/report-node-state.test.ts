@@ -3,6 +3,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { DeviceNodeStateStatusSchema } from "../../src/api/v1beta1/devicenodestate.js";
 import { advertiseDevices } from "../../src/plugin-runtime/devices/sharing.js";
+import { draDeviceName, draPoolDevices } from "../../src/plugin-runtime/dra/devices.js";
 import type { PhysicalDevice } from "../../src/plugin-runtime/devices/types.js";
 import {
   buildDeviceNodeState,
@@ -246,7 +247,10 @@ describe("buildDeviceNodeState", () => {
   it.each([
     {
       what: "all healthy, no sharing",
-      physical: [device("foo-0", { attributes: { model: "X100", index: "0" } }), device("foo-1")],
+      physical: [
+        device("foo-0", { attributes: { model: "X100", index: "0", memory: "80Gi" } }),
+        device("foo-1"),
+      ],
       sharing: { strategy: "None" as const, failRequestsGreaterThanOne: false },
       since: new Map(),
       want: {
@@ -259,9 +263,18 @@ describe("buildDeviceNodeState", () => {
             since: T1,
             numaNode: 0,
             replicas: 1,
-            attributes: { index: "0", model: "X100" },
+            attributes: { index: "0", memory: "80Gi", model: "X100" },
+            typedAttributes: { index: { int: 0 }, model: { string: "X100" }, numaNode: { int: 0 } },
+            capacity: { memory: { value: "80Gi" } },
           },
-          { id: "foo-1", health: "Healthy", since: T1, numaNode: 0, replicas: 1 },
+          {
+            id: "foo-1",
+            health: "Healthy",
+            since: T1,
+            numaNode: 0,
+            replicas: 1,
+            typedAttributes: { numaNode: { int: 0 } },
+          },
         ],
       },
     },
@@ -277,7 +290,14 @@ describe("buildDeviceNodeState", () => {
         advertised: 8,
         healthy: 4,
         devices: [
-          { id: "foo-0", health: "Healthy", since: T0, numaNode: 0, replicas: 4 },
+          {
+            id: "foo-0",
+            health: "Healthy",
+            since: T0,
+            numaNode: 0,
+            replicas: 4,
+            typedAttributes: { numaNode: { int: 0 } },
+          },
           { id: "foo-1", health: "Unhealthy", reason: "Overheated", since: T0, replicas: 4 },
         ],
       },
@@ -301,7 +321,16 @@ describe("buildDeviceNodeState", () => {
       want: {
         advertised: 1,
         healthy: 1,
-        devices: [{ id: "foo-0", health: "Healthy", since: T1, numaNode: 0, replicas: 1 }],
+        devices: [
+          {
+            id: "foo-0",
+            health: "Healthy",
+            since: T1,
+            numaNode: 0,
+            replicas: 1,
+            typedAttributes: { numaNode: { int: 0 } },
+          },
+        ],
       },
     },
     {
@@ -318,6 +347,69 @@ describe("buildDeviceNodeState", () => {
     expect(status).toMatchObject(want);
     expect(status.devices).toEqual(want.devices);
     expect(DeviceNodeStateStatusSchema.safeParse(status).success).toBe(true);
+  });
+
+  it("reports each device's typed attributes and capacities exactly as its ResourceSlice publishes them", () => {
+    const physical = [
+      device("gpu-0", {
+        numaNode: 1,
+        attributes: {
+          model: "X100",
+          memory: "80Gi",
+          driver: "550.54.15",
+          mig: "false",
+          "pci.bus-id": "0000:3b:00.0",
+        },
+      }),
+      device("ttyUSB0", { numaNode: undefined, attributes: {} }),
+    ];
+    const { status } = buildDeviceNodeState(
+      input({
+        physical,
+        advertised: advertiseDevices(physical, { strategy: "None", failRequestsGreaterThanOne: false }),
+      }),
+    );
+    const pool = new Map(draPoolDevices(physical).map((d) => [d.name, d]));
+    for (const reported of status.devices) {
+      const slice = pool.get(draDeviceName(reported.id))!;
+      expect(reported.typedAttributes ?? {}).toEqual(slice.attributes);
+      expect(reported.capacity ?? {}).toEqual(slice.capacity);
+    }
+    expect(status.devices[0]).toMatchObject({
+      typedAttributes: {
+        driver: { version: "550.54.15" },
+        mig: { bool: false },
+        model: { string: "X100" },
+        numaNode: { int: 1 },
+        pci_bus_id: { string: "0000:3b:00.0" },
+      },
+      capacity: { memory: { value: "80Gi" } },
+    });
+    // A device with nothing to type carries neither field (no empty objects in the report).
+    expect(status.devices[1]).not.toHaveProperty("typedAttributes");
+    expect(status.devices[1]).not.toHaveProperty("capacity");
+    expect(DeviceNodeStateStatusSchema.safeParse(status).success).toBe(true);
+  });
+
+  it.each([
+    { what: "no member", value: {}, ok: false },
+    { what: "two members", value: { int: 1, string: "1" }, ok: false },
+    { what: "an int", value: { int: 1 }, ok: true },
+    { what: "a bool", value: { bool: false }, ok: true },
+    { what: "a version", value: { version: "1.2.3" }, ok: true },
+    { what: "a string over 64 bytes", value: { string: "x".repeat(65) }, ok: false },
+    { what: "an unknown member", value: { float: 1.5 }, ok: false },
+  ])("the schema takes a typed attribute with $what: $ok", ({ value, ok }) => {
+    const status = buildDeviceNodeState(input({})).status;
+    const devices = [{ id: "d", health: "Healthy", since: T1, replicas: 1, typedAttributes: { a: value } }];
+    expect(DeviceNodeStateStatusSchema.safeParse({ ...status, devices }).success).toBe(ok);
+  });
+
+  it("the schema refuses more than 32 typed attributes on one device", () => {
+    const status = buildDeviceNodeState(input({})).status;
+    const many = Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`a${i}`, { int: i }]));
+    const devices = [{ id: "d", health: "Healthy", since: T1, replicas: 1, typedAttributes: many }];
+    expect(DeviceNodeStateStatusSchema.safeParse({ ...status, devices }).success).toBe(false);
   });
 
   it("reports the kubelet's allocated count only when it is known", () => {

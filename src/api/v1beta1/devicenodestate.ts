@@ -1,5 +1,6 @@
 // DeviceNodeState (dpo.dev/v1beta1): one per (config, node), written only by the plugin on that node.
 import { z } from "zod";
+import { celRules } from "./cel.crd.js";
 
 export const DEVICE_NODE_STATE_KIND = "DeviceNodeState";
 export const DEVICE_NODE_STATE_PLURAL = "devicenodestates";
@@ -19,6 +20,43 @@ export const DeviceNodeStateSpecSchema = z
 
 export const REGISTRATION_STATES = ["Registered", "NotRegistered"] as const;
 
+/** Most typed attributes plus capacities per device, as resource.k8s.io/v1 allows one device. */
+const MAX_TYPED_PER_DEVICE = 32;
+
+/**
+ * A typed device attribute, in the form a ResourceSlice publishes it (resource.k8s.io/v1
+ * DeviceAttribute): exactly one member set.
+ */
+export const TypedAttributeSchema = z
+  .object({
+    int: z.number().int().optional(),
+    bool: z.boolean().optional(),
+    string: z.string().max(64).optional(),
+    version: z.string().max(64).optional(),
+  })
+  .strict()
+  .refine(
+    (value) => Object.values(value).filter((member) => member !== undefined).length === 1,
+    "must set exactly one of int, bool, string, version",
+  )
+  .meta(
+    celRules({
+      // Arithmetic rather than a list filter: the rule runs for up to 4096 devices × 32 attributes, and
+      // the API server refuses a CRD whose rules' estimated cost exceeds its budget.
+      rule: "(has(self.int) ? 1 : 0) + (has(self.bool) ? 1 : 0) + (has(self.string) ? 1 : 0) + (has(self.version) ? 1 : 0) == 1",
+      message: "must set exactly one of int, bool, string, version",
+    }),
+  );
+export type TypedAttribute = z.infer<typeof TypedAttributeSchema>;
+
+const typedRecord = <T extends z.ZodType>(value: T) =>
+  z
+    .record(z.string(), value)
+    .refine((record) => Object.keys(record).length <= MAX_TYPED_PER_DEVICE, {
+      message: `must have at most ${MAX_TYPED_PER_DEVICE} entries`,
+    })
+    .meta({ maxProperties: MAX_TYPED_PER_DEVICE });
+
 export const ReportedDeviceSchema = z
   .object({
     id: z.string().min(1).max(253).describe("Physical device id."),
@@ -27,7 +65,18 @@ export const ReportedDeviceSchema = z
     since: z.string().describe("RFC 3339 time the device last changed health."),
     numaNode: z.number().int().min(0).optional(),
     replicas: z.number().int().min(1).describe("Devices advertised to the kubelet for this physical device."),
-    attributes: z.record(z.string(), z.string()).optional(),
+    attributes: z
+      .record(z.string(), z.string())
+      .optional()
+      .describe("The backend's attributes as it reports them, key → text."),
+    typedAttributes: typedRecord(TypedAttributeSchema)
+      .optional()
+      .describe(
+        "The device's attributes typed as its ResourceSlice publishes them in DRA mode (the same function builds both; NUMA node included).",
+      ),
+    capacity: typedRecord(z.object({ value: z.string().max(64) }).strict())
+      .optional()
+      .describe("The device's quantities (memory and the like), as its ResourceSlice publishes them."),
   })
   .strict();
 export type ReportedDevice = z.infer<typeof ReportedDeviceSchema>;

@@ -11,6 +11,7 @@ import { API_VERSION as CONFIG_API_VERSION, KIND as CONFIG_KIND } from "../../ap
 // nothing of the operator's runtime (no API client), so the plugin shares the one definition.
 import { configLabelValue, LABEL_CONFIG, MAX_NAME_LENGTH } from "../../operator/render/names.js";
 import type { AdvertisedDevice, Health, PhysicalDevice } from "../devices/types.js";
+import { draTypedAttributes } from "../dra/attributes.js";
 
 export const DEVICE_NODE_STATE_API_VERSION = "dpo.dev/v1beta1";
 /** Node label of a DeviceNodeState, so `kubectl get dnstate -l dpo.dev/node=<node>` finds a node's reports. */
@@ -187,6 +188,8 @@ function reportedDevices(input: NodeStateInput): ReportedDevice[] {
     const numaNode = physical?.numaNode ?? advertised.numaNode;
     const tracked = input.since.get(id);
     const attributes = physical?.attributes ?? {};
+    // The same typing the ResourceSlice publisher applies, so the report and the slice never disagree.
+    const typed = draTypedAttributes({ attributes, numaNode });
     devices.push({
       id,
       health,
@@ -195,6 +198,8 @@ function reportedDevices(input: NodeStateInput): ReportedDevice[] {
       ...(numaNode !== undefined ? { numaNode } : {}),
       replicas: count,
       ...(Object.keys(attributes).length > 0 ? { attributes: sortedRecord(attributes) } : {}),
+      ...(Object.keys(typed.attributes).length > 0 ? { typedAttributes: { ...typed.attributes } } : {}),
+      ...(Object.keys(typed.capacity).length > 0 ? { capacity: { ...typed.capacity } } : {}),
     });
   }
   return devices;
