@@ -12,7 +12,7 @@ KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
 .PHONY: all deps build lint typecheck format test test-unit test-protocol test-cluster proto manifests \
 	cluster-tools gitops-health promlint pod-security cluster-up cluster-down install run deploy undeploy demo \
-	bench-plugin bench-operator bench-upgrade fuzz fuzz-config chaos-upgrade chaos-kubelet chaos-api clean
+	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-kubelet chaos-api clean
 
 all: build
 
@@ -146,6 +146,10 @@ bench-operator: build cluster-tools
 ## two on a node in flight): dpo Surge, dpo Replace and a plain RollingUpdate DaemonSet, in one run.
 bench-upgrade: build cluster-tools
 	node --import tsx bench/upgrade.bench.ts
+
+## bench-dra: DRA at 100 simulated nodes (DPO_BENCH_NODES): device change → ResourceSlice, NodePrepareResources.
+bench-dra: build cluster-tools
+	node --import tsx bench/dra.bench.ts
 
 clean:
 	rm -rf dist .local

@@ -17,16 +17,11 @@ import {
 } from "@kubernetes/client-node";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { arch, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import {
-  buildOrReuseBinaries,
-  readPinnedVersions,
-  startCluster,
-  type ClusterHandle,
-} from "../tools/cluster/cluster.js";
-import { goArchitecture, renderSimulatedNode } from "../tools/cluster/nodes.js";
+import { buildOrReuseBinaries, startCluster, type ClusterHandle } from "../tools/cluster/cluster.js";
+import { growToNodes } from "./support.js";
 import { kubeRequest } from "../src/kube/request.js";
 import { freePort, startTcpRelay } from "../tools/cluster/tcp-relay.js";
 import { ReportFleet } from "../tools/cluster/report-fleet.js";
@@ -140,35 +135,8 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       });
 
     // The remaining nodes, created the way the test cluster creates its own.
-    const versions = await readPinnedVersions();
-    const facts = {
-      kubernetesVersion: versions.kubernetes,
-      kwokVersion: versions.kwok,
-      architecture: goArchitecture(arch()),
-    };
     const createStarted = Date.now();
-    for (let start = 3; start < nodeCount; start += 50) {
-      await Promise.all(
-        Array.from({ length: Math.min(50, nodeCount - start) }, (_, i) =>
-          core.createNode({ body: renderSimulatedNode(start + i, facts) }),
-        ),
-      );
-    }
-    await waitFor(
-      `${nodeCount} nodes Ready`,
-      async (observe) => {
-        const list = await core.listNode();
-        // Ready, and untainted: the node lifecycle controller lifts its not-ready taint some time after.
-        const ready = list.items.filter(
-          (n) =>
-            n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") &&
-            !n.spec?.taints?.some((t) => t.key.startsWith("node.kubernetes.io/")),
-        );
-        observe(`${ready.length}/${list.items.length}`);
-        return ready.length >= nodeCount;
-      },
-      { timeoutMs: 300_000, intervalMs: 1_000 },
-    );
+    await growToNodes(core, 3, nodeCount);
     console.error(
       `bench-operator: ${nodeCount} nodes Ready and untainted in ${Date.now() - createStarted} ms`,
     );

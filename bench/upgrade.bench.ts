@@ -13,14 +13,14 @@ import {
   AppsV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  KubeConfig,
+  type KubeConfig,
   type V1DaemonSet,
   type V1Node,
   type V1Pod,
 } from "@kubernetes/client-node";
-import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { arch, tmpdir } from "node:os";
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { API_VERSION, KIND } from "../src/api/v1beta1/config.js";
 import { createInformer, type Informer } from "../src/kube/informer.js";
@@ -31,15 +31,7 @@ import {
   pluginObjectName,
   type RenderContext,
 } from "../src/operator/render/index.js";
-import {
-  buildOrReuseBinaries,
-  readPinnedVersions,
-  startCluster,
-  type ClusterHandle,
-} from "../tools/cluster/cluster.js";
-import { installDpo } from "../tools/cluster/install-dpo.js";
-import { issuedToken, withBearerToken } from "../tools/cluster/kubeconfig.js";
-import { goArchitecture, renderSimulatedNode, simulatedNodeName } from "../tools/cluster/nodes.js";
+import type { ClusterHandle } from "../tools/cluster/cluster.js";
 import { waitFor } from "../tools/cluster/wait.js";
 import { KubeletSimulator, type PluginProcessInfo } from "../test/kubelet-sim/node-simulator.js";
 import {
@@ -48,8 +40,8 @@ import {
   type PlainPluginRevision,
 } from "../test/e2e/upgrade-support.js";
 import { percentile } from "../tools/stats.js";
+import { startBenchCluster, startBenchOperator } from "./support.js";
 
-const repo = join(import.meta.dirname, "..");
 const NODE_COUNT = Number(process.env["DPO_BENCH_NODES"] ?? 100);
 /** Nodes in flight at once, for dpo (spec.upgrade.maxUnavailable) and the baseline's RollingUpdate alike. */
 const MAX_UNAVAILABLE = Number(process.env["DPO_BENCH_MAX_UNAVAILABLE"] ?? 1);
@@ -679,45 +671,6 @@ async function baselineScenario(
   return { ...result, memAvailableAfterMiB: await settledMemAvailable() };
 }
 
-async function startOperator(kc: KubeConfig, stateDir: string): Promise<ChildProcess> {
-  const token = await kc.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
-    name: "dpo-operator",
-    namespace: NAMESPACE,
-    body: { spec: { audiences: [], expirationSeconds: 7200 } },
-  });
-  const file = join(stateDir, "operator.kubeconfig");
-  writeFileSync(
-    file,
-    withBearerToken(kc, issuedToken(token, "dpo-operator"), "dpo-operator").exportConfig(),
-    {
-      mode: 0o600,
-    },
-  );
-  const log = join(stateDir, "operator.log");
-  console.error(`bench-upgrade: operator log ${log}`);
-  return spawn(
-    process.execPath,
-    [
-      join(repo, "dist", "dpo.js"),
-      "operator",
-      "--kubeconfig",
-      file,
-      "--namespace",
-      NAMESPACE,
-      "--metrics-addr",
-      "0",
-      "--health-addr",
-      "0",
-      "--plugin-image",
-      PLUGIN_IMAGE,
-    ],
-    {
-      stdio: ["ignore", openSync(log, "a"), openSync(log, "a")],
-      env: { ...process.env, DPO_LOG_LEVEL: "info", DPO_WEBHOOK_ADDR: "0" },
-    },
-  );
-}
-
 function fmtS(ms: number): string {
   return `${(ms / 1000).toFixed(1)} s`;
 }
@@ -727,7 +680,6 @@ function fmtMs(ms: number): string {
 }
 
 async function main(): Promise<void> {
-  const binDir = await buildOrReuseBinaries();
   const stateDir = mkdtempSync(join(tmpdir(), "dpo-bench-upgrade-"));
   let cluster: ClusterHandle | undefined;
   let sim: KubeletSimulator | undefined;
@@ -735,53 +687,9 @@ async function main(): Promise<void> {
   let nodeInformer: Informer<V1Node> | undefined;
   const results: Result[] = [];
   try {
-    cluster = await startCluster({
-      nodes: Math.min(3, NODE_COUNT),
-      stateDir: join(stateDir, "cluster"),
-      binDir,
-      timeoutMs: 180_000,
-      kubeletSimulator: true,
-    });
-    const kc = new KubeConfig();
-    kc.loadFromFile(cluster.kubeconfigPath);
-    const core = kc.makeApiClient(CoreV1Api);
-    const versions = await readPinnedVersions();
-    const facts = {
-      kubernetesVersion: versions.kubernetes,
-      kwokVersion: versions.kwok,
-      architecture: goArchitecture(arch()),
-    };
-    for (let start = cluster.nodeNames.length; start < NODE_COUNT; start += 50) {
-      await Promise.all(
-        Array.from({ length: Math.min(50, NODE_COUNT - start) }, (_, i) =>
-          core.createNode({ body: renderSimulatedNode(start + i, facts) }),
-        ),
-      );
-    }
-    const nodes = Array.from({ length: NODE_COUNT }, (_, i) => simulatedNodeName(i));
-    await waitFor(
-      `${NODE_COUNT} nodes Ready`,
-      async (observe) => {
-        const ready = (await core.listNode()).items.filter((n) =>
-          n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
-        ).length;
-        observe(ready);
-        return ready >= NODE_COUNT;
-      },
-      { timeoutMs: 300_000, intervalMs: 1_000 },
-    );
-    const kubectl = (args: string[], input?: string): Promise<string> =>
-      new Promise((resolve, reject) => {
-        const child = execFile(
-          join(binDir, "kubectl"),
-          ["--kubeconfig", cluster!.kubeconfigPath, ...args],
-          { maxBuffer: 64 << 20 },
-          (err, stdout, stderr) =>
-            err ? reject(new Error(`kubectl ${args.join(" ")}: ${stderr}`)) : resolve(stdout),
-        );
-        child.stdin?.end(input ?? "");
-      });
-    await installDpo(kubectl);
+    const started = await startBenchCluster(stateDir, NODE_COUNT);
+    cluster = started.cluster;
+    const { kc, nodes } = started;
 
     nodeInformer = createInformer<V1Node>(kc, { resource: NODES });
     nodeInformer.start();
@@ -799,7 +707,12 @@ async function main(): Promise<void> {
       console.error("bench-upgrade: baseline (plain DaemonSet, RollingUpdate)");
       results.push(await baselineScenario(kc, sim, nodeInformer, nodes));
     }
-    operator = await startOperator(kc, stateDir);
+    operator = await startBenchOperator(kc, {
+      stateDir,
+      namespace: NAMESPACE,
+      pluginImage: PLUGIN_IMAGE,
+      label: "bench-upgrade",
+    });
     for (const strategy of ["Surge", "Replace"] as const) {
       if (!SCENARIOS.includes(strategy.toLowerCase())) continue;
       console.error(`bench-upgrade: dpo ${strategy}`);

@@ -109,9 +109,17 @@ export function keepsDraInstances(kubeletVersion: string): boolean {
 export class SimulatedDraManager extends EventEmitter<DraManagerEvents> implements PluginTypeHandler {
   /** Registered instances per driver, oldest first: the kubelet uses the last. */
   private readonly drivers = new Map<string, Instance[]>();
-  /** Every NodePrepareResources / NodeUnprepareResources call made, in order, for assertions. */
-  readonly calls: { method: "prepare" | "unprepare"; driver: string; service: string; claims: string[] }[] =
-    [];
+  /**
+   * Every NodePrepareResources / NodeUnprepareResources call made, in order, for assertions; `ms` is how
+   * long a NodePrepareResources call took, set when it answered.
+   */
+  readonly calls: {
+    method: "prepare" | "unprepare";
+    driver: string;
+    service: string;
+    claims: string[];
+    ms?: number;
+  }[] = [];
 
   /** `kubeletVersion` is the node's `status.nodeInfo.kubeletVersion`: it decides the service chosen. */
   constructor(private readonly kubeletVersion: string) {
@@ -192,11 +200,19 @@ export class SimulatedDraManager extends EventEmitter<DraManagerEvents> implemen
    */
   async prepare(driverName: string, claims: readonly DraClaimRef[]): Promise<Map<string, DraPreparedClaim>> {
     const { driver, client } = this.registeredDriver(driverName);
-    this.calls.push({ method: "prepare", driver: driverName, service: driver.service, claims: uids(claims) });
+    const record: SimulatedDraManager["calls"][number] = {
+      method: "prepare",
+      driver: driverName,
+      service: driver.service,
+      claims: uids(claims),
+    };
+    this.calls.push(record);
+    const started = performance.now();
     const res = await call<draV1.NodePrepareResourcesRequest, draV1.NodePrepareResourcesResponse>(
       client.nodePrepareResources.bind(client),
       { claims: claims.map((c) => ({ ...c })) },
     );
+    record.ms = performance.now() - started;
     return new Map(
       Object.entries(res.claims).map(([uid, r]) => [
         uid,
