@@ -214,6 +214,16 @@ describe("resourceName", () => {
   });
 });
 
+/** A DeviceNodeState of config example-foo on dpo-node-0 under a fresh name, without status. */
+function newReport(): Manifest {
+  return {
+    apiVersion: "dpo.dev/v1beta1",
+    kind: "DeviceNodeState",
+    metadata: { name: uniqueName("state"), namespace },
+    spec: { configName: "example-foo", nodeName: "dpo-node-0", resourceName: "hardware-vendor.example/foo" },
+  };
+}
+
 describe("printer columns", () => {
   it("kubectl get dpc shows resource, backend, node and device summaries and readiness from the status", async () => {
     const manifest = fixture(validDir, "mock-timeslicing.yaml");
@@ -285,17 +295,8 @@ describe("printer columns", () => {
   });
 
   it("kubectl get dnstate shows a node's registration and device counts", async () => {
-    const name = uniqueName("state");
-    const report: Manifest = {
-      apiVersion: "dpo.dev/v1beta1",
-      kind: "DeviceNodeState",
-      metadata: { name, namespace },
-      spec: {
-        configName: "example-foo",
-        nodeName: "dpo-node-0",
-        resourceName: "hardware-vendor.example/foo",
-      },
-    };
+    const report = newReport();
+    const { name } = report.metadata;
     const created = await serverSideApply(report);
     expect(created.exitCode, created.stderr).toBe(0);
     const status = {
@@ -338,17 +339,8 @@ describe("printer columns", () => {
   });
 
   it("a report's typed attributes take exactly one member, as the schema says, and keep their types", async () => {
-    const name = uniqueName("state");
-    const report: Manifest = {
-      apiVersion: "dpo.dev/v1beta1",
-      kind: "DeviceNodeState",
-      metadata: { name, namespace },
-      spec: {
-        configName: "example-foo",
-        nodeName: "dpo-node-0",
-        resourceName: "hardware-vendor.example/foo",
-      },
-    };
+    const report = newReport();
+    const { name } = report.metadata;
     expect((await serverSideApply(report)).exitCode).toBe(0);
     const statusWith = (typedAttributes: Record<string, unknown>) => ({
       pluginVersion: "0.1.0",

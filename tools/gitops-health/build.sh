@@ -1,27 +1,5 @@
 #!/usr/bin/env bash
-# Builds (or reuses) the gitops-health harness from the Go module proxy into the cache that
-# tools/cluster/build.sh uses, and prints the path of the binary. The directory is named after a hash of
-# every build input, so a warm cache costs one hash and different checkouts never overwrite each other.
+# Builds (or reuses) the gitops-health harness and prints the path of its binary (see tools/build-go-harness.sh).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-command -v go >/dev/null 2>&1 || export PATH="$PATH:/usr/local/go/bin"
-
-cache_root="${DPO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dpo}"
-stamp="$(cat "$here/build.sh" "$here/go.mod" "$here/go.sum" "$here"/*.go | sha256sum | cut -c1-16)-$(go env GOVERSION)"
-dir="$cache_root/gitops-health-$stamp"
-if [[ -x "$dir/gitops-health" ]]; then
-  echo "$dir/gitops-health"
-  exit 0
-fi
-
-start=$(date +%s)
-mkdir -p "$dir"
-# Built beside the final name and renamed, so a concurrent build or an interrupted one never leaves a
-# partial binary where the check above would take it.
-tmp="$(mktemp "$dir/.gitops-health.XXXXXX")"
-trap 'rm -f "$tmp"' EXIT
-(cd "$here" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "-s -w" -o "$tmp" .)
-mv -f "$tmp" "$dir/gitops-health"
-trap - EXIT
-echo "gitops-health: built in $(( $(date +%s) - start ))s into $dir" >&2
-echo "$dir/gitops-health"
+exec "$here/../build-go-harness.sh" "$here"
