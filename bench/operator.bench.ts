@@ -21,6 +21,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { buildOrReuseBinaries, startCluster, type ClusterHandle } from "../tools/cluster/cluster.js";
+import {
+  createMemoryCgroup,
+  deploymentMemoryLimit,
+  inCgroup,
+  memoryBytes,
+  type MemoryCgroup,
+} from "./memory-cgroup.js";
 import { growToNodes } from "./support.js";
 import { kubeRequest } from "../src/kube/request.js";
 import { freePort, startTcpRelay } from "../tools/cluster/tcp-relay.js";
@@ -56,6 +63,21 @@ const STATUS_WRITE_INTERVAL_MS = 500;
 /** The Node flags the operator Deployment starts `dpo operator` with (config/manager/deployment.yaml). */
 const NODE_FLAGS = (process.env["BENCH_NODE_FLAGS"] ?? "--max-semi-space-size=2").split(" ").filter(Boolean);
 const RESOURCE = "bench.example/dev";
+/**
+ * The operator runs under this memory limit (a memory cgroup), as its pod would: the Deployment's own
+ * limit by default, `none` for none.
+ */
+const MEMORY_LIMIT =
+  process.env["BENCH_OPERATOR_MEMORY_LIMIT"] ??
+  deploymentMemoryLimit(
+    readFileSync(join(import.meta.dirname, "..", "config", "manager", "deployment.yaml"), "utf8"),
+  ) ??
+  "none";
+
+function operatorMemoryLimit(nodeCount: number): MemoryCgroup | { reason: string } {
+  if (MEMORY_LIMIT === "none") return { reason: "BENCH_OPERATOR_MEMORY_LIMIT=none" };
+  return createMemoryCgroup(`dpo-bench-operator-${process.pid}-${nodeCount}`, memoryBytes(MEMORY_LIMIT));
+}
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const run = promisify(execFile);
 
@@ -111,6 +133,7 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
   const stateDir = mkdtempSync(join(tmpdir(), `dpo-bench-op-${nodeCount}-`));
   let cluster: ClusterHandle | undefined;
   let operator: ChildProcess | undefined;
+  let memoryLimit: MemoryCgroup | { reason: string } | undefined;
   let relay: Awaited<ReturnType<typeof connectionCountingRelay>> | undefined;
   let fleet: ReportFleet | undefined;
   let logs = "";
@@ -175,31 +198,45 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     );
     const operatorKubeconfig = join(stateDir, "operator-relayed.kubeconfig");
     writeFileSync(operatorKubeconfig, relayed.exportConfig(), { mode: 0o600 });
-    operator = spawn(
-      process.execPath,
-      [
-        ...NODE_FLAGS,
-        dpo,
-        "operator",
-        "--leader-elect=true",
-        "--leader-election-id=dpo-bench",
-        "--kubeconfig",
-        operatorKubeconfig,
-        "--metrics-addr",
-        "127.0.0.1:0",
-        "--health-addr",
-        "0",
-        `--webhook-addr=127.0.0.1:${webhookPort}`,
-        "--webhook-hosts=127.0.0.1",
-      ],
-      {
-        stdio: ["ignore", "pipe", "inherit"],
-        env: { ...process.env, DPO_LOG_LEVEL: process.env["BENCH_OPERATOR_LOG_LEVEL"] ?? "info" },
-      },
-    );
+    const operatorArgs = [
+      ...NODE_FLAGS,
+      dpo,
+      "operator",
+      "--leader-elect=true",
+      "--leader-election-id=dpo-bench",
+      "--kubeconfig",
+      operatorKubeconfig,
+      "--metrics-addr",
+      "127.0.0.1:0",
+      "--health-addr",
+      "0",
+      `--webhook-addr=127.0.0.1:${webhookPort}`,
+      "--webhook-hosts=127.0.0.1",
+    ];
+    memoryLimit = operatorMemoryLimit(nodeCount);
+    const [command, args] =
+      "dir" in memoryLimit
+        ? inCgroup(memoryLimit, process.execPath, operatorArgs)
+        : [process.execPath, operatorArgs];
+    operator = spawn(command, args, {
+      stdio: ["ignore", "pipe", "inherit"],
+      env: { ...process.env, DPO_LOG_LEVEL: process.env["BENCH_OPERATOR_LOG_LEVEL"] ?? "info" },
+    });
     logs = "";
     operator.once("exit", (code, signal) => {
-      console.error(`bench-operator: the operator exited (code ${code}, signal ${signal})`);
+      const oom = memoryLimit !== undefined && "dir" in memoryLimit ? memoryLimit.oomKills() : 0;
+      console.error(
+        `bench-operator: the operator exited (code ${code}, signal ${signal}${oom > 0 ? ", killed for going over its memory limit" : ""})`,
+      );
+    });
+    rows.push({
+      metric: `${nodeCount} nodes: operator memory limit`,
+      value:
+        "dir" in memoryLimit
+          ? `${memoryLimit.limitBytes / 2 ** 20} MiB, a memory cgroup (Node sizes its heap from it, as in the pod)`
+          : `none: ${memoryLimit.reason}`,
+      target: "(reported)",
+      ok: true,
     });
     operator
       .stdout!.setEncoding("utf8")
@@ -484,6 +521,9 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       writeFileSync(join(tmpdir(), `dpo-bench-operator-${nodeCount}.log`), operatorLog());
     await fleet?.stop();
     operator?.kill("SIGTERM");
+    if (operator !== undefined && operator.exitCode === null && operator.signalCode === null)
+      await new Promise((resolve) => operator!.once("exit", resolve));
+    if (memoryLimit !== undefined && "dir" in memoryLimit) memoryLimit.remove();
     relay?.close();
     await cluster?.stop();
     rmSync(stateDir, { recursive: true, force: true });
