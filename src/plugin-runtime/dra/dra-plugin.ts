@@ -335,52 +335,45 @@ export class DraPlugin {
     };
   }
 
-  private v1Service(): draV1.DRAPluginServer {
+  /**
+   * The two DRAPlugin services, answered by the same implementation: v1beta1 has the same messages as v1
+   * in another package, so only the response types differ.
+   */
+  private serviceAnswering<PrepareResponse, UnprepareResponse>(
+    prepared: (claims: ReturnType<typeof toPrepareMap>) => PrepareResponse,
+    unprepared: (claims: ReturnType<typeof toUnprepareMap>) => UnprepareResponse,
+  ) {
+    type Call = grpc.ServerUnaryCall<{ claims: readonly ClaimReference[] }, unknown>;
     return {
-      nodePrepareResources: (call, callback) => {
+      nodePrepareResources: (call: Call, callback: grpc.sendUnaryData<PrepareResponse>) => {
         const refused = this.tooMany(call.request.claims.length);
         if (refused) return callback(refused, null);
         void this.prepare(call.request.claims).then((outcomes) =>
-          callback(null, draV1.NodePrepareResourcesResponse.fromPartial({ claims: toPrepareMap(outcomes) })),
+          callback(null, prepared(toPrepareMap(outcomes))),
         );
       },
-      nodeUnprepareResources: (call, callback) => {
+      nodeUnprepareResources: (call: Call, callback: grpc.sendUnaryData<UnprepareResponse>) => {
         const refused = this.tooMany(call.request.claims.length);
         if (refused) return callback(refused, null);
         void this.unprepare(call.request.claims).then((outcomes) =>
-          callback(
-            null,
-            draV1.NodeUnprepareResourcesResponse.fromPartial({ claims: toUnprepareMap(outcomes) }),
-          ),
+          callback(null, unprepared(toUnprepareMap(outcomes))),
         );
       },
     };
   }
 
-  /** v1beta1 has the same messages as v1 in another package: the same implementation answers both. */
+  private v1Service(): draV1.DRAPluginServer {
+    return this.serviceAnswering(
+      (claims) => draV1.NodePrepareResourcesResponse.fromPartial({ claims }),
+      (claims) => draV1.NodeUnprepareResourcesResponse.fromPartial({ claims }),
+    );
+  }
+
   private v1beta1Service(): draV1beta1.DRAPluginServer {
-    return {
-      nodePrepareResources: (call, callback) => {
-        const refused = this.tooMany(call.request.claims.length);
-        if (refused) return callback(refused, null);
-        void this.prepare(call.request.claims).then((outcomes) =>
-          callback(
-            null,
-            draV1beta1.NodePrepareResourcesResponse.fromPartial({ claims: toPrepareMap(outcomes) }),
-          ),
-        );
-      },
-      nodeUnprepareResources: (call, callback) => {
-        const refused = this.tooMany(call.request.claims.length);
-        if (refused) return callback(refused, null);
-        void this.unprepare(call.request.claims).then((outcomes) =>
-          callback(
-            null,
-            draV1beta1.NodeUnprepareResourcesResponse.fromPartial({ claims: toUnprepareMap(outcomes) }),
-          ),
-        );
-      },
-    };
+    return this.serviceAnswering(
+      (claims) => draV1beta1.NodePrepareResourcesResponse.fromPartial({ claims }),
+      (claims) => draV1beta1.NodeUnprepareResourcesResponse.fromPartial({ claims }),
+    );
   }
 }
 
