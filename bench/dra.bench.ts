@@ -10,9 +10,9 @@
 //      kubelet's side (the plugin reads every claim from the API server and writes its CDI spec).
 import { CoreV1Api, type KubeConfig, type KubernetesObject, type V1Pod } from "@kubernetes/client-node";
 import type { ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { createInformer, type Informer } from "../src/kube/informer.js";
 import { kubeRequest } from "../src/kube/request.js";
 import { RESOURCE_SLICES } from "../src/kube/resources.js";
@@ -95,10 +95,7 @@ class PoolWatch {
 }
 
 function writeHealth(sim: KubeletSimulator, node: string, content: Record<string, string>): void {
-  const path = sim.hostPath(node, HEALTH_FILE);
-  mkdirSync(dirname(path), { recursive: true });
-  writeFileSync(`${path}.tmp`, JSON.stringify(content));
-  renameSync(`${path}.tmp`, path);
+  sim.writeHostFile(node, HEALTH_FILE, JSON.stringify(content));
 }
 
 /** Runs `work` over `items`, `inFlight` at a time. */

@@ -19,8 +19,6 @@ import {
   setHeaderOptions,
   type V1Node,
 } from "@kubernetes/client-node";
-import { mkdirSync, renameSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { compactEtcd, restartApiServer } from "../../tools/cluster/cluster.js";
@@ -85,13 +83,10 @@ const upgradedFrom = new Map<string, string>();
 const unhealthyA = new Map<string, string[]>();
 
 function writeHealth(node: string): void {
-  const path = sim!.hostPath(node, HEALTH_FILE);
-  mkdirSync(dirname(path), { recursive: true });
   const content = Object.fromEntries(
     (unhealthyA.get(node) ?? []).map((id) => [id, { health: "Unhealthy", reason: "XidError" }]),
   );
-  writeFileSync(`${path}.tmp`, JSON.stringify(content));
-  renameSync(`${path}.tmp`, path);
+  sim!.writeHostFile(node, HEALTH_FILE, JSON.stringify(content));
 }
 
 function setUnhealthy(node: string, ids: string[]): void {

@@ -3,8 +3,8 @@
 // processes publishing ResourceSlices, the real scheduler allocating claims by attribute and capacity,
 // and the kubelet simulator preparing them through the service version its kubelet would choose.
 import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
-import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ReportedDevice } from "../../src/api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
@@ -186,10 +186,7 @@ async function admitted(name: string): Promise<AdmittedPod> {
 }
 
 function writeHealth(node: string, content: Record<string, unknown>): void {
-  const path = sim.hostPath(node, HEALTH_FILE);
-  mkdirSync(dirname(path), { recursive: true });
-  writeFileSync(`${path}.tmp`, JSON.stringify(content));
-  renameSync(`${path}.tmp`, path);
+  sim.writeHostFile(node, HEALTH_FILE, JSON.stringify(content));
 }
 
 beforeAll(async () => {

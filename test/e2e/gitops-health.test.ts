@@ -7,9 +7,9 @@
 // the ones test/unit/gitops-health.test.ts reads; run prettier on them), and DPO_GITOPS_HEALTH_TABLE=1
 // prints the table that docs/deploy.md shows.
 import { CustomObjectsApi, Watch } from "@kubernetes/client-node";
-import { mkdirSync, mkdtempSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { buildGitopsHealth, gitopsHealth, type GitopsHealth } from "../../tools/gitops-health/harness.js";
@@ -172,10 +172,7 @@ async function expectPhase(
 }
 
 function writeHealth(node: string, content: Record<string, unknown>): void {
-  const path = sim.hostPath(node, HEALTH_FILE);
-  mkdirSync(dirname(path), { recursive: true });
-  writeFileSync(`${path}.tmp`, JSON.stringify(content));
-  renameSync(`${path}.tmp`, path);
+  sim.writeHostFile(node, HEALTH_FILE, JSON.stringify(content));
 }
 
 function manifest(name: string) {

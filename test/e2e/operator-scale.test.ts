@@ -3,15 +3,9 @@
 // bound to its plugin pod. Nothing changes → no writer writes and no status write; a health flap storm
 // → the operator writes the config's status at most once per 500 ms, and the status ends up right.
 import { CoreV1Api, CustomObjectsApi, Watch } from "@kubernetes/client-node";
-import { arch } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readPinnedVersions } from "../../tools/cluster/cluster.js";
-import {
-  goArchitecture,
-  NODE_INDEX_LABEL,
-  renderSimulatedNode,
-  TEST_FEATURE_LABEL,
-} from "../../tools/cluster/nodes.js";
+import { readPinnedVersions, simulatedNodeFacts } from "../../tools/cluster/cluster.js";
+import { NODE_INDEX_LABEL, renderSimulatedNode, TEST_FEATURE_LABEL } from "../../tools/cluster/nodes.js";
 import { ReportFleet } from "../../tools/cluster/report-fleet.js";
 import { maxInWindow, minGap } from "../../tools/stats.js";
 import { loadKubeconfig, type ApiCredentials } from "../../src/plugin-runtime/report/api-client.js";
@@ -75,11 +69,9 @@ async function watchWrites(): Promise<{ times: number[]; stop(): void }> {
 beforeAll(async () => {
   await installDpo();
   operator = await startOperator(["--status-write-interval", String(INTERVAL_MS)]);
-  const versions = await readPinnedVersions();
   const facts = {
+    ...simulatedNodeFacts(await readPinnedVersions()),
     kubernetesVersion: injectedCluster().kubernetesVersion,
-    kwokVersion: versions.kwok,
-    architecture: goArchitecture(arch()),
   };
   // KWOK nodes of this file only: the simulated node template under another name and label.
   await Promise.all(

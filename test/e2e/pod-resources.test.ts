@@ -3,8 +3,6 @@
 // DeviceNodeState and the config's status (in both API versions) count them; when the pods go, so do the
 // labels and the counts. Both components' /metrics pass Prometheus' own linter.
 import { CoreV1Api, CustomObjectsApi, type V1Pod } from "@kubernetes/client-node";
-import { mkdirSync, renameSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
@@ -120,10 +118,7 @@ async function metricsShow(
 }
 
 function writeHealth(content: Record<string, unknown>): void {
-  const path = sim.hostPath(node, HEALTH_FILE);
-  mkdirSync(dirname(path), { recursive: true });
-  writeFileSync(`${path}.tmp`, JSON.stringify(content));
-  renameSync(`${path}.tmp`, path);
+  sim.writeHostFile(node, HEALTH_FILE, JSON.stringify(content));
 }
 
 function workloadPod(name: string, containers: { name: string; devices: number }[]): V1Pod {

@@ -17,12 +17,11 @@ import {
   setHeaderOptions,
 } from "@kubernetes/client-node";
 import { execFile } from "node:child_process";
-import { arch } from "node:os";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
-import { readPinnedVersions } from "../../tools/cluster/cluster.js";
-import { goArchitecture, renderSimulatedNode } from "../../tools/cluster/nodes.js";
+import { readPinnedVersions, simulatedNodeFacts } from "../../tools/cluster/cluster.js";
+import { renderSimulatedNode } from "../../tools/cluster/nodes.js";
 import { buildAt, type OldBuild } from "../../tools/cluster/old-build.js";
 import {
   injectedCluster,
@@ -111,12 +110,7 @@ async function applyOldCrds(): Promise<void> {
 
 /** Simulated nodes up to NODE_COUNT, next to the cluster's own, Ready. */
 async function addNodes(): Promise<void> {
-  const versions = await readPinnedVersions();
-  const facts = {
-    kubernetesVersion: versions.kubernetes,
-    kwokVersion: versions.kwok,
-    architecture: goArchitecture(arch()),
-  };
+  const facts = simulatedNodeFacts(await readPinnedVersions());
   const have = injectedCluster().nodeNames;
   for (let i = have.length; i < NODE_COUNT; i++) {
     const node = renderSimulatedNode(i, facts);

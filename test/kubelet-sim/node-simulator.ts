@@ -12,7 +12,7 @@ import {
 import semver from "semver";
 import { spawn, type ChildProcess } from "node:child_process";
 import { EventEmitter } from "node:events";
-import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { constants as osConstants, tmpdir } from "node:os";
 import { dirname, isAbsolute, join, posix } from "node:path";
@@ -424,6 +424,17 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
   hostPath(node: string, path: string): string {
     if (!isAbsolute(path)) throw new Error(`hostPath needs an absolute path, got ${path}`);
     return join(this.node(node).hostRoot, posix.normalize(path));
+  }
+
+  /**
+   * Writes `text` to the absolute host path `path` of `node`, creating its directory, through a temporary
+   * file and a rename, so a plugin watching the file (a mock health file) never reads half of it.
+   */
+  writeHostFile(node: string, path: string, text: string): void {
+    const target = this.hostPath(node, path);
+    mkdirSync(dirname(target), { recursive: true });
+    writeFileSync(`${target}.tmp`, text);
+    renameSync(`${target}.tmp`, target);
   }
 
   /** The node's device-plugins directory (where kubelet.sock and the plugin sockets are). */

@@ -15,6 +15,7 @@ import {
   goArchitecture,
   renderSimulatedNode,
   SIMULATED_NODE_LABEL,
+  type SimulatedNodeFacts,
   SIMULATED_NODE_SELECTOR,
   simulatedNodeName,
 } from "./nodes.js";
@@ -137,6 +138,15 @@ export async function readPinnedVersions(): Promise<PinnedVersions> {
     kubernetes: value("KUBERNETES_VERSION"),
     etcd: value("ETCD_VERSION"),
     kwok: value("KWOK_VERSION"),
+  };
+}
+
+/** What every simulated node reports of its kubelet, KWOK and machine, from the pinned versions. */
+export function simulatedNodeFacts(versions: PinnedVersions): SimulatedNodeFacts {
+  return {
+    kubernetesVersion: versions.kubernetes,
+    kwokVersion: versions.kwok,
+    architecture: goArchitecture(arch()),
   };
 }
 
@@ -307,11 +317,7 @@ export async function startCluster(options: StartClusterOptions): Promise<Cluste
       KWOK_WORKDIR: join(stateDir, "kwok"),
     });
 
-    const facts = {
-      kubernetesVersion: versions.kubernetes,
-      kwokVersion: versions.kwok,
-      architecture: goArchitecture(arch()),
-    };
+    const facts = simulatedNodeFacts(versions);
     const nodeNames = Array.from({ length: options.nodes }, (_, index) => simulatedNodeName(index));
     await Promise.all(
       nodeNames.map((_, index) => core.createNode({ body: renderSimulatedNode(index, facts) })),
@@ -582,7 +588,13 @@ function nodeProblems(node: V1Node | undefined, name: string): string[] {
   return problems;
 }
 
-async function waitForNodesReady(core: CoreV1Api, nodeNames: string[], timeoutMs: number): Promise<void> {
+/** Waits until every node of `nodeNames` is Ready and has no taint left (pods schedule only then). */
+export async function waitForNodesReady(
+  core: CoreV1Api,
+  nodeNames: readonly string[],
+  timeoutMs: number,
+  intervalMs = 200,
+): Promise<void> {
   await waitFor(
     `${nodeNames.length} simulated nodes Ready without taints`,
     async (observe) => {
@@ -592,7 +604,7 @@ async function waitForNodesReady(core: CoreV1Api, nodeNames: string[], timeoutMs
       observe(problems);
       return problems.length === 0;
     },
-    { timeoutMs, intervalMs: 200 },
+    { timeoutMs, intervalMs },
   );
 }
 
