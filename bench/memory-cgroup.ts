@@ -4,16 +4,15 @@
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse } from "yaml";
+import { QUANTITY_SUFFIX_FACTOR } from "../src/api/quantity.js";
 
 const CGROUP_ROOT = "/sys/fs/cgroup";
-
-const SUFFIX: Readonly<Record<string, number>> = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30 };
 
 /** Bytes of a Kubernetes memory quantity with a binary suffix or none (`256Mi`, `1Gi`, `1048576`). Pure. */
 export function memoryBytes(quantity: string): number {
   const match = /^(\d+)(Ki|Mi|Gi)?$/.exec(quantity);
   if (match === null) throw new Error(`memory quantity ${JSON.stringify(quantity)}: want <digits>[Ki|Mi|Gi]`);
-  return Number(match[1]) * (match[2] === undefined ? 1 : SUFFIX[match[2]]!);
+  return Number(match[1]) * (match[2] === undefined ? 1 : QUANTITY_SUFFIX_FACTOR[match[2]]!);
 }
 
 /** The memory limit of the first container of a Deployment manifest (YAML text), e.g. `256Mi`. Pure. */

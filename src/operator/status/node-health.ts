@@ -1,6 +1,7 @@
 // One node's view for a config: the kubelet's advertised counts, the plugin pod and the plugin's report,
 // and the one problem (if any) they add up to.
 import type { V1Node, V1Pod } from "@kubernetes/client-node";
+import { QUANTITY_SUFFIX_FACTOR } from "../../api/quantity.js";
 import type { DeviceNodeState, DeviceNodeStateStatus } from "../../api/v1beta1/devicenodestate.js";
 import { MAX_PROBLEM_DEVICES, type NodeProblem, type ProblemReason } from "../../api/v1beta1/status.js";
 import { replicaId } from "../../plugin-runtime/devices/sharing.js";
@@ -22,22 +23,6 @@ export const PROBLEM_PRIORITY: readonly ProblemReason[] = [
 
 const MAX_MESSAGE = 1024;
 
-const DECIMAL_SUFFIX: Readonly<Record<string, number>> = {
-  "": 1,
-  k: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  P: 1e15,
-  E: 1e18,
-  Ki: 2 ** 10,
-  Mi: 2 ** 20,
-  Gi: 2 ** 30,
-  Ti: 2 ** 40,
-  Pi: 2 ** 50,
-  Ei: 2 ** 60,
-};
-
 /**
  * A count from a resource quantity, as the kubelet writes extended resources ("4", and "2k" for 2000);
  * undefined when absent or not a whole number.
@@ -49,8 +34,13 @@ export function parseCountQuantity(quantity: string | undefined): number | undef
   );
   if (!match) return undefined;
   const [, mantissa, exponent, suffix] = match;
-  const value =
-    Number(mantissa) * (exponent !== undefined ? 10 ** Number(exponent) : DECIMAL_SUFFIX[suffix ?? ""]!);
+  const factor =
+    exponent !== undefined
+      ? 10 ** Number(exponent)
+      : suffix !== undefined
+        ? QUANTITY_SUFFIX_FACTOR[suffix]!
+        : 1;
+  const value = Number(mantissa) * factor;
   return Number.isSafeInteger(value) ? value : undefined;
 }
 

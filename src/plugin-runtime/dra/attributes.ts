@@ -2,6 +2,7 @@
 // publishes them — attribute IDs that are C identifiers, values typed as int, bool, version or string,
 // and quantities as capacities. One function, so the ResourceSlice and the DeviceNodeState say the same.
 import { createHash } from "node:crypto";
+import { QUANTITY_SUFFIX_FACTOR } from "../../api/quantity.js";
 
 /**
  * Most attributes plus capacities one device may carry (ResourceSliceMaxAttributesAndCapacitiesPerDevice
@@ -149,24 +150,6 @@ export function isQuantity(value: string): boolean {
   return QUANTITY.test(value);
 }
 
-const SUFFIX_FACTOR: Readonly<Record<string, number>> = {
-  Ki: 2 ** 10,
-  Mi: 2 ** 20,
-  Gi: 2 ** 30,
-  Ti: 2 ** 40,
-  Pi: 2 ** 50,
-  Ei: 2 ** 60,
-  n: 1e-9,
-  u: 1e-6,
-  m: 1e-3,
-  k: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  P: 1e15,
-  E: 1e18,
-};
-
 /**
  * The amount a quantity stands for, as a number (NaN when `value` is no quantity). The API server
  * returns quantities in canonical form (`1024Mi` comes back as `1Gi`, `1.5` as `1500m`): comparing
@@ -179,7 +162,7 @@ export function quantityAmount(value: string): number {
   const number = suffix === undefined ? value : value.slice(0, value.length - suffix.length);
   if (suffix === undefined) return Number(number);
   if (/^[eE]/.test(suffix)) return Number(value);
-  return Number(number) * (SUFFIX_FACTOR[suffix] ?? NaN);
+  return Number(number) * (QUANTITY_SUFFIX_FACTOR[suffix] ?? NaN);
 }
 
 /**
