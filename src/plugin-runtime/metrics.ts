@@ -2,6 +2,7 @@
 // allocations, Allocate latency, registrations, kubelet restarts seen, PodResources reads and
 // node-report writes.
 import { Counter, Gauge, Histogram, Registry } from "../observability/metrics.js";
+import type { Health } from "./devices/types.js";
 
 export class PluginMetrics {
   /** A registry of its own, never prom-client's global one: two runtimes (or tests) never share series. */
@@ -98,6 +99,18 @@ export class PluginMetrics {
     labelNames: ["result"] as const,
     registers: [this.registry],
   });
+
+  /**
+   * `dpo_plugin_devices` for the advertised devices of `resource`, by health. Reset first so that label
+   * sets that disappeared stop being exported; nothing scrapes in between.
+   */
+  recordDeviceCounts(resource: string, advertised: readonly { readonly health: Health }[]): void {
+    let healthy = 0;
+    for (const d of advertised) if (d.health === "Healthy") healthy++;
+    this.devices.reset();
+    this.devices.set({ health: "Healthy", resource }, healthy);
+    this.devices.set({ health: "Unhealthy", resource }, advertised.length - healthy);
+  }
 
   /** The Prometheus text exposition of every metric above, as served on /metrics. */
   render(): Promise<string> {

@@ -291,15 +291,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
   }
 
   private recordDevices(snap: DeviceSetSnapshot): void {
-    let healthy = 0;
-    for (const d of snap.advertised) if (d.health === "Healthy") healthy++;
-    // Reset first so that label sets that disappeared stop being exported; nothing scrapes in between.
-    this.metrics.devices.reset();
-    this.metrics.devices.set({ health: "Healthy", resource: this.resourceName }, healthy);
-    this.metrics.devices.set(
-      { health: "Unhealthy", resource: this.resourceName },
-      snap.advertised.length - healthy,
-    );
+    this.metrics.recordDeviceCounts(this.resourceName, snap.advertised);
     this.recordDeviceSeries(snap);
   }
 
