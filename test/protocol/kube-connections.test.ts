@@ -7,7 +7,8 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { shareConnections } from "../../src/kube/connections.js";
+import { API_KEEP_ALIVE_MS, shareConnections } from "../../src/kube/connections.js";
+import { defaultInterval } from "../../src/webhook/cert-controller.js";
 import { kubeRequest } from "../../src/kube/request.js";
 import { generatePki } from "../../tools/cluster/pki.js";
 import { startFaultProxy, type FaultProxy } from "../cluster/fault-proxy.js";
@@ -31,6 +32,8 @@ describe("API connections", () => {
       },
     );
     server.on("secureConnection", () => handshakes++);
+    // As the API server: idle HTTP/1.1 connections close after 90 s (Node's default would be 5 s).
+    server.keepAliveTimeout = 90_000;
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const { port } = server.address() as AddressInfo;
     const b64 = async (path: string): Promise<string> => (await readFile(path)).toString("base64");
@@ -84,6 +87,42 @@ describe("API connections", () => {
     const kc = new KubeConfig();
     kc.loadFromString(kubeconfigText);
     expect(await newConnectionsOnceWarm(shareConnections(kc))).toBe(0);
+  });
+
+  /** Connections opened by a request sent after the pool's connections rested for `idleMs`. */
+  const newConnectionsAfterIdle = async (kc: KubeConfig, idleMs: number): Promise<number> => {
+    await burst(kc);
+    await new Promise((resolve) => setTimeout(resolve, idleMs)); // the idle time under test, not a wait
+    const before = handshakes;
+    await kubeRequest(kc, { method: "GET", path: "/api/v1/namespaces" });
+    return handshakes - before;
+  };
+
+  it("a connection that rested longer than undici's default keep-alive (4 s) is reused, not reopened", async () => {
+    const kc = new KubeConfig();
+    kc.loadFromString(kubeconfigText);
+    const [kept, closed] = await Promise.all([
+      newConnectionsAfterIdle(shareConnections(kc), 5_000),
+      (async () => {
+        const withDefault = new KubeConfig();
+        withDefault.loadFromString(kubeconfigText);
+        // undici's default, what client-node's own Agent keeps: the same rest costs a handshake.
+        return newConnectionsAfterIdle(shareConnections(withDefault, 4_000), 5_000);
+      })(),
+    ]);
+    expect({ kept, closed }).toEqual({ kept: 0, closed: 1 });
+  });
+
+  it("keeps idle connections past the operator's slowest periodic check and closes them before the API server does", () => {
+    const year = 365 * 86_400_000;
+    const slowestCheckMs = defaultInterval({
+      hosts: [],
+      caValidityMs: 10 * year,
+      certValidityMs: year,
+      settleMs: 0,
+    });
+    expect(API_KEEP_ALIVE_MS).toBeGreaterThan(slowestCheckMs + 10_000);
+    expect(API_KEEP_ALIVE_MS).toBeLessThanOrEqual(90_000 - 10_000); // k8s.io/apiserver: IdleTimeout 90 s
   });
 
   it("without it, client-node 2 opens a connection per request (why shareConnections exists)", async () => {
