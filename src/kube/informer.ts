@@ -574,11 +574,36 @@ function matchesLabels(obj: KubernetesObject, labels: Record<string, string> | u
 }
 
 /**
- * How long a watch may go without a byte before it counts as dead. The API server sends a bookmark
- * about once a minute to a watch that asked for them, so this is longer than that: a quiet watch stays
- * open, on its keep-alive connection, until its own timeoutSeconds; a dead one is noticed within it.
+ * How long a watch the API server heartbeats may go without a byte before it counts as dead. The server
+ * sends a bookmark about once a minute to a watch that asked for them, so this is longer than that: a
+ * quiet watch stays open, on its keep-alive connection, until its own timeoutSeconds; a dead one is
+ * noticed within it.
  */
 export const WATCH_INACTIVITY_TIMEOUT_MS = 90_000;
+
+/**
+ * How long past its own timeoutSeconds a watch without heartbeats may stay silent. The API server's watch
+ * cache sends bookmarks only once it has seen an event of the resource since it started, so a watch of a
+ * resource nothing writes (no ResourceSlices in a cluster without DRA) hears nothing until the server ends
+ * it: cutting it after 90 s cost a new connection, a TLS handshake, every 90 s per such resource.
+ */
+export const WATCH_DEADLINE_GRACE_MS = 60_000;
+
+/**
+ * The silence after which a watch is given up: held to the bookmark interval once the server has sent it
+ * a bookmark, else to its own deadline (`timeoutSeconds`) plus a grace.
+ */
+export function watchSilenceLimitMs(
+  timeoutSeconds: number | undefined,
+  heartbeating: boolean,
+  limits: { heartbeatMs: number; graceMs: number } = {
+    heartbeatMs: WATCH_INACTIVITY_TIMEOUT_MS,
+    graceMs: WATCH_DEADLINE_GRACE_MS,
+  },
+): number {
+  if (heartbeating || timeoutSeconds === undefined || !(timeoutSeconds > 0)) return limits.heartbeatMs;
+  return timeoutSeconds * 1_000 + limits.graceMs;
+}
 
 /**
  * client-node 2's Watch aborts a watch after 30 s without data, shorter than the API server's bookmark
@@ -593,6 +618,34 @@ export function longLivedWatch(kc: KubeConfig): Watch {
   }
   settable.requestTimeoutMs = WATCH_INACTIVITY_TIMEOUT_MS;
   return watcher;
+}
+
+/**
+ * Watches (one at a time, as an informer runs them) through client-node's Watch, each given up after the
+ * silence `watchSilenceLimitMs` allows: its deadline plus a grace until its first bookmark, the bookmark
+ * interval after. client-node reads the limit each time data arrives, so it is switched on the bookmark.
+ */
+export function heartbeatAwareWatch(
+  kc: KubeConfig,
+  limits?: { heartbeatMs: number; graceMs: number },
+): WatchFn {
+  const watcher = longLivedWatch(kc);
+  const settable = watcher as unknown as { requestTimeoutMs: number };
+  return (watchPath, query, onEvent, onDone) => {
+    const timeoutSeconds =
+      query["timeoutSeconds"] === undefined ? undefined : Number(query["timeoutSeconds"]);
+    settable.requestTimeoutMs = watchSilenceLimitMs(timeoutSeconds, false, limits);
+    return watcher.watch(
+      watchPath,
+      query,
+      (type: string, object: unknown) => {
+        if (type === "BOOKMARK")
+          settable.requestTimeoutMs = watchSilenceLimitMs(timeoutSeconds, true, limits);
+        onEvent(type, object);
+      },
+      onDone,
+    );
+  };
 }
 
 function randomWatchTimeoutSeconds(): number {
@@ -625,7 +678,7 @@ export function createInformer<T extends KubernetesObject>(
   options: KubeInformerOptions<T>,
 ): Informer<T> {
   const path = collectionPath(options.resource, options.namespace);
-  const watcher = longLivedWatch(kc);
+  const watch = heartbeatAwareWatch(kc);
   return new Informer<T>({
     path,
     name:
@@ -635,7 +688,7 @@ export function createInformer<T extends KubernetesObject>(
     list: (query, signal) => listAll<T>(kc, path, query, signal),
     watch: (watchPath, query, onEvent, onDone) => {
       reportKubeRequest("WATCH", watchPath, 200);
-      return watcher.watch(watchPath, query, onEvent, onDone);
+      return watch(watchPath, query, onEvent, onDone);
     },
     labelSelector: options.labelSelector,
     fieldSelector: options.fieldSelector,
