@@ -97,6 +97,16 @@ export interface StartClusterOptions {
    * KWOK working on `parallelism` leases and stages at once.
    */
   pacing?: { nodeLeaseDurationSeconds: number; heartbeatIntervalMs: number; parallelism: number };
+  /**
+   * An audit policy (audit.k8s.io/v1 Policy, YAML) for the API server, which then logs the requests it
+   * selects as JSON lines to `auditLogPath(stateDir)`: request timings as the server saw them.
+   */
+  auditPolicy?: string;
+}
+
+/** Where the API server of a cluster started with `auditPolicy` writes its audit log. */
+export function auditLogPath(stateDir: string): string {
+  return join(stateDir, "logs", "audit.log");
 }
 
 export interface ClusterHandle {
@@ -296,7 +306,17 @@ export async function startCluster(options: StartClusterOptions): Promise<Cluste
       waitFor("etcd to report healthy", () => etcdHealthy(ports.etcdClient), { timeoutMs: remaining() }),
     );
 
-    await start("kube-apiserver", apiServerArgs(stateDir, ports, pki));
+    const auditArgs: string[] = [];
+    if (options.auditPolicy !== undefined) {
+      const policyPath = join(stateDir, "audit-policy.yaml");
+      await writeFile(policyPath, options.auditPolicy);
+      auditArgs.push(
+        `--audit-policy-file=${policyPath}`,
+        `--audit-log-path=${auditLogPath(stateDir)}`,
+        "--audit-log-format=json",
+      );
+    }
+    await start("kube-apiserver", [...apiServerArgs(stateDir, ports, pki), ...auditArgs]);
     await gate("kube-apiserver ready", () =>
       waitFor("kube-apiserver /readyz", () => apiServerReady(server, pki), { timeoutMs: remaining() }),
     );

@@ -8,10 +8,19 @@ export interface Backend {
   port: number;
 }
 
+/** One relayed connection: when it opened and closed (Date.now()), and which side ended it first. */
+export interface RelayedConnection {
+  openedAt: number;
+  closedAt?: number;
+  closedBy?: "client" | "server";
+}
+
 export interface TcpRelay {
   port: number;
   /** Connections relayed so far, per backend in the order given. */
   connections(): number[];
+  /** Every connection relayed so far, in the order they opened. */
+  history(): readonly RelayedConnection[];
   /** Replaces the backends; connections already relayed stay where they are. */
   setBackends(backends: readonly Backend[]): void;
   close(): void;
@@ -22,6 +31,7 @@ export async function startTcpRelay(initial: readonly Backend[] = []): Promise<T
   let counts = backends.map(() => 0);
   let turn = 0;
   const sockets = new Set<Socket>();
+  const history: RelayedConnection[] = [];
   const relay = createServer((client) => {
     if (backends.length === 0) {
       client.destroy();
@@ -31,6 +41,16 @@ export async function startTcpRelay(initial: readonly Backend[] = []): Promise<T
     counts[index] = (counts[index] ?? 0) + 1;
     const backend = backends[index]!;
     const upstream = connect(backend.port, backend.host);
+    const record: RelayedConnection = { openedAt: Date.now() };
+    history.push(record);
+    const ended = (by: "client" | "server") => (): void => {
+      record.closedBy ??= by;
+      record.closedAt ??= Date.now();
+    };
+    client.on("end", ended("client"));
+    upstream.on("end", ended("server"));
+    client.on("close", ended("client"));
+    upstream.on("close", ended("server"));
     for (const s of [client, upstream]) {
       sockets.add(s);
       s.on("close", () => sockets.delete(s));
@@ -45,6 +65,7 @@ export async function startTcpRelay(initial: readonly Backend[] = []): Promise<T
   return {
     port: (relay.address() as AddressInfo).port,
     connections: () => [...counts],
+    history: () => history,
     setBackends(next) {
       backends = [...next];
       counts = backends.map(() => 0);
