@@ -23,6 +23,35 @@ export function deploymentMemoryLimit(manifest: string): string | undefined {
   return deployment.spec?.template?.spec?.containers?.[0]?.resources?.limits?.memory;
 }
 
+/**
+ * The Node flags the first container of a Deployment manifest starts its program with: the words of its
+ * `command` between `node` and the script (`node --max-semi-space-size=2 /app/dist/dpo.js` gives
+ * `--max-semi-space-size=2`); none when the command does not run `node`. Pure.
+ */
+export function deploymentNodeFlags(manifest: string): string[] {
+  const deployment = parse(manifest) as {
+    spec?: { template?: { spec?: { containers?: { command?: string[] }[] } } };
+  };
+  const command = deployment.spec?.template?.spec?.containers?.[0]?.command ?? [];
+  if (command[0] !== "node") return [];
+  return command.slice(1).filter((word) => word.startsWith("-"));
+}
+
+/**
+ * The environment variables with literal values of the first container of a Deployment manifest that
+ * tune the runtime rather than dpo (all but `DPO_*`), e.g. glibc's `MALLOC_ARENA_MAX`. Pure.
+ */
+export function deploymentRuntimeEnv(manifest: string): Record<string, string> {
+  const deployment = parse(manifest) as {
+    spec?: { template?: { spec?: { containers?: { env?: { name: string; value?: string }[] }[] } } };
+  };
+  const env: Record<string, string> = {};
+  for (const { name, value } of deployment.spec?.template?.spec?.containers?.[0]?.env ?? []) {
+    if (value !== undefined && !name.startsWith("DPO_")) env[name] = value;
+  }
+  return env;
+}
+
 export interface MemoryCgroup {
   /** The cgroup directory: a process writes its pid to `cgroup.procs` here to join it. */
   readonly dir: string;

@@ -30,6 +30,8 @@ import {
 import {
   createMemoryCgroup,
   deploymentMemoryLimit,
+  deploymentNodeFlags,
+  deploymentRuntimeEnv,
   inCgroup,
   memoryBytes,
   type MemoryCgroup,
@@ -86,19 +88,22 @@ rules:
 `;
 /** The operator's status coalescing interval (statusWriteIntervalMs): at most one write per config in it. */
 const STATUS_WRITE_INTERVAL_MS = 500;
+const DEPLOYMENT = readFileSync(
+  join(import.meta.dirname, "..", "config", "manager", "deployment.yaml"),
+  "utf8",
+);
 /** The Node flags the operator Deployment starts `dpo operator` with (config/manager/deployment.yaml). */
-const NODE_FLAGS = (process.env["BENCH_NODE_FLAGS"] ?? "--max-semi-space-size=2").split(" ").filter(Boolean);
+const NODE_FLAGS =
+  process.env["BENCH_NODE_FLAGS"] === undefined
+    ? deploymentNodeFlags(DEPLOYMENT)
+    : process.env["BENCH_NODE_FLAGS"].split(" ").filter(Boolean);
 const RESOURCE = "bench.example/dev";
 /**
  * The operator runs under this memory limit (a memory cgroup), as its pod would: the Deployment's own
  * limit by default, `none` for none.
  */
 const MEMORY_LIMIT =
-  process.env["BENCH_OPERATOR_MEMORY_LIMIT"] ??
-  deploymentMemoryLimit(
-    readFileSync(join(import.meta.dirname, "..", "config", "manager", "deployment.yaml"), "utf8"),
-  ) ??
-  "none";
+  process.env["BENCH_OPERATOR_MEMORY_LIMIT"] ?? deploymentMemoryLimit(DEPLOYMENT) ?? "none";
 
 function operatorMemoryLimit(nodeCount: number): MemoryCgroup | { reason: string } {
   if (MEMORY_LIMIT === "none") return { reason: "BENCH_OPERATOR_MEMORY_LIMIT=none" };
@@ -146,6 +151,23 @@ function connectionEvents(history: readonly RelayedConnection[], from: number, t
     .sort((a, b) => a.at - b.at)
     .map((e) => `${e.text} +${((e.at - from) / 1000).toFixed(1)} s`)
     .join("; ");
+}
+
+/**
+ * Where the operator's RSS is: its V8 heap as its /metrics show it (used and total), and from the kernel
+ * (/proc/<pid>/smaps_rollup) the anonymous memory against the file-backed pages (the node binary, ICU).
+ */
+async function heapFigures(port: number, pid: number): Promise<string> {
+  const mib = async (name: string): Promise<string> => ((await metric(port, name)) / 2 ** 20).toFixed(1);
+  const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+  const kib = (field: string): number =>
+    Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(rollup)?.[1] ?? NaN);
+  const anonymous = kib("Anonymous") / 1024;
+  return (
+    `heap ${await mib("nodejs_heap_size_used_bytes")} MiB used of ${await mib("nodejs_heap_size_total_bytes")} MiB, ` +
+    `external ${await mib("nodejs_external_memory_bytes")} MiB; anonymous ${anonymous.toFixed(1)} MiB, ` +
+    `file-backed ${(kib("Rss") / 1024 - anonymous).toFixed(1)} MiB`
+  );
 }
 
 /** The series of a counter whose value changed between two scrapes, as `labels +delta`. */
@@ -296,7 +318,16 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
         : [process.execPath, operatorArgs];
     operator = spawn(command, args, {
       stdio: ["ignore", "pipe", "inherit"],
-      env: { ...process.env, DPO_LOG_LEVEL: process.env["BENCH_OPERATOR_LOG_LEVEL"] ?? "info" },
+      env: {
+        ...process.env,
+        // As the Deployment sets them (glibc's malloc tuning), unless the caller set them itself.
+        ...Object.fromEntries(
+          Object.entries(deploymentRuntimeEnv(DEPLOYMENT)).filter(
+            ([name]) => process.env[name] === undefined,
+          ),
+        ),
+        DPO_LOG_LEVEL: process.env["BENCH_OPERATOR_LOG_LEVEL"] ?? "info",
+      },
     });
     logs = "";
     operator.once("exit", (code, signal) => {
@@ -574,7 +605,7 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     const rss = rssMiB(operator.pid!);
     rows.push({
       metric: `${nodeCount} nodes: operator RSS`,
-      value: `${rss.toFixed(1)} MiB`,
+      value: `${rss.toFixed(1)} MiB (${await heapFigures(port, operator.pid!)})`,
       target: "≤ 200 MiB",
       ok: rss <= 200,
     });
@@ -585,7 +616,7 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     const peakRss = rssMiB(operator.pid!);
     rows.push({
       metric: `${nodeCount} nodes: operator RSS after the flap storm`,
-      value: `${peakRss.toFixed(1)} MiB`,
+      value: `${peakRss.toFixed(1)} MiB (${await heapFigures(port, operator.pid!)})`,
       target: "≤ 200 MiB",
       ok: peakRss <= 200,
     });

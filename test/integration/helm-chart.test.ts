@@ -414,7 +414,11 @@ describe("charts/dpo on the API server", () => {
         .map((e) => [e.name, e.value ?? ""]),
     );
     const pluginImage = container.env?.find((e) => e.name === "DPO_PLUGIN_IMAGE")?.value ?? "";
-    expect(env).toEqual({ DPO_LEADER_ELECT: "true" });
+    expect(env).toEqual({
+      DPO_LEADER_ELECT: "true",
+      MALLOC_ARENA_MAX: "2",
+      MALLOC_MMAP_THRESHOLD_: "131072",
+    });
     operator = await startOperator(
       [...flags, "--webhook-addr", "127.0.0.1:0"],
       { ...env, POD_NAMESPACE: deployment.metadata?.namespace ?? "" },

@@ -2,7 +2,12 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { deploymentMemoryLimit, memoryBytes } from "../../bench/memory-cgroup.js";
+import {
+  deploymentMemoryLimit,
+  deploymentNodeFlags,
+  deploymentRuntimeEnv,
+  memoryBytes,
+} from "../../bench/memory-cgroup.js";
 
 describe("memoryBytes", () => {
   it.each([
@@ -32,5 +37,40 @@ describe("deploymentMemoryLimit", () => {
     expect(
       deploymentMemoryLimit("kind: Deployment\nspec: {template: {spec: {containers: [{name: a}]}}}"),
     ).toBe(undefined);
+  });
+});
+
+describe("deploymentNodeFlags", () => {
+  it("reads the Node flags the operator Deployment starts dpo with, so the benchmark starts it the same way", () => {
+    const manifest = readFileSync(
+      join(import.meta.dirname, "..", "..", "config", "manager", "deployment.yaml"),
+      "utf8",
+    );
+    const flags = deploymentNodeFlags(manifest);
+    expect(flags.length).toBeGreaterThan(0);
+    expect(flags.every((flag) => flag.startsWith("--"))).toBe(true);
+  });
+
+  it.each([
+    ["node --max-semi-space-size=2 /app/dist/dpo.js", ["--max-semi-space-size=2"]],
+    ["node --a=1 --b /app/dist/dpo.js", ["--a=1", "--b"]],
+    ["node /app/dist/dpo.js", []],
+    ["/app/dpo --flag", []],
+  ])("%s", (command, want) => {
+    const manifest = `kind: Deployment\nspec: {template: {spec: {containers: [{name: a, command: ${JSON.stringify(command.split(" "))}}]}}}`;
+    expect(deploymentNodeFlags(manifest)).toEqual(want);
+  });
+});
+
+describe("deploymentRuntimeEnv", () => {
+  it("takes the literal runtime variables of the operator Deployment, not dpo's own or field references", () => {
+    const manifest = readFileSync(
+      join(import.meta.dirname, "..", "..", "config", "manager", "deployment.yaml"),
+      "utf8",
+    );
+    expect(deploymentRuntimeEnv(manifest)).toEqual({
+      MALLOC_ARENA_MAX: "2",
+      MALLOC_MMAP_THRESHOLD_: "131072",
+    });
   });
 });
