@@ -203,19 +203,10 @@ async function metricSeries(port: number, name: string): Promise<Map<string, num
   return series;
 }
 
+/** The sum of every series of `name` on the operator's /metrics. */
 async function metric(port: number, name: string): Promise<number> {
-  const { get } = await import("node:http");
-  const text = await new Promise<string>((resolve, reject) =>
-    get(`http://127.0.0.1:${port}/metrics`, (res) => {
-      let body = "";
-      res.setEncoding("utf8").on("data", (d: string) => (body += d));
-      res.on("end", () => resolve(body));
-    }).on("error", reject),
-  );
   let sum = 0;
-  for (const line of text.split("\n")) {
-    if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.split(" ").pop());
-  }
+  for (const value of (await metricSeries(port, name)).values()) sum += value;
   return sum;
 }
 
