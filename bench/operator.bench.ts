@@ -158,14 +158,15 @@ function connectionEvents(history: readonly RelayedConnection[], from: number, t
  * (/proc/<pid>/smaps_rollup) the anonymous memory against the file-backed pages (the node binary, ICU).
  */
 async function heapFigures(port: number, pid: number): Promise<string> {
-  const mib = async (name: string): Promise<string> => ((await metric(port, name)) / 2 ** 20).toFixed(1);
+  const text = await scrapeMetrics(port);
+  const mib = (name: string): string => (sumOfSeries(seriesIn(text, name)) / 2 ** 20).toFixed(1);
   const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
   const kib = (field: string): number =>
     Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(rollup)?.[1] ?? NaN);
   const anonymous = kib("Anonymous") / 1024;
   return (
-    `heap ${await mib("nodejs_heap_size_used_bytes")} MiB used of ${await mib("nodejs_heap_size_total_bytes")} MiB, ` +
-    `external ${await mib("nodejs_external_memory_bytes")} MiB; anonymous ${anonymous.toFixed(1)} MiB, ` +
+    `heap ${mib("nodejs_heap_size_used_bytes")} MiB used of ${mib("nodejs_heap_size_total_bytes")} MiB, ` +
+    `external ${mib("nodejs_external_memory_bytes")} MiB; anonymous ${anonymous.toFixed(1)} MiB, ` +
     `file-backed ${(kib("Rss") / 1024 - anonymous).toFixed(1)} MiB`
   );
 }
@@ -183,16 +184,20 @@ function rssMiB(pid: number): number {
   return Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]) / 1024;
 }
 
-/** Every series of `name` on the operator's /metrics, by its label set. */
-async function metricSeries(port: number, name: string): Promise<Map<string, number>> {
+/** The operator's /metrics, as text. */
+async function scrapeMetrics(port: number): Promise<string> {
   const { get } = await import("node:http");
-  const text = await new Promise<string>((resolve, reject) =>
+  return new Promise<string>((resolve, reject) =>
     get(`http://127.0.0.1:${port}/metrics`, (res) => {
       let body = "";
       res.setEncoding("utf8").on("data", (d: string) => (body += d));
       res.on("end", () => resolve(body));
     }).on("error", reject),
   );
+}
+
+/** Every series of `name` in a /metrics text, by its label set. */
+function seriesIn(text: string, name: string): Map<string, number> {
   const series = new Map<string, number>();
   for (const line of text.split("\n")) {
     if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) {
@@ -203,11 +208,21 @@ async function metricSeries(port: number, name: string): Promise<Map<string, num
   return series;
 }
 
+/** The sum of a metric's series. */
+function sumOfSeries(series: Map<string, number>): number {
+  let sum = 0;
+  for (const value of series.values()) sum += value;
+  return sum;
+}
+
+/** Every series of `name` on the operator's /metrics, by its label set. */
+async function metricSeries(port: number, name: string): Promise<Map<string, number>> {
+  return seriesIn(await scrapeMetrics(port), name);
+}
+
 /** The sum of every series of `name` on the operator's /metrics. */
 async function metric(port: number, name: string): Promise<number> {
-  let sum = 0;
-  for (const value of (await metricSeries(port, name)).values()) sum += value;
-  return sum;
+  return sumOfSeries(await metricSeries(port, name));
 }
 
 interface Row {
@@ -353,7 +368,7 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     // resource's storage, and a request that reaches the old one is answered 503 "apiserver is shutting
     // down" with Retry-After: 1 (apiextensions-apiserver drains it). client-go retries those; so does this.
     const warmupStarted = performance.now();
-    await waitFor(
+    const warmup = await waitFor(
       "the first DevicePluginConfig write (retried on 503 while the CRD's storage is swapped)",
       async (observe) => {
         try {
@@ -370,15 +385,19 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
               },
             },
           });
-          return true;
+          return { failed: undefined as Error | undefined };
         } catch (error) {
-          if ((error as { code?: number }).code !== 503) throw error;
+          // waitFor retries what a probe throws: any other error ends the wait here and is thrown below.
+          if ((error as { code?: number }).code !== 503) {
+            return { failed: error instanceof Error ? error : new Error(String(error)) };
+          }
           observe(String(error).split("\n")[0]);
           return false;
         }
       },
       { timeoutMs: 30_000, intervalMs: 1_000 },
     );
+    if (warmup.failed !== undefined) throw warmup.failed;
     console.error(
       `bench-operator: first DevicePluginConfig write took ${(performance.now() - warmupStarted).toFixed(0)} ms`,
     );
@@ -544,7 +563,6 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     // 3. Idle: KWOK keeps heartbeating every node; nothing the operator watches changes in substance,
     // and no plugin has news: neither the operator nor any report writer should write.
     await new Promise((r) => setTimeout(r, 3_000));
-    const requestsBefore = await metric(port, "dpo_operator_api_requests_total");
     const requestSeriesBefore = await metricSeries(port, "dpo_operator_api_requests_total");
     const connectionsBefore = relay.connections();
     const idleFrom = Date.now();
@@ -561,11 +579,9 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       target: "0",
       ok: fleetIdle === 0,
     });
-    const requests = (await metric(port, "dpo_operator_api_requests_total")) - requestsBefore;
-    const idleRequests = seriesDelta(
-      requestSeriesBefore,
-      await metricSeries(port, "dpo_operator_api_requests_total"),
-    );
+    const requestSeriesAfter = await metricSeries(port, "dpo_operator_api_requests_total");
+    const requests = sumOfSeries(requestSeriesAfter) - sumOfSeries(requestSeriesBefore);
+    const idleRequests = seriesDelta(requestSeriesBefore, requestSeriesAfter);
     const connections = relay.connections() - connectionsBefore;
     const idleConnections = connectionEvents(relay.history(), idleFrom, Date.now());
     const cpu = cpuSeconds(operator.pid!) - cpuBefore;
