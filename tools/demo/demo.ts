@@ -217,16 +217,25 @@ async function main(): Promise<number> {
     };
     banner(`device foo-1 on ${node} overheats (its health file: ${HEALTH_FILE} on that node)`);
     writeHealth({ "foo-1": { health: "Unhealthy", reason: "Overheated" } });
-    await waitFor(
-      "the problem in the status",
-      async () => (await dpc("example-mock")).status?.devices?.summary === "11/12",
+    // The kubelet's allocatable (the DEVICES column) and the plugin's report of the device reach the API
+    // separately: until both agree the node's problem is a CapacityMismatch, so wait for the device to be named.
+    const unhealthy = await waitFor(
+      "the unhealthy device in the status",
+      async (observe) => {
+        const status = (await dpc("example-mock")).status;
+        observe({ summary: status?.devices?.summary, problems: status?.problems });
+        const named = status?.problems?.some(
+          (p) => p.node === node && p.reason === "UnhealthyDevices" && p.devices?.includes("foo-1"),
+        );
+        return status?.devices?.summary === "11/12" && named === true && status;
+      },
       {
         timeoutMs: 60_000,
         intervalMs: 250,
       },
     );
     await show();
-    process.stdout.write(`\nproblems: ${JSON.stringify((await dpc("example-mock")).status?.problems)}\n`);
+    process.stdout.write(`\nproblems: ${JSON.stringify(unhealthy.problems)}\n`);
 
     banner(`foo-1 on ${node} recovers`);
     writeHealth({});
