@@ -247,7 +247,7 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
 
   try {
     // The process metrics only when someone can scrape them: their observers cost CPU and memory.
-    if (metricsAddr) collectProcessMetrics(operator.metrics.registry);
+    if (metricsAddr) await collectProcessMetrics(operator.metrics.registry);
     listeners.push(...(await listenEndpoints(metricsAddr, healthAddr, probes)));
     if (webhookAddr) {
       const service = v["webhook-service"]!;

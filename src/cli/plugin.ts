@@ -290,11 +290,12 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
   });
 
   try {
-    // The process metrics only when someone can scrape them: their observers cost CPU and memory.
-    if (metricsAddr) collectProcessMetrics(runtime.metrics.registry);
     listeners.push(...(await listenEndpoints(metricsAddr, healthAddr, probes)));
     await runtime.start();
     reporter?.start();
+    // The process metrics only when someone can scrape them (their observers cost CPU and memory), and
+    // loaded once the first registration was made: the kubelet does not wait for their collectors.
+    if (metricsAddr) await collectProcessMetrics(runtime.metrics.registry);
   } catch (err) {
     logger.error({ err: (err as Error).message }, "plugin runtime failed to start");
     await shutdown("startup-failure");

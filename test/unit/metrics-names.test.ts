@@ -1,6 +1,13 @@
 // The dpo metric names, types, help texts, label names and buckets users scrape stay what they were.
+import * as promClient from "prom-client";
 import { describe, expect, it } from "vitest";
-import { collectProcessMetrics } from "../../src/observability/metrics.js";
+import {
+  collectProcessMetrics,
+  Counter,
+  Gauge,
+  Histogram,
+  Registry,
+} from "../../src/observability/metrics.js";
 import { OperatorMetrics } from "../../src/operator/metrics.js";
 import { PluginMetrics } from "../../src/plugin-runtime/metrics.js";
 
@@ -242,10 +249,19 @@ describe("operator metrics", () => {
 });
 
 describe("process metrics", () => {
+  it("takes prom-client's own classes from its files, the ones its index exports", () => {
+    // metrics.ts loads prom-client file by file (its index loads the cluster aggregator and more): a
+    // prom-client release that moves or changes those files must fail here, not in a scrape.
+    expect(Counter).toBe(promClient.Counter);
+    expect(Gauge).toBe(promClient.Gauge);
+    expect(Histogram).toBe(promClient.Histogram);
+    expect(Registry).toBe(promClient.Registry);
+  });
+
   it("adds Node's default metrics to a component's registry without touching the dpo ones", async () => {
     const m = new PluginMetrics();
     expect(await m.render()).not.toContain("process_resident_memory_bytes");
-    collectProcessMetrics(m.registry);
+    await collectProcessMetrics(m.registry);
     const text = await m.render();
     for (const name of [
       "process_cpu_seconds_total",

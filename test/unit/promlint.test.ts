@@ -44,7 +44,7 @@ describe("promlint on dpo's metrics", () => {
   ])("$component: no problem in any dpo metric, only prom-client's known ones", async ({ make, metrics }) => {
     const m = make();
     expect(sampleEvery(m)).toBe(metrics);
-    collectProcessMetrics(m.registry);
+    await collectProcessMetrics(m.registry);
     const result = await promlint(binary, "registry", await m.render());
     expect(result.error).toBeUndefined();
     expect(result.families).toBeGreaterThan(metrics);
