@@ -83,6 +83,7 @@ interface Result {
   failedNodes: number;
   failureSamples: string[];
   steps: ReturnType<Timeline["summary"]>;
+  gaps: ReturnType<Timeline["gaps"]>;
   /** Plugin processes running at once, at most; their summed RSS then and per process. */
   peakProcesses: number;
   peakPluginRssMiB: number;
@@ -151,7 +152,8 @@ class Timeline {
       const which = isOld(p) ? "old" : "new";
       if (deleted) this.record(node, `${which} pod gone`);
       else if (p.metadata?.deletionTimestamp) this.record(node, `${which} pod deleting`);
-      else if (p.status?.phase === "Running") this.record(node, `${which} pod Running`);
+      // The old pods ran before the rollout began: their updates (status patches) are not a step of it.
+      else if (p.status?.phase === "Running" && which === "new") this.record(node, "new pod Running");
       if (!deleted && which === "new") this.record(node, "new pod created");
     };
     this.undo.push(pods.onAdd((p) => pod(p)));
@@ -215,6 +217,29 @@ class Timeline {
         nodes: list.length,
       }))
       .sort((a, b) => a.p50 - b.p50);
+  }
+
+  /**
+   * Per pair of steps that follow each other on a node, the p50 and p99 over nodes of the time between
+   * them, most frequent pairs first: where a slow node lost its time, which the offsets hide.
+   */
+  gaps(): { from: string; to: string; p50: number; p99: number; nodes: number }[] {
+    const gaps = new Map<string, number[]>();
+    for (const steps of this.steps.values()) {
+      const ordered = [...steps].sort((a, b) => a[1] - b[1]);
+      for (let i = 1; i < ordered.length; i++) {
+        const key = `${ordered[i - 1]![0]} → ${ordered[i]![0]}`;
+        let list = gaps.get(key);
+        if (list === undefined) gaps.set(key, (list = []));
+        list.push(ordered[i]![1] - ordered[i - 1]![1]);
+      }
+    }
+    return [...gaps]
+      .map(([key, list]) => {
+        const [from, to] = key.split(" → ") as [string, string];
+        return { from, to, p50: percentile(list, 50), p99: percentile(list, 99), nodes: list.length };
+      })
+      .sort((a, b) => b.nodes - a.nodes);
   }
 }
 
@@ -417,6 +442,7 @@ interface Measured {
   zero: { perNode: number[]; nodesAtZero: number };
   work: { admissions: number; failures: number; failedNodes: number; samples: string[] };
   steps: ReturnType<Timeline["summary"]>;
+  gaps: ReturnType<Timeline["gaps"]>;
   mem: ReturnType<ReturnType<typeof startMemorySampler>["stop"]>;
 }
 
@@ -483,6 +509,7 @@ async function measure(
     work,
     mem: mem.stop(),
     steps: timeline.summary(),
+    gaps: timeline.gaps(),
   };
 }
 
@@ -498,6 +525,7 @@ function toResult(scenario: Scenario, m: Measured, completeMs: number | undefine
     failedNodes: m.work.failedNodes,
     failureSamples: m.work.samples,
     steps: m.steps,
+    gaps: m.gaps,
     peakProcesses: m.mem.peakProcesses,
     peakPluginRssMiB: m.mem.peakRss,
     rssPerProcessMiB: m.mem.perProcess,
@@ -774,6 +802,17 @@ async function main(): Promise<void> {
   for (const r of results) {
     console.log(
       `- ${label[r.scenario]}: ${r.steps.map((s) => `${s.step} ${Math.round(s.p50)} / ${Math.round(s.p99)}`).join(" → ")}`,
+    );
+  }
+  console.log(
+    "\nBetween two steps that follow each other on a node (p50 / p99 over the nodes where they do):\n",
+  );
+  for (const r of results) {
+    console.log(
+      `- ${label[r.scenario]}: ${r.gaps
+        .filter((g) => g.nodes >= r.gaps[0]!.nodes / 2)
+        .map((g) => `${g.from} → ${g.to} ${Math.round(g.p50)} / ${Math.round(g.p99)}`)
+        .join("; ")}`,
     );
   }
   for (const r of results) {

@@ -18,6 +18,7 @@ import { constants as osConstants, tmpdir } from "node:os";
 import { dirname, isAbsolute, join, posix } from "node:path";
 import { pino, type Logger } from "pino";
 import { DEFAULT_CDI_DIR } from "../../src/cdi/spec.js";
+import { shareConnections } from "../../src/kube/connections.js";
 import { isNotFound } from "../../src/kube/errors.js";
 import { createInformer, type Informer } from "../../src/kube/informer.js";
 import { kubeRequest } from "../../src/kube/request.js";
@@ -374,6 +375,12 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
   /** Kubelet versions this simulator changed, as they were, for stop() to put back. */
   private readonly originalVersions = new Map<string, string>();
   private readonly log: Logger;
+  /**
+   * The caller's kubeconfig, with keep-alive connections as a kubelet holds them: client-node alone
+   * opens a TLS connection per request, and the handshakes of every pod status, Node patch, token and
+   * event would land on the same cores as the plugins being measured, when a node changes plugins.
+   */
+  private readonly kubeconfig: KubeConfig;
   private readonly entrypoint: string;
   private readonly stopGraceMs: number;
   private informer: Informer<V1Pod> | undefined;
@@ -394,6 +401,14 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
       pino({ level: process.env.DPO_KUBELET_SIM_LOG_LEVEL ?? "warn" }, pino.destination(2)).child({
         component: "kubelet-sim",
       });
+    const kubeconfig = new KubeConfig();
+    kubeconfig.loadFromOptions({
+      clusters: options.kubeconfig.clusters,
+      users: options.kubeconfig.users,
+      contexts: options.kubeconfig.contexts,
+      currentContext: options.kubeconfig.currentContext,
+    });
+    this.kubeconfig = shareConnections(kubeconfig);
     this.entrypoint = options.dpoEntrypoint ?? DEFAULT_DPO_ENTRYPOINT;
     this.images = new Map(Object.entries(options.images ?? {}));
     this.stopGraceMs = options.stopGraceMs ?? DEFAULT_STOP_GRACE_MS;
@@ -604,7 +619,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
   }
 
   private async setKubeletVersion(name: string, version: string): Promise<void> {
-    await kubeRequest(this.options.kubeconfig, {
+    await kubeRequest(this.kubeconfig, {
       method: "PATCH",
       path: `/api/v1/nodes/${encodeURIComponent(name)}/status`,
       body: { status: { nodeInfo: { kubeletVersion: version } } },
@@ -658,7 +673,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
     const versions = new Map<string, string>();
     const hostIPs = new Map<string, string | undefined>();
     for (const name of this.options.nodes) {
-      const found = await kubeRequest<V1Node>(this.options.kubeconfig, {
+      const found = await kubeRequest<V1Node>(this.kubeconfig, {
         method: "GET",
         path: `/api/v1/nodes/${encodeURIComponent(name)}`,
       }).catch((err: Error) => {
@@ -719,7 +734,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
               .map(podResourcesPod),
         }),
         status: new NodeStatusWriter(
-          this.options.kubeconfig,
+          this.kubeconfig,
           name,
           this.log,
           this.options.nodeStatusUpdateIntervalMs ?? 0,
@@ -765,7 +780,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
 
   private watchPods(): void {
     // Every pod: plugin pods run a process, pods asking for extended resources are admitted.
-    const informer = createInformer<V1Pod>(this.options.kubeconfig, {
+    const informer = createInformer<V1Pod>(this.kubeconfig, {
       resource: PODS,
       logger: this.log,
     });
@@ -1001,7 +1016,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
     const namespace = pod.metadata?.namespace ?? "";
     const name = pod.metadata?.name ?? "";
     try {
-      await kubeRequest(this.options.kubeconfig, {
+      await kubeRequest(this.kubeconfig, {
         method: "PATCH",
         path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}/status`,
         // The uid makes it a precondition: a pod of the same name created since is not touched.
@@ -1017,7 +1032,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
   }
 
   private async readClaim(namespace: string, name: string): Promise<ClaimForPrepare> {
-    return kubeRequest<ClaimForPrepare>(this.options.kubeconfig, {
+    return kubeRequest<ClaimForPrepare>(this.kubeconfig, {
       method: "GET",
       path: `/apis/resource.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/resourceclaims/${encodeURIComponent(name)}`,
     });
@@ -1039,7 +1054,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
   ): Promise<void> {
     const namespace = pod.metadata?.namespace ?? "";
     const now = new Date().toISOString();
-    await kubeRequest(this.options.kubeconfig, {
+    await kubeRequest(this.kubeconfig, {
       method: "POST",
       path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/events`,
       body: {
@@ -1198,7 +1213,10 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
         `pod ${namespace}/${name}: no ConfigMap volume holds --config ${containerConfigPath ?? ""}`,
       );
     }
-    const configMap = await kubeRequest<V1ConfigMap>(this.options.kubeconfig, {
+    // The kubelet mounts a pod's volumes side by side: the config and the token are asked for at once.
+    const token = this.podKubeconfig(node, pod);
+    token.catch(() => undefined);
+    const configMap = await kubeRequest<V1ConfigMap>(this.kubeconfig, {
       method: "GET",
       path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/configmaps/${encodeURIComponent(source.configMap)}`,
     });
@@ -1216,7 +1234,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
     );
 
     const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", ...podEnv };
-    const kubeconfigFile = await this.podKubeconfig(node, pod);
+    const kubeconfigFile = await token;
     if (kubeconfigFile !== undefined) env.DPO_KUBECONFIG = kubeconfigFile;
 
     const logDir = join(this.root, "logs", node.name);
@@ -1270,7 +1288,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
     const serviceAccount = pod.spec?.serviceAccountName ?? "default";
     let token: string;
     try {
-      const response = await kubeRequest<{ status: { token: string } }>(this.options.kubeconfig, {
+      const response = await kubeRequest<{ status: { token: string } }>(this.kubeconfig, {
         method: "POST",
         path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts/${encodeURIComponent(serviceAccount)}/token`,
         body: {
@@ -1297,7 +1315,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
       );
       return undefined;
     }
-    const cluster = this.options.kubeconfig.getCurrentCluster();
+    const cluster = this.kubeconfig.getCurrentCluster();
     if (cluster === null) throw new Error("the simulator's kubeconfig has no current cluster");
     const kc = new KubeConfig();
     kc.loadFromOptions({
