@@ -32,12 +32,12 @@ COPY --from=runtime-deps /app/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY package.json ./
 # No USER here: the manifests set it per workload (operator uid 65532, plugin uid 0 for the kubelet's
-# root-owned socket directory). A one-megabyte semi-space keeps the per-node plugin's memory low. V8's lite
-# mode would save another 2 MiB, but without its compilers a plugin starts 11-15% slower (start to
-# registered, more on a loaded node), and every Replace upgrade waits for that start with 0 devices.
-ENTRYPOINT ["node", "--max-semi-space-size=1", "/app/dist/dpo.js"]
+# root-owned socket directory). A small semi-space and V8 lite mode keep the per-node plugin's memory low.
+# Lite mode leaves WebAssembly undefined, so the plugin must not load anything that needs it (Node's
+# global fetch and undici do; the operator Deployment overrides the command without lite mode).
+ENTRYPOINT ["node", "--max-semi-space-size=1", "--lite-mode", "/app/dist/dpo.js"]
 # V8's code cache for the plugin's modules, made once here under the ENTRYPOINT's flags: every plugin start
 # reads it (a read-only root filesystem is fine) instead of compiling the bundle again.
 ENV NODE_COMPILE_CACHE=/app/.compile-cache
-RUN node --max-semi-space-size=1 /app/dist/dpo.js plugin --help > /dev/null
+RUN node --max-semi-space-size=1 --lite-mode /app/dist/dpo.js plugin --help > /dev/null
 CMD ["--help"]

@@ -353,7 +353,7 @@ describe("nodeResourcePatch", () => {
 describe("imageNodeFlags", () => {
   it("reads the Node.js flags of this repository's image from its Dockerfile", () => {
     const dockerfile = readFileSync(join(import.meta.dirname, "..", "..", "Dockerfile"), "utf8");
-    expect(imageNodeFlags(dockerfile)).toEqual(["--max-semi-space-size=1"]);
+    expect(imageNodeFlags(dockerfile)).toEqual(["--max-semi-space-size=1", "--lite-mode"]);
   });
 
   it.each([
