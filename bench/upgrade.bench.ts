@@ -385,24 +385,31 @@ function allOnRevision(
   config: string,
   resource: string,
   revision: string,
-): { done: boolean; moved: number } {
+): { done: boolean; moved: number; pending: string[] } {
   const prefix = `${NAMESPACE}/${configLabelValue(config)}/`;
   const byName = new Map(nodeInformer.list().map((n) => [n.metadata!.name!, n]));
   let moved = 0;
+  const pending: string[] = [];
   for (const node of nodes) {
     const running = sim.plugins(node).filter((p) => p.running && p.slot.startsWith(prefix));
     const advertised = byName.get(node);
+    const api = advertised === undefined ? undefined : allocatableOf(advertised, resource);
+    const kubelet = sim.capacity(node, resource)?.allocatable;
     if (
       running.length === 1 &&
       running[0]!.slot === `${prefix}${revision}` &&
-      advertised !== undefined &&
-      allocatableOf(advertised, resource) === DEVICES &&
-      sim.capacity(node, resource)?.allocatable === DEVICES
+      api === DEVICES &&
+      kubelet === DEVICES
     ) {
       moved++;
+    } else if (pending.length < 5) {
+      // What a timeout prints: the first few nodes not there yet, and why.
+      pending.push(
+        `${node}: plugins [${running.map((p) => p.slot.slice(prefix.length)).join(", ")}], allocatable ${api} (Node) / ${kubelet} (kubelet)`,
+      );
     }
   }
-  return { done: moved === nodes.length, moved };
+  return { done: moved === nodes.length, moved, pending };
 }
 
 async function waitAllAdvertise(
@@ -479,12 +486,18 @@ async function measure(
   let lastLog = 0;
   try {
     await change();
+    let last: ReturnType<typeof allOnRevision> | undefined;
     while (rolloutMs === undefined) {
       const elapsed = performance.now() - t0;
-      if (elapsed > ROLLOUT_TIMEOUT_MS) throw new Error(`${config}: rollout not done after ${elapsed} ms`);
+      if (elapsed > ROLLOUT_TIMEOUT_MS) {
+        throw new Error(
+          `${config}: rollout not done after ${elapsed} ms; last seen: ${last === undefined ? "no new revision" : `${last.moved}/${nodes.length} moved, ${last.pending.join("; ")}`}`,
+        );
+      }
       const rev = revision();
       if (rev !== undefined) {
         const state = allOnRevision(sim, nodeInformer, nodes, config, resource, rev);
+        last = state;
         if (state.done) rolloutMs = performance.now() - t0;
         else if (elapsed - lastLog > 15_000) {
           lastLog = elapsed;
@@ -672,7 +685,11 @@ async function baselineScenario(
   let result: Result;
   await waitFor(
     `${name}: the first revision's plugin on every node`,
-    () => allOnRevision(sim, nodeInformer, nodes, name, resource, before.revision).done,
+    (observe) => {
+      const state = allOnRevision(sim, nodeInformer, nodes, name, resource, before.revision);
+      observe({ moved: state.moved, pending: state.pending });
+      return state.done;
+    },
     { timeoutMs: Math.max(300_000, nodes.length * 3_000), intervalMs: 500 },
   );
   try {

@@ -1,6 +1,7 @@
 // A TCP relay that spreads new connections over its backends in turn and counts them per backend: what a
 // Service does for the API server in a cluster, for processes that run on this machine. Benchmarks use
 // it with one backend to count TLS handshakes.
+import { readFileSync } from "node:fs";
 import { connect, createServer, type AddressInfo, type Socket } from "node:net";
 
 export interface Backend {
@@ -80,9 +81,60 @@ export async function startTcpRelay(initial: readonly Backend[] = []): Promise<T
 
 /** A port nothing listens on right now (for a process that must be told its port before it starts). */
 export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+  const range = portsOutsideEphemeral(readEphemeralRange());
+  for (let attempt = 0; range !== undefined && attempt < 50; attempt++) {
+    const port = range.low + Math.floor(Math.random() * (range.high - range.low + 1));
+    if (handedOut.has(port)) continue;
+    if ((await listenOnce(port)) !== undefined) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  return (await listenOnce(0))!;
+}
+
+/**
+ * Ports this process handed out: free again once the probe closed, until their user binds them, so
+ * never handed out twice.
+ */
+const handedOut = new Set<number>();
+
+/** Binds 127.0.0.1:`port` (0: the kernel picks) and closes it again; the port, or undefined if taken. */
+function listenOnce(port: number): Promise<number | undefined> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(undefined));
+    server.listen(port, "127.0.0.1", () => {
+      const bound = (server.address() as AddressInfo).port;
+      server.close(() => resolve(bound));
+    });
+  });
+}
+
+/** The kernel's range for ephemeral ports (outgoing connections, binds to port 0), or undefined. */
+function readEphemeralRange(): { low: number; high: number } | undefined {
+  try {
+    const [low, high] = readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/);
+    return { low: Number(low), high: Number(high) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Where freePort looks: below the ephemeral range (or above it, when it starts too low). A port the
+ * kernel picked for a probe is free once the probe closes, and every outgoing connection on the machine
+ * (hundreds, with a hundred plugin processes talking to the API server) draws from that same range, so
+ * one of them could take it before its user binds it (seen: a simulated plugin's health port taken,
+ * EADDRINUSE at its start). Outside the range only another explicit bind can take it.
+ */
+export function portsOutsideEphemeral(
+  ephemeral: { low: number; high: number } | undefined,
+): { low: number; high: number } | undefined {
+  if (ephemeral === undefined || !Number.isInteger(ephemeral.low) || !Number.isInteger(ephemeral.high))
+    return undefined;
+  // From 20000: clear of the ports Kubernetes components listen on by default (10250-10260).
+  if (ephemeral.low - 1 - 20_000 >= 4_096) return { low: 20_000, high: ephemeral.low - 1 };
+  if (65_535 - (ephemeral.high + 1) >= 4_096) return { low: ephemeral.high + 1, high: 65_535 };
+  return undefined;
 }
