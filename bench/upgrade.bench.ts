@@ -224,21 +224,26 @@ class Timeline {
    * them, most frequent pairs first: where a slow node lost its time, which the offsets hide.
    */
   gaps(): { from: string; to: string; p50: number; p99: number; nodes: number }[] {
-    const gaps = new Map<string, number[]>();
+    const gaps = new Map<string, { from: string; to: string; list: number[] }>();
     for (const steps of this.steps.values()) {
       const ordered = [...steps].sort((a, b) => a[1] - b[1]);
       for (let i = 1; i < ordered.length; i++) {
-        const key = `${ordered[i - 1]![0]} → ${ordered[i]![0]}`;
-        let list = gaps.get(key);
-        if (list === undefined) gaps.set(key, (list = []));
-        list.push(ordered[i]![1] - ordered[i - 1]![1]);
+        const [from, fromAt] = ordered[i - 1]!;
+        const [to, toAt] = ordered[i]!;
+        const key = `${from}\n${to}`;
+        let gap = gaps.get(key);
+        if (gap === undefined) gaps.set(key, (gap = { from, to, list: [] }));
+        gap.list.push(toAt - fromAt);
       }
     }
-    return [...gaps]
-      .map(([key, list]) => {
-        const [from, to] = key.split(" → ") as [string, string];
-        return { from, to, p50: percentile(list, 50), p99: percentile(list, 99), nodes: list.length };
-      })
+    return [...gaps.values()]
+      .map(({ from, to, list }) => ({
+        from,
+        to,
+        p50: percentile(list, 50),
+        p99: percentile(list, 99),
+        nodes: list.length,
+      }))
       .sort((a, b) => b.nodes - a.nodes);
   }
 }
