@@ -90,7 +90,9 @@ export async function freePort(): Promise<number> {
       return port;
     }
   }
-  return (await listenOnce(0))!;
+  const picked = await listenOnce(0);
+  if (picked === undefined) throw new Error("freePort: cannot listen on 127.0.0.1 at all");
+  return picked;
 }
 
 /**
