@@ -218,14 +218,25 @@ describe("SlicePublisher on a real API server", () => {
     });
     devices.setHealth("mock-0", "Unhealthy");
     p.changed();
+    // The API server shows the write before its answer reaches the publisher, which records its success
+    // (and clears the conflict it met first) only then: wait for both, the publisher's side included.
     await waitFor(
-      "generation 41 after the conflict",
-      async () => {
+      "generation 41 after the conflict, on the API server and recorded by the publisher",
+      async (observe) => {
         const [s] = await poolSlices(driver);
-        return s!.spec.pool.generation === 41 && s!.spec.devices?.length === 1;
+        const seen = {
+          server: { generation: s?.spec.pool.generation, devices: s?.spec.devices?.length },
+          published: p.state(),
+          error: p.error(),
+        };
+        observe(seen);
+        return (
+          seen.server.generation === 41 && seen.server.devices === 1 && seen.published?.generation === 41
+        );
       },
       { timeoutMs: 5_000, intervalMs: 20 },
     );
+    expect(p.state()).toMatchObject({ generation: 41, slices: 1, devices: 1 });
     expect(p.error()).toBeUndefined();
     await p.stop();
   });
