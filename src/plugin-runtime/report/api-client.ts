@@ -187,6 +187,24 @@ export interface ApiClientOptions {
   tokenRefreshMs?: number;
 }
 
+/** One event of a watch stream, the object as the API server sent it. */
+export interface WatchEvent<T = unknown> {
+  readonly type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK";
+  readonly object: T;
+}
+
+export interface ApiWatchRequest {
+  /** Collection path and query, `watch=true` included. */
+  path: string;
+  /**
+   * A stream silent this long (no event, no bookmark) is given up as dead: a peer that vanished without
+   * closing the connection would otherwise hold the watch open for good.
+   */
+  silenceTimeoutMs: number;
+  /** Ends the watch (stop); the promise then rejects with an ApiError of reason Aborted. */
+  signal?: AbortSignal;
+}
+
 interface StatusBody {
   message?: unknown;
   reason?: unknown;
@@ -197,6 +215,12 @@ interface StatusBody {
 export class ApiClient {
   private readonly url: URL;
   private readonly agent: http.Agent;
+  /**
+   * Watches hold their HTTP/1.1 connection for minutes: on an agent of their own, so they never take one
+   * of the two connections requests share. Kept alive, the next watch reuses the connection (no new TLS
+   * handshake every few minutes).
+   */
+  private readonly watchAgent: http.Agent;
   private readonly timeoutMs: number;
   private readonly tokenRefreshMs: number;
   private cachedToken: { token: string; readAtMs: number } | undefined;
@@ -209,17 +233,19 @@ export class ApiClient {
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.tokenRefreshMs = options.tokenRefreshMs ?? TOKEN_REFRESH_MS;
     if (this.url.protocol === "https:") {
-      this.agent = new https.Agent({
+      const tls = {
         keepAlive: true,
-        maxSockets: 2,
         ca: credentials.ca,
         cert: credentials.clientCertificate,
         key: credentials.clientKey,
         rejectUnauthorized: credentials.insecureSkipTLSVerify !== true,
         servername: credentials.tlsServerName,
-      });
+      };
+      this.agent = new https.Agent({ ...tls, maxSockets: 2 });
+      this.watchAgent = new https.Agent({ ...tls, maxSockets: 1 });
     } else if (this.url.protocol === "http:") {
       this.agent = new http.Agent({ keepAlive: true, maxSockets: 2 });
+      this.watchAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     } else {
       throw new KubeconfigError(`server ${credentials.server}: want an https:// (or http://) URL`);
     }
@@ -231,17 +257,14 @@ export class ApiClient {
 
   /** Sends one request; resolves with the parsed JSON body, rejects with an ApiError. */
   async request<T = unknown>(req: ApiRequest): Promise<T> {
-    const headers: Record<string, string> = { Accept: "application/json" };
-    const token = await this.bearerToken();
-    if (token !== undefined) headers["Authorization"] = `Bearer ${token}`;
+    const headers = await this.headers();
     let payload: Buffer | undefined;
     if (req.body !== undefined) {
       payload = Buffer.from(JSON.stringify(req.body));
       headers["Content-Type"] = req.contentType ?? "application/json";
       headers["Content-Length"] = String(payload.length);
     }
-    const basePath = this.url.pathname.replace(/\/$/, "");
-    const target = new URL(basePath + req.path, this.url);
+    const target = this.target(req.path);
     const transport = this.url.protocol === "https:" ? https : http;
 
     const {
@@ -307,9 +330,144 @@ export class ApiClient {
     throw statusError(status, parsed, body, responseHeaders["retry-after"]);
   }
 
-  /** Closes idle connections; in-flight requests finish or fail on their own. */
+  /**
+   * Runs one watch: `onEvent` for every event as it arrives (bookmarks included, for their
+   * resourceVersion). Resolves when the API server ends the stream (its timeoutSeconds); rejects with an
+   * ApiError when the server refuses the watch (410 Gone included), sends an ERROR event (its Status
+   * becomes the error: code 410 when the resourceVersion is too old), the connection breaks, the stream
+   * stays silent for `silenceTimeoutMs`, or `signal` aborts it. The caller resumes or relists.
+   */
+  async watch<T = unknown>(req: ApiWatchRequest, onEvent: (event: WatchEvent<T>) => void): Promise<void> {
+    const headers = await this.headers();
+    const target = this.target(req.path);
+    const transport = this.url.protocol === "https:" ? https : http;
+    const where = `WATCH ${req.path}`;
+    await new Promise<void>((resolve, reject) => {
+      let settled = false;
+      let timer: NodeJS.Timeout | undefined;
+      const outgoing = transport.request(target, {
+        method: "GET",
+        headers,
+        agent: this.watchAgent,
+        signal: req.signal,
+      });
+      const finish = (err?: Error): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (err === undefined) {
+          resolve();
+        } else {
+          // A broken or abandoned stream must not go back to the agent for reuse.
+          outgoing.destroy();
+          reject(err);
+        }
+      };
+      // Until the answer's headers: the request budget; after: the stream's allowed silence, re-armed on
+      // every chunk.
+      const arm = (ms: number, what: string): void => {
+        clearTimeout(timer);
+        timer = setTimeout(
+          () => finish(new ApiError(`${where}: ${what} for ${ms} ms`, { code: 0, reason: "Timeout" })),
+          ms,
+        );
+      };
+      arm(this.timeoutMs, "no answer");
+      outgoing.on("error", (err) =>
+        finish(err instanceof ApiError ? err : networkError({ method: "GET", path: req.path }, err)),
+      );
+      outgoing.on("response", (response) => {
+        const status = response.statusCode ?? 0;
+        if (status < 200 || status >= 300) {
+          // A refusal is an ordinary JSON Status: read it whole for the error.
+          const chunks: Buffer[] = [];
+          response.on("data", (chunk: Buffer) => chunks.push(chunk));
+          response.on("error", (err) => finish(networkError({ method: "GET", path: req.path }, err)));
+          response.on("end", () => {
+            const body = Buffer.concat(chunks);
+            finish(statusError(status, parseJson(body), body, response.headers["retry-after"]));
+          });
+          return;
+        }
+        arm(req.silenceTimeoutMs, "silent");
+        let pending = "";
+        response.setEncoding("utf8");
+        response.on("data", (chunk: string) => {
+          if (settled) return;
+          arm(req.silenceTimeoutMs, "silent");
+          pending += chunk;
+          // One JSON object per line; the last piece may be the start of the next one.
+          let newline: number;
+          while ((newline = pending.indexOf("\n")) >= 0) {
+            const line = pending.slice(0, newline).trim();
+            pending = pending.slice(newline + 1);
+            if (line === "") continue;
+            const err = this.deliver(where, line, onEvent);
+            if (err !== undefined) {
+              finish(err);
+              return;
+            }
+          }
+          if (pending.length > MAX_RESPONSE_BYTES) {
+            finish(
+              new ApiError(`${where}: an event larger than ${MAX_RESPONSE_BYTES} bytes`, {
+                code: status,
+                reason: "ResponseTooLarge",
+              }),
+            );
+          }
+        });
+        response.on("error", (err) => finish(networkError({ method: "GET", path: req.path }, err)));
+        response.on("end", () => finish());
+      });
+      outgoing.end();
+    });
+  }
+
+  /** Hands one line of a watch stream to `onEvent`; an ERROR event, or a line that is no event, is returned. */
+  private deliver<T>(
+    where: string,
+    line: string,
+    onEvent: (event: WatchEvent<T>) => void,
+  ): ApiError | undefined {
+    const parsed = record(parseJson(Buffer.from(line, "utf8")));
+    const type = parsed["type"];
+    const object = parsed["object"];
+    if (type === "ERROR") {
+      const status = record(object);
+      return statusError(
+        typeof status["code"] === "number" ? status["code"] : 500,
+        status,
+        Buffer.from(line, "utf8"),
+        undefined,
+      );
+    }
+    if (type !== "ADDED" && type !== "MODIFIED" && type !== "DELETED" && type !== "BOOKMARK") {
+      return new ApiError(`${where}: not a watch event: ${line.slice(0, 200)}`, {
+        code: 0,
+        reason: "MalformedEvent",
+      });
+    }
+    onEvent({ type, object: object as T });
+    return undefined;
+  }
+
+  /** Closes idle connections and any watch; in-flight requests finish or fail on their own. */
   close(): void {
     this.agent.destroy();
+    this.watchAgent.destroy();
+  }
+
+  private async headers(): Promise<Record<string, string>> {
+    const headers: Record<string, string> = { Accept: "application/json" };
+    const token = await this.bearerToken();
+    if (token !== undefined) headers["Authorization"] = `Bearer ${token}`;
+    return headers;
+  }
+
+  private target(path: string): URL {
+    const basePath = this.url.pathname.replace(/\/$/, "");
+    return new URL(basePath + path, this.url);
   }
 
   private async bearerToken(): Promise<string | undefined> {
@@ -342,7 +500,7 @@ function parseJson(body: Buffer): unknown {
   }
 }
 
-function networkError(req: ApiRequest, err: Error): ApiError {
+function networkError(req: Pick<ApiRequest, "method" | "path">, err: Error): ApiError {
   const code = (err as NodeJS.ErrnoException).code ?? err.name;
   return new ApiError(`${req.method} ${req.path}: ${err.message}`, {
     code: 0,
