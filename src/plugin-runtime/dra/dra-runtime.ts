@@ -26,8 +26,8 @@ export interface DraRuntimeOptions {
   readonly nodeName: string;
   /** Carries the `config`, `resource` and `node` bindings. */
   readonly logger: Logger;
-  /** The API server: ResourceSlices are written and ResourceClaims read through it. */
-  readonly api: Pick<ApiClient, "request">;
+  /** The API server: ResourceSlices are written and watched, and ResourceClaims read, through it. */
+  readonly api: Pick<ApiClient, "request" | "watch">;
   /** Replaces the backend built from the config (tests). */
   readonly backend?: DeviceBackend;
   /** The kubelet's plugins directory; the DRA socket goes into `<dir>/<driver>`. */
@@ -98,6 +98,8 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
         newerLiveInstance: () => this.newerInstances?.newerLiveInstance() ?? Promise.resolve(undefined),
       },
       handoverPollMs: opts.handoverPollMs,
+      // The kubelet deletes every slice of its node when it starts: the watch puts them back at once.
+      watch: opts.api,
     });
   }
 

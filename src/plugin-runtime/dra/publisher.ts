@@ -1,12 +1,16 @@
 // Keeps this node's ResourceSlices current: lists the pool once, then applies the plan from slices.ts after
 // every device change (coalesced), continuing the pool generation the API server has. Errors back off with
-// jitter; a conflict or a vanished object re-reads the pool. Never deletes the pool on stop: a restarted
-// or upgraded plugin takes over the same slices, and only the operator removes them.
+// jitter; a conflict or a vanished object re-reads the pool. With a watch, a slice someone else changed or
+// deleted (the kubelet deletes every slice of its node when it starts) re-reads the pool and publishes it
+// again, as the upstream kubelet plugin helper's ResourceSlice controller does. Never deletes the pool on
+// stop: a restarted or upgraded plugin takes over the same slices, and only the operator removes them.
 import type { Logger } from "pino";
 import type { ApiClient } from "../report/api-client.js";
 import { ApiError } from "../report/api-client.js";
+import { NodeSliceWatch, type SliceObservation } from "./slice-watch.js";
 import {
   planSlices,
+  RESOURCE_SLICES_PATH,
   SLICE_FIELD_DRIVER,
   SLICE_FIELD_NODE_NAME,
   type PoolDevice,
@@ -18,7 +22,9 @@ import {
 export const DEFAULT_SLICE_COALESCE_MS = 50;
 const DEFAULT_RETRY_BASE_MS = 250;
 const DEFAULT_RETRY_MAX_MS = 30_000;
-const SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices";
+const SLICES_PATH = RESOURCE_SLICES_PATH;
+/** Observations kept while a pass runs; past this many, the pass's result is re-read whatever they said. */
+const MAX_OBSERVATIONS_DURING_PASS = 100;
 
 export interface SlicePublisherOptions {
   readonly client: Pick<ApiClient, "request">;
@@ -40,6 +46,16 @@ export interface SlicePublisherOptions {
    */
   readonly handover?: { newerLiveInstance(): Promise<string | undefined> };
   readonly handoverPollMs?: number;
+  /**
+   * Watches the node's slices of the driver through this client and publishes again as soon as they
+   * differ from what this instance wrote: changed or deleted by someone else (the kubelet deletes every
+   * slice of its node when it starts, and does not tell its plugins). Absent: nothing but a device
+   * change or a failed pass leads to a pass.
+   */
+  readonly watch?: Pick<ApiClient, "request" | "watch">;
+  /** The watch's first and largest delay after a failed list or watch. */
+  readonly watchRetryBaseMs?: number;
+  readonly watchRetryMaxMs?: number;
 }
 
 /** How often an instance looks for a newer one beside it (a readdir; a connect only when one exists). */
@@ -60,6 +76,54 @@ interface SliceList {
   items?: ResourceSlice[];
 }
 
+/** What the publisher keeps of a watch observation: enough to tell its own writes from anyone else's. */
+type SliceSighting = { readonly name: string; readonly resourceVersion?: string; readonly uid?: string };
+type Observed =
+  | { readonly kind: "list"; readonly slices: readonly SliceSighting[] }
+  | {
+      readonly kind: "event";
+      readonly type: "ADDED" | "MODIFIED" | "DELETED";
+      readonly slice: SliceSighting;
+    };
+
+function sighting(slice: ResourceSlice): SliceSighting {
+  return {
+    name: slice.metadata.name,
+    resourceVersion: slice.metadata.resourceVersion,
+    uid: slice.metadata.uid,
+  };
+}
+
+function compact(observation: SliceObservation): Observed {
+  return observation.kind === "list"
+    ? { kind: "list", slices: observation.slices.map(sighting) }
+    : { kind: "event", type: observation.type, slice: sighting(observation.slice) };
+}
+
+/**
+ * Whether an observation of the API server agrees with the slices this instance last wrote or read
+ * (`known`, by name). A list must hold exactly those, each at the same resourceVersion; an add or
+ * update must be one of them at its resourceVersion (our own write coming back); a delete must be of a
+ * slice no longer known, or of an earlier object of that name (another uid: we deleted and re-created
+ * it). Anything else was done by someone else, or is older than what we know: read the pool again. Pure.
+ */
+export function observationAgrees(known: ReadonlyMap<string, SliceSighting>, observed: Observed): boolean {
+  if (observed.kind === "list") {
+    return (
+      observed.slices.length === known.size &&
+      observed.slices.every((s) => {
+        const k = known.get(s.name);
+        return k !== undefined && k.resourceVersion === s.resourceVersion;
+      })
+    );
+  }
+  const k = known.get(observed.slice.name);
+  if (observed.type === "DELETED") {
+    return k === undefined || (k.uid !== undefined && k.uid !== observed.slice.uid);
+  }
+  return k !== undefined && k.resourceVersion === observed.slice.resourceVersion;
+}
+
 export class SlicePublisher {
   private readonly log: Logger;
   /** The pool as the API server holds it after our last successful pass; undefined: list first. */
@@ -78,6 +142,10 @@ export class SlicePublisher {
   /** The socket of the newer instance that publishes the pool meanwhile; undefined: this one does. */
   private newerInstance: string | undefined;
   private handoverTimer: NodeJS.Timeout | undefined;
+  private sliceWatch: NodeSliceWatch | undefined;
+  /** What the watch said while a pass ran: judged against what the pass leaves once it ends. */
+  private observedDuringPass: Observed[] = [];
+  private observationsOverflowed = false;
 
   constructor(private readonly opts: SlicePublisherOptions) {
     this.log = opts.logger.child({ component: "resourceslices" });
@@ -99,11 +167,28 @@ export class SlicePublisher {
     return this.lastError;
   }
 
-  /** Publishes now and resolves after the first pass, successful or not (failures keep retrying). */
+  /**
+   * Publishes now and resolves after the first pass, successful or not (failures keep retrying); then
+   * watches the slices, when given a watch.
+   */
   async start(): Promise<void> {
     this.requestedAtMs = Date.now();
     await this.run();
+    if (this.stopped) return;
     if (this.opts.handover !== undefined) this.pollHandover();
+    if (this.opts.watch !== undefined) {
+      // After the first pass: the watch's first list then shows our own writes, which agree.
+      this.sliceWatch = new NodeSliceWatch({
+        client: this.opts.watch,
+        node: this.opts.node,
+        driver: this.opts.driver,
+        logger: this.opts.logger,
+        retryBaseMs: this.opts.watchRetryBaseMs,
+        retryMaxMs: this.opts.watchRetryMaxMs,
+        onObservation: (observation) => this.observe(compact(observation)),
+      });
+      this.sliceWatch.start();
+    }
   }
 
   /** Signals that the devices changed: a pass follows within the coalescing delay. */
@@ -121,7 +206,39 @@ export class SlicePublisher {
     clearTimeout(this.handoverTimer);
     this.timer = undefined;
     this.abort.abort();
-    await this.running?.catch(() => undefined);
+    await Promise.all([this.sliceWatch?.stop(), this.running?.catch(() => undefined)]);
+  }
+
+  /** A pass in flight owns `known`: what the watch says meanwhile waits for its end. */
+  private observe(observed: Observed): void {
+    if (this.stopped) return;
+    if (this.running === undefined) {
+      this.judge([observed], false);
+    } else if (this.observedDuringPass.length < MAX_OBSERVATIONS_DURING_PASS) {
+      this.observedDuringPass.push(observed);
+    } else {
+      this.observationsOverflowed = true;
+    }
+  }
+
+  /**
+   * Reads the pool again and publishes when the API server's slices are not what this instance last saw
+   * of them. Nothing to do while `known` is unset (a pass that lists is due anyway) or while a newer
+   * instance publishes the pool.
+   */
+  private judge(observed: readonly Observed[], overflowed: boolean): void {
+    if (this.stopped || this.known === undefined || this.newerInstance !== undefined) return;
+    const known = new Map(this.known.map((slice) => [slice.metadata.name, sighting(slice)]));
+    const differs = overflowed ? observed[0] : observed.find((o) => !observationAgrees(known, o));
+    if (differs === undefined) return;
+    this.log.info(
+      differs.kind === "list"
+        ? { listed: differs.slices.map((s) => s.name), known: [...known.keys()] }
+        : { event: differs.type, slice: differs.slice.name, resourceVersion: differs.slice.resourceVersion },
+      "this node's ResourceSlices changed behind the plugin's back; publishing them again",
+    );
+    this.known = undefined;
+    this.changed();
   }
 
   /** Looks for a newer instance every handoverPollMs, so a handover in either direction is noticed idle too. */
@@ -191,6 +308,10 @@ export class SlicePublisher {
     }
     const run = this.pass().finally(() => {
       this.running = undefined;
+      const observed = this.observedDuringPass.splice(0);
+      const overflowed = this.observationsOverflowed;
+      this.observationsOverflowed = false;
+      if (observed.length > 0) this.judge(observed, overflowed);
       if (this.pending && !this.stopped) {
         this.pending = false;
         void this.run();

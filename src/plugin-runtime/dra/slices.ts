@@ -8,6 +8,8 @@ import { quantityAmount, type DraAttributeValue, type DraCapacityValue } from ".
 
 export const RESOURCE_SLICE_API_VERSION = "resource.k8s.io/v1";
 export const RESOURCE_SLICE_KIND = "ResourceSlice";
+/** The cluster-scoped collection of ResourceSlices. */
+export const RESOURCE_SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices";
 /** Most devices in one ResourceSlice (ResourceSliceMaxDevices in k8s.io/api resource/v1). */
 export const RESOURCE_SLICE_MAX_DEVICES = 128;
 /** `app.kubernetes.io/managed-by` on every slice the plugin writes. */
