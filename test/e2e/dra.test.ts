@@ -50,7 +50,7 @@ let leanNode: string;
 let namespace: string;
 
 interface Slice {
-  metadata: { name: string; labels?: Record<string, string> };
+  metadata: { name: string; uid?: string; labels?: Record<string, string> };
   spec: {
     nodeName: string;
     driver: string;
@@ -354,6 +354,55 @@ describe("a DevicePluginConfig published through DRA", () => {
     const late = await admitted("late");
     expect(late.node).toBe(smallNode);
     expect(Object.values(late.cdiDeviceIds).flat()[0]).toContain(other);
+  });
+
+  it("has the node's slices back within 2 s of a kubelet restart, which deletes them; other nodes keep theirs", async () => {
+    const [before] = await slicesOf(BIG);
+    const [elsewhere] = await slicesOf(SMALL);
+    expect(before?.spec.devices).toHaveLength(2);
+    const t0 = performance.now();
+    // Resolves once the restarted kubelet has deleted every ResourceSlice of the node, as a real one does
+    // when it starts; the plugin may have put its slice back by then.
+    await sim.restartKubelet(bigNode);
+    const back = await waitFor(
+      `the slice of ${bigNode} re-created with both devices`,
+      async (observe) => {
+        const slices = await slicesOf(BIG);
+        observe(
+          slices.map((s) => ({
+            name: s.metadata.name,
+            uid: s.metadata.uid,
+            devices: s.spec.devices?.length,
+          })),
+        );
+        const [s] = slices;
+        return slices.length === 1 &&
+          s?.metadata.uid !== before?.metadata.uid &&
+          s?.spec.devices?.length === 2
+          ? s
+          : undefined;
+      },
+      { timeoutMs: 10_000, intervalMs: 20 },
+    );
+    const elapsed = performance.now() - t0;
+    console.log(`kubelet restart → the node's ResourceSlice back: ${elapsed.toFixed(0)} ms`);
+    expect(elapsed).toBeLessThan(2_000);
+    expect(back.spec.pool.generation).toBeGreaterThan(before!.spec.pool.generation);
+    expect((await slicesOf(SMALL))[0]?.metadata.uid).toBe(elsewhere?.metadata.uid);
+    // And the plugin registers with the restarted kubelet again, through its plugin watcher.
+    await waitFor(
+      "the driver registered with the restarted kubelet",
+      () => sim.draManager(bigNode).driver(DRIVER),
+      {
+        timeoutMs: 30_000,
+        intervalMs: 100,
+      },
+    );
+    await configStatus(
+      BIG,
+      "Ready with both devices after the restart",
+      (s) => ready(s) && s.devices?.summary === "2/2",
+    );
   });
 
   it("switching to DevicePlugin and back leaves no stale slices or DeviceClass", async () => {

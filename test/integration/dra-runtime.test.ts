@@ -1,6 +1,7 @@
 // The plugin runtime in DRA mode against a real API server: the Mock backend's devices become this node's
 // ResourceSlice, the kubelet's plugin watcher registers the DRA plugin, a claim allocated in the API is
-// read and prepared, a health change reaches the slice within 1 s, and stopping leaves the slice.
+// read and prepared, a health change reaches the slice within 1 s, the slice is back within 2 s after the
+// node's slices were deleted (a starting kubelet deletes them), and stopping leaves the slice.
 import * as grpc from "@grpc/grpc-js";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { readdir } from "node:fs/promises";
@@ -202,6 +203,31 @@ describe("DraRuntime on a real API server", () => {
     const elapsed = performance.now() - t0;
     console.log(`health file written → ResourceSlice updated: ${elapsed.toFixed(0)} ms`);
     expect(elapsed).toBeLessThan(1_000);
+  });
+
+  it("puts its slice back within 2 s after the node's slices were deleted, as a starting kubelet deletes them", async () => {
+    const before = await slice();
+    const t0 = performance.now();
+    // The kubelet's own call when it starts (wipeResourceSlices): one DeleteCollection of the node's
+    // slices, every driver's.
+    await api.request({
+      method: "DELETE",
+      path: `/apis/resource.k8s.io/v1/resourceslices?fieldSelector=${encodeURIComponent(`spec.nodeName=${node}`)}`,
+    });
+    const back = await waitFor(
+      "the slice re-created",
+      async (observe) => {
+        const s = await slice().catch((err: unknown) => err as Error);
+        observe(s instanceof Error ? s.message : { uid: s.metadata.uid, generation: s.spec.pool.generation });
+        return s instanceof Error || s.metadata.uid === before.metadata.uid ? undefined : s;
+      },
+      { timeoutMs: 10_000, intervalMs: 10 },
+    );
+    const elapsed = performance.now() - t0;
+    console.log(`node's ResourceSlices deleted → this plugin's slice back: ${elapsed.toFixed(0)} ms`);
+    expect(elapsed).toBeLessThan(2_000);
+    expect(back.spec.pool.generation).toBeGreaterThan(before.spec.pool.generation);
+    expect(back.spec.devices).toEqual(before.spec.devices);
   });
 
   it("leaves the slice in place when it stops", async () => {

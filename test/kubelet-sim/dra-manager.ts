@@ -1,7 +1,8 @@
 // A stand-in for the kubelet's DRA manager (pkg/kubelet/cm/dra), for tests only: the plugin watcher's
 // handler for sockets of type DRAPlugin (validating GetInfo and choosing the gRPC service as a kubelet of
-// the node's version does), and NodePrepareResources / NodeUnprepareResources for a pod's claims, each
-// driver called with its own claims through the service it registered with.
+// the node's version does), NodePrepareResources / NodeUnprepareResources for a pod's claims, each
+// driver called with its own claims through the service it registered with, and the deletion of every
+// ResourceSlice of the node when the kubelet starts.
 import * as grpc from "@grpc/grpc-js";
 import { EventEmitter } from "node:events";
 import { draV1, draV1beta1, type PluginInfo } from "../../src/plugin-runtime/proto/index.js";
@@ -106,6 +107,26 @@ export function keepsDraInstances(kubeletVersion: string): boolean {
   return (kubeletMinor(kubeletVersion) ?? 34) >= 33;
 }
 
+/**
+ * Deletes every ResourceSlice matching a field selector (DeleteCollection); resolves when done, also
+ * when there was nothing to delete, and rejects with the API server's error otherwise.
+ */
+export type DeleteResourceSlices = (fieldSelector: string, signal: AbortSignal) => Promise<void>;
+
+export interface SimulatedDraManagerOptions {
+  /** The node whose kubelet this is: its slices are deleted when the kubelet starts. */
+  nodeName: string;
+  deleteSlices: DeleteResourceSlices;
+  /** Told about each failed attempt to delete the node's slices (the kubelet logs and retries). */
+  onWipeError?: (err: Error) => void;
+}
+
+/**
+ * The kubelet's backoff for deleting the node's slices (wipeResourceSlices in
+ * pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go): 1 s, doubling, 20% jitter, at most 5 minutes.
+ */
+const WIPE_BACKOFF = { initialMs: 1_000, factor: 2, jitter: 0.2, maxMs: 5 * 60_000 };
+
 export class SimulatedDraManager extends EventEmitter<DraManagerEvents> implements PluginTypeHandler {
   /** Registered instances per driver, oldest first: the kubelet uses the last. */
   private readonly drivers = new Map<string, Instance[]>();
@@ -121,9 +142,58 @@ export class SimulatedDraManager extends EventEmitter<DraManagerEvents> implemen
     ms?: number;
   }[] = [];
 
-  /** `kubeletVersion` is the node's `status.nodeInfo.kubeletVersion`: it decides the service chosen. */
-  constructor(private readonly kubeletVersion: string) {
+  /** Ends the deletion of the node's slices when the manager is closed or restarted. */
+  private wipeAbort = new AbortController();
+
+  /**
+   * `kubeletVersion` is the node's `status.nodeInfo.kubeletVersion`: it decides the service chosen.
+   * Without `options` nothing is deleted at start (tests of the gRPC side alone).
+   */
+  constructor(
+    private readonly kubeletVersion: string,
+    private readonly options?: SimulatedDraManagerOptions,
+  ) {
     super();
+  }
+
+  /**
+   * What the kubelet's DRA plugin manager does when the kubelet starts (NewDRAPluginManager, v1.35.4 and
+   * v1.37.2): no driver has registered yet and none may come back, so it deletes every ResourceSlice
+   * whose spec.nodeName is this node, of every driver, with one DeleteCollection, retried with backoff
+   * until it succeeds. The kubelet does it in the background; this resolves when it is done (or the
+   * manager closed), so a test knows the slices a plugin wrote before are gone.
+   */
+  async start(): Promise<void> {
+    const options = this.options;
+    if (options === undefined) return;
+    const signal = this.wipeAbort.signal;
+    const selector = `spec.nodeName=${options.nodeName}`;
+    for (let delayMs = WIPE_BACKOFF.initialMs; !signal.aborted;) {
+      try {
+        await options.deleteSlices(selector, signal);
+        return;
+      } catch (err) {
+        if (signal.aborted) return;
+        options.onWipeError?.(err as Error);
+      }
+      const jittered = delayMs * (1 + Math.random() * WIPE_BACKOFF.jitter);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, jittered);
+        signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+      });
+      delayMs = Math.min(delayMs * WIPE_BACKOFF.factor, WIPE_BACKOFF.maxMs);
+    }
+  }
+
+  /**
+   * A kubelet restart: the new process knows no plugin until the plugin watcher finds their sockets
+   * again, keeps the claims it prepared (its checkpoint), and deletes the node's slices again.
+   */
+  async restart(): Promise<void> {
+    this.wipeAbort.abort();
+    this.forgetDrivers();
+    this.wipeAbort = new AbortController();
+    await this.start();
   }
 
   /** The instance the kubelet uses for each registered driver. */
@@ -367,6 +437,11 @@ export class SimulatedDraManager extends EventEmitter<DraManagerEvents> implemen
   }
 
   close(): void {
+    this.wipeAbort.abort();
+    this.forgetDrivers();
+  }
+
+  private forgetDrivers(): void {
     for (const list of this.drivers.values()) for (const { client } of list) client.close();
     this.drivers.clear();
   }

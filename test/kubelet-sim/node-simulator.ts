@@ -492,10 +492,13 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
   /**
    * A kubelet restart: every socket in device-plugins goes, kubelet.sock comes back, and the resources
    * have no devices until their plugins register again (as a restarted kubelet reading its checkpoint).
+   * The DRA manager forgets its drivers (they register again through the plugin watcher) and deletes
+   * every ResourceSlice of the node, as a starting kubelet does; resolves once they are deleted.
    */
   async restartKubelet(node: string): Promise<void> {
     const simulated = this.node(node);
     await simulated.podResources.stop();
+    await simulated.dra.restart();
     await simulated.deviceManager.restart({ forgetDevices: true });
     await simulated.podResources.start();
   }
@@ -707,7 +710,15 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
       const podResourcesSocket = join(alias, posix.basename(HOST_POD_RESOURCES_DIR), POD_RESOURCES_SOCKET);
       const draPluginsDir = join(alias, posix.basename(HOST_DRA_PLUGINS_DIR));
       // The node's kubelet version decides which DRA service it talks (v1 from 1.34, v1beta1 before).
-      const dra = new SimulatedDraManager(versions.get(name) ?? "");
+      const dra = new SimulatedDraManager(versions.get(name) ?? "", {
+        nodeName: name,
+        deleteSlices: (fieldSelector, signal) => this.deleteResourceSlices(fieldSelector, signal),
+        onWipeError: (err) =>
+          this.log.warn(
+            { node: name, err: err.message },
+            "deleting the node's ResourceSlices failed; retrying",
+          ),
+      });
       const deviceManager = new SimulatedDeviceManager({
         dir: devicePluginDir,
         pluginsRegistryDir,
@@ -773,8 +784,25 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
       dra.on("deregistered", (d) =>
         this.log.info({ node: name, driver: d.driverName }, "DRA driver deregistered"),
       );
+      // The kubelet's DRA manager starts before its plugin watcher: the node's slices of earlier plugin
+      // instances are gone before any DRA plugin can register.
+      await dra.start();
       await deviceManager.start();
       await node.podResources.start();
+    }
+  }
+
+  /** DeleteCollection of ResourceSlices, as the kubelet sends it; nothing to delete is no error. */
+  private async deleteResourceSlices(fieldSelector: string, signal: AbortSignal): Promise<void> {
+    try {
+      await kubeRequest(this.kubeconfig, {
+        method: "DELETE",
+        path: "/apis/resource.k8s.io/v1/resourceslices",
+        query: { fieldSelector },
+        signal,
+      });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
     }
   }
 

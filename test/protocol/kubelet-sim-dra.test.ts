@@ -1,7 +1,8 @@
 // The kubelet simulator's DRA side against the project's DraPlugin, in-process over real unix sockets:
 // the simulated plugin watcher hands a DRAPlugin socket to the DRA manager, which chooses the gRPC
 // service as a kubelet of the node's version does (v1 on 1.34, v1beta1 on 1.33), and prepares and
-// unprepares claims through it.
+// unprepares claims through it. A starting kubelet deletes its node's ResourceSlices, and a restarted
+// one registers the plugin again.
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { pino } from "pino";
@@ -14,7 +15,7 @@ import type {
 import type { DraNodeDevice } from "../../src/plugin-runtime/dra/devices.js";
 import { DraPlugin } from "../../src/plugin-runtime/dra/dra-plugin.js";
 import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
-import { SimulatedDraManager } from "../kubelet-sim/dra-manager.js";
+import { SimulatedDraManager, type DeleteResourceSlices } from "../kubelet-sim/dra-manager.js";
 import type { ClaimForPrepare } from "../kubelet-sim/dra-rules.js";
 import type { V1Pod } from "@kubernetes/client-node";
 import { tempDir, waitFor } from "./support.js";
@@ -65,7 +66,10 @@ afterEach(async () => {
   cleanups = [];
 });
 
-async function setup(kubeletVersion: string | undefined): Promise<Setup> {
+async function setup(
+  kubeletVersion: string | undefined,
+  deleteSlices?: DeleteResourceSlices,
+): Promise<Setup> {
   const root = tempDir("ks-dra");
   const cdiDir = join(root.dir, "cdi");
   const registryDir = join(root.dir, "plugins_registry");
@@ -80,7 +84,15 @@ async function setup(kubeletVersion: string | undefined): Promise<Setup> {
     registryDir,
     cdiDir,
   });
-  const dra = kubeletVersion === undefined ? undefined : new SimulatedDraManager(kubeletVersion);
+  const dra =
+    kubeletVersion === undefined
+      ? undefined
+      : new SimulatedDraManager(
+          kubeletVersion,
+          deleteSlices === undefined ? undefined : { nodeName: NODE, deleteSlices },
+        );
+  // As in the kubelet, the DRA manager starts (and deletes the node's slices) before the plugin watcher.
+  await dra?.start();
   const kubelet = new SimulatedDeviceManager({
     dir: join(root.dir, "device-plugins"),
     pluginsRegistryDir: registryDir,
@@ -271,5 +283,56 @@ describe("the simulated kubelet's PrepareResources and UnprepareResources for po
     await dra!.unpreparePod(POD_UID);
     expect(readdirSync(cdiDir)).toEqual([]);
     expect(dra!.prepared.size).toBe(0);
+  });
+});
+
+describe("the simulated kubelet's start and restart", () => {
+  /** Records each DeleteCollection; the first `failures` calls fail as an unreachable API server would. */
+  function recorder(failures: number): {
+    calls: { selector: string; atMs: number }[];
+    fn: DeleteResourceSlices;
+  } {
+    const calls: { selector: string; atMs: number }[] = [];
+    return {
+      calls,
+      fn: (selector) => {
+        calls.push({ selector, atMs: performance.now() });
+        return calls.length <= failures
+          ? Promise.reject(new Error("connect ECONNREFUSED 127.0.0.1:6443"))
+          : Promise.resolve();
+      },
+    };
+  }
+
+  it("deletes every ResourceSlice of its node, of every driver, and tries again after the kubelet's backoff", async () => {
+    const wipe = recorder(1);
+    const dra = new SimulatedDraManager("v1.34.4", { nodeName: NODE, deleteSlices: wipe.fn });
+    cleanups.push(() => dra.close());
+    await dra.start();
+    expect(wipe.calls.map((c) => c.selector)).toEqual(["spec.nodeName=node-1", "spec.nodeName=node-1"]);
+    // wipeResourceSlices: 1 s first, with up to 20% jitter.
+    const gap = wipe.calls[1]!.atMs - wipe.calls[0]!.atMs;
+    expect(gap).toBeGreaterThanOrEqual(990);
+    expect(gap).toBeLessThan(1_500);
+  });
+
+  it("a restart forgets the drivers, deletes the node's slices again, keeps prepared claims, and the plugin registers again", async () => {
+    const wipe = recorder(0);
+    const { claims, dra, kubelet } = await setup("v1.34.4", wipe.fn);
+    await waitFor("the driver registered", () => dra!.driver(DRIVER));
+    const uid = "a1b2c3d4-0000-4000-8000-000000000009";
+    await dra!.prepare(DRIVER, [claims.add("ml", "kept", uid, ["foo-0"])]);
+    const kept = dra!.prepared.size;
+    expect(wipe.calls).toHaveLength(1);
+
+    await dra!.restart();
+    expect(dra!.driver(DRIVER)).toBeUndefined();
+    expect(wipe.calls).toHaveLength(2);
+    await kubelet.restart();
+    await waitFor("the driver registered with the restarted kubelet", () => dra!.driver(DRIVER), {
+      timeoutMs: 5_000,
+      intervalMs: 10,
+    });
+    expect(dra!.prepared.size).toBe(kept);
   });
 });
