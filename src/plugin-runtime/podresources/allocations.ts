@@ -1,5 +1,6 @@
-// Pure: which container holds which device of one resource, from the kubelet's PodResources List answer,
-// and the one-series-per-device view the metrics export.
+// Pure: which container holds which device of this plugin, from the kubelet's PodResources List answer (the
+// device-plugin resource's ids, or the DRA driver's claimed devices), and the one-series-per-device view the
+// metrics export.
 import type { ListPodResourcesResponse } from "../proto/index.js";
 import type { AdvertisedDevice } from "../devices/types.js";
 
@@ -27,6 +28,39 @@ export function allocationsOf(response: ListPodResourcesResponse, resourceName: 
         if (devices.resourceName !== resourceName) continue;
         for (const id of devices.deviceIds) {
           if (id === "" || held.has(id)) continue;
+          held.set(id, { namespace: pod.namespace, pod: pod.name, container: container.name });
+        }
+      }
+    }
+  }
+  return held;
+}
+
+/** This DRA plugin's devices as claims name them: its driver, its pool, and each device name's device id. */
+export interface DraDeviceTable {
+  readonly driver: string;
+  readonly pool: string;
+  /** DRA device name (as published in the ResourceSlice) → the device id the metrics use. */
+  readonly ids: ReadonlyMap<string, string>;
+}
+
+/**
+ * The devices of this DRA plugin that the kubelet has given to containers through ResourceClaims. The
+ * kubelet lists, per container, every claim it uses and each claim's devices by driver, pool and device
+ * name (as the driver's NodePrepareResources answered). Devices of other drivers or pools are not this
+ * plugin's; a device name it does not know (a device gone from the backend) cannot be named and is left
+ * out. A device in several containers (a claim shared by containers or pods, or shares of one device)
+ * counts once, for the first container that lists it, in the kubelet's order.
+ */
+export function draAllocationsOf(response: ListPodResourcesResponse, table: DraDeviceTable): Allocations {
+  const held = new Map<string, DeviceHolder>();
+  for (const pod of response.podResources) {
+    for (const container of pod.containers) {
+      for (const claim of container.dynamicResources) {
+        for (const device of claim.claimResources) {
+          if (device.driverName !== table.driver || device.poolName !== table.pool) continue;
+          const id = table.ids.get(device.deviceName);
+          if (id === undefined || held.has(id)) continue;
           held.set(id, { namespace: pod.namespace, pod: pod.name, container: container.name });
         }
       }
