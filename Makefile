@@ -12,7 +12,7 @@ KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
 .PHONY: all deps build lint typecheck format test test-unit test-protocol test-cluster proto manifests \
 	cluster-tools gitops-health promlint pod-security cluster-up cluster-down install run deploy undeploy demo \
-	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-kubelet chaos-api clean
+	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-kubelet chaos-api image clean
 
 all: build
 
@@ -28,6 +28,12 @@ build: deps
 	printf '{"gitCommit":"%s"}\n' "$$(git rev-parse HEAD 2>/dev/null || echo unknown)" > dist/build-info.json
 	node --import tsx tools/bundle/bundle.ts
 	chmod +x dist/cli/main.js dist/dpo.js
+
+## The dpo image as an OCI archive, .local/image/dpo-<version>.oci.tar, with no container engine: the Dockerfile's
+## final stage from the npm node package, Debian's libraries and the bundle (tools/image). `tools/image/build.sh
+## test-images` builds the real-node tier's pause and busybox images the same way.
+image: build
+	tools/image/build.sh dpo
 
 typecheck: deps
 	npx tsc -p tsconfig.json --noEmit
