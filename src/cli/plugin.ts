@@ -200,6 +200,10 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
 
   // DRA mode: its own client for slices and claims, so the node report's coalescing never delays them.
   const draApi = dra && credentials ? new ApiClient(credentials) : undefined;
+  const podResources =
+    podResourcesIntervalMs > 0
+      ? { podResources: { socketPath: values["pod-resources-socket"]!, intervalMs: podResourcesIntervalMs } }
+      : {};
   const runtime: PluginRuntime | DraRuntime = draApi
     ? new DraRuntime({
         config,
@@ -209,6 +213,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
         draPluginsDir: values["dra-plugins-dir"]!,
         pluginsRegistryDir: values["plugins-registry-dir"]!,
         cdiDir: values["cdi-dir"]!,
+        ...podResources,
       })
     : new PluginRuntime({
         config,
@@ -218,14 +223,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
         cdiDir: values["cdi-dir"]!,
         nodeName,
         logger,
-        ...(podResourcesIntervalMs > 0
-          ? {
-              podResources: {
-                socketPath: values["pod-resources-socket"]!,
-                intervalMs: podResourcesIntervalMs,
-              },
-            }
-          : {}),
+        ...podResources,
       });
   const reporter: NodeReporter | undefined =
     credentials && namespace

@@ -1,8 +1,12 @@
 // The plugin runtime's Prometheus metrics: devices by health, each device with the pod holding it,
-// allocations, Allocate latency, registrations, kubelet restarts seen, PodResources reads and
-// node-report writes.
+// allocations, Allocate and DRA prepare/unprepare latency, registrations, kubelet restarts seen,
+// PodResources reads and node-report writes.
 import { Counter, Gauge, Histogram, Registry } from "../observability/metrics.js";
 import type { Health } from "./devices/types.js";
+import type { DeviceSeries } from "./podresources/allocations.js";
+
+/** Buckets of the DRA prepare and unprepare latencies: from a file write alone to a slow API server. */
+const DRA_CALL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10];
 
 export class PluginMetrics {
   /** A registry of its own, never prom-client's global one: two runtimes (or tests) never share series. */
@@ -55,6 +59,25 @@ export class PluginMetrics {
     help: "Time to answer one Allocate call.",
     labelNames: ["resource"] as const,
     buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1],
+    registers: [this.registry],
+  });
+  /**
+   * DRA mode's counterparts of Allocate: the kubelet waits on them before a pod's containers start (prepare)
+   * and before its claims can be reused (unprepare). A prepare reads each claim from the API server, so it
+   * takes milliseconds to seconds; the kubelet gives up on one after 45 s.
+   */
+  readonly draPrepareDuration = new Histogram({
+    name: "dpo_plugin_dra_prepare_duration_seconds",
+    help: "Time to answer one NodePrepareResources call (DRA), all its claims together.",
+    labelNames: ["resource"] as const,
+    buckets: DRA_CALL_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly draUnprepareDuration = new Histogram({
+    name: "dpo_plugin_dra_unprepare_duration_seconds",
+    help: "Time to answer one NodeUnprepareResources call (DRA), all its claims together.",
+    labelNames: ["resource"] as const,
+    buckets: DRA_CALL_BUCKETS,
     registers: [this.registry],
   });
   readonly preferredAllocations = new Counter({
@@ -110,6 +133,27 @@ export class PluginMetrics {
     this.devices.reset();
     this.devices.set({ health: "Healthy", resource }, healthy);
     this.devices.set({ health: "Unhealthy", resource }, advertised.length - healthy);
+  }
+
+  /**
+   * One series per row in dpo_plugin_device_healthy and (once the kubelet answered)
+   * dpo_plugin_device_allocated, labelled with its holder. Rebuilt whole on every change of the devices
+   * or of their holders, so a device that moves or goes leaves no series behind.
+   */
+  recordDeviceSeries(resource: string, rows: readonly DeviceSeries[]): void {
+    this.deviceAllocated.reset();
+    this.deviceHealthy.reset();
+    for (const row of rows) {
+      const labels = {
+        resource,
+        device: row.device,
+        namespace: row.namespace,
+        pod: row.pod,
+        container: row.container,
+      };
+      if (row.allocated !== undefined) this.deviceAllocated.set(labels, row.allocated);
+      if (row.healthy !== undefined) this.deviceHealthy.set(labels, row.healthy);
+    }
   }
 
   /** The Prometheus text exposition of every metric above, as served on /metrics. */

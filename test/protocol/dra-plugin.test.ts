@@ -11,7 +11,7 @@ import type {
   ResourceClaimGetter,
 } from "../../src/plugin-runtime/dra/claim.js";
 import type { DraNodeDevice } from "../../src/plugin-runtime/dra/devices.js";
-import { DraPlugin } from "../../src/plugin-runtime/dra/dra-plugin.js";
+import { DraPlugin, MAX_CLAIMS_PER_REQUEST, type DraCall } from "../../src/plugin-runtime/dra/dra-plugin.js";
 import {
   draV1,
   draV1beta1,
@@ -29,11 +29,14 @@ class FakeClaims implements ResourceClaimGetter {
   readonly objects = new Map<string, DraResourceClaim>();
   reads = 0;
   failWith: Error | undefined;
+  /** While set, reads answer only once it resolves (a slow API server). */
+  gate: Promise<void> | undefined;
 
-  getResourceClaim(ref: ClaimReference): Promise<DraResourceClaim | undefined> {
+  async getResourceClaim(ref: ClaimReference): Promise<DraResourceClaim | undefined> {
     this.reads++;
-    if (this.failWith) return Promise.reject(this.failWith);
-    return Promise.resolve(this.objects.get(`${ref.namespace}/${ref.name}`));
+    await this.gate;
+    if (this.failWith) throw this.failWith;
+    return this.objects.get(`${ref.namespace}/${ref.name}`);
   }
 
   add(
@@ -116,6 +119,8 @@ let claims: FakeClaims;
 let devices: DraNodeDevice[];
 let cdiDir: string;
 let registryDir: string;
+/** What the plugin said of each call it answered (onAnswered), in order. */
+let answered: { method: DraCall; seconds: number }[];
 /** Clients to close after each test. */
 const closers: (() => void)[] = [];
 
@@ -124,6 +129,7 @@ beforeEach(async () => {
   cdiDir = join(root.dir, "cdi");
   registryDir = join(root.dir, "reg");
   claims = new FakeClaims();
+  answered = [];
   devices = [device("foo-0"), device("foo-1"), device("foo-2", "Unhealthy", "ECC errors")];
   plugin = new DraPlugin({
     driverName: DRIVER,
@@ -134,6 +140,7 @@ beforeEach(async () => {
     pluginDir: join(root.dir, "plugins", DRIVER),
     registryDir,
     cdiDir,
+    onAnswered: (method, seconds) => answered.push({ method, seconds }),
   });
   await plugin.start();
 });
@@ -345,6 +352,32 @@ describe.each(["v1", "v1beta1"] as const)("DRAPlugin %s over the plugin's unix s
 
     const ref = claims.add("default", "after", "uid-after", [{ request: "r", device: "foo-0" }]);
     expect((await kubelet.prepare([ref])).claims["uid-after"]?.error).toBe("");
+  });
+
+  it("tells how long each call took once it is answered, a slow claim read included; refused calls not", async () => {
+    const ref = claims.add("default", "timed", "uid-timed", [{ request: "r", device: "foo-0" }]);
+    let release = (): void => undefined;
+    claims.gate = new Promise<void>((resolve) => (release = resolve));
+    const started = performance.now();
+    const preparing = kubelet.prepare([ref]);
+    await waitFor("the claim read to start", () => claims.reads === 1, { intervalMs: 5 });
+    expect(answered).toEqual([]);
+    release();
+    expect((await preparing).claims["uid-timed"]?.error).toBe("");
+    const waited = (performance.now() - started) / 1000;
+    await kubelet.unprepare([ref]);
+    expect(answered.map((a) => a.method)).toEqual(["NodePrepareResources", "NodeUnprepareResources"]);
+    expect(answered[0]!.seconds).toBeGreaterThan(0);
+    expect(answered[0]!.seconds).toBeLessThanOrEqual(waited);
+    expect(answered[1]!.seconds).toBeGreaterThan(0);
+
+    const tooMany = Array.from({ length: MAX_CLAIMS_PER_REQUEST + 1 }, (_, i) => ({
+      namespace: "default",
+      name: `c${i}`,
+      uid: `uid-${i}`,
+    }));
+    await expect(kubelet.prepare(tooMany)).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
+    expect(answered).toHaveLength(2);
   });
 
   it("unprepare removes only the files of the claims it names", async () => {

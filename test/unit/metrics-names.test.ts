@@ -76,7 +76,7 @@ describe("plugin metrics", () => {
   it("exposes every dpo_plugin_ metric with its type, help, label names and buckets", async () => {
     const m = new PluginMetrics();
     // One sample per metric, with the label sets the runtime records (runtime.ts, device-plugin-server.ts,
-    // report/writer.ts), so that the label names show up in the exposition.
+    // dra/dra-runtime.ts, report/writer.ts), so that the label names show up in the exposition.
     m.devices.set({ resource: "example.com/foo", health: "Healthy" }, 2);
     const holder = {
       resource: "example.com/foo",
@@ -91,6 +91,8 @@ describe("plugin metrics", () => {
     m.podResourcesErrors.inc({ resource: "example.com/foo", code: "UNAVAILABLE" });
     m.allocations.inc({ resource: "example.com/foo", result: "OK" });
     m.allocateDuration.observe({ resource: "example.com/foo" }, 0.0003);
+    m.draPrepareDuration.observe({ resource: "example.com/foo" }, 0.004);
+    m.draUnprepareDuration.observe({ resource: "example.com/foo" }, 0.0005);
     m.preferredAllocations.inc({ resource: "example.com/foo", result: "OK" });
     m.registrations.inc({ resource: "example.com/foo", path: "kubelet", result: "ok" });
     m.registered.set({ resource: "example.com/foo" }, 1);
@@ -135,6 +137,18 @@ describe("plugin metrics", () => {
         "Time to answer one Allocate call.",
         ["resource"],
         [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1],
+      ),
+      dpo_plugin_dra_prepare_duration_seconds: expected(
+        "histogram",
+        "Time to answer one NodePrepareResources call (DRA), all its claims together.",
+        ["resource"],
+        [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+      ),
+      dpo_plugin_dra_unprepare_duration_seconds: expected(
+        "histogram",
+        "Time to answer one NodeUnprepareResources call (DRA), all its claims together.",
+        ["resource"],
+        [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
       ),
       dpo_plugin_preferred_allocations_total: expected(
         "counter",
@@ -271,7 +285,7 @@ describe("process metrics", () => {
       "nodejs_eventloop_lag_p99_seconds",
     ])
       expect(text).toMatch(new RegExp(`^# TYPE ${name} `, "m"));
-    expect([...parseExposition(text).keys()]).toHaveLength(14);
+    expect([...parseExposition(text).keys()]).toHaveLength(16);
     // A second component's registry stays empty of them: nothing goes through prom-client's global one.
     expect(await new OperatorMetrics().render()).not.toContain("process_");
   });

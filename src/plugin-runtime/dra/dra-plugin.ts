@@ -65,7 +65,12 @@ export interface DraPluginOptions {
   readonly claimReadTimeoutMs?: number;
   /** Called with every verdict of the kubelet (NotifyRegistrationStatus), after it is recorded. */
   readonly onRegistrationStatus?: (status: DraRegistrationStatus) => void;
+  /** Told how long each call the kubelet made took to answer, once answered (the latency metrics). */
+  readonly onAnswered?: (method: DraCall, seconds: number) => void;
 }
+
+/** The kubelet's two calls to a DRA plugin. */
+export type DraCall = "NodePrepareResources" | "NodeUnprepareResources";
 
 /** The kubelet's verdict from NotifyRegistrationStatus. */
 export interface DraRegistrationStatus {
@@ -335,6 +340,10 @@ export class DraPlugin {
     };
   }
 
+  private answered(method: DraCall, startedMs: number): void {
+    this.opts.onAnswered?.(method, (performance.now() - startedMs) / 1000);
+  }
+
   /**
    * The two DRAPlugin services, answered by the same implementation: v1beta1 has the same messages as v1
    * in another package, so only the response types differ.
@@ -348,16 +357,20 @@ export class DraPlugin {
       nodePrepareResources: (call: Call, callback: grpc.sendUnaryData<PrepareResponse>) => {
         const refused = this.tooMany(call.request.claims.length);
         if (refused) return callback(refused, null);
-        void this.prepare(call.request.claims).then((outcomes) =>
-          callback(null, prepared(toPrepareMap(outcomes))),
-        );
+        const started = performance.now();
+        void this.prepare(call.request.claims).then((outcomes) => {
+          callback(null, prepared(toPrepareMap(outcomes)));
+          this.answered("NodePrepareResources", started);
+        });
       },
       nodeUnprepareResources: (call: Call, callback: grpc.sendUnaryData<UnprepareResponse>) => {
         const refused = this.tooMany(call.request.claims.length);
         if (refused) return callback(refused, null);
-        void this.unprepare(call.request.claims).then((outcomes) =>
-          callback(null, unprepared(toUnprepareMap(outcomes))),
-        );
+        const started = performance.now();
+        void this.unprepare(call.request.claims).then((outcomes) => {
+          callback(null, unprepared(toUnprepareMap(outcomes)));
+          this.answered("NodeUnprepareResources", started);
+        });
       },
     };
   }

@@ -1,7 +1,8 @@
 // The plugin runtime in DRA mode (`spec.publish: DRA`): the same backend and DeviceSet as the device-plugin
 // runtime, but the devices go out as this node's ResourceSlices and the kubelet talks to the DRA plugin
 // (registered through the plugin watcher as DRAPlugin) instead of a device-plugin endpoint. It answers the
-// node report the way PluginRuntime does, so the DeviceNodeState keeps being written in both modes.
+// node report the way PluginRuntime does, so the DeviceNodeState keeps being written in both modes, and
+// labels its devices with the pods holding them from the kubelet's PodResources API, as PluginRuntime does.
 import { EventEmitter } from "node:events";
 import { join } from "node:path";
 import type { Logger } from "pino";
@@ -13,10 +14,12 @@ import type { DeviceBackend } from "../backends/backend.js";
 import { createBackend } from "../backends/index.js";
 import { DeviceSet, type DeviceSetSnapshot } from "../devices/device-set.js";
 import { PluginMetrics } from "../metrics.js";
+import { deviceSeries, draAllocationsOf } from "../podresources/allocations.js";
+import { PodResourcesMonitor } from "../podresources/monitor.js";
 import type { ApiClient } from "../report/api-client.js";
 import type { PluginRuntimeEvents, RuntimeStatus } from "../runtime.js";
 import { ApiResourceClaimGetter } from "./claims-api.js";
-import { draDevicesOf, draPoolDevices } from "./devices.js";
+import { draDeviceName, draDevicesOf, draPoolDevices } from "./devices.js";
 import { DRA_SOCKET_PREFIX, DraPlugin, type DraRegistrationStatus } from "./dra-plugin.js";
 import { NewerInstanceProbe } from "./handover.js";
 import { SlicePublisher, type PublishedPool } from "./publisher.js";
@@ -40,6 +43,8 @@ export interface DraRuntimeOptions {
   readonly sliceRetryBaseMs?: number;
   /** How often to look for a newer instance of the driver beside this one (surge upgrades). */
   readonly handoverPollMs?: number;
+  /** The kubelet's PodResources socket and how often to read it, for the pods holding the devices. */
+  readonly podResources?: { readonly socketPath: string; readonly intervalMs?: number };
 }
 
 export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
@@ -58,6 +63,7 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
   private stopped = false;
   /** Set once the DRA socket is served: it is how newer instances of the driver are told apart. */
   private newerInstances: NewerInstanceProbe | undefined;
+  private podResources: PodResourcesMonitor | undefined;
 
   constructor(private readonly opts: DraRuntimeOptions) {
     super();
@@ -84,6 +90,11 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
       registryDir: opts.pluginsRegistryDir ?? PLUGINS_REGISTRY_DIR,
       cdiDir: opts.cdiDir ?? DEFAULT_CDI_DIR,
       onRegistrationStatus: (status) => this.onRegistrationStatus(status),
+      onAnswered: (method, seconds) =>
+        (method === "NodePrepareResources"
+          ? this.metrics.draPrepareDuration
+          : this.metrics.draUnprepareDuration
+        ).observe({ resource: this.resourceName }, seconds),
     });
     this.publisher = new SlicePublisher({
       client: opts.api,
@@ -142,6 +153,7 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
       this.publisher.changed();
       this.emit("devices", s);
     });
+    this.followPodResources();
     // The socket first: the other instances of the driver on the node see this one by it. Then the
     // slices, since a kubelet that registers us may see claims allocated against them at once.
     await this.plugin.serve();
@@ -160,6 +172,7 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
     if (this.stopped) return;
     this.stopped = true;
     this.unsubscribe?.();
+    await this.podResources?.stop();
     await this.publisher.stop();
     await this.plugin.stop();
     await this.devices.stop();
@@ -192,5 +205,34 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
 
   private recordDevices(snap: DeviceSetSnapshot): void {
     this.metrics.recordDeviceCounts(this.resourceName, snap.advertised);
+    this.metrics.recordDeviceSeries(
+      this.resourceName,
+      deviceSeries(snap.advertised, this.podResources?.allocations),
+    );
+  }
+
+  /**
+   * Reads the kubelet's PodResources API for the claims' devices of this driver in this node's pool (the
+   * pool is the node), so the per-device series name their pods as in device-plugin mode.
+   */
+  private followPodResources(): void {
+    if (this.opts.podResources === undefined) return;
+    const monitor = new PodResourcesMonitor({
+      socketPath: this.opts.podResources.socketPath,
+      intervalMs: this.opts.podResources.intervalMs,
+      resourceName: this.resourceName,
+      allocationsOf: (response) =>
+        draAllocationsOf(response, {
+          driver: this.driverName,
+          pool: this.opts.nodeName,
+          // Every device the backend has, unhealthy ones too (left out of the slice, still held).
+          ids: new Map(this.devices.snapshot().advertised.map((d) => [draDeviceName(d.physicalId), d.id])),
+        }),
+      logger: this.log,
+      metrics: this.metrics,
+    });
+    monitor.on("allocations", () => this.recordDevices(this.devices.snapshot()));
+    this.podResources = monitor;
+    monitor.start();
   }
 }

@@ -1,5 +1,6 @@
-// Follows which containers hold the plugin's devices by polling the kubelet's PodResources List. Never
-// fatal: a kubelet without the socket, or one that errs, is logged once and polled again with backoff.
+// Follows which containers hold the plugin's devices (device-plugin ids or DRA claims) by polling the
+// kubelet's PodResources List. Never fatal: a kubelet without the socket, or one that errs, is logged
+// once and polled again with backoff.
 import * as grpc from "@grpc/grpc-js";
 import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
@@ -22,7 +23,13 @@ const MAX_RECEIVE_BYTES = 16 * 1024 * 1024;
 export interface PodResourcesMonitorOptions {
   /** The kubelet's PodResources socket (`/var/lib/kubelet/pod-resources/kubelet.sock`). */
   socketPath: string;
+  /** The `resource` label of the read metrics, and the device-plugin resource whose ids are followed. */
   resourceName: string;
+  /**
+   * Which devices of this plugin the containers hold, from one List answer. Default: the ids of
+   * `resourceName` (device-plugin mode); a DRA plugin gives its driver's claimed devices instead.
+   */
+  allocationsOf?: (response: ListPodResourcesResponse) => Allocations;
   logger: Logger;
   metrics: PluginMetrics;
   /** Time between two successful reads (default 10 s); after a failure the wait doubles, up to 60 s. */
@@ -119,7 +126,7 @@ export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents>
       );
     });
     if (this.stopped) return;
-    const next = allocationsOf(response, this.opts.resourceName);
+    const next = this.opts.allocationsOf?.(response) ?? allocationsOf(response, this.opts.resourceName);
     if (sameAllocations(this.current, next)) return;
     this.current = next;
     this.emit("allocations", next);
