@@ -34,6 +34,8 @@ export interface SimulatedResource {
   readonly resourceName: string;
   /** Register's endpoint (a file name in the directory), or the absolute path the plugin watcher dialled. */
   endpoint: string;
+  /** The socket dialled: the kubelet tells endpoints apart by it from v1.37. */
+  socketPath: string;
   options: DevicePluginOptions;
   client: DevicePluginClient;
   stream: grpc.ClientReadableStream<ListAndWatchResponse> | undefined;
@@ -71,7 +73,12 @@ export interface SimulatedDeviceManagerOptions {
    * name. A second registration takes the resource over while the first plugin keeps running, and when
    * the first plugin's stream ends later its disconnect is applied to the resource, that is to the new
    * plugin (kubernetes #121994): the devices turn unhealthy and stay so until the plugin registers
-   * again. Off: one endpoint per socket, the newest connected one serving the resource.
+   * again. The plugin watcher deregisters by resource name too: an old plugin's registration socket
+   * going disconnects whichever plugin serves the resource now.
+   * Off (v1.37.0 and later): one endpoint per socket. Every connected endpoint keeps its stream and its
+   * device lists update the resource; the newest registered serves it; when that one goes, another
+   * connected one is promoted, and only the last one's end turns the devices unhealthy. A second
+   * registration on a socket that is still connected is refused (`device plugin already connected`).
    */
   oneEndpointPerResource?: boolean;
   /**
@@ -135,7 +142,11 @@ function promisify<Req, Res>(
 
 export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   readonly resources = new Map<string, SimulatedResource>();
-  /** With one endpoint per resource: endpoints a newer registration replaced, still streaming. */
+  /**
+   * Endpoints a newer registration of their resource took over, still streaming: with one endpoint per
+   * resource the kubelet forgot them (their end lands on the resource); with one per socket it keeps
+   * them beside the one it uses.
+   */
   private readonly replaced = new Set<SimulatedResource>();
   private server: grpc.Server | undefined;
   private readonly gracePeriodMs: number;
@@ -435,20 +446,30 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
     const options = await promisify(client.getDevicePluginOptions.bind(client), {}, 10_000);
 
     const previous = this.resources.get(resourceName);
+    if (
+      !this.opts.oneEndpointPerResource &&
+      [previous, ...this.replaced].some(
+        (r) => r?.connected && r.resourceName === resourceName && r.socketPath === socketPath,
+      )
+    ) {
+      client.close();
+      throw new Error(`device plugin already connected: ${socketPath}`);
+    }
     if (previous) {
       clearTimeout(previous.removalTimer);
-      // A kubelet with one endpoint per resource just forgets the old one; its stream goes on until
-      // the old plugin goes, and that end is then taken for the resource's (below).
-      if (!this.opts.oneEndpointPerResource || !previous.connected) {
+      // The old plugin's stream goes on: a kubelet with one endpoint per resource just forgets it, and
+      // takes its end for the resource's (below); a kubelet with one per socket keeps it as a spare.
+      if (previous.connected) {
+        this.replaced.add(previous);
+      } else {
         previous.stream?.cancel();
         previous.client.close();
-      } else {
-        this.replaced.add(previous);
       }
     }
     const resource: SimulatedResource = {
       resourceName,
       endpoint,
+      socketPath,
       options,
       client,
       stream: undefined,
@@ -462,23 +483,58 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
     const stream = client.listAndWatch({});
     resource.stream = stream;
     stream.on("data", (res: ListAndWatchResponse) => {
-      if (this.resources.get(resourceName) !== resource) return;
-      resource.devices = res.devices;
-      resource.updates++;
-      this.emit("devices", resource);
-    });
-    const ended = (): void => {
       const current = this.resources.get(resourceName);
       if (current === resource) {
-        if (resource.connected) this.disconnect(resource);
-      } else if (this.replaced.delete(resource)) {
-        // kubernetes #121994: the replaced plugin's disconnect lands on the resource's new endpoint.
-        resource.client.close();
-        if (current?.connected) this.disconnect(current);
+        resource.devices = res.devices;
+        resource.updates++;
+        this.emit("devices", resource);
+      } else if (!this.opts.oneEndpointPerResource && this.replaced.has(resource) && current?.connected) {
+        // From v1.37 every connected endpoint's list is the resource's (genericDeviceUpdateCallback
+        // by resource name); the replaced plugin's updates are not simulated on older kubelets.
+        current.devices = res.devices;
+        this.emit("devices", current);
       }
-    };
-    stream.on("end", ended);
-    stream.on("error", ended);
+    });
+    stream.on("end", () => this.endpointEnded(resource));
+    stream.on("error", () => this.endpointEnded(resource));
+  }
+
+  /**
+   * An endpoint's stream ended, or its registration socket went (the kubelet disconnects the client in
+   * both cases). With one endpoint per resource the end is the resource's, whichever plugin it came
+   * from (kubernetes #121994). With one per socket it removes that endpoint alone; the resource turns
+   * unhealthy only when no other connected endpoint is left, and otherwise one of them serves it (the
+   * kubelet promotes an arbitrary one; here the newest).
+   */
+  private endpointEnded(resource: SimulatedResource): void {
+    const current = this.resources.get(resource.resourceName);
+    const spare = this.replaced.delete(resource);
+    if (spare) {
+      resource.connected = false;
+      resource.stream?.cancel();
+      resource.client.close();
+    }
+    if (this.opts.oneEndpointPerResource) {
+      if (current?.connected && (spare || current === resource)) this.disconnect(current);
+      return;
+    }
+    if (current !== resource || !resource.connected) return;
+    const promoted = [...this.replaced]
+      .filter((r) => r.resourceName === resource.resourceName && r.connected)
+      .at(-1);
+    if (promoted === undefined) {
+      this.disconnect(resource);
+      return;
+    }
+    this.replaced.delete(promoted);
+    resource.connected = false;
+    resource.stream?.cancel();
+    resource.client.close();
+    clearTimeout(resource.removalTimer);
+    promoted.devices = resource.devices;
+    promoted.allocated = resource.allocated;
+    this.resources.set(resource.resourceName, promoted);
+    this.emit("devices", promoted);
   }
 
   private async startPluginWatcher(): Promise<void> {
@@ -529,10 +585,19 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
     for (const [path, resourceName] of this.watchedSockets) {
       if (present.has(path)) continue;
       this.watchedSockets.delete(path);
-      const resource = resourceName === undefined ? undefined : this.resources.get(resourceName);
-      if (resource?.connected && resource.endpoint === this.watcherEndpoints.get(path))
-        this.disconnect(resource);
+      const endpoint = this.watcherEndpoints.get(path);
       this.watcherEndpoints.delete(path);
+      if (resourceName === undefined) continue;
+      // DeRegisterPlugin: before v1.37 the kubelet looks the client up by resource name, so the plugin
+      // serving the resource now is disconnected, whoever's socket went (kubernetes #121994); from
+      // v1.37 by name and socket.
+      const current = this.resources.get(resourceName);
+      const gone = this.opts.oneEndpointPerResource
+        ? current
+        : [current, ...this.replaced].find(
+            (r) => r?.resourceName === resourceName && r.endpoint === endpoint,
+          );
+      if (gone?.connected) this.endpointEnded(gone);
     }
     for (const [path, other] of this.otherSockets) {
       if (present.has(path)) continue;
