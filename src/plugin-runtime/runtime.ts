@@ -1,6 +1,6 @@
 // The plugin runtime's lifecycle: devices, the DevicePlugin socket, kubelet registration (direct or via
-// the plugin watcher), kubelet-restart detection, which pods hold the devices (the kubelet's PodResources
-// API), probes and metrics, and a clean shutdown.
+// the plugin watcher), kubelet-restart detection, registering again when the kubelet ends ListAndWatch,
+// which pods hold the devices (the kubelet's PodResources API), probes and metrics, and a clean shutdown.
 import { watch, type FSWatcher } from "node:fs";
 import { mkdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
@@ -25,10 +25,18 @@ import {
   socketPrefix,
 } from "./registration/sockets.js";
 import { DevicePluginEndpoint } from "./server/device-plugin-server.js";
+import { NewerInstanceProbe } from "./dra/handover.js";
 
 /** Backoff of a failed CDI spec write. */
 const CDI_RETRY_MIN_MS = 1_000;
 const CDI_RETRY_MAX_MS = 60_000;
+/**
+ * A ListAndWatch stream the kubelet kept this long was a working registration: when the next one ends,
+ * registering again starts from the shortest delay. Shorter ones double it each time, up to
+ * REREGISTER_MAX_MS, so a kubelet that keeps ending the stream is asked once in a while, not hammered.
+ */
+const STABLE_STREAM_MS = 30_000;
+const REREGISTER_MAX_MS = 30_000;
 
 export type RegistrationMode = "kubelet" | "watcher";
 
@@ -106,6 +114,17 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
   private lastRegistrationError: string | undefined;
   private registrationChangedAtMs = this.startedAtMs;
   private kubeletRestarts = 0;
+
+  /**
+   * Set when the kubelet ended ListAndWatch on the socket served now while it still exists (a kubelet
+   * before v1.37 does that to a plugin when an older instance's stream ends, kubernetes #121994): the
+   * kubelet no longer uses this plugin, which registers again on a fresh socket once `dueAtMs` has
+   * passed, unless a newer instance of the plugin serves the resource (this one is being replaced).
+   */
+  private dropped: { endpoint: DevicePluginEndpoint; dueAtMs: number; standingByFor?: string } | undefined;
+  /** Consecutive ListAndWatch streams the kubelet ended sooner than STABLE_STREAM_MS: the backoff's step. */
+  private shortStreams = 0;
+  private reregisterTimer: NodeJS.Timeout | undefined;
 
   private fsWatcher: FSWatcher | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
@@ -230,6 +249,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.stopped = true;
     clearInterval(this.pollTimer);
     clearTimeout(this.retryTimer);
+    clearTimeout(this.reregisterTimer);
     clearTimeout(this.cdiRetryTimer);
     this.fsWatcher?.close();
     await this.podResources?.stop();
@@ -387,6 +407,13 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       this.setRegistered(false);
       await this.serveFreshSocket();
       if (this.watcherRegistration) await this.watcherRegistration.serve();
+    } else if (this.dropped !== undefined) {
+      if (!(await this.dueToRegisterAgain(this.dropped))) return;
+      this.log.info({ socket: this.socketName }, "registering again on a fresh socket");
+      // A Register answered after the kubelet had already ended the stream it opened still counted.
+      this.setRegistered(false);
+      await this.serveFreshSocket();
+      if (this.watcherRegistration) await this.watcherRegistration.serve();
     }
 
     if (this.opts.registration !== "kubelet" || this.registeredWith !== undefined) return;
@@ -397,14 +424,72 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     await this.registerOnce(kubeletId);
   }
 
+  /**
+   * The kubelet ended the last ListAndWatch stream of `endpoint` while the plugin still serves it (a
+   * kubelet restart ends it too; its socket deletion then takes over). Unless the plugin is stopping or
+   * has moved to another socket since, it is no longer registered and registers again after the backoff.
+   */
+  private onStreamsEnded(endpoint: DevicePluginEndpoint, lastedMs: number): void {
+    if (this.stopped || endpoint !== this.endpoint) return;
+    this.shortStreams = lastedMs >= STABLE_STREAM_MS ? 1 : this.shortStreams + 1;
+    const delayMs = Math.min(
+      (this.opts.retryBaseMs ?? 100) * 2 ** (this.shortStreams - 1),
+      REREGISTER_MAX_MS,
+    );
+    this.dropped = { endpoint, dueAtMs: Date.now() + delayMs };
+    this.log.warn(
+      { socket: this.socketName, streamLastedMs: lastedMs, registerAgainInMs: delayMs },
+      "the kubelet ended ListAndWatch while the plugin still serves; registering again",
+    );
+    this.recordRegistrationError("the kubelet ended ListAndWatch; registering again");
+    this.setRegistered(false);
+    clearTimeout(this.reregisterTimer);
+    this.reregisterTimer = setTimeout(() => this.kick(), delayMs);
+    this.reregisterTimer.unref();
+  }
+
+  /**
+   * Whether to register again after the kubelet dropped this plugin: the backoff has passed, and no newer
+   * instance of the plugin is live beside it. A newer one means this one is being replaced (an upgrade):
+   * registering again would take the resource back from it, and on a kubelet before v1.37 each would
+   * keep cutting the other off. The poll asks again, so this one registers once the newer one is gone.
+   */
+  private async dueToRegisterAgain(dropped: NonNullable<PluginRuntime["dropped"]>): Promise<boolean> {
+    if (Date.now() < dropped.dueAtMs || this.socketName === undefined) return false;
+    const own = join(this.opts.devicePluginDir, this.socketName);
+    let newer: string | undefined;
+    try {
+      newer = await new NewerInstanceProbe(this.prefix, own).newerLiveInstance();
+    } catch (err) {
+      // Our own socket name always parses; should it not, registering again is the safe side.
+      this.log.warn({ err: (err as Error).message }, "cannot look for a newer instance of the plugin");
+    }
+    if (newer !== undefined) {
+      if (dropped.standingByFor !== newer) {
+        dropped.standingByFor = newer;
+        this.log.info(
+          { newerInstance: newer },
+          "a newer instance of the plugin serves the resource; not registering again while it runs",
+        );
+        this.recordRegistrationError(`a newer instance of the plugin serves the resource (${newer})`);
+      }
+      return false;
+    }
+    this.dropped = undefined;
+    return true;
+  }
+
   private async serveFreshSocket(): Promise<void> {
+    // Whatever made the plugin move to a fresh socket also ends the wait to register again.
+    this.dropped = undefined;
+    clearTimeout(this.reregisterTimer);
     const old = this.endpoint;
     const oldName = this.socketName;
     this.endpoint = undefined;
     if (old) await old.close(200);
     if (oldName) await unlink(join(this.opts.devicePluginDir, oldName)).catch(() => undefined);
     const spec = this.opts.config.spec;
-    const endpoint = new DevicePluginEndpoint({
+    const endpoint: DevicePluginEndpoint = new DevicePluginEndpoint({
       resourceName: this.resourceName,
       devices: this.devices,
       backend: this.backend,
@@ -414,6 +499,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       logger: this.log,
       metrics: this.metrics,
       preStartTimeoutMs: this.opts.preStartTimeoutMs,
+      onStreamsEnded: ({ lastedMs }) => this.onStreamsEnded(endpoint, lastedMs),
     });
     const name = socketFileName(this.prefix, this.startedAtMs, ++this.sequence);
     await endpoint.listen(socketPath(this.opts.devicePluginDir, name));

@@ -5,7 +5,9 @@
 // live instance publishes, the others stand by, and when the newest goes (a rollback deletes it, or it
 // crashes) the next one takes the pool back. Instances find each other through their DRA sockets in the
 // driver's shared plugin directory, whose names carry when each instance started; nothing is written to
-// the API server to decide it, so it costs nothing at scale.
+// the API server to decide it, so it costs nothing at scale. The device-plugin runtime asks the same
+// question of its sockets in device-plugins, whose names carry the same key: a plugin the kubelet dropped
+// registers again only while no newer instance serves the resource.
 import { lstat, readdir } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { socketIsLive } from "../registration/sockets.js";

@@ -40,6 +40,12 @@ export interface DevicePluginServiceOptions {
   metrics: PluginMetrics;
   /** Budget for the backend's pre-start hook; kept under the kubelet's 30 s. */
   preStartTimeoutMs?: number;
+  /**
+   * Called when the last open ListAndWatch stream ended from the client's side (cancelled, or its
+   * connection closed) rather than by endStreams: the kubelet stopped watching this endpoint although
+   * it still serves. `lastedMs` is how long that stream was open.
+   */
+  onStreamsEnded?: (ended: { lastedMs: number }) => void;
 }
 
 /** Largest request the runtime accepts; anything bigger is a malformed request, not a real pod. */
@@ -98,6 +104,8 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
   const { logger, metrics, resourceName } = opts;
   const envName = resourceEnvName(resourceName);
   const streams = new Set<grpc.ServerWritableStream<Empty, ListAndWatchResponse>>();
+  /** Set by endStreams: the ends that follow are ours, not the client's. */
+  let ending = false;
   const preStartTimeoutMs = Math.min(
     opts.preStartTimeoutMs ?? 25_000,
     PRE_START_CONTAINER_TIMEOUT_MS - 1_000,
@@ -169,6 +177,7 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
         metrics.deviceListUpdates.inc({ resource: resourceName });
       };
       streams.add(call);
+      const openedAtMs = Date.now();
       metrics.listAndWatchStreams.set({ resource: resourceName }, streams.size);
       logger.info({ resource: resourceName, streams: streams.size }, "ListAndWatch stream opened");
       const unsubscribe = opts.devices.onChange(send);
@@ -177,6 +186,8 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
         unsubscribe();
         metrics.listAndWatchStreams.set({ resource: resourceName }, streams.size);
         logger.info({ resource: resourceName, streams: streams.size }, "ListAndWatch stream closed");
+        // Another client's stream (a tool's) ending while the kubelet's stays open means nothing.
+        if (!ending && streams.size === 0) opts.onStreamsEnded?.({ lastedMs: Date.now() - openedAtMs });
       };
       call.on("cancelled", close);
       call.on("close", close);
@@ -335,6 +346,7 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
   return {
     implementation,
     endStreams() {
+      ending = true;
       for (const call of [...streams]) {
         try {
           call.end();
