@@ -50,8 +50,8 @@ export interface PreparedClaim {
   ref: DraClaimRef;
   /** Drivers it was prepared with (each with a result in its allocation). */
   drivers: string[];
-  /** What NodePrepareResources answered, all drivers together. */
-  devices: DraPreparedClaim["devices"];
+  /** What NodePrepareResources answered, all drivers together, each device with the driver that answered. */
+  devices: (DraPreparedClaim["devices"][number] & { driver: string })[];
   /** Uids of the pods on the node using it; unprepared when the last one goes. */
   pods: Set<string>;
 }
@@ -373,7 +373,7 @@ export class SimulatedDraManager extends EventEmitter<DraManagerEvents> implemen
           pods: new Set<string>(),
         };
         entry.drivers.push(driver);
-        entry.devices.push(...answer.devices);
+        entry.devices.push(...answer.devices.map((d) => ({ ...d, driver })));
         // The pod holds it at once, so a later failure of the pod's prepare still unprepares it on delete.
         entry.pods.add(podUid);
         this.prepared.set(ref.uid, entry);

@@ -739,6 +739,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
         podResources: new SimulatedPodResourcesServer({
           socketPath: podResourcesSocket,
           deviceManager,
+          draManager: dra,
           pods: () =>
             (this.informer?.list() ?? [])
               .filter((p) => p.spec?.nodeName === name && isActivePod(p))

@@ -1,6 +1,7 @@
 // A stand-in for the kubelet's PodResources API (v1.PodResourcesLister on pod-resources/kubelet.sock), for
-// tests only: it answers from the simulated device manager's allocations and the pods the simulated
-// kubelet runs, the way the kubelet's server combines its pod manager and device manager.
+// tests only: it answers from the simulated device manager's allocations, the simulated DRA manager's
+// prepared claims and the pods the simulated kubelet runs, the way the kubelet's server combines its pod
+// manager, device manager and DRA manager.
 import * as grpc from "@grpc/grpc-js";
 import type { V1Pod } from "@kubernetes/client-node";
 import { mkdir, unlink } from "node:fs/promises";
@@ -13,6 +14,8 @@ import {
   type PodResourcesListerServer,
 } from "../../src/plugin-runtime/proto/index.js";
 import type { SimulatedDeviceManager } from "./device-manager.js";
+import type { PreparedClaim } from "./dra-manager.js";
+import { podClaimNames } from "./dra-rules.js";
 
 /** A pod as the PodResources API lists it: identity, and the containers it reports on, in order. */
 export interface PodResourcesPod {
@@ -21,18 +24,34 @@ export interface PodResourcesPod {
   namespace: string;
   /** Restartable init containers (sidecars) first, then the containers; other init containers are not listed. */
   containers: string[];
+  /**
+   * Listed container → the ResourceClaims it uses (its `resources.claims`, resolved as the kubelet's
+   * resourceclaim.Name does), in the pod's order; undefined for a claim not created yet. Absent: none.
+   */
+  claims?: Readonly<Record<string, readonly (string | undefined)[]>>;
 }
 
 /** The containers the kubelet's List reports for a pod (server_v1.go: IsRestartableInitContainer, then Containers). */
 export function podResourcesPod(pod: V1Pod): PodResourcesPod {
+  const listed = [
+    ...(pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === "Always"),
+    ...(pod.spec?.containers ?? []),
+  ];
+  // GetContainerClaimInfos: the pod's claims in spec order that the container names; one that needs no
+  // ResourceClaim (a template entry resolved to no name) is left out.
+  const resolved = podClaimNames(pod);
+  const claims: Record<string, (string | undefined)[]> = {};
+  for (const c of listed) {
+    const used = new Set((c.resources?.claims ?? []).map((claim) => claim.name));
+    const names = resolved.filter((r) => used.has(r.podClaimName)).map((r) => r.claimName);
+    if (names.length > 0) claims[c.name] = names;
+  }
   return {
     uid: pod.metadata?.uid ?? "",
     name: pod.metadata?.name ?? "",
     namespace: pod.metadata?.namespace ?? "",
-    containers: [
-      ...(pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === "Always").map((c) => c.name),
-      ...(pod.spec?.containers ?? []).map((c) => c.name),
-    ],
+    containers: listed.map((c) => c.name),
+    ...(Object.keys(claims).length > 0 ? { claims } : {}),
   };
 }
 
@@ -40,6 +59,8 @@ export interface SimulatedPodResourcesOptions {
   /** Stands in for /var/lib/kubelet/pod-resources/kubelet.sock. */
   socketPath: string;
   deviceManager: SimulatedDeviceManager;
+  /** The claims the node's DRA manager prepared, by uid (its claim info cache); without it, no claims. */
+  draManager?: { readonly prepared: ReadonlyMap<string, PreparedClaim> };
   /** The pods the kubelet runs (its GetActivePods): every pod bound to the node that is not finished. */
   pods: () => readonly PodResourcesPod[];
 }
@@ -127,10 +148,64 @@ export class SimulatedPodResourcesServer {
             devices.push(...perNumaNode(resourceName, id, device === undefined ? [] : numaNodes(device)));
           }
         }
-        return { name, devices, cpuIds: [], memory: [], dynamicResources: [] };
+        return {
+          name,
+          devices,
+          cpuIds: [],
+          memory: [],
+          dynamicResources: this.dynamicResourcesOf(pod, name),
+        };
       }),
     };
   }
+
+  /**
+   * GetDynamicResources (container_manager_linux.go, v1.37.2): each claim the container uses, from the
+   * DRA manager's cache, with the devices its drivers' NodePrepareResources answered. A claim not created
+   * or not in the cache (not prepared) makes the kubelet log an error and list none for the container.
+   */
+  private dynamicResourcesOf(
+    pod: PodResourcesPod,
+    container: string,
+  ): ContainerResources["dynamicResources"] {
+    const out: ContainerResources["dynamicResources"] = [];
+    for (const claimName of pod.claims?.[container] ?? []) {
+      const claim = [...(this.opts.draManager?.prepared.values() ?? [])].find(
+        (c) => c.ref.namespace === pod.namespace && c.ref.name === claimName,
+      );
+      if (claimName === undefined || claim === undefined) return [];
+      out.push({
+        claimName: claim.ref.name,
+        claimNamespace: claim.ref.namespace,
+        claimResources: claimResources(claim),
+      });
+    }
+    return out;
+  }
+}
+
+/**
+ * A claim's devices, per driver in the order they were prepared, as the kubelet lists them. Its CDI list
+ * is declared once per driver and appended to for each device, so every device carries the CDI ids of
+ * the driver's devices listed before it too (v1.37.2 does so; consumers must not read it per device).
+ */
+function claimResources(
+  claim: PreparedClaim,
+): ContainerResources["dynamicResources"][number]["claimResources"] {
+  const out: ContainerResources["dynamicResources"][number]["claimResources"] = [];
+  for (const driver of new Set(claim.drivers)) {
+    const cdiDevices: { name: string }[] = [];
+    for (const device of claim.devices.filter((d) => d.driver === driver)) {
+      cdiDevices.push(...device.cdiDeviceIds.map((name) => ({ name })));
+      out.push({
+        cdiDevices: [...cdiDevices],
+        driverName: driver,
+        poolName: device.poolName,
+        deviceName: device.deviceName,
+      });
+    }
+  }
+  return out;
 }
 
 function numaNodes(device: { topology?: { nodes: { ID: number }[] } | undefined }): number[] {
