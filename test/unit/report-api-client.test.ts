@@ -484,6 +484,34 @@ describe("ApiClient.watch", () => {
     expect(seen[0]?.headers["authorization"]).toBe("Bearer watch-token");
   });
 
+  it("runs watches side by side, each on a connection of its own, beside ordinary requests", async () => {
+    handler = (req, res) => {
+      if (req.url === "/x") {
+        json(res, 200, { ok: true });
+        return;
+      }
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.write(line("ADDED", slice(req.url ?? "", "1")));
+    };
+    const client = new ApiClient(trusted());
+    const abort = new AbortController();
+    const heard = new Set<string>();
+    const watches = ["/w1", "/w2", "/w3"].map((path) =>
+      client
+        .watch<{ metadata: { name: string } }>(
+          { path, silenceTimeoutMs: 30_000, signal: abort.signal },
+          (e) => heard.add(e.object.metadata.name),
+        )
+        .catch((e: unknown) => e),
+    );
+    await waitFor("an event on every watch", () => heard.size === 3, { timeoutMs: 5_000, intervalMs: 5 });
+    expect(await client.request({ method: "GET", path: "/x" })).toEqual({ ok: true });
+    abort.abort();
+    for (const ended of await Promise.all(watches)) expect(ended).toMatchObject({ reason: "Aborted" });
+    client.close();
+    server.closeAllConnections();
+  });
+
   it("ends with the Status of an ERROR event, so a 410 Gone is told apart", async () => {
     handler = (_req, res) => {
       res.writeHead(200, { "Content-Type": "application/json" });

@@ -217,8 +217,9 @@ export class ApiClient {
   private readonly agent: http.Agent;
   /**
    * Watches hold their HTTP/1.1 connection for minutes: on an agent of their own, so they never take one
-   * of the two connections requests share. Kept alive, the next watch reuses the connection (no new TLS
-   * handshake every few minutes).
+   * of the two connections requests share, with a connection per watch (a second watch must not queue
+   * behind the first). Kept alive, the next watch reuses the connection (no new TLS handshake every few
+   * minutes).
    */
   private readonly watchAgent: http.Agent;
   private readonly timeoutMs: number;
@@ -242,10 +243,10 @@ export class ApiClient {
         servername: credentials.tlsServerName,
       };
       this.agent = new https.Agent({ ...tls, maxSockets: 2 });
-      this.watchAgent = new https.Agent({ ...tls, maxSockets: 1 });
+      this.watchAgent = new https.Agent({ ...tls, maxFreeSockets: 1 });
     } else if (this.url.protocol === "http:") {
       this.agent = new http.Agent({ keepAlive: true, maxSockets: 2 });
-      this.watchAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      this.watchAgent = new http.Agent({ keepAlive: true, maxFreeSockets: 1 });
     } else {
       throw new KubeconfigError(`server ${credentials.server}: want an https:// (or http://) URL`);
     }
@@ -355,6 +356,7 @@ export class ApiClient {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        req.signal?.removeEventListener("abort", onAbort);
         if (err === undefined) {
           resolve();
         } else {
@@ -372,6 +374,10 @@ export class ApiClient {
           ms,
         );
       };
+      // Settled here at once, whatever state the request is in (waiting for a connection included).
+      const onAbort = (): void => finish(new ApiError(`${where}: aborted`, { code: 0, reason: "Aborted" }));
+      if (req.signal?.aborted) onAbort();
+      else req.signal?.addEventListener("abort", onAbort, { once: true });
       arm(this.timeoutMs, "no answer");
       outgoing.on("error", (err) =>
         finish(err instanceof ApiError ? err : networkError({ method: "GET", path: req.path }, err)),
