@@ -559,4 +559,128 @@ describe("the PodResources API over the device manager's allocations", () => {
       }),
     ).toEqual({ uid: "u", name: "p", namespace: "n", containers: ["proxy", "main"] });
   });
+
+  it("resolves each listed container's claims as resourceclaim.Name does: by name, from a template's status, none when no claim is needed", () => {
+    expect(
+      podResourcesPod({
+        metadata: { uid: "u", name: "p", namespace: "n" },
+        spec: {
+          initContainers: [
+            { name: "setup", resources: { claims: [{ name: "direct" }] } },
+            { name: "proxy", restartPolicy: "Always", resources: { claims: [{ name: "direct" }] } },
+          ],
+          containers: [
+            { name: "main", resources: { claims: [{ name: "templated" }, { name: "direct" }] } },
+            { name: "early", resources: { claims: [{ name: "pending" }] } },
+            { name: "skipped", resources: { claims: [{ name: "unneeded" }] } },
+            { name: "plain" },
+          ],
+          resourceClaims: [
+            { name: "direct", resourceClaimName: "shared-gpu" },
+            { name: "templated", resourceClaimTemplateName: "one-gpu" },
+            { name: "pending", resourceClaimTemplateName: "one-gpu" },
+            { name: "unneeded", resourceClaimTemplateName: "one-gpu" },
+          ],
+        },
+        status: {
+          resourceClaimStatuses: [
+            { name: "templated", resourceClaimName: "p-templated-x7k2" },
+            { name: "unneeded" },
+          ],
+        },
+      }),
+    ).toEqual({
+      uid: "u",
+      name: "p",
+      namespace: "n",
+      containers: ["proxy", "main", "early", "skipped", "plain"],
+      // The pod's order (spec.resourceClaims), not the container's; a claim not created yet is undefined.
+      claims: { proxy: ["shared-gpu"], main: ["shared-gpu", "p-templated-x7k2"], early: [undefined] },
+    });
+  });
+
+  it("lists each container's prepared claims with their drivers' devices, and none for a container with a claim not prepared", async () => {
+    const claim = (name: string, devices: [driver: string, device: string][]) => ({
+      ref: { namespace: "ml", name, uid: `uid-${name}` },
+      drivers: [...new Set(devices.map(([driver]) => driver))],
+      devices: devices.map(([driver, deviceName]) => ({
+        driver,
+        poolName: "node-a",
+        deviceName,
+        requestNames: ["r"],
+        cdiDeviceIds: [`${driver}/device=${deviceName}`],
+      })),
+      pods: new Set(["u1"]),
+    });
+    const prepared = new Map(
+      [
+        claim("gpus", [
+          ["gpu.example.com", "gpu-0"],
+          ["nic.example.com", "nic-0"],
+          ["gpu.example.com", "gpu-1"],
+        ]),
+        claim("solo", [["gpu.example.com", "gpu-2"]]),
+      ].map((c) => [c.ref.uid, c]),
+    );
+    const server = new SimulatedPodResourcesServer({
+      socketPath: join(dir, "pod-resources", "kubelet.sock"),
+      deviceManager: kubelet,
+      draManager: { prepared },
+      pods: () => [
+        {
+          uid: "u1",
+          name: "trainer",
+          namespace: "ml",
+          containers: ["main", "waiting", "plain"],
+          claims: { main: ["gpus"], waiting: ["solo", "not-prepared"] },
+        },
+      ],
+    });
+    await server.start();
+    const client = new PodResourcesListerClient(
+      `unix://${server.socketPath}`,
+      grpc.credentials.createInsecure(),
+    );
+    try {
+      const [pod] = (await unary(client.list.bind(client), {})).podResources;
+      const dynamic = Object.fromEntries(pod!.containers.map((c) => [c.name, c.dynamicResources]));
+      expect(dynamic).toEqual({
+        main: [
+          {
+            claimName: "gpus",
+            claimNamespace: "ml",
+            // Per driver; each device's CDI list also holds those of its driver's devices before it.
+            claimResources: [
+              {
+                driverName: "gpu.example.com",
+                poolName: "node-a",
+                deviceName: "gpu-0",
+                cdiDevices: [{ name: "gpu.example.com/device=gpu-0" }],
+              },
+              {
+                driverName: "gpu.example.com",
+                poolName: "node-a",
+                deviceName: "gpu-1",
+                cdiDevices: [
+                  { name: "gpu.example.com/device=gpu-0" },
+                  { name: "gpu.example.com/device=gpu-1" },
+                ],
+              },
+              {
+                driverName: "nic.example.com",
+                poolName: "node-a",
+                deviceName: "nic-0",
+                cdiDevices: [{ name: "nic.example.com/device=nic-0" }],
+              },
+            ],
+          },
+        ],
+        waiting: [],
+        plain: [],
+      });
+    } finally {
+      client.close();
+      await server.stop();
+    }
+  });
 });
