@@ -156,6 +156,9 @@ export class SimulatedPodResourcesServer {
           dynamicResources: this.dynamicResourcesOf(pod, name),
         };
       }),
+      // No CPU or memory manager here, so no pod-level exclusive CPUs or memory either.
+      cpuIds: [],
+      memory: [],
     };
   }
 

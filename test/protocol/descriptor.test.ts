@@ -357,7 +357,7 @@ describe("the comparison detects a changed DRA contract", () => {
     {
       aspect: "field number",
       from: "repeated string cdi_device_ids = 4;",
-      to: "repeated string cdi_device_ids = 5;",
+      to: "repeated string cdi_device_ids = 6;",
       expectedKey: "message k8s.io.kubelet.pkg.apis.dra.v1.Device field cdi_device_ids",
     },
     {

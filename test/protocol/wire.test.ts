@@ -245,6 +245,9 @@ const cases: readonly WireCase<unknown>[] = [
             // A container without devices is listed too, with empty lists.
             { name: "sidecar", devices: [], cpuIds: [], memory: [], dynamicResources: [] },
           ],
+          // Pod-level exclusive CPUs and memory (1.37), overlapping the containers' own.
+          cpuIds: [2, 3, 2 ** 33, 4],
+          memory: [{ memoryType: "memory", size: 2 ** 33 }],
         },
       ],
     },
@@ -283,6 +286,8 @@ const cases: readonly WireCase<unknown>[] = [
             },
             { name: "sidecar", devices: [], cpu_ids: [], memory: [], dynamic_resources: [] },
           ],
+          cpu_ids: [2, 3, 2 ** 33, 4],
+          memory: [{ memory_type: "memory", size: 2 ** 33, topology: null }],
         },
       ],
     },
@@ -325,8 +330,10 @@ const cases: readonly WireCase<unknown>[] = [
     name: "GetPodResourcesResponse",
     codec: GetPodResourcesResponse,
     upstreamType: "v1.GetPodResourcesResponse",
-    value: { podResources: { name: "idle", namespace: "default", containers: [] } },
-    upstreamValue: { pod_resources: { name: "idle", namespace: "default", containers: [] } },
+    value: { podResources: { name: "idle", namespace: "default", containers: [], cpuIds: [], memory: [] } },
+    upstreamValue: {
+      pod_resources: { name: "idle", namespace: "default", containers: [], cpu_ids: [], memory: [] },
+    },
   }),
   // The DRA plugin API: v1 and v1beta1 are the same messages in two packages; both are checked.
   ...(

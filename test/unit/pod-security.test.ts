@@ -18,8 +18,8 @@ import {
   type PodSecurityResult,
 } from "../../tools/pod-security/harness.js";
 
-/** The policy's newest rules, and those of the Kubernetes minor the project pins (tools/cluster/versions.env). */
-const VERSIONS = ["latest", "v1.34"];
+/** The policy's newest rules, and those of the pinned and the oldest supported Kubernetes minors (tools/cluster/versions.env). */
+const VERSIONS = ["latest", "v1.37", "v1.35"];
 const LEVELS: PodSecurityLevel[] = ["baseline", "restricted"];
 
 let binary: string;

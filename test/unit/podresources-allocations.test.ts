@@ -45,9 +45,17 @@ describe("allocationsOf", () => {
             ]),
             container("sidecar", []),
           ],
+          cpuIds: [],
+          memory: [],
         },
-        { name: "idle", namespace: "default", containers: [container("app", [])] },
-        { name: "web", namespace: "shop", containers: [container("app", [[RESOURCE, ["foo-2::0", ""]]])] },
+        { name: "idle", namespace: "default", containers: [container("app", [])], cpuIds: [], memory: [] },
+        {
+          name: "web",
+          namespace: "shop",
+          containers: [container("app", [[RESOURCE, ["foo-2::0", ""]]])],
+          cpuIds: [],
+          memory: [],
+        },
       ],
     };
     expect(Object.fromEntries(allocationsOf(response, RESOURCE))).toEqual({
@@ -68,6 +76,8 @@ describe("allocationsOf", () => {
             container("init-sidecar", [[RESOURCE, ["foo-0"]]]),
             container("main", [[RESOURCE, ["foo-0"]]]),
           ],
+          cpuIds: [],
+          memory: [],
         },
       ],
     };

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Builds (or reuses) kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and kwok, and
-# helm (build-helm.sh), from the Go module proxy into a cache outside the repo, and prints the directory
-# that holds them.
+# Builds (or reuses) kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, the kubelet and kube-proxy
+# (for the real node), etcd, kwok and helm (build-helm.sh), from the Go module proxy into a cache outside the
+# repo, and prints the directory that holds them. K8S_VERSION picks the Kubernetes release (versions.env: the pinned one by default).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=versions.env
-. "$here/versions.env"
+# shellcheck source=k8s-version.sh
+. "$here/k8s-version.sh"
 
 # The control plane's certificates are made with openssl; install it where the machine lacks it.
 if ! command -v openssl >/dev/null 2>&1; then
@@ -22,8 +22,8 @@ cache_root="${DPO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dpo}"
 bin="$cache_root/k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}/bin"
 # The stamp covers every input of the build, so an edited go.mod or a new Go rebuilds. Only the control
 # plane's lines of versions.env count: a helm bump is build-helm.sh's business.
-stamp_value="$(grep -E '^(KUBERNETES|ETCD|KWOK)_VERSION=' "$here/versions.env" | cat - "$here/build.sh" \
-  "$here"/k8s/go.mod "$here"/k8s/go.sum "$here"/etcd/go.mod "$here"/etcd/go.sum "$here"/etcd/main.go \
+stamp_value="$({ echo "KUBERNETES_VERSION=${KUBERNETES_VERSION}"; grep -E '^(ETCD|KWOK)_VERSION=' "$here/versions.env"; } \
+  | cat - "$here/build.sh" "$K8S_MODULE_DIR"/go.mod "$K8S_MODULE_DIR"/go.sum "$here"/etcd/go.mod "$here"/etcd/go.sum "$here"/etcd/main.go \
   | sha256sum | cut -d' ' -f1) $(go env GOVERSION)"
 
 if [[ -f "$bin/.stamp" && "$(cat "$bin/.stamp")" == "$stamp_value" ]]; then
@@ -37,19 +37,19 @@ mkdir -p "$bin"
 rm -f "$bin/.stamp"
 start=$(date +%s)
 
-minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
 build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 ldflags=""
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=${KUBERNETES_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor}"
+  ldflags+=" -X $pkg.gitVersion=${KUBERNETES_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${K8S_MINOR}"
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${build_date}"
 done
 
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
-log "building Kubernetes ${KUBERNETES_VERSION} (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)"
-(cd "$here/k8s" && go build -trimpath -ldflags "-s -w $ldflags" -o "$bin/" \
+log "building Kubernetes ${KUBERNETES_VERSION} (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy)"
+(cd "$K8S_MODULE_DIR" && go build -trimpath -ldflags "-s -w $ldflags" -o "$bin/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet \
+  k8s.io/kubernetes/cmd/kube-proxy)
 
 log "building etcd ${ETCD_VERSION}"
 (cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" .)

@@ -6,7 +6,7 @@ import path from "node:path";
 
 export const KUBELET_MODULE = "k8s.io/kubelet";
 /** The kubelet release whose wire contract src/plugin-runtime/proto reproduces. */
-export const KUBELET_MODULE_VERSION = "v0.34.4";
+export const KUBELET_MODULE_VERSION = "v0.37.2";
 
 export interface UpstreamProtoFiles {
   readonly moduleDir: string;
@@ -92,7 +92,7 @@ export const KUBERNETES_MODULE = "k8s.io/kubernetes";
 export interface KubeletPodResourcesSources {
   /** pkg/kubelet/apis/podresources/constants.go: the socket's name without ".sock". */
   constants: string;
-  /** pkg/kubelet/config/defaults.go: the directory's name under the kubelet's root directory. */
+  /** pkg/kubelet/kubeletconfig/defaults.go (pkg/kubelet/config/ before 1.37): the directory's name under the kubelet's root directory. */
   defaults: string;
 }
 
@@ -107,7 +107,7 @@ export function locateKubeletPodResourcesSources(
   const dir = moduleDir(KUBERNETES_MODULE, version);
   const files = {
     constants: path.join(dir, "pkg/kubelet/apis/podresources/constants.go"),
-    defaults: path.join(dir, "pkg/kubelet/config/defaults.go"),
+    defaults: path.join(dir, "pkg/kubelet/kubeletconfig/defaults.go"),
   };
   for (const file of Object.values(files)) {
     if (!existsSync(file)) throw new Error(`${KUBERNETES_MODULE}@${version} has no ${file}`);

@@ -390,9 +390,16 @@ export class DraPlugin {
   }
 }
 
-function toPrepareMap(
-  outcomes: ReadonlyMap<string, PrepareOutcome>,
-): Record<string, draV1.NodePrepareResourceResponse> {
+/**
+ * One claim's answer in the fields both DRA services share: v1 adds `share_id` (consumable capacity), which
+ * v1beta1 lacks and this plugin does not hand out, so one shape fills either response.
+ */
+interface PreparedClaimAnswer {
+  devices: { requestNames: string[]; poolName: string; deviceName: string; cdiDeviceIds: string[] }[];
+  error: string;
+}
+
+function toPrepareMap(outcomes: ReadonlyMap<string, PrepareOutcome>): Record<string, PreparedClaimAnswer> {
   return Object.fromEntries(
     [...outcomes].map(([uid, outcome]) => [
       uid,

@@ -55,6 +55,8 @@ export interface Device {
   deviceName: string;
   /** Qualified CDI names (<vendor>/<class>=<name>) the runtime resolves; zero or more. */
   cdiDeviceIds: string[];
+  /** Which share of a device with consumable capacity (KEP-5075) was prepared; unset otherwise. */
+  shareId?: string | undefined;
 }
 
 export interface NodeUnprepareResourcesRequest {
@@ -426,7 +428,7 @@ export const NodePrepareResourceResponse: MessageFns<NodePrepareResourceResponse
 };
 
 function createBaseDevice(): Device {
-  return { requestNames: [], poolName: "", deviceName: "", cdiDeviceIds: [] };
+  return { requestNames: [], poolName: "", deviceName: "", cdiDeviceIds: [], shareId: undefined };
 }
 
 export const Device: MessageFns<Device> = {
@@ -442,6 +444,9 @@ export const Device: MessageFns<Device> = {
     }
     for (const v of message.cdiDeviceIds) {
       writer.uint32(34).string(v!);
+    }
+    if (message.shareId !== undefined) {
+      writer.uint32(42).string(message.shareId);
     }
     return writer;
   },
@@ -491,6 +496,14 @@ export const Device: MessageFns<Device> = {
             message.cdiDeviceIds.push(reader.string());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.shareId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -525,6 +538,11 @@ export const Device: MessageFns<Device> = {
         : globalThis.Array.isArray(object?.cdi_device_ids)
         ? object.cdi_device_ids.map((e: any) => globalThis.String(e))
         : [],
+      shareId: isSet(object.shareId)
+        ? globalThis.String(object.shareId)
+        : isSet(object.share_id)
+        ? globalThis.String(object.share_id)
+        : undefined,
     };
   },
 
@@ -542,6 +560,9 @@ export const Device: MessageFns<Device> = {
     if (message.cdiDeviceIds?.length) {
       obj.cdiDeviceIds = message.cdiDeviceIds;
     }
+    if (message.shareId !== undefined) {
+      obj.shareId = message.shareId;
+    }
     return obj;
   },
 
@@ -554,6 +575,7 @@ export const Device: MessageFns<Device> = {
     message.poolName = object.poolName ?? "";
     message.deviceName = object.deviceName ?? "";
     message.cdiDeviceIds = object.cdiDeviceIds?.map((e) => e) || [];
+    message.shareId = object.shareId ?? undefined;
     return message;
   },
 };

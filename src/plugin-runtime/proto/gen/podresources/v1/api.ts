@@ -48,6 +48,12 @@ export interface PodResources {
   name: string;
   namespace: string;
   containers: ContainerResources[];
+  /**
+   * Exclusive CPUs and memory held at the pod level (pod-level resources, 1.36+); the containers' own
+   * exclusive CPUs and memory are included too, so these overlap the containers' lists.
+   */
+  cpuIds: number[];
+  memory: ContainerMemory[];
 }
 
 /** What one container holds. Init containers that ran to completion are not listed. */
@@ -98,6 +104,8 @@ export interface ClaimResource {
   driverName: string;
   poolName: string;
   deviceName: string;
+  /** Which share of a device with consumable capacity (KEP-5075) the claim holds; unset otherwise. */
+  shareId?: string | undefined;
 }
 
 export interface CDIDevice {
@@ -415,7 +423,7 @@ export const ListPodResourcesResponse: MessageFns<ListPodResourcesResponse> = {
 };
 
 function createBasePodResources(): PodResources {
-  return { name: "", namespace: "", containers: [] };
+  return { name: "", namespace: "", containers: [], cpuIds: [], memory: [] };
 }
 
 export const PodResources: MessageFns<PodResources> = {
@@ -428,6 +436,16 @@ export const PodResources: MessageFns<PodResources> = {
     }
     for (const v of message.containers) {
       ContainerResources.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.cpuIds.length !== 0) {
+      writer.uint32(34).fork();
+      for (const v of message.cpuIds) {
+        writer.int64(v);
+      }
+      writer.join();
+    }
+    for (const v of message.memory) {
+      ContainerMemory.encode(v!, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -469,6 +487,32 @@ export const PodResources: MessageFns<PodResources> = {
             message.containers.push(ContainerResources.decode(reader, reader.uint32()));
             continue;
           }
+          case 4: {
+            if (tag === 32) {
+              message.cpuIds.push(longToNumber(reader.int64()));
+
+              continue;
+            }
+
+            if (tag === 34) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.cpuIds.push(longToNumber(reader.int64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.memory.push(ContainerMemory.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -488,6 +532,14 @@ export const PodResources: MessageFns<PodResources> = {
       containers: globalThis.Array.isArray(object?.containers)
         ? object.containers.map((e: any) => ContainerResources.fromJSON(e))
         : [],
+      cpuIds: globalThis.Array.isArray(object?.cpuIds)
+        ? object.cpuIds.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.cpu_ids)
+        ? object.cpu_ids.map((e: any) => globalThis.Number(e))
+        : [],
+      memory: globalThis.Array.isArray(object?.memory)
+        ? object.memory.map((e: any) => ContainerMemory.fromJSON(e))
+        : [],
     };
   },
 
@@ -502,6 +554,12 @@ export const PodResources: MessageFns<PodResources> = {
     if (message.containers?.length) {
       obj.containers = message.containers.map((e) => ContainerResources.toJSON(e));
     }
+    if (message.cpuIds?.length) {
+      obj.cpuIds = message.cpuIds.map((e) => Math.round(e));
+    }
+    if (message.memory?.length) {
+      obj.memory = message.memory.map((e) => ContainerMemory.toJSON(e));
+    }
     return obj;
   },
 
@@ -513,6 +571,8 @@ export const PodResources: MessageFns<PodResources> = {
     message.name = object.name ?? "";
     message.namespace = object.namespace ?? "";
     message.containers = object.containers?.map((e) => ContainerResources.fromPartial(e)) || [];
+    message.cpuIds = object.cpuIds?.map((e) => e) || [];
+    message.memory = object.memory?.map((e) => ContainerMemory.fromPartial(e)) || [];
     return message;
   },
 };
@@ -1142,7 +1202,7 @@ export const DynamicResource: MessageFns<DynamicResource> = {
 };
 
 function createBaseClaimResource(): ClaimResource {
-  return { cdiDevices: [], driverName: "", poolName: "", deviceName: "" };
+  return { cdiDevices: [], driverName: "", poolName: "", deviceName: "", shareId: undefined };
 }
 
 export const ClaimResource: MessageFns<ClaimResource> = {
@@ -1158,6 +1218,9 @@ export const ClaimResource: MessageFns<ClaimResource> = {
     }
     if (message.deviceName !== "") {
       writer.uint32(34).string(message.deviceName);
+    }
+    if (message.shareId !== undefined) {
+      writer.uint32(42).string(message.shareId);
     }
     return writer;
   },
@@ -1207,6 +1270,14 @@ export const ClaimResource: MessageFns<ClaimResource> = {
             message.deviceName = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.shareId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1241,6 +1312,11 @@ export const ClaimResource: MessageFns<ClaimResource> = {
         : isSet(object.device_name)
         ? globalThis.String(object.device_name)
         : "",
+      shareId: isSet(object.shareId)
+        ? globalThis.String(object.shareId)
+        : isSet(object.share_id)
+        ? globalThis.String(object.share_id)
+        : undefined,
     };
   },
 
@@ -1258,6 +1334,9 @@ export const ClaimResource: MessageFns<ClaimResource> = {
     if (message.deviceName !== "") {
       obj.deviceName = message.deviceName;
     }
+    if (message.shareId !== undefined) {
+      obj.shareId = message.shareId;
+    }
     return obj;
   },
 
@@ -1270,6 +1349,7 @@ export const ClaimResource: MessageFns<ClaimResource> = {
     message.driverName = object.driverName ?? "";
     message.poolName = object.poolName ?? "";
     message.deviceName = object.deviceName ?? "";
+    message.shareId = object.shareId ?? undefined;
     return message;
   },
 };
