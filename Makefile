@@ -10,7 +10,8 @@ endif
 export PATH := $(NODE_BIN):$(PATH):/usr/local/go/bin
 KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
-.PHONY: all deps build lint typecheck format test test-unit test-protocol test-cluster proto manifests \
+.PHONY: all deps build lint typecheck format test test-unit test-protocol test-cluster test-cluster-oldest test-node \
+	test-images node-tools proto manifests \
 	cluster-tools gitops-health promlint pod-security cluster-up cluster-down install run deploy undeploy demo \
 	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-kubelet chaos-api image clean
 
@@ -46,8 +47,9 @@ format: deps
 	npx prettier --write .
 
 ## Tests: unit (pure), protocol (the runtime over unix sockets), cluster (integration, kubelet-sim, e2e
-## against a real control plane built from the upstream Go modules; the first run builds it).
-test: build lint test-unit test-protocol test-cluster
+## against a real control plane built from the upstream Go modules; the first run builds it), the cluster tier's
+## core against the oldest supported control plane, and node (a real kubelet and containerd; needs root).
+test: build lint test-unit test-protocol test-cluster test-cluster-oldest test-node
 
 # Each tier also writes a JSON report to .local/test-results/, which .ci/run sums up.
 VITEST_REPORT = --reporter=default --reporter=json --outputFile.json=.local/test-results/$(1).json
@@ -60,6 +62,29 @@ test-protocol: build promlint
 
 test-cluster: build cluster-tools gitops-health promlint
 	npx vitest run --project cluster $(call VITEST_REPORT,cluster)
+
+## The oldest supported control plane (KUBERNETES_OLDEST_VERSION in tools/cluster/versions.env): the CRDs,
+## admission, the operator and the plugin against it. `make test-cluster K8S_VERSION=...` runs the whole tier on
+## any release with a wrapper module in tools/cluster/k8s/.
+OLDEST_K8S_VERSION = $(shell sed -n 's/^KUBERNETES_OLDEST_VERSION=//p' tools/cluster/versions.env)
+OLDEST_TESTS = test/integration/cluster.test.ts test/integration/crd-admission.test.ts \
+	test/integration/dra-control-plane.test.ts test/e2e/operator.test.ts test/e2e/dra.test.ts
+test-cluster-oldest: build gitops-health promlint
+	K8S_VERSION=$(OLDEST_K8S_VERSION) tools/cluster/build.sh >/dev/null
+	K8S_VERSION=$(OLDEST_K8S_VERSION) npx vitest run --project cluster $(OLDEST_TESTS) $(call VITEST_REPORT,cluster-oldest)
+
+## The real node: a kubelet and containerd built from the Go module proxy, the dpo image from `make image`.
+## Root only (the kubelet owns /var/lib/kubelet); one real node per machine.
+test-node: image test-images cluster-tools node-tools promlint
+	npx vitest run --project node $(call VITEST_REPORT,node)
+
+## The real node's pause and busybox images (tools/image), beside the dpo image.
+test-images: deps
+	tools/image/build.sh test-images
+
+## containerd 2.x from the Go module proxy and the node's Debian packages (runc, CNI plugins, iptables).
+node-tools:
+	@tools/cluster/node/build.sh >/dev/null
 
 ## What kstatus (Flux) and Argo CD make of DevicePluginConfigs: a Go harness built once into the cache
 ## (tools/gitops-health), used by test/unit/gitops-health.test.ts and test/e2e/gitops-health.test.ts.

@@ -1,5 +1,6 @@
-// Test tiers: unit (pure functions), protocol (the runtime over real unix sockets), and cluster
-// (integration, kubelet-sim and end-to-end tests against one real local control plane per run).
+// Test tiers: unit (pure functions), protocol (the runtime over real unix sockets), cluster (integration,
+// kubelet-sim and end-to-end tests against one real local control plane per run), and node (the same control
+// plane with a real kubelet and containerd running the dpo image).
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
@@ -32,6 +33,17 @@ export default defineConfig({
           testTimeout: 180_000,
           hookTimeout: 300_000,
           // One control plane serves every file; files run one at a time so they do not race for it.
+          fileParallelism: false,
+        },
+      },
+      {
+        test: {
+          name: "node",
+          include: ["test/node/**/*.test.ts"],
+          globalSetup: ["test/node/global-setup.ts"],
+          testTimeout: 300_000,
+          hookTimeout: 300_000,
+          // One real node per machine (the kubelet's device-plugin directory is fixed): one file at a time.
           fileParallelism: false,
         },
       },

@@ -13,5 +13,17 @@ declare module "vitest" {
     clusterStateDir: string;
     /** Simulated (KWOK) nodes, sorted by name. */
     clusterNodeNames: string[];
+    /** The real node's name (the node tier only; test/node/global-setup.ts). */
+    realNodeName: string;
+    /** The real node's containerd socket and ctr, for what tests check below the API. */
+    realNodeContainerdSocket: string;
+    realNodeCtr: string;
+    /** The dpo image the real node runs (imported from `make image`'s archive). */
+    realNodeDpoImage: string;
+    /** A test workload image with a shell (busybox), imported too. */
+    realNodeWorkloadImage: string;
+    /** The oldest supported kubelet's binary and version, for tests that restart the real node on it. */
+    oldestKubeletBinary: string;
+    oldestKubeletVersion: string;
   }
 }

@@ -182,7 +182,16 @@ export function podStream(
   kc: KubeConfig,
   namespace: string,
   resource: string,
-  options: { perSecond: number; holdMs: number; name: string },
+  options: {
+    perSecond: number;
+    holdMs: number;
+    name: string;
+    /** For pods that really run (the real node): an image it has, a command, and where they may go. */
+    image?: string;
+    command?: string[];
+    nodeSelector?: Record<string, string>;
+    tolerations?: { key: string; operator: string; effect: string }[];
+  },
 ): { stop: () => Promise<PodStreamResult> } {
   const core = kc.makeApiClient(CoreV1Api);
   const label = { "dpo.dev/e2e-workload": options.name };
@@ -232,10 +241,13 @@ export function podStream(
           metadata: { generateName: `${options.name}-`, labels: label },
           spec: {
             terminationGracePeriodSeconds: 0,
+            ...(options.nodeSelector ? { nodeSelector: options.nodeSelector } : {}),
+            ...(options.tolerations ? { tolerations: options.tolerations } : {}),
             containers: [
               {
                 name: "work",
-                image: "registry.example/workload:1",
+                image: options.image ?? "registry.example/workload:1",
+                ...(options.command ? { command: options.command } : {}),
                 resources: { limits: { [resource]: "1" } },
               },
             ],

@@ -19,6 +19,7 @@ import {
   SIMULATED_NODE_SELECTOR,
   simulatedNodeName,
 } from "./nodes.js";
+import { stopRealNode } from "./node/real-node.js";
 import { assertOpensslAvailable, FRONT_PROXY_CLIENT_NAME, generatePki, type Pki } from "./pki.js";
 import {
   logTail,
@@ -102,6 +103,11 @@ export interface StartClusterOptions {
    * selects as JSON lines to `auditLogPath(stateDir)`: request timings as the server saw them.
    */
   auditPolicy?: string;
+  /**
+   * Lets a real node join (node/real-node.ts): the API server listens beyond loopback, so the node and its
+   * pods reach it from their network namespace.
+   */
+  realNode?: boolean;
 }
 
 /** Where the API server of a cluster started with `auditPolicy` writes its audit log. */
@@ -112,6 +118,8 @@ export function auditLogPath(stateDir: string): string {
 export interface ClusterHandle {
   kubeconfigPath: string;
   server: string;
+  /** The cluster's CA and certificates, for components that join later (the real node). */
+  pki: Pki;
   stateDir: string;
   binDir: string;
   versions: PinnedVersions;
@@ -137,6 +145,16 @@ export interface ClusterRecord {
 const CLUSTER_RECORD_FILE = "cluster.json";
 const run = promisify(execFile);
 
+/**
+ * The Kubernetes release a run uses: `K8S_VERSION` (as k8s-version.sh reads it, so the binaries build.sh
+ * printed and the nodes' kubeletVersion agree), else the pinned one.
+ */
+export function selectedKubernetesVersion(pinned: string, env: NodeJS.ProcessEnv = process.env): string {
+  const wanted = env.K8S_VERSION?.trim();
+  return wanted ? `v${wanted.replace(/^v/, "")}` : pinned;
+}
+
+/** The versions of versions.env, with the Kubernetes release `K8S_VERSION` picks. */
 export async function readPinnedVersions(): Promise<PinnedVersions> {
   const text = await readFile(new URL("./versions.env", import.meta.url), "utf8");
   const value = (key: string): string => {
@@ -145,7 +163,7 @@ export async function readPinnedVersions(): Promise<PinnedVersions> {
     return match[1];
   };
   return {
-    kubernetes: value("KUBERNETES_VERSION"),
+    kubernetes: selectedKubernetesVersion(value("KUBERNETES_VERSION")),
     etcd: value("ETCD_VERSION"),
     kwok: value("KWOK_VERSION"),
   };
@@ -230,6 +248,8 @@ export async function compactEtcd(stateDir: string): Promise<number> {
 }
 
 export async function stopCluster(stateDir: string, log?: Logger): Promise<void> {
+  // A real node's containers and host changes go first, while its containerd still answers.
+  await stopRealNode(stateDir, log);
   const result = await stopRecordedProcesses(stateDir);
   log?.info(
     {
@@ -316,7 +336,10 @@ export async function startCluster(options: StartClusterOptions): Promise<Cluste
         "--audit-log-format=json",
       );
     }
-    await start("kube-apiserver", [...apiServerArgs(stateDir, ports, pki), ...auditArgs]);
+    await start("kube-apiserver", [
+      ...apiServerArgs(stateDir, ports, pki, options.realNode ?? false),
+      ...auditArgs,
+    ]);
     await gate("kube-apiserver ready", () =>
       waitFor("kube-apiserver /readyz", () => apiServerReady(server, pki), { timeoutMs: remaining() }),
     );
@@ -356,6 +379,7 @@ export async function startCluster(options: StartClusterOptions): Promise<Cluste
     return {
       kubeconfigPath,
       server,
+      pki,
       stateDir,
       binDir: options.binDir,
       versions,
@@ -463,10 +487,10 @@ function etcdArgs(stateDir: string, ports: ClusterPorts): string[] {
   ];
 }
 
-function apiServerArgs(stateDir: string, ports: ClusterPorts, pki: Pki): string[] {
+function apiServerArgs(stateDir: string, ports: ClusterPorts, pki: Pki, realNode: boolean): string[] {
   return [
     `--etcd-servers=http://127.0.0.1:${ports.etcdClient}`,
-    "--bind-address=127.0.0.1",
+    `--bind-address=${realNode ? "0.0.0.0" : "127.0.0.1"}`,
     "--advertise-address=127.0.0.1",
     `--secure-port=${ports.apiServer}`,
     `--cert-dir=${join(stateDir, "certs")}`,
@@ -487,6 +511,10 @@ function apiServerArgs(stateDir: string, ports: ClusterPorts, pki: Pki): string[
     `--service-cluster-ip-range=${SERVICE_CLUSTER_IP_RANGE}`,
     "--allow-privileged=true",
     "--enable-admission-plugins=NodeRestriction",
+    // Logs and exec on a real node: node names do not resolve here, and kubelets check client certificates.
+    "--kubelet-preferred-address-types=InternalIP,Hostname",
+    `--kubelet-client-certificate=${pki.kubeletClientCert}`,
+    `--kubelet-client-key=${pki.kubeletClientKey}`,
     // Nothing reaches the API through the kubernetes Service, and a loopback endpoint is invalid.
     "--endpoint-reconciler-type=none",
     "--profiling=false",

@@ -11,6 +11,8 @@ const run = promisify(execFile);
 export const API_SERVER_SUBJECT_ALT_NAMES = [
   "IP:127.0.0.1",
   "IP:10.0.0.1",
+  // The host's end of the real node's veth pair (node/config.ts), where the node and its pods reach the server.
+  "IP:10.201.0.1",
   "DNS:localhost",
   "DNS:kubernetes",
   "DNS:kubernetes.default",
@@ -33,6 +35,9 @@ export interface Pki {
   frontProxyCaKey: string;
   frontProxyClientCert: string;
   frontProxyClientKey: string;
+  /** The API server's client certificate towards kubelets (logs, exec, port-forward). */
+  kubeletClientCert: string;
+  kubeletClientKey: string;
 }
 
 export const FRONT_PROXY_CLIENT_NAME = "front-proxy-client";
@@ -64,6 +69,8 @@ export async function generatePki(dir: string): Promise<Pki> {
     frontProxyCaKey: path("front-proxy-ca.key"),
     frontProxyClientCert: path("front-proxy-client.crt"),
     frontProxyClientKey: path("front-proxy-client.key"),
+    kubeletClientCert: path("apiserver-kubelet-client.crt"),
+    kubeletClientKey: path("apiserver-kubelet-client.key"),
   };
 
   await Promise.all([
@@ -72,6 +79,7 @@ export async function generatePki(dir: string): Promise<Pki> {
     newKey(pki.adminKey),
     newKey(pki.frontProxyCaKey),
     newKey(pki.frontProxyClientKey),
+    newKey(pki.kubeletClientKey),
     newKey(pki.serviceAccountKey).then(() =>
       run("openssl", ["pkey", "-in", pki.serviceAccountKey, "-pubout", "-out", pki.serviceAccountPublicKey]),
     ),
@@ -107,6 +115,14 @@ export async function generatePki(dir: string): Promise<Pki> {
         "extendedKeyUsage=clientAuth",
       ],
     }),
+    // A kubelet authorizes the API server's requests by SubjectAccessReview; system:masters passes them.
+    signLeaf(dir, pki.caCert, pki.caKey, {
+      name: "apiserver-kubelet-client",
+      key: pki.kubeletClientKey,
+      cert: pki.kubeletClientCert,
+      subject: "/O=system:masters/CN=kube-apiserver-kubelet-client",
+      extensions: CLIENT_EXTENSIONS,
+    }),
     signLeaf(dir, pki.frontProxyCaCert, pki.frontProxyCaKey, {
       name: "front-proxy-client",
       key: pki.frontProxyClientKey,
@@ -120,6 +136,30 @@ export async function generatePki(dir: string): Promise<Pki> {
     }),
   ]);
   return pki;
+}
+
+const CLIENT_EXTENSIONS = [
+  "basicConstraints=critical,CA:FALSE",
+  "keyUsage=critical,digitalSignature,keyEncipherment",
+  "extendedKeyUsage=clientAuth",
+];
+
+/**
+ * A client key and certificate signed by the cluster CA, for a component that joins later (the real node's
+ * kubelet, `/O=system:nodes/CN=system:node:<name>`, and kube-proxy). Returns the two paths.
+ */
+export async function issueClientCertificate(
+  pki: Pick<Pki, "caCert" | "caKey">,
+  dir: string,
+  name: string,
+  subject: string,
+): Promise<{ cert: string; key: string }> {
+  await mkdir(dir, { recursive: true });
+  const key = join(dir, `${name}.key`);
+  const cert = join(dir, `${name}.crt`);
+  await newKey(key);
+  await signLeaf(dir, pki.caCert, pki.caKey, { name, key, cert, subject, extensions: CLIENT_EXTENSIONS });
+  return { cert, key };
 }
 
 async function newKey(out: string): Promise<void> {

@@ -14,6 +14,8 @@ export interface RecordedProcess {
   /** Arguments and extra environment at start, so a component can be restarted as it was. */
   args?: string[];
   env?: Record<string, string>;
+  /** A network namespace (a path such as /run/netns/NAME) the process was started in, through nsenter. */
+  netns?: string;
 }
 
 export interface ExitInfo {
@@ -33,6 +35,12 @@ export interface SpawnRequest {
   env?: Record<string, string>;
   /** Own process group, not waited for by this process: for processes that outlive the CLI. */
   detached: boolean;
+  /**
+   * Start it in this network namespace (a path such as /run/netns/NAME). nsenter enters only the network
+   * namespace, so mounts stay shared with the host (unlike `ip netns exec`), and then execs the executable,
+   * which keeps the recorded pid and command line.
+   */
+  netns?: string;
 }
 
 const PROCESSES_FILE = "processes.json";
@@ -51,7 +59,11 @@ export async function spawnRecorded(stateDir: string, request: SpawnRequest): Pr
   const out = openSync(log, "a");
   let child;
   try {
-    child = spawn(request.executable, request.args, {
+    const [command, args] =
+      request.netns === undefined
+        ? [request.executable, request.args]
+        : ["nsenter", [`--net=${request.netns}`, "--", request.executable, ...request.args]];
+    child = spawn(command, args, {
       cwd: stateDir,
       env: { ...process.env, ...request.env },
       stdio: ["ignore", out, out],
@@ -75,6 +87,7 @@ export async function spawnRecorded(stateDir: string, request: SpawnRequest): Pr
     log,
     args: request.args,
     ...(request.env ? { env: request.env } : {}),
+    ...(request.netns ? { netns: request.netns } : {}),
   };
   await writeRecord(stateDir, [...(await readRecordedProcesses(stateDir)), recorded]);
   return { ...recorded, exited };
@@ -181,14 +194,16 @@ function signal(target: RecordedProcess, name: NodeJS.Signals): void {
 
 /**
  * Stops one recorded component (SIGTERM, SIGKILL after `graceMs`) and starts it again with the same
- * executable, arguments and environment, attached to this process. Tests use it to break every watch
- * by restarting the API server.
+ * executable (or `executable`, another build of it), arguments and environment, attached to this process
+ * unless `detached` (then it outlives this process, and the cluster's teardown stops it).
+ * Tests use it to break every watch by restarting the API server, and to restart a real node's kubelet.
  */
 export async function restartRecordedProcess(
   stateDir: string,
   name: string,
-  graceMs = 10_000,
+  options: { graceMs?: number; executable?: string; detached?: boolean } = {},
 ): Promise<RunningProcess> {
+  const { graceMs = 10_000, executable, detached = false } = options;
   const recorded = (await readRecordedProcesses(stateDir)).find((p) => p.name === name);
   if (!recorded?.args) throw new Error(`no restartable process named ${name} in ${stateDir}`);
   signal(recorded, "SIGTERM");
@@ -208,10 +223,11 @@ export async function restartRecordedProcess(
   await writeRecord(stateDir, others);
   return spawnRecorded(stateDir, {
     name,
-    executable: recorded.executable,
+    executable: executable ?? recorded.executable,
     args: recorded.args,
     ...(recorded.env ? { env: recorded.env } : {}),
-    detached: false,
+    ...(recorded.netns ? { netns: recorded.netns } : {}),
+    detached,
   });
 }
 

@@ -1,0 +1,224 @@
+// The real node: the plugin DaemonSet the operator renders runs as a real container (the image `make image`
+// builds) under the real kubelet and containerd; the kubelet admits the seeds' example pod through the
+// plugin's Allocate and containerd applies its CDI device; a device that fails shows on the Node, in the
+// config's status and in the pod's status; a kubelet restart leaves running pods their devices and admits new
+// ones once the plugin has registered again.
+import { readFileSync } from "node:fs";
+import { mkdir, rm, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { CustomObjectsApi, type V1Pod } from "@kubernetes/client-node";
+import { parse } from "yaml";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
+import { kubeConfigFromInjected, kubectl, waitFor } from "../cluster/helpers.js";
+import { kubectlTable } from "../cluster/kubectl-table.js";
+import { installDpo, NAMESPACE, repo, startOperator, type OperatorProcess } from "../e2e/support.js";
+import {
+  advertised,
+  core,
+  ctr,
+  dpoImage,
+  ON_REAL_NODE,
+  realNode,
+  restartRealKubelet,
+  waitForAdvertised,
+  waitForPodPhase,
+  workloadImage,
+} from "./support.js";
+
+const CONFIGS = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
+const RESOURCE = "hardware-vendor.example/foo";
+/** A host path of this test's own, removed afterwards (the sample's /run/dpo is left alone). */
+const HEALTH_FILE = "/run/dpo-node-test/health.json";
+
+const custom = kubeConfigFromInjected().makeApiClient(CustomObjectsApi);
+let operator: OperatorProcess;
+let configName: string;
+
+/** config/samples/mock-basic.yaml, placed on the real node, with CDI on and this test's health file. */
+function sampleConfig(): Record<string, unknown> & { metadata: { name: string } } {
+  const sample = parse(readFileSync(join(repo, "config/samples/mock-basic.yaml"), "utf8")) as {
+    metadata: { name: string };
+    spec: Record<string, unknown> & { backend: { mock: Record<string, unknown> } };
+  };
+  sample.spec.backend.mock.healthFile = HEALTH_FILE;
+  return {
+    ...sample,
+    spec: { ...sample.spec, ...ON_REAL_NODE, cdi: { enabled: true } },
+  };
+}
+
+/** config/samples/workloads/example-pod.yaml, placed on the real node. */
+function samplePod(name: string): V1Pod {
+  const pod = parse(readFileSync(join(repo, "config/samples/workloads/example-pod.yaml"), "utf8")) as V1Pod;
+  return { ...pod, metadata: { ...pod.metadata, name }, spec: { ...pod.spec!, ...ON_REAL_NODE } };
+}
+
+async function configStatus(
+  description: string,
+  check: (s: DevicePluginConfigStatus) => boolean,
+): Promise<DevicePluginConfigStatus> {
+  return waitFor(
+    `${configName}: ${description}`,
+    async (observe) => {
+      const c = (await custom.getClusterCustomObject({ ...CONFIGS, name: configName })) as {
+        status?: DevicePluginConfigStatus;
+      };
+      observe({ devices: c.status?.devices, nodes: c.status?.nodes, problems: c.status?.problems });
+      return c.status && check(c.status) ? c.status : undefined;
+    },
+    { timeoutMs: 90_000, intervalMs: 250 },
+  );
+}
+
+async function writeHealth(content: Record<string, unknown>): Promise<void> {
+  await mkdir(dirname(HEALTH_FILE), { recursive: true });
+  await writeFile(`${HEALTH_FILE}.tmp`, JSON.stringify(content));
+  await rm(HEALTH_FILE, { force: true });
+  await writeFile(HEALTH_FILE, JSON.stringify(content));
+}
+
+/** The env of a running container, read with kubectl exec through the kubelet. */
+async function containerEnv(pod: string, namespace = "default"): Promise<Record<string, string>> {
+  const { stdout } = await kubectl(["exec", "-n", namespace, pod, "--", "env"]);
+  return Object.fromEntries(
+    stdout
+      .trim()
+      .split("\n")
+      .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]),
+  );
+}
+
+async function createPod(pod: V1Pod): Promise<void> {
+  await core().createNamespacedPod({ namespace: pod.metadata?.namespace ?? "default", body: pod });
+}
+
+beforeAll(async () => {
+  await writeHealth({});
+  // The sample pod names busybox:1.36; the node has the project's busybox image under that name too.
+  await ctr(["images", "tag", "--force", workloadImage(), "docker.io/library/busybox:1.36"]);
+  await installDpo();
+  operator = await startOperator([], {}, { pluginImage: dpoImage() });
+  const config = sampleConfig();
+  configName = config.metadata.name;
+  await kubectl(["apply", "--server-side", "-f", "-"], { input: JSON.stringify(config) });
+}, 300_000);
+
+afterAll(async () => {
+  await kubectl(["delete", "pod", "--all", "-n", "default", "--wait=false"], { allowFailure: true });
+  await kubectl(["delete", "devicepluginconfig", configName, "--wait=true"], { allowFailure: true });
+  await operator?.stop();
+  await rm(dirname(HEALTH_FILE), { recursive: true, force: true });
+});
+
+describe("dpo on a real kubelet and containerd", () => {
+  it("runs the plugin DaemonSet's pod as a real container that registers, and the real kubelet advertises its devices", async () => {
+    const pod = await waitFor(
+      `a Running plugin pod of ${configName} on ${realNode()}`,
+      async (observe) => {
+        const pods = await core().listNamespacedPod({
+          namespace: NAMESPACE,
+          fieldSelector: `spec.nodeName=${realNode()}`,
+        });
+        observe(
+          pods.items.map((p) => ({
+            name: p.metadata?.name,
+            phase: p.status?.phase,
+            c: p.status?.containerStatuses,
+          })),
+        );
+        return pods.items.find(
+          (p) => p.status?.phase === "Running" && p.status.containerStatuses?.[0]?.ready,
+        );
+      },
+      { timeoutMs: 120_000, intervalMs: 500 },
+    );
+    // The container runs the image's entrypoint under the rendered securityContext, as containerd started it.
+    const container = pod.spec!.containers[0]!;
+    expect(container.image).toBe(dpoImage());
+    const { stdout: uid } = await kubectl([
+      "exec",
+      "-n",
+      NAMESPACE,
+      pod.metadata!.name!,
+      "--",
+      "node",
+      "-e",
+      "console.log(process.getuid())",
+    ]);
+    expect(Number(uid.trim())).toBe(container.securityContext?.runAsUser ?? 0);
+
+    const node = await waitForAdvertised(RESOURCE, { capacity: 4, allocatable: 4 });
+    expect(advertised(node, RESOURCE)).toEqual({ capacity: 4, allocatable: 4 });
+    expect(node.status?.nodeInfo?.kubeletVersion).toBe(inject("clusterKubernetesVersion"));
+    await configStatus(
+      "4/4 devices on 1/1 nodes",
+      (s) => s.devices?.summary === "4/4" && s.nodes?.ready === 1,
+    );
+    const table = kubectlTable((await kubectl(["get", "dpc", configName])).stdout);
+    expect(table[0]).toMatchObject({ NAME: configName, DEVICES: "4/4" });
+  });
+
+  it("admits the seeds' example pod through Allocate, with the plugin's env and the CDI device applied by containerd", async () => {
+    await createPod(samplePod("example-workload"));
+    await waitForPodPhase("default", "example-workload", "Running");
+    const env = await containerEnv("example-workload");
+    const ids = env.DPO_HARDWARE_VENDOR_EXAMPLE_FOO?.split(",") ?? [];
+    expect(ids, JSON.stringify(env)).toHaveLength(2);
+    expect(env.MOCK_DEVICE_IDS?.split(",").sort()).toEqual([...ids].sort());
+    // Only a CDI-aware runtime sets this: the plugin answered Allocate with CDI names, containerd read the spec.
+    for (const id of ids) expect(env[`MOCK_DEVICE_${id.toUpperCase().replace(/[^A-Z0-9]/g, "_")}`]).toBe(id);
+    await waitForAdvertised(RESOURCE, { capacity: 4, allocatable: 4 });
+  });
+
+  it("shows a device that fails on the Node, in the config's status and in the status of the pod that holds it", async () => {
+    const env = await containerEnv("example-workload");
+    const held = env.DPO_HARDWARE_VENDOR_EXAMPLE_FOO!.split(",")[0]!;
+    await writeHealth({ [held]: { health: "Unhealthy", reason: "Overheated" } });
+
+    await waitForAdvertised(RESOURCE, { capacity: 4, allocatable: 3 });
+    const status = await configStatus(`${held} named unhealthy`, (s) =>
+      (s.problems ?? []).some((p) => p.node === realNode() && (p.devices ?? []).includes(held)),
+    );
+    expect(status.devices?.unhealthy).toBe(1);
+    // KEP-4680: the kubelet reports the health of a container's devices in its status (1.37: on by default).
+    const pod = await waitFor(
+      `example-workload's status to show ${held} unhealthy`,
+      async (observe) => {
+        const p = await core().readNamespacedPod({ namespace: "default", name: "example-workload" });
+        const statuses = p.status?.containerStatuses?.[0]?.allocatedResourcesStatus;
+        observe(statuses);
+        const mine = statuses?.find((s) => s.name === `${RESOURCE}`);
+        return mine?.resources?.some((r) => r.resourceID === held && r.health === "Unhealthy")
+          ? p
+          : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
+    expect(pod.status?.phase).toBe("Running");
+
+    await writeHealth({});
+    await waitForAdvertised(RESOURCE, { capacity: 4, allocatable: 4 });
+    await configStatus("healthy again", (s) => s.devices?.unhealthy === 0);
+  });
+
+  it("re-registers after a kubelet restart: the running pod keeps its devices, and a new pod is admitted", async () => {
+    const before = await containerEnv("example-workload");
+    const restarted = Date.now();
+    await restartRealKubelet();
+    // A pod created at once is admitted only after the plugin is registered with the new kubelet.
+    const second = samplePod("example-workload-after-restart");
+    await createPod(second);
+    await waitForPodPhase("default", "example-workload-after-restart", "Running", 120_000);
+    const admittedMs = Date.now() - restarted;
+    const after = await containerEnv("example-workload");
+    expect(after.DPO_HARDWARE_VENDOR_EXAMPLE_FOO).toBe(before.DPO_HARDWARE_VENDOR_EXAMPLE_FOO);
+    const first = await core().readNamespacedPod({ namespace: "default", name: "example-workload" });
+    expect(first.status?.containerStatuses?.[0]?.restartCount).toBe(0);
+    const secondEnv = await containerEnv("example-workload-after-restart");
+    const mine = new Set(after.DPO_HARDWARE_VENDOR_EXAMPLE_FOO!.split(","));
+    expect(secondEnv.DPO_HARDWARE_VENDOR_EXAMPLE_FOO!.split(",").filter((id) => mine.has(id))).toEqual([]);
+    console.log(`kubelet restart -> new pod Running: ${admittedMs} ms`);
+    await waitForAdvertised(RESOURCE, { capacity: 4, allocatable: 4 });
+  });
+});
