@@ -312,6 +312,17 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
     return this.resources.get(resourceName)?.devices.find((d) => d.ID === id);
   }
 
+  /**
+   * A device's health as the kubelet holds it: the plugin's last word, or Unhealthy for every device of a
+   * resource whose stream ended (the kubelet marks them so); undefined for a device it does not know.
+   */
+  deviceHealth(resourceName: string, id: string): string | undefined {
+    const r = this.resources.get(resourceName);
+    const device = r?.devices.find((d) => d.ID === id);
+    if (!r || !device) return undefined;
+    return r.connected ? device.health : "Unhealthy";
+  }
+
   /** Capacity counts every device, allocatable only the healthy ones (0 while disconnected). */
   capacity(resourceName: string): { capacity: number; allocatable: number } | undefined {
     const r = this.resources.get(resourceName);

@@ -54,3 +54,13 @@ export function isExtendedResourceName(name: string): boolean {
   if (isNativeResource(name) || name.startsWith("requests.")) return false;
   return isQualifiedName(`requests.${name}`);
 }
+
+/**
+ * Whether a kubelet of this version writes its containers' device health into pod status
+ * (`allocatedResourcesStatus`): the ResourceHealthStatus feature gate, alpha and off until 1.35, beta and on
+ * by default from 1.36 (pkg/features/kube_features.go). An unreadable version is taken for the newest.
+ */
+export function reportsDeviceHealthInPodStatus(kubeletVersion: string): boolean {
+  const match = /^v?1\.(\d+)\./.exec(kubeletVersion.trim());
+  return match?.[1] === undefined || Number(match[1]) >= 36;
+}

@@ -30,9 +30,11 @@ import { DRA_PLUGINS_DIR } from "../../src/kubelet-paths.js";
 import { SimulatedDeviceManager } from "./device-manager.js";
 import { SimulatedDraManager, type DraPreparedPod } from "./dra-manager.js";
 import { FAILED_PREPARE_DYNAMIC_RESOURCES, type ClaimForPrepare } from "./dra-rules.js";
+import { reportsDeviceHealthInPodStatus } from "./kubelet-rules.js";
 import { NodeStatusWriter } from "./node-status.js";
 import { podResourcesPod, SimulatedPodResourcesServer } from "./pod-resources.js";
 import {
+  allocatedResourcesStatus,
   containerDeviceRequests,
   isPluginPod,
   rejectedPodStatus,
@@ -341,6 +343,10 @@ interface SimulatedNode {
   pods: Map<string, PodRecord>;
   /** Pods admitted through the device manager, by uid: their devices go back when the pod goes. */
   admitted: Map<string, AdmittedPod>;
+  /** The admitted pods that run, by uid, with their start: their status is written again when device health changes. */
+  running: Map<string, { pod: V1Pod; startedAt: string; health?: string }>;
+  /** Whether this node's kubelet writes device health into pod status (1.36+). */
+  deviceHealthInPodStatus: boolean;
   /** Pods rejected at admission whose Failed status the informer may not show yet, by uid. */
   rejected: Set<string>;
   /** Log file → pod, for every pod that ever ran on the node (its log outlives the pod). */
@@ -754,6 +760,8 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
         hostIP: hostIPs.get(name),
         pods: new Map(),
         admitted: new Map(),
+        running: new Map(),
+        deviceHealthInPodStatus: reportsDeviceHealthInPodStatus(versions.get(name) ?? ""),
         rejected: new Set(),
         logs: new Map(),
         reconciling: undefined,
@@ -768,10 +776,14 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
         this.log.info({ node: name, resource: r.resourceName, endpoint: r.endpoint }, "plugin registered");
         advertise(r.resourceName);
       });
-      deviceManager.on("devices", (r) => advertise(r.resourceName));
+      deviceManager.on("devices", (r) => {
+        advertise(r.resourceName);
+        void this.writeDeviceHealthOfPods(node, r.resourceName);
+      });
       deviceManager.on("disconnected", (r) => {
         this.log.info({ node: name, resource: r.resourceName }, "plugin stream ended");
         advertise(r.resourceName);
+        void this.writeDeviceHealthOfPods(node, r.resourceName);
       });
       // A removed resource stays in the node status at 0 (the kubelet keeps it to show it is a
       // device-plugin resource rather than one the cluster advertises by other means).
@@ -920,6 +932,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
         continue;
       }
       node.admitted.delete(uid);
+      node.running.delete(uid);
       this.log.info({ node: node.name, pod: admitted.pod }, "pod gone: devices released");
     }
     for (const uid of node.rejected) if (!present.has(uid)) node.rejected.delete(uid);
@@ -1028,15 +1041,60 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
       admitted.cdiDeviceIds = prepared.cdiDeviceIds;
     }
     const now = new Date().toISOString();
-    await this.writePodStatus(
+    const status = this.admittedPodStatus(node, pod, admitted, now);
+    node.running.set(uid, {
       pod,
-      runningPodStatus(pod, { now, startedAt: now, hostIP: node.hostIP, ready: true }),
-    );
+      startedAt: now,
+      health: JSON.stringify(status.containerStatuses?.map((c) => c.allocatedResourcesStatus)),
+    });
+    await this.writePodStatus(pod, status);
     this.log.info(
       { node: node.name, pod: name, containers: admitted.containers, cdi: admitted.cdiDeviceIds },
       "pod admitted",
     );
     this.emit("podAdmitted", admitted);
+  }
+
+  /** An admitted pod's Running status, with its containers' device health where the node's kubelet reports it. */
+  private admittedPodStatus(
+    node: SimulatedNode,
+    pod: V1Pod,
+    admitted: AdmittedPod,
+    startedAt: string,
+  ): V1PodStatus {
+    return runningPodStatus(pod, {
+      now: new Date().toISOString(),
+      startedAt,
+      hostIP: node.hostIP,
+      ready: true,
+      ...(node.deviceHealthInPodStatus
+        ? {
+            allocatedResources: (container: string) =>
+              allocatedResourcesStatus(
+                admitted.containers.find((c) => c.name === container)?.devices ?? {},
+                (resource, id) => node.deviceManager.deviceHealth(resource, id),
+              ),
+          }
+        : {}),
+    });
+  }
+
+  /**
+   * The device manager's health updates reach the pods that hold the devices: the kubelet syncs their
+   * status again (ResourceHealthStatus), so a failed device shows in its holder's container status.
+   */
+  private async writeDeviceHealthOfPods(node: SimulatedNode, resource: string): Promise<void> {
+    if (!node.deviceHealthInPodStatus || this.stopped) return;
+    for (const [uid, admitted] of node.admitted) {
+      const running = node.running.get(uid);
+      if (!running || !admitted.containers.some((c) => (c.devices[resource] ?? []).length > 0)) continue;
+      const status = this.admittedPodStatus(node, running.pod, admitted, running.startedAt);
+      // Only a change of health is written: the plugin resends its whole list for any change.
+      const health = JSON.stringify(status.containerStatuses?.map((c) => c.allocatedResourcesStatus));
+      if (health === running.health) continue;
+      running.health = health;
+      await this.writePodStatus(running.pod, status);
+    }
   }
 
   /** The kubelet's status manager: the pod's status, written whole (the simulator owns it). */

@@ -2,7 +2,9 @@
 // each container asks of the device manager, and the statuses it writes.
 import type { V1Container, V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
+import { reportsDeviceHealthInPodStatus } from "./kubelet-rules.js";
 import {
+  allocatedResourcesStatus,
   containerDeviceRequests,
   rejectedPodStatus,
   runningPodStatus,
@@ -129,5 +131,41 @@ describe("pod statuses", () => {
       state: want.state,
     });
     expect(c?.ready).toBe(want.ready === "True");
+  });
+});
+
+describe("allocatedResourcesStatus", () => {
+  it("lists each resource a container holds with every device's health, as the kubelet's device manager does", () => {
+    const health: Record<string, string> = { "a/x::foo-1": "Unhealthy" };
+    expect(
+      allocatedResourcesStatus(
+        { "a/x": ["foo-1", "foo-0"], "b/y": ["bar-0"], "c/z": [] },
+        (r, id) => health[`${r}::${id}`] ?? "Healthy",
+      ),
+    ).toEqual([
+      {
+        name: "a/x",
+        resources: [
+          { resourceID: "foo-0", health: "Healthy" },
+          { resourceID: "foo-1", health: "Unhealthy" },
+        ],
+      },
+      { name: "b/y", resources: [{ resourceID: "bar-0", health: "Healthy" }] },
+    ]);
+  });
+
+  it("counts a device the kubelet no longer knows as Healthy, as the kubelet does", () => {
+    expect(allocatedResourcesStatus({ "a/x": ["gone"] }, () => undefined)).toEqual([
+      { name: "a/x", resources: [{ resourceID: "gone", health: "Healthy" }] },
+    ]);
+  });
+
+  it.each([
+    ["v1.35.4", false],
+    ["v1.36.0", true],
+    ["v1.37.2+k3s1", true],
+    ["not-a-version", true],
+  ])("a %s kubelet writes device health in pod status: %s", (version, want) => {
+    expect(reportsDeviceHealthInPodStatus(version)).toBe(want);
   });
 });

@@ -1,7 +1,13 @@
 // What the kubelet does with a pod that reaches its node, as pure functions: which pods the simulator
 // runs instead of KWOK, what each container asks of the device manager, and the pod status the kubelet
 // writes when a pod starts or is rejected at admission.
-import type { V1Container, V1Pod, V1PodCondition, V1PodStatus } from "@kubernetes/client-node";
+import type {
+  V1Container,
+  V1Pod,
+  V1PodCondition,
+  V1PodStatus,
+  V1ResourceStatus,
+} from "@kubernetes/client-node";
 import { LABEL_NAME, PLUGIN_APP_NAME } from "../../src/operator/render/names.js";
 
 /** The kubelet's reason for a pod its device manager could not admit (lifecycle.UnexpectedAdmissionError). */
@@ -90,6 +96,11 @@ export function runningPodStatus(
     hostIP: string | undefined;
     ready: boolean;
     exited?: { exitCode: number; reason: string };
+    /**
+     * Each container's `allocatedResourcesStatus` (see allocatedResourcesStatus), for kubelets that report
+     * device health in pod status; absent from the status otherwise.
+     */
+    allocatedResources?: (container: string) => V1ResourceStatus[] | undefined;
   },
 ): V1PodStatus {
   const { now, exited } = options;
@@ -134,6 +145,7 @@ export function runningPodStatus(
       ready,
       started: exited === undefined,
       restartCount: 0,
+      ...withAllocatedResources(options.allocatedResources?.(c.name)),
       state:
         exited === undefined
           ? { running: { startedAt: options.startedAt as unknown as Date } }
@@ -147,6 +159,34 @@ export function runningPodStatus(
             },
     })),
   };
+}
+
+function withAllocatedResources(statuses: V1ResourceStatus[] | undefined): {
+  allocatedResourcesStatus?: V1ResourceStatus[];
+} {
+  return statuses === undefined || statuses.length === 0 ? {} : { allocatedResourcesStatus: statuses };
+}
+
+/**
+ * A container's device health as the kubelet writes it in its status (devicemanager's
+ * UpdateAllocatedResourcesStatus, with ResourceHealthStatus on): one entry per extended resource it holds,
+ * listing each of its devices as Healthy or Unhealthy (a device the kubelet no longer knows counts as
+ * Healthy there). The kubelet lists them in map order; here they are sorted, and comparisons sort too.
+ */
+export function allocatedResourcesStatus(
+  devices: Readonly<Record<string, readonly string[]>>,
+  healthOf: (resource: string, id: string) => string | undefined,
+): V1ResourceStatus[] {
+  return Object.entries(devices)
+    .filter(([, ids]) => ids.length > 0)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([resource, ids]) => ({
+      name: resource,
+      resources: [...ids].sort().map((id) => ({
+        resourceID: id,
+        health: (healthOf(resource, id) ?? "Healthy") === "Healthy" ? "Healthy" : "Unhealthy",
+      })),
+    }));
 }
 
 /** What the kubelet writes for a pod it rejects at admission (Kubelet.rejectPod). */
