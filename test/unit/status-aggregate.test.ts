@@ -5,12 +5,14 @@ import { DevicePluginConfigSchema, type DevicePluginConfig } from "../../src/api
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import {
   DevicePluginConfigStatusSchema,
+  PROBLEM_REASONS,
   type Condition,
   type DevicePluginConfigStatus,
 } from "../../src/api/v1beta1/status.js";
 import { pluginConfigHash } from "../../src/operator/render/configmap.js";
 import {
   aggregateStatus,
+  DEGRADED_REASON_ORDER,
   previousStatusOf,
   type AggregateStatusInput,
 } from "../../src/operator/status/aggregate.js";
@@ -825,5 +827,52 @@ describe("aggregateStatus in DRA mode: the ResourceSlices are the devices' truth
     expect(events).toContainEqual({ type: "Warning", reason: "DeviceClassConflict", message });
     // The devices are still counted: the plugins run, only the class is missing.
     expect(status.devices?.summary).toBe("12/12");
+  });
+});
+
+describe("aggregateStatus: the rollout's problems count in Degraded", () => {
+  const tooOld = {
+    node: "n3",
+    reason: "KubeletTooOld" as const,
+    message: "kubelet v1.28.9 is older than v1.29.0, which CDI device names need",
+  };
+
+  it("a kubelet too old for the plugin: listed, Degraded with its reason, counted among the matched nodes", () => {
+    const cfg = config();
+    const setups = three({ n3: { pod: "none", report: "none" } });
+    const { status, events } = aggregateStatus({ ...input(cfg, setups), upgradeProblems: [tooOld] });
+    expect(status.nodes).toMatchObject({ desired: 2, ready: 2 });
+    expect(status.problems).toEqual([tooOld]);
+    expect(conditionSummary(status)).toEqual([
+      "Ready=True/AllNodesReady",
+      "Reconciling=False/RolloutComplete",
+      "Stalled=False/NoErrors",
+      "Degraded=True/KubeletTooOld",
+    ]);
+    expect(condition(status, "Degraded").message).toBe("1 of 3 nodes have problems: KubeletTooOld 1");
+    expect(events).toContainEqual({
+      type: "Warning",
+      reason: "Degraded",
+      message: "KubeletTooOld: 1 of 3 nodes have problems: KubeletTooOld 1",
+    });
+  });
+
+  it("a node whose upgrade failed is Degraded as UpgradeFailed", () => {
+    const cfg = config();
+    const failed = {
+      node: "n1",
+      reason: "UpgradeFailed" as const,
+      message: "the kubelet did not advertise the new plugin",
+    };
+    const { status } = aggregateStatus({ ...input(cfg, three()), upgradeProblems: [failed] });
+    expect(condition(status, "Degraded")).toMatchObject({
+      status: "True",
+      reason: "UpgradeFailed",
+      message: "1 of 3 nodes have problems: UpgradeFailed 1",
+    });
+  });
+
+  it("orders every problem reason for Degraded, the rollout's too", () => {
+    expect([...DEGRADED_REASON_ORDER].sort()).toEqual([...PROBLEM_REASONS].sort());
   });
 });

@@ -193,10 +193,20 @@ function upgradeRollout(upgrade: UpgradeStatus): Rollout {
   }
 }
 
+/**
+ * Every problem reason, the more fundamental first: a kubelet too old for the plugin and a node whose
+ * upgrade failed (the rollout's problems), then a node's own (PROBLEM_PRIORITY).
+ */
+export const DEGRADED_REASON_ORDER: readonly ProblemReason[] = [
+  "KubeletTooOld",
+  "UpgradeFailed",
+  ...PROBLEM_PRIORITY,
+];
+
 /** The reason most problem nodes share; ties go to the more fundamental reason. */
 function dominantReason(counts: ReadonlyMap<ProblemReason, number>): ProblemReason | undefined {
   let best: ProblemReason | undefined;
-  for (const reason of PROBLEM_PRIORITY) {
+  for (const reason of DEGRADED_REASON_ORDER) {
     const count = counts.get(reason) ?? 0;
     if (count > 0 && (best === undefined || count > (counts.get(best) ?? 0))) best = reason;
   }
@@ -206,12 +216,12 @@ function dominantReason(counts: ReadonlyMap<ProblemReason, number>): ProblemReas
 function problemCountsMessage(
   counts: ReadonlyMap<ProblemReason, number>,
   total: number,
-  desired: number,
+  matched: number,
 ): string {
-  const parts = PROBLEM_PRIORITY.filter((r) => (counts.get(r) ?? 0) > 0)
+  const parts = DEGRADED_REASON_ORDER.filter((r) => (counts.get(r) ?? 0) > 0)
     .sort((a, b) => (counts.get(b) ?? 0) - (counts.get(a) ?? 0))
     .map((r) => `${r} ${counts.get(r)}`);
-  return `${total} of ${desired} nodes have problems: ${parts.join(", ")}`;
+  return `${total} of ${matched} nodes have problems: ${parts.join(", ")}`;
 }
 
 /**
@@ -357,7 +367,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
       ? {
           status: "True",
           reason: degradedReason,
-          message: problemCountsMessage(counts, problems.length, desired),
+          message: problemCountsMessage(counts, problems.length, desired + tooOld.size),
         }
       : { status: "False", reason: "NoProblems", message: `no problems on ${desired} nodes` };
 
