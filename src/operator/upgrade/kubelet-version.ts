@@ -57,8 +57,14 @@ function canonical(v: Release & { prerelease?: readonly (string | number)[] }): 
   return v.prerelease !== undefined && v.prerelease.length > 0 ? `${base}-${v.prerelease.join(".")}` : base;
 }
 
-function showRelease(r: Release): string {
+/** A release as Kubernetes writes it: v1.37.0. */
+export function showRelease(r: Release): string {
   return `v${r.major}.${r.minor}.${r.patch}`;
+}
+
+/** Semver order of two parsed kubelet versions (a pre-release before its release; vendor suffixes ignored). */
+export function compareKubeletVersions(a: KubeletVersion, b: KubeletVersion): number {
+  return semver.compare(canonical(a), canonical(b));
 }
 
 /**
