@@ -13,6 +13,7 @@ import {
   UPGRADE_STRATEGIES,
 } from "../../src/api/v1beta1/spec.js";
 import { V1ALPHA1_ALLOCATION_POLICIES, V1ALPHA1_MEMBER_BACKEND_TYPES } from "../../src/api/v1alpha1/spec.js";
+import { CONDITION_TYPES } from "../../src/api/v1beta1/status.js";
 
 export interface Options {
   /** Also draw values the schemas refuse. */
@@ -253,10 +254,19 @@ const status = fc.record(
     observedGeneration: fc.integer({ min: 0, max: 5 }),
     conditions: fc.array(
       fc.record({
-        type: fc.constantFrom("Ready", "Degraded"),
-        status: fc.constantFrom("True", "False"),
-        reason: fc.constantFrom("AllNodesReady", "UnhealthyDevices"),
-        message: fc.constantFrom("", "1 node has unhealthy devices"),
+        type: fc.constantFrom(...CONDITION_TYPES),
+        status: fc.constantFrom("True", "False", "Unknown"),
+        reason: fc.constantFrom(
+          "AllNodesReady",
+          "UnhealthyDevices",
+          "KubeletWithoutPerSocketEndpoints",
+          "ResourceAPIUnavailable",
+        ),
+        message: fc.constantFrom(
+          "",
+          "1 node has unhealthy devices",
+          "2 of 3 nodes replace instead of surging: their kubelets (v1.35.4) are older than v1.37.0, which per-socket device-plugin endpoints need",
+        ),
         lastTransitionTime: fc.constant("2025-01-01T00:00:00Z"),
       }),
       { maxLength: 2 },

@@ -91,6 +91,25 @@ describe("v1alpha1 → v1beta1 field mapping", () => {
     const status = {
       observedGeneration: 2,
       devices: { capacity: 4, allocatable: 4, unhealthy: 0, allocated: 3, summary: "4/4" },
+      conditions: [
+        {
+          type: "SurgeUpgrades",
+          status: "False",
+          reason: "KubeletWithoutPerSocketEndpoints",
+          message:
+            "2 of 3 nodes replace instead of surging: their kubelets (v1.35.4) are older than v1.37.0, which per-socket device-plugin endpoints need",
+          lastTransitionTime: "2026-01-01T00:00:00Z",
+          observedGeneration: 2,
+        },
+        {
+          type: "DRAPublishing",
+          status: "True",
+          reason: "ResourceAPIServed",
+          message: "the API server serves resource.k8s.io/v1; no nodes match",
+          lastTransitionTime: "2026-01-01T00:00:00Z",
+          observedGeneration: 2,
+        },
+      ],
     };
     const metadata = {
       labels: { app: "dpo" },
@@ -100,7 +119,7 @@ describe("v1alpha1 → v1beta1 field mapping", () => {
     };
     const a = { ...alpha({}, metadata), status };
     expect(up(a)).toStrictEqual({ ...beta({}, metadata), status });
-    // The allocated count (and every other status field) survives the way back too.
+    // The allocated count, the feature conditions and every other status field survive the way back too.
     expect(toV1alpha1({ ...beta({}, metadata), status }).status).toStrictEqual(status);
   });
 });

@@ -550,3 +550,68 @@ describe("ConfigReconciler in DRA mode", () => {
     expect(t.deleted).toEqual(["/apis/resource.k8s.io/v1/resourceslices/s1"]);
   });
 });
+
+describe("ConfigReconciler: what the cluster's versions allow, in the status", () => {
+  const node = (name: string, kubeletVersion: string): V1Node => ({
+    metadata: { name },
+    status: { conditions: [{ type: "Ready", status: "True" }], nodeInfo: { kubeletVersion } as never },
+  });
+  const lastStatus = (t: ReturnType<typeof setup>) =>
+    t.applied.filter((a) => a.kind === "status").at(-1)?.status;
+
+  it("says which nodes replace instead of surging, from the rollout's own plan", async () => {
+    const t = setup();
+    t.nodes.put(node("n1", "v1.35.4"));
+    t.nodes.put(node("n2", "v1.35.4"));
+    t.nodes.put(node("n3", "v1.37.2"));
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    await t.reconciler.reconcile("foo");
+    expect(condition(lastStatus(t), "SurgeUpgrades")).toMatchObject({
+      status: "False",
+      reason: "KubeletWithoutPerSocketEndpoints",
+      message:
+        "2 of 3 nodes replace instead of surging: their kubelets (v1.35.4) are older than v1.37.0, which per-socket device-plugin endpoints need",
+      observedGeneration: 1,
+    });
+  });
+
+  it("writes no SurgeUpgrades for a config that always replaces", async () => {
+    const t = setup();
+    t.nodes.put(node("n1", "v1.35.4"));
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z", { upgrade: { strategy: "Replace" } }));
+    await t.reconciler.reconcile("foo");
+    expect(lastStatus(t)?.conditions?.map((c) => c.type)).toEqual([
+      "Ready",
+      "Reconciling",
+      "Stalled",
+      "Degraded",
+    ]);
+  });
+
+  it("a DRA config without resource.k8s.io/v1 (no DRA informers handed over) is Stalled, saying why", async () => {
+    const t = setup();
+    t.nodes.put(node("n1", "v1.37.2"));
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z", { publish: "DRA" }));
+    await t.reconciler.reconcile("foo");
+    const status = lastStatus(t);
+    expect(condition(status, "DRAPublishing")).toMatchObject({
+      status: "False",
+      reason: "ResourceAPIUnavailable",
+    });
+    expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "ResourceAPIUnavailable" });
+    expect(condition(status, "Ready")).toMatchObject({ status: "False", reason: "ResourceAPIUnavailable" });
+    expect(t.events).toContain("Warning/ResourceAPIUnavailable");
+
+    // The operator finds the group served later (manager.ts probes again): the next reconcile says so.
+    const slices = new FakeCache<KubernetesObject & { spec: unknown }>();
+    const classes = new FakeCache<KubernetesObject & { spec?: unknown }>();
+    t.reconciler.useDraInformers(slices.asInformer() as never, classes.asInformer() as never);
+    t.now.t += 10_000;
+    await t.reconciler.reconcile("foo");
+    expect(condition(lastStatus(t), "DRAPublishing")).toMatchObject({
+      status: "True",
+      reason: "ResourceAPIServed",
+    });
+    expect(condition(lastStatus(t), "Stalled")).toMatchObject({ status: "False" });
+  });
+});

@@ -1,5 +1,5 @@
 // The status of a DevicePluginConfig from the kubelet's and the plugins' truths, and its Events.
-import type { V1DaemonSet, V1Node, V1Pod, V1Taint } from "@kubernetes/client-node";
+import type { V1DaemonSet, V1Node, V1NodeSystemInfo, V1Pod, V1Taint } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { DevicePluginConfigSchema, type DevicePluginConfig } from "../../src/api/v1beta1/config.js";
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
@@ -58,6 +58,8 @@ interface NodeSetup {
     | "none";
   labels?: Record<string, string>;
   taints?: V1Taint[];
+  /** Node.status.nodeInfo.kubeletVersion; absent when unset. */
+  kubeletVersion?: string;
 }
 
 interface World {
@@ -82,6 +84,9 @@ function world(cfg: DevicePluginConfig, setups: NodeSetup[]): World {
       metadata: { name: s.name, labels: s.labels ?? { "feature.example/foo": "true" } },
       spec: { taints: s.taints ?? [] },
       status: {
+        ...(s.kubeletVersion !== undefined
+          ? { nodeInfo: { kubeletVersion: s.kubeletVersion } as V1NodeSystemInfo }
+          : {}),
         capacity: { cpu: "4", ...(capacity !== undefined ? { [RESOURCE]: String(capacity) } : {}) },
         allocatable: { cpu: "4", ...(allocatable !== undefined ? { [RESOURCE]: String(allocatable) } : {}) },
       },
@@ -874,5 +879,224 @@ describe("aggregateStatus: the rollout's problems count in Degraded", () => {
 
   it("orders every problem reason for Degraded, the rollout's too", () => {
     expect([...DEGRADED_REASON_ORDER].sort()).toEqual([...PROBLEM_REASONS].sort());
+  });
+});
+
+describe("aggregateStatus: version-dependent features say in the status why they are off", () => {
+  /** The default config with `spec` merged over it. */
+  function configWith(spec: Record<string, unknown>): DevicePluginConfig {
+    return DevicePluginConfigSchema.parse({
+      apiVersion: "dpo.dev/v1beta1",
+      kind: "DevicePluginConfig",
+      metadata: { name: "example-foo", uid: "uid-1", generation: 2 },
+      spec: {
+        resourceName: RESOURCE,
+        backend: { type: "Mock", mock: { devices: 4, idPrefix: "foo" } },
+        nodeSelector: { "feature.example/foo": "true" },
+        ...spec,
+      },
+    });
+  }
+  const versions = (v1: string, v2: string, v3: string): NodeSetup[] =>
+    three({ n1: { kubeletVersion: v1 }, n2: { kubeletVersion: v2 }, n3: { kubeletVersion: v3 } });
+  const modes = { n1: "Replace", n2: "Replace", n3: "Surge" } as const;
+
+  it("SurgeUpgrades=False names how many nodes replace and why, and leaves Ready, Stalled and Degraded alone", () => {
+    const cfg = configWith({ upgrade: { strategy: "Auto" } });
+    const base = input(cfg, versions("v1.35.4", "v1.35.4", "v1.37.2"));
+    const without = aggregateStatus(base).status;
+    const { status, events } = aggregateStatus({ ...base, upgradeModes: modes });
+    expect(conditionSummary(status)).toEqual([
+      "Ready=True/AllNodesReady",
+      "Reconciling=False/RolloutComplete",
+      "Stalled=False/NoErrors",
+      "Degraded=False/NoProblems",
+      "SurgeUpgrades=False/KubeletWithoutPerSocketEndpoints",
+    ]);
+    expect(condition(status, "SurgeUpgrades")).toEqual({
+      type: "SurgeUpgrades",
+      status: "False",
+      reason: "KubeletWithoutPerSocketEndpoints",
+      message:
+        "2 of 3 nodes replace instead of surging: their kubelets (v1.35.4) are older than v1.37.0, which per-socket device-plugin endpoints need",
+      lastTransitionTime: "2025-03-01T10:00:00Z",
+      observedGeneration: 2,
+    });
+    // An informational condition: the rest of the status is what it is without it, and no Event.
+    expect({ ...status, conditions: status.conditions?.slice(0, 4) }).toEqual(without);
+    expect(events).toEqual([{ type: "Normal", reason: "Ready", message: "3/3 nodes ready" }]);
+    expect(DevicePluginConfigStatusSchema.safeParse(status).success).toBe(true);
+  });
+
+  it("SurgeUpgrades turns True once the kubelets are upgraded, with a new transition time", () => {
+    const cfg = configWith({});
+    const before = aggregateStatus({
+      ...input(cfg, versions("v1.35.4", "v1.35.4", "v1.37.2")),
+      upgradeModes: modes,
+    }).status;
+    const { status } = aggregateStatus({
+      ...input(cfg, versions("v1.37.2", "v1.37.2", "v1.37.2")),
+      upgradeModes: { n1: "Surge", n2: "Surge", n3: "Surge" },
+      previous: before,
+      now: T1,
+    });
+    expect(condition(status, "SurgeUpgrades")).toMatchObject({
+      status: "True",
+      reason: "KubeletsSupportSurge",
+      message: "3 of 3 nodes surge: their kubelets (v1.37.2) keep one device-plugin endpoint per socket",
+      lastTransitionTime: "2025-03-01T10:05:00Z",
+    });
+    expect(condition(status, "Ready").lastTransitionTime).toBe("2025-03-01T10:00:00Z");
+  });
+
+  it("sets no SurgeUpgrades under Replace, nor without the rollout's modes, nor while the config yields", () => {
+    const nodes = versions("v1.35.4", "v1.35.4", "v1.37.2");
+    const types = (extra: Partial<AggregateStatusInput>, cfg = configWith({})) =>
+      (aggregateStatus({ ...input(cfg, nodes), ...extra }).status.conditions ?? []).map((c) => c.type);
+    const four = ["Ready", "Reconciling", "Stalled", "Degraded"];
+    expect(types({ upgradeModes: modes }, configWith({ upgrade: { strategy: "Replace" } }))).toEqual(four);
+    expect(types({})).toEqual(four);
+    expect(types({ upgradeModes: modes, conflictWith: "older" })).toEqual(four);
+    expect(types({ upgradeModes: modes }, configWith({ upgrade: { strategy: "Surge" } }))).toEqual([
+      ...four,
+      "SurgeUpgrades",
+    ]);
+  });
+
+  it("counts only the targeted nodes: a kubelet too old for the plugin is a KubeletTooOld problem, and Degraded", () => {
+    const cfg = configWith({});
+    const { status, events } = aggregateStatus({
+      ...input(cfg, [
+        ...versions("v1.35.4", "v1.37.2", "v1.37.2").slice(0, 2),
+        { name: "n3", kubeletVersion: "v1.28.9", pod: "none", report: "none" },
+      ]),
+      upgradeModes: { n1: "Replace", n2: "Surge" },
+      upgradeProblems: [
+        {
+          node: "n3",
+          reason: "KubeletTooOld",
+          message: "kubelet v1.28.9 is older than v1.29.0, which CDI device names need",
+        },
+      ],
+    });
+    expect(status.nodes).toMatchObject({ desired: 2, ready: 2 });
+    expect(status.problems).toEqual([
+      {
+        node: "n3",
+        reason: "KubeletTooOld",
+        message: "kubelet v1.28.9 is older than v1.29.0, which CDI device names need",
+      },
+    ]);
+    expect(conditionSummary(status)).toEqual([
+      "Ready=True/AllNodesReady",
+      "Reconciling=False/RolloutComplete",
+      "Stalled=False/NoErrors",
+      "Degraded=True/KubeletTooOld",
+      "SurgeUpgrades=False/KubeletWithoutPerSocketEndpoints",
+    ]);
+    expect(condition(status, "Degraded").message).toBe("1 of 3 nodes have problems: KubeletTooOld 1");
+    expect(condition(status, "SurgeUpgrades").message).toMatch(/^1 of 2 nodes replaces instead of surging/);
+    expect(events).toContainEqual({
+      type: "Warning",
+      reason: "KubeletTooOld",
+      message: "node n3: kubelet v1.28.9 is older than v1.29.0, which CDI device names need",
+    });
+  });
+
+  describe("a config that publishes through DRA", () => {
+    const DRIVER = "foo.hardware-vendor.example";
+    const draConfig = configWith({ publish: "DRA" });
+    const slices = (published: Record<string, number>) => ({
+      deviceTruth: {
+        kind: "ResourceSlices" as const,
+        driver: DRIVER,
+        published: new Map(Object.entries(published)),
+      },
+    });
+    const draNodes = (v3 = "v1.37.2"): NodeSetup[] =>
+      versions("v1.37.2", "v1.37.2", v3).map((s) => ({ ...s, capacity: undefined, allocatable: undefined }));
+    const surging = { n1: "Surge", n2: "Surge", n3: "Surge" } as const;
+
+    it("is Stalled when the API server does not serve resource.k8s.io/v1: nothing can be published anywhere", () => {
+      const { status, events } = aggregateStatus({
+        ...input(draConfig, draNodes()),
+        ...slices({}),
+        upgradeModes: surging,
+        resourceApiServed: false,
+      });
+      expect(conditionSummary(status)).toEqual([
+        "Ready=False/ResourceAPIUnavailable",
+        "Reconciling=False/ResourceAPIUnavailable",
+        "Stalled=True/ResourceAPIUnavailable",
+        "Degraded=True/NoCapacity",
+        "SurgeUpgrades=True/KubeletsSupportSurge",
+        "DRAPublishing=False/ResourceAPIUnavailable",
+      ]);
+      const message =
+        "the API server does not serve resource.k8s.io/v1, which ResourceSlices and DeviceClasses need: enable it (kube-apiserver --runtime-config=resource.k8s.io/v1=true; on by default from Kubernetes 1.34) or set spec.publish to DevicePlugin";
+      expect(condition(status, "Stalled").message).toBe(message);
+      expect(condition(status, "Ready").message).toBe(message);
+      expect(condition(status, "DRAPublishing").message).toBe(message);
+      expect(events).toContainEqual({ type: "Warning", reason: "ResourceAPIUnavailable", message });
+    });
+
+    it("says DRAPublishing=True where the API is served and every kubelet runs DRA plugins", () => {
+      const { status } = aggregateStatus({
+        ...input(draConfig, draNodes()),
+        ...slices({ n1: 4, n2: 4, n3: 4 }),
+        upgradeModes: surging,
+        resourceApiServed: true,
+      });
+      expect(conditionSummary(status)).toEqual([
+        "Ready=True/AllNodesReady",
+        "Reconciling=False/RolloutComplete",
+        "Stalled=False/NoErrors",
+        "Degraded=False/NoProblems",
+        "SurgeUpgrades=True/KubeletsSupportSurge",
+        "DRAPublishing=True/ResourceAPIServed",
+      ]);
+      expect(condition(status, "DRAPublishing").message).toBe(
+        "the API server serves resource.k8s.io/v1 and the kubelets of all 3 nodes run DRA plugins",
+      );
+    });
+
+    it("says which kubelets are too old for a DRA plugin, beside their KubeletTooOld problems", () => {
+      const setups = draNodes("v1.31.4").map((s) =>
+        s.name === "n3" ? { ...s, pod: "none" as const, report: "none" as const } : s,
+      );
+      const { status } = aggregateStatus({
+        ...input(draConfig, setups),
+        ...slices({ n1: 4, n2: 4 }),
+        upgradeModes: { n1: "Surge", n2: "Surge" },
+        upgradeProblems: [
+          { node: "n3", reason: "KubeletTooOld", message: "kubelet v1.31.4 is older than v1.32.0" },
+        ],
+        resourceApiServed: true,
+      });
+      expect(conditionSummary(status)).toEqual([
+        "Ready=True/AllNodesReady",
+        "Reconciling=False/RolloutComplete",
+        "Stalled=False/NoErrors",
+        "Degraded=True/KubeletTooOld",
+        "SurgeUpgrades=True/KubeletsSupportSurge",
+        "DRAPublishing=False/KubeletTooOld",
+      ]);
+      expect(condition(status, "DRAPublishing").message).toBe(
+        "1 of 3 nodes runs no DRA plugin: its kubelet (v1.31.4) is older than v1.32.0, which DRA plugins (the kubelet's v1beta1.DRAPlugin service) need",
+      );
+    });
+
+    it("sets no DRAPublishing on a config that publishes through the device plugin API", () => {
+      const { status } = aggregateStatus({
+        ...input(configWith({}), versions("v1.37.2", "v1.37.2", "v1.37.2")),
+        resourceApiServed: false,
+      });
+      expect(conditionSummary(status)).toEqual([
+        "Ready=True/AllNodesReady",
+        "Reconciling=False/RolloutComplete",
+        "Stalled=False/NoErrors",
+        "Degraded=False/NoProblems",
+      ]);
+    });
   });
 });

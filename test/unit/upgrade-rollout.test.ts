@@ -208,6 +208,17 @@ describe("decideRollout", () => {
       pods: [pod(base, "a")],
     });
     expect(written(d)).toEqual([`Update ${newRev} only []`, `Update ${oldRev} except [a]`]);
+    expect(d.modes).toEqual({ a: "Replace" });
+  });
+
+  it("hands the status each targeted node's mode, in a steady state too, leaving out kubelets too old", () => {
+    const d = decide({
+      config: OLD,
+      daemonSets: [stored(OLD, { except: [] })],
+      nodes: [node("a", "v1.37.2"), node("b", "v1.35.4"), node("c", "v1.28.9")],
+    });
+    expect(d.modes).toEqual({ a: "Surge", b: "Replace" });
+    expect(d.problems.map((p) => `${p.node}/${p.reason}`)).toEqual(["c/KubeletTooOld"]);
   });
 
   it("ends the upgrade: the old revision is deleted, then the new one runs every node", () => {

@@ -2,7 +2,19 @@
 import { z } from "zod";
 import { listMapKeys } from "./cel.crd.js";
 
-export const CONDITION_TYPES = ["Ready", "Reconciling", "Stalled", "Degraded"] as const;
+/**
+ * The kstatus conditions every status has, then the conditions of version-dependent features, set only
+ * where the config uses the feature: SurgeUpgrades (upgrade strategies Auto and Surge) and DRAPublishing
+ * (publish DRA).
+ */
+export const CONDITION_TYPES = [
+  "Ready",
+  "Reconciling",
+  "Stalled",
+  "Degraded",
+  "SurgeUpgrades",
+  "DRAPublishing",
+] as const;
 export type ConditionType = (typeof CONDITION_TYPES)[number];
 
 /** A standard Kubernetes condition (metav1.Condition). */
@@ -80,7 +92,14 @@ export type UpgradeStatus = z.infer<typeof UpgradeStatusSchema>;
 export const DevicePluginConfigStatusSchema = z
   .object({
     observedGeneration: z.number().int().min(0).optional(),
-    conditions: z.array(ConditionSchema).max(16).meta(listMapKeys("type")).optional(),
+    conditions: z
+      .array(ConditionSchema)
+      .max(16)
+      .meta(listMapKeys("type"))
+      .optional()
+      .describe(
+        "Ready, Reconciling, Stalled and Degraded (kstatus); SurgeUpgrades (strategies Auto and Surge: whether every targeted node's kubelet lets an upgrade surge, and why not) and DRAPublishing (publish DRA: whether the API server and the kubelets allow it, and why not).",
+      ),
     nodes: z
       .object({
         desired: z.number().int().min(0),

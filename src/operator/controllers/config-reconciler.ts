@@ -137,6 +137,14 @@ export class ConfigReconciler {
     this.deps.deviceClasses = deviceClasses;
   }
 
+  /**
+   * Whether the API server serves resource.k8s.io/v1: the operator hands over the DRA informers once it
+   * has found the group served (manager.ts), and never otherwise.
+   */
+  private resourceApiServed(): boolean {
+    return this.deps.slices !== undefined && this.deps.deviceClasses !== undefined;
+  }
+
   async reconcile(name: string): Promise<ReconcileResult> {
     const { deps } = this;
     const stored = deps.configs.get(name);
@@ -207,6 +215,8 @@ export class ConfigReconciler {
       daemonSetName: decision === undefined ? undefined : revisionObjectName(name, decision.revision),
       upgrade: decision?.status,
       upgradeProblems: decision?.problems,
+      upgradeModes: decision?.modes,
+      resourceApiServed: config.spec.publish === "DRA" ? this.resourceApiServed() : undefined,
       conflictWith,
       applyError,
       deviceTruth: dra.truth,

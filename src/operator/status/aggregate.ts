@@ -14,7 +14,9 @@ import {
 } from "../../api/v1beta1/status.js";
 import { pluginConfigHash } from "../render/configmap.js";
 import { ANNOTATION_CONFIG_HASH, LABEL_CONFIG, configLabelValue, pluginObjectName } from "../render/names.js";
+import type { UpgradeMode } from "../upgrade/planner.js";
 import { withTransitionTimes, type ConditionDraft } from "./conditions.js";
+import { draPublishingCondition, FEATURE_REASONS, surgeUpgradesCondition } from "./features.js";
 import {
   PROBLEM_PRIORITY,
   evaluateNode,
@@ -59,6 +61,17 @@ export interface AggregateStatusInput {
    * config does not own. The message names it; the config is Stalled with reason DeviceClassConflict.
    */
   deviceClassConflict?: string | undefined;
+  /**
+   * The upgrade mode of each node the rollout targets, as its planner decided it (RolloutDecision.modes):
+   * for the SurgeUpgrades condition, set under strategies Auto and Surge. Absent: no such condition.
+   */
+  upgradeModes?: Readonly<Record<string, UpgradeMode>> | undefined;
+  /**
+   * Whether the API server serves resource.k8s.io/v1, for the DRAPublishing condition of a config that
+   * publishes through DRA; a DRA config without it cannot publish anywhere and is Stalled
+   * (ResourceAPIUnavailable). Absent: no DRAPublishing condition.
+   */
+  resourceApiServed?: boolean | undefined;
   /** The status as last written, for transition times and events. */
   previous: DevicePluginConfigStatus | undefined;
   now: Date;
@@ -266,6 +279,11 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
           ),
         }
       : undefined;
+  const evaluate = input.conflictWith === undefined;
+  const features = evaluate ? featureConditions(input, targeted, tooOld) : [];
+  // A DRA config on an API server without resource.k8s.io/v1 publishes nothing on any node, and waiting
+  // does not change that: someone has to turn the API on or the config to DevicePlugin.
+  const resourceApiUnavailable = features.find((c) => c.reason === FEATURE_REASONS.resourceApiUnavailable);
   const stalled: { reason: string; message: string } | undefined =
     input.conflictWith !== undefined
       ? {
@@ -277,10 +295,11 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
             reason: "ApplyFailed",
             message: boundMessage(`applying the plugin objects failed: ${input.applyError}`),
           }
-        : input.deviceClassConflict !== undefined
-          ? { reason: "DeviceClassConflict", message: boundMessage(input.deviceClassConflict) }
-          : upgradeStalled;
-  const evaluate = input.conflictWith === undefined;
+        : resourceApiUnavailable !== undefined
+          ? { reason: resourceApiUnavailable.reason, message: resourceApiUnavailable.message }
+          : input.deviceClassConflict !== undefined
+            ? { reason: "DeviceClassConflict", message: boundMessage(input.deviceClassConflict) }
+            : upgradeStalled;
 
   const truth = input.deviceTruth ?? kubeletTruth(resourceName);
   let health: NodeHealth[] = [];
@@ -397,6 +416,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
           ...withGeneration,
         },
     { type: "Degraded", ...degradedCondition, ...withGeneration },
+    ...features.map((c) => ({ ...c, ...withGeneration })),
   ];
   const conditions = withTransitionTimes(drafts, previous?.conditions, now);
 
@@ -413,6 +433,44 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   };
 
   return { status, events: transitionEvents(previous, conditions, listed, rollout.reconciling) };
+}
+
+/**
+ * The conditions of the version-dependent features the config uses (see features.ts): SurgeUpgrades
+ * from the rollout's modes for the targeted nodes, DRAPublishing from the API server's groups and the
+ * kubelets too old for DRA plugins (the rollout's KubeletTooOld nodes, which in DRA mode are those).
+ */
+function featureConditions(
+  input: AggregateStatusInput,
+  targeted: readonly V1Node[],
+  tooOld: ReadonlySet<string>,
+): ReturnType<typeof draPublishingCondition>[] {
+  const { spec } = input.config;
+  const versionOf = (node: V1Node): string => node.status?.nodeInfo?.kubeletVersion ?? "";
+  const modes = input.upgradeModes;
+  const surge =
+    modes === undefined
+      ? undefined
+      : surgeUpgradesCondition({
+          strategy: spec.upgrade.strategy,
+          publish: spec.publish,
+          nodes: targeted.flatMap((node) => {
+            const mode = modes[node.metadata?.name ?? ""];
+            return mode === undefined ? [] : [{ kubeletVersion: versionOf(node), mode }];
+          }),
+        });
+  let dra: ReturnType<typeof draPublishingCondition> | undefined;
+  if (spec.publish === "DRA" && input.resourceApiServed !== undefined) {
+    const tooOldVersions = input.nodes
+      .filter((node) => tooOld.has(node.metadata?.name ?? "") && pluginRunsOnNode(node, spec))
+      .map(versionOf);
+    dra = draPublishingCondition({
+      resourceApiServed: input.resourceApiServed,
+      matched: targeted.length + tooOldVersions.length,
+      tooOld: tooOldVersions,
+    });
+  }
+  return [surge, dra].filter((c) => c !== undefined);
 }
 
 function conditionOf(conditions: readonly Condition[] | undefined, type: string): Condition | undefined {

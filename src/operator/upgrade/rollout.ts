@@ -25,7 +25,13 @@ import {
   type RenderContext,
 } from "../render/index.js";
 import { parseCountQuantity, unhealthyAdvertisedCount } from "../status/node-health.js";
-import { planRollout, type NodeObservation, type Plan, type RolloutSpec } from "./planner.js";
+import {
+  planRollout,
+  type NodeObservation,
+  type Plan,
+  type RolloutSpec,
+  type UpgradeMode,
+} from "./planner.js";
 
 /** The DaemonSet annotation holding an upgrade's state (on the revision nodes move to). */
 export const ANNOTATION_UPGRADE_STATE = "dpo.dev/upgrade-state";
@@ -162,6 +168,8 @@ export interface RolloutDecision {
   status: UpgradeStatus;
   /** Node problems of the upgrade: kubelets too old, nodes that failed. */
   problems: NodeProblem[];
+  /** How each targeted node moves between revisions (Surge or Replace), for the status to say. */
+  modes: Record<string, UpgradeMode>;
   /** Revisions whose ConfigMap must stay; the current one's must exist before its DaemonSet. */
   liveRevisions: Set<string>;
   /** When to come back even if nothing changes. */
@@ -309,6 +317,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     events,
     status,
     problems: problemsOf(plan),
+    modes: plan.modes,
     liveRevisions,
     ...(requeue ? { requeueAfterMs: UPGRADE_POLL_MS } : {}),
   });
