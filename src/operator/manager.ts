@@ -21,7 +21,9 @@ import {
   kubeRequest,
   observeKubeRequests,
   runWorkers,
+  sleep,
   stripManagedFields,
+  systemClock,
   waitForCacheSync,
   isNotFound,
   type Informer,
@@ -52,6 +54,13 @@ import { nodeMatchesSelector } from "./status/selection.js";
 import { OperatorMetrics } from "./metrics.js";
 import { StorageMigrationRunner } from "./migration/runner.js";
 import { DEVICE_PLUGIN_CONFIG_CRD_NAME } from "../api/crd.js";
+
+/**
+ * How often an operator that found resource.k8s.io/v1 not served asks again: an administrator may turn the
+ * group on, and the DRA configs should stop saying ResourceAPIUnavailable without an operator restart.
+ * One discovery GET per interval, only on clusters without the group.
+ */
+export const RESOURCE_API_PROBE_INTERVAL_MS = 20_000;
 
 export interface LeaderElectionOptions {
   enabled: boolean;
@@ -125,6 +134,8 @@ export class Operator {
   private readonly slices: Informer<SlimResourceSlice>;
   private readonly deviceClasses: Informer<DeviceClass & { metadata?: { name?: string } }>;
   private draServed = false;
+  /** Waits for resource.k8s.io/v1 to be served, when it was not at start. */
+  private draWait: Promise<void> | undefined;
   private readonly reconciler: ConfigReconciler;
   private readonly stopController = new AbortController();
   private synced = false;
@@ -292,23 +303,45 @@ export class Operator {
   }
 
   /**
-   * Whether the API server serves resource.k8s.io/v1 (DRA is GA in 1.34). Older clusters do not: the
-   * operator then runs without its DRA informers rather than waiting forever for them to sync, and DRA
-   * configs get no DeviceClass and no slice-based counts. Another error than 404 counts as served: the
-   * informers retry like the others do.
+   * Whether the API server serves resource.k8s.io/v1 (DRA is GA in 1.34). Older clusters, and clusters
+   * that turned the group off, do not: the operator then runs without its DRA informers rather than
+   * waiting forever for them to sync, and DRA configs say so in their status (Stalled,
+   * ResourceAPIUnavailable) until it is served. Another error than 404 counts as served: the informers
+   * retry like the others do.
    */
   private async probeDra(): Promise<boolean> {
     try {
       await kubeRequest(this.opts.kubeConfig, { method: "GET", path: "/apis/resource.k8s.io/v1" });
       return true;
     } catch (err) {
-      if (isNotFound(err)) {
-        this.opts.logger.warn(
-          "resource.k8s.io/v1 is not served: configs with publish DRA get no DeviceClass",
-        );
-        return false;
+      return !isNotFound(err);
+    }
+  }
+
+  /**
+   * Asks again every RESOURCE_API_PROBE_INTERVAL_MS until the API server serves resource.k8s.io/v1, then
+   * starts the DRA informers, hands them to the reconciler once synced and reconciles every config again,
+   * so DRA configs publish and leave ResourceAPIUnavailable without an operator restart.
+   */
+  private async awaitResourceApi(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      await sleep(systemClock, RESOURCE_API_PROBE_INTERVAL_MS, signal);
+      if (signal.aborted || !(await this.probeDra())) continue;
+      // From here stop() stops the DRA informers too, synced or not.
+      this.draServed = true;
+      this.slices.start();
+      this.deviceClasses.start();
+      try {
+        await waitForCacheSync([this.slices, this.deviceClasses], signal);
+      } catch {
+        return; // stopped meanwhile
       }
-      return true;
+      this.reconciler.useDraInformers(this.slices, this.deviceClasses);
+      this.opts.logger.info(
+        "resource.k8s.io/v1 is served now: configs with publish DRA get their DeviceClass",
+      );
+      for (const key of this.configs.keys()) this.queue.add(key);
+      return;
     }
   }
 
@@ -327,7 +360,15 @@ export class Operator {
   /** Starts the informers, waits for them, and runs the controller (after winning the election, if enabled). */
   async start(): Promise<void> {
     this.draServed = await this.probeDra();
-    if (this.draServed) this.reconciler.useDraInformers(this.slices, this.deviceClasses);
+    if (this.draServed) {
+      this.reconciler.useDraInformers(this.slices, this.deviceClasses);
+    } else {
+      this.opts.logger.warn(
+        { intervalMs: RESOURCE_API_PROBE_INTERVAL_MS },
+        "resource.k8s.io/v1 is not served: configs with publish DRA are Stalled (ResourceAPIUnavailable) until it is",
+      );
+      this.draWait = this.awaitResourceApi(this.stopController.signal);
+    }
     const informers = this.informers();
     for (const informer of informers) informer.start();
     await waitForCacheSync(informers, this.stopController.signal);
@@ -366,6 +407,7 @@ export class Operator {
     await this.queue.shutDown();
     await this.workers;
     this.stopController.abort();
+    await this.draWait;
     await this.migration;
     await this.electorRun?.catch(() => undefined);
     await Promise.all(this.informers().map((i) => i.stop()));
