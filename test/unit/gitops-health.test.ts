@@ -1,6 +1,7 @@
 // What kstatus and config/argocd/health.lua (run as Argo CD runs it) say about DevicePluginConfigs captured
-// from a live cluster at each phase (test/e2e/gitops-health.test.ts writes them), so that a change of
-// health.lua or of the kstatus rules shows here without a cluster. The table in docs/deploy.md is this one.
+// from a live cluster at each phase (test/e2e/gitops-health.test.ts and test/e2e/feature-conditions.test.ts
+// write them), so that a change of health.lua or of the kstatus rules shows here without a cluster. The
+// table in docs/deploy.md is this one.
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -42,6 +43,12 @@ const PHASES: [string, EngineVerdict, EngineVerdict][] = [
     },
   ],
   [
+    // SurgeUpgrades=False says why an upgrade will replace on old kubelets; it is no problem of the config.
+    "ready-kubelets-without-surge",
+    { status: "Current", message: "Resource is Ready" },
+    { status: "Healthy", message: "3/3 nodes ready" },
+  ],
+  [
     "plugin-down",
     { status: "InProgress", message: "2/3 nodes ready; not ready: dpo-node-2 (NoCapacity)" },
     { status: "Progressing", message: "NodesNotReady: 2/3 nodes ready; not ready: dpo-node-2 (NoCapacity)" },
@@ -57,6 +64,19 @@ const PHASES: [string, EngineVerdict, EngineVerdict][] = [
       status: "Degraded",
       message:
         "ResourceNameConflict: DevicePluginConfig example already serves gitops.example/example on overlapping nodes; this config gets no DaemonSet while it does",
+    },
+  ],
+  [
+    "stalled-resource-api-unavailable",
+    {
+      status: "Failed",
+      message:
+        "the API server does not serve resource.k8s.io/v1, which ResourceSlices and DeviceClasses need: enable it (kube-apiserver --runtime-config=resource.k8s.io/v1=true; on by default from Kubernetes 1.34) or set spec.publish to DevicePlugin",
+    },
+    {
+      status: "Degraded",
+      message:
+        "ResourceAPIUnavailable: the API server does not serve resource.k8s.io/v1, which ResourceSlices and DeviceClasses need: enable it (kube-apiserver --runtime-config=resource.k8s.io/v1=true; on by default from Kubernetes 1.34) or set spec.publish to DevicePlugin",
     },
   ],
   [
