@@ -71,7 +71,8 @@ func newLabelledEvaluator() (*labelledEvaluator, error) {
 			}
 		}
 	}
-	evaluator, err := policy.NewEvaluator(checks)
+	// No emulation version: "latest" means the newest rules this release of the library knows.
+	evaluator, err := policy.NewEvaluator(checks, nil)
 	if err != nil {
 		return nil, err
 	}
