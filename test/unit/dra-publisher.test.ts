@@ -288,7 +288,7 @@ describe("SlicePublisher", () => {
 });
 
 describe("SlicePublisher with a watch", () => {
-  function watching(api: FakeApi): SlicePublisher {
+  function watching(api: FakeApi, resyncBackoffMs = 100): SlicePublisher {
     const p = new SlicePublisher({
       client: api,
       driver: "d.example.com",
@@ -302,6 +302,7 @@ describe("SlicePublisher with a watch", () => {
       watch: api,
       watchRetryBaseMs: 20,
       watchRetryMaxMs: 100,
+      resyncBackoffMs,
     });
     publishers.push(p);
     return p;
@@ -415,6 +416,33 @@ describe("SlicePublisher with a watch", () => {
     // The watch's list, and the publisher's own read of the pool before it wrote.
     expect(api.calls.filter((c) => c === "GET").length).toBe(gets + 2);
     expect(only(api)?.spec.pool.generation).toBe(3);
+  });
+
+  it("answers slices deleted again and again (not a kubelet's one wipe) at a slowing pace", async () => {
+    devices = [{ name: "a", health: "Healthy" }];
+    const api = new FakeApi();
+    const p = watching(api, 300);
+    await p.start();
+    const backAfter: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const deletedAt = performance.now();
+      api.deleteBehindBack([...api.objects.keys()][0]!);
+      await waitFor(
+        `the slice back after deletion ${i + 1}`,
+        (observe) => {
+          observe({ slices: [...api.objects.keys()], error: p.error() });
+          return only(api);
+        },
+        { timeoutMs: 3_000, intervalMs: 5 },
+      );
+      backAfter.push(performance.now() - deletedAt);
+    }
+    // At once (the coalescing delay), then after 300, 600 and 1200 ms.
+    expect(backAfter[0], backAfter.join(", ")).toBeLessThan(300);
+    [300, 600, 1_200].forEach((ms, i) =>
+      expect(backAfter[i + 1], backAfter.join(", ")).toBeGreaterThanOrEqual(ms - 5),
+    );
+    expect(only(api)?.spec.pool.generation).toBe(5);
   });
 
   it("takes its own writes coming back through the watch for what they are: no extra read or write", async () => {

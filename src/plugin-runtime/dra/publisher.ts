@@ -25,6 +25,15 @@ const DEFAULT_RETRY_MAX_MS = 30_000;
 const SLICES_PATH = RESOURCE_SLICES_PATH;
 /** Observations kept while a pass runs; past this many, the pass's result is re-read whatever they said. */
 const MAX_OBSERVATIONS_DURING_PASS = 100;
+/**
+ * Slices changed behind the plugin's back are published again at once the first time, after this
+ * delay the second time within RESYNC_STREAK_MS, doubling up to DEFAULT_RESYNC_MAX_MS. A kubelet wipes
+ * the node's slices once per start; something that keeps deleting them (the operator removing the pool
+ * of a config that left DRA while its old plugin still runs) is answered at a slow pace, not fought.
+ */
+const DEFAULT_RESYNC_BACKOFF_MS = 1_000;
+const DEFAULT_RESYNC_MAX_MS = 30_000;
+const RESYNC_STREAK_MS = 60_000;
 
 export interface SlicePublisherOptions {
   readonly client: Pick<ApiClient, "request">;
@@ -56,6 +65,9 @@ export interface SlicePublisherOptions {
   /** The watch's first and largest delay after a failed list or watch. */
   readonly watchRetryBaseMs?: number;
   readonly watchRetryMaxMs?: number;
+  /** The delay before publishing again after a second change behind the plugin's back, and the most. */
+  readonly resyncBackoffMs?: number;
+  readonly resyncMaxMs?: number;
 }
 
 /** How often an instance looks for a newer one beside it (a readdir; a connect only when one exists). */
@@ -146,6 +158,9 @@ export class SlicePublisher {
   /** What the watch said while a pass ran: judged against what the pass leaves once it ends. */
   private observedDuringPass: Observed[] = [];
   private observationsOverflowed = false;
+  /** Changes behind the plugin's back, each within RESYNC_STREAK_MS of the one before, and the last one's time. */
+  private resyncStreak = 0;
+  private lastResyncAtMs = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly opts: SlicePublisherOptions) {
     this.log = opts.logger.child({ component: "resourceslices" });
@@ -231,14 +246,33 @@ export class SlicePublisher {
     const known = new Map(this.known.map((slice) => [slice.metadata.name, sighting(slice)]));
     const differs = overflowed ? observed[0] : observed.find((o) => !observationAgrees(known, o));
     if (differs === undefined) return;
+    const now = Date.now();
+    this.resyncStreak = now - this.lastResyncAtMs < RESYNC_STREAK_MS ? this.resyncStreak + 1 : 1;
+    this.lastResyncAtMs = now;
+    const delayMs =
+      this.resyncStreak === 1
+        ? (this.opts.coalesceMs ?? DEFAULT_SLICE_COALESCE_MS)
+        : Math.min(
+            (this.opts.resyncBackoffMs ?? DEFAULT_RESYNC_BACKOFF_MS) * 2 ** (this.resyncStreak - 2),
+            this.opts.resyncMaxMs ?? DEFAULT_RESYNC_MAX_MS,
+          );
     this.log.info(
-      differs.kind === "list"
-        ? { listed: differs.slices.map((s) => s.name), known: [...known.keys()] }
-        : { event: differs.type, slice: differs.slice.name, resourceVersion: differs.slice.resourceVersion },
+      {
+        ...(differs.kind === "list"
+          ? { listed: differs.slices.map((s) => s.name), known: [...known.keys()] }
+          : {
+              event: differs.type,
+              slice: differs.slice.name,
+              resourceVersion: differs.slice.resourceVersion,
+            }),
+        publishInMs: delayMs,
+      },
       "this node's ResourceSlices changed behind the plugin's back; publishing them again",
     );
     this.known = undefined;
-    this.changed();
+    this.requestedAtMs ??= now;
+    // A pass already due re-reads the pool anyway (known is unset); it is not put off.
+    if (this.timer === undefined) this.schedule(delayMs);
   }
 
   /** Looks for a newer instance every handoverPollMs, so a handover in either direction is noticed idle too. */
