@@ -103,15 +103,15 @@ export class KubeletAllocatablePoller {
   private zeroSince: number | undefined;
   private running = false;
   private loop: Promise<void> | undefined;
-  private readonly client = new PodResourcesListerClient(
-    `unix://${POD_RESOURCES_DIR}/${POD_RESOURCES_SOCKET_NAME}`,
-    grpc.credentials.createInsecure(),
-  );
+  private readonly client: PodResourcesListerClient;
 
   constructor(
     private readonly resource: string,
+    socket = `${POD_RESOURCES_DIR}/${POD_RESOURCES_SOCKET_NAME}`,
     private readonly intervalMs = 20,
-  ) {}
+  ) {
+    this.client = new PodResourcesListerClient(`unix://${socket}`, grpc.credentials.createInsecure());
+  }
 
   start(): void {
     this.running = true;

@@ -1,0 +1,178 @@
+// The plugin-upgrade scenario of the node tier, run against the real node (upgrade.test.ts) and a simulated one
+// (upgrade-simulated.test.ts) alike: a config of 4 Mock devices on one node, rolled to a new revision while a
+// workload creates pods through the scheduler, with the node's allocatable watched on the Node and, through
+// the kubelet's PodResources API, as the kubelet itself sees it.
+import { CustomObjectsApi, Watch, type V1Node } from "@kubernetes/client-node";
+import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
+import { kubeConfigFromInjected, waitFor } from "../cluster/helpers.js";
+import { NAMESPACE } from "../e2e/support.js";
+import { configStatusWhere, podStream, RolloutWatch, type PodStreamResult } from "../e2e/upgrade-support.js";
+import { advertised, core, KubeletAllocatablePoller, workloadImage } from "./support.js";
+
+const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
+export const UPGRADE_DEVICES = 4;
+
+/** Where the scenario runs: one node, how pods get there, and where its kubelet's PodResources API is. */
+export interface UpgradeTarget {
+  node: string;
+  placement: {
+    nodeSelector: Record<string, string>;
+    tolerations?: { key: string; operator: string; effect: string }[];
+  };
+  /** Asked at each rollout: a restarted simulator serves it elsewhere. */
+  podResourcesSocket: () => string;
+}
+
+export interface RolloutFigures {
+  rollout: RolloutWatch;
+  /** The Node object's allocatable, from a watch. */
+  allocatable: { min: number; zeroMs: number };
+  /** The kubelet's own count of healthy devices, polled every 20 ms. */
+  kubelet: { min: number; zeroMs: number; samples: number };
+  pods: PodStreamResult;
+  ms: number;
+}
+
+/** A node's allocatable for a resource as a Node watch sees it: its lowest, and how long it sat at 0. */
+class AllocatableWatch {
+  min = Number.POSITIVE_INFINITY;
+  zeroMs = 0;
+  private zeroSince: number | undefined;
+  private abort: (() => void) | undefined;
+
+  constructor(
+    private readonly node: string,
+    private readonly resource: string,
+  ) {}
+
+  async start(): Promise<void> {
+    const request = await new Watch(kubeConfigFromInjected()).watch(
+      "/api/v1/nodes",
+      { fieldSelector: `metadata.name=${this.node}` },
+      (_type: string, node: V1Node) => this.seen(advertised(node, this.resource).allocatable),
+      () => undefined,
+    );
+    this.abort = () => request.abort();
+  }
+
+  private seen(allocatable: number): void {
+    this.min = Math.min(this.min, allocatable);
+    if (allocatable === 0 && this.zeroSince === undefined) this.zeroSince = performance.now();
+    if (allocatable > 0 && this.zeroSince !== undefined) {
+      this.zeroMs += performance.now() - this.zeroSince;
+      this.zeroSince = undefined;
+    }
+  }
+
+  stop(): { min: number; zeroMs: number } {
+    this.abort?.();
+    if (this.zeroSince !== undefined) this.zeroMs += performance.now() - this.zeroSince;
+    return { min: this.min, zeroMs: Math.round(this.zeroMs) };
+  }
+}
+
+export class UpgradeScenario {
+  readonly resource: string;
+  private readonly custom = kubeConfigFromInjected().makeApiClient(CustomObjectsApi);
+
+  constructor(
+    readonly name: string,
+    private readonly target: UpgradeTarget,
+  ) {
+    this.resource = `upgrade.example/${name}`;
+  }
+
+  statusWhere(
+    what: string,
+    pred: (s: DevicePluginConfigStatus) => boolean,
+    timeoutMs = 180_000,
+  ): Promise<DevicePluginConfigStatus> {
+    return configStatusWhere(this.custom, this.name, what, pred, timeoutMs);
+  }
+
+  async create(): Promise<void> {
+    await this.custom.createClusterCustomObject({
+      ...GROUP,
+      body: {
+        apiVersion: "dpo.dev/v1beta1",
+        kind: "DevicePluginConfig",
+        metadata: { name: this.name },
+        spec: {
+          resourceName: this.resource,
+          backend: { type: "Mock", mock: { devices: UPGRADE_DEVICES, idPrefix: "u" } },
+          plugin: { logLevel: "info" },
+          upgrade: { strategy: "Auto", maxUnavailable: 1, progressDeadlineSeconds: 120 },
+          ...this.target.placement,
+        },
+      },
+    });
+    await this.statusWhere(
+      `Ready on ${this.target.node}`,
+      (s) => s.conditions?.find((c) => c.type === "Ready")?.status === "True",
+    );
+    await this.waitForAllDevices();
+  }
+
+  async delete(): Promise<void> {
+    await this.custom.deleteClusterCustomObject({ ...GROUP, name: this.name }).catch(() => undefined);
+  }
+
+  async waitForAllDevices(timeoutMs = 60_000): Promise<void> {
+    await waitFor(
+      `${this.target.node} to advertise all ${UPGRADE_DEVICES} devices of ${this.resource}`,
+      async (observe) => {
+        const seen = advertised(await core().readNode({ name: this.target.node }), this.resource);
+        observe(seen);
+        return seen.capacity === UPGRADE_DEVICES && seen.allocatable === UPGRADE_DEVICES;
+      },
+      { timeoutMs, intervalMs: 200 },
+    );
+  }
+
+  /** Changes the plugin pods (their log level) so the config rolls to a new revision, and waits for the end. */
+  async rollOnce(logLevel: "debug" | "info"): Promise<RolloutFigures> {
+    const before = await this.statusWhere("a settled revision", (s) => s.upgrade?.phase === "Complete");
+    const kc = kubeConfigFromInjected();
+    const rollout = new RolloutWatch(1);
+    await rollout.start(kc, NAMESPACE, this.name);
+    const allocatable = new AllocatableWatch(this.target.node, this.resource);
+    await allocatable.start();
+    const kubelet = new KubeletAllocatablePoller(this.resource, this.target.podResourcesSocket());
+    kubelet.start();
+    const stream = podStream(kc, "default", this.resource, {
+      perSecond: 2,
+      holdMs: 1_500,
+      name: `${this.name}-${logLevel}`,
+      image: workloadImage(),
+      command: ["sleep", "3600"],
+      ...this.target.placement,
+    });
+    const started = performance.now();
+    await this.custom.patchClusterCustomObject({
+      ...GROUP,
+      name: this.name,
+      body: [{ op: "replace", path: "/spec/plugin/logLevel", value: logLevel }],
+    });
+    await this.statusWhere(
+      `rolled from ${before.upgrade!.updateRevision}`,
+      (s) => s.upgrade?.phase === "Complete" && s.upgrade.updateRevision !== before.upgrade!.updateRevision,
+    );
+    const ms = Math.round(performance.now() - started);
+    // Keep pods coming until the node advertises every device again, so the new plugin's first admissions count.
+    await this.waitForAllDevices();
+    const pods = await stream.stop();
+    rollout.stop();
+    return { rollout, allocatable: allocatable.stop(), kubelet: await kubelet.stop(), pods, ms };
+  }
+}
+
+/** One line of figures for the test log (docs/benchmarks.md quotes them). */
+export function describeRollout(what: string, f: RolloutFigures): string {
+  const admitted = [...f.pods.admitted.values()].reduce((a, b) => a + b, 0);
+  return (
+    `${what}: rollout ${f.ms} ms, Node allocatable min ${f.allocatable.min} (0 for ${f.allocatable.zeroMs} ms), ` +
+    `kubelet's own min ${f.kubelet.min} (0 for ${f.kubelet.zeroMs} ms, ${f.kubelet.samples} samples), ` +
+    `${f.pods.created} pods created, ${admitted} admitted, ${f.pods.rejected.length} rejected` +
+    (f.pods.rejected.length > 0 ? `: ${JSON.stringify(f.pods.rejected.slice(0, 2))}` : "")
+  );
+}
