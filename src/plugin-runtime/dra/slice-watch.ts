@@ -105,7 +105,7 @@ export class NodeSliceWatch {
             events++;
             resourceVersion = event.object.metadata?.resourceVersion || resourceVersion;
             if (event.type !== "BOOKMARK") {
-              this.opts.onObservation({ kind: "event", type: event.type, slice: event.object });
+              this.tell({ kind: "event", type: event.type, slice: event.object });
             }
           },
         );
@@ -138,6 +138,18 @@ export class NodeSliceWatch {
     }
   }
 
+  /** A listener that throws must not end the watch, nor, from inside a stream's data event, the process. */
+  private tell(observation: SliceObservation): void {
+    try {
+      this.opts.onObservation(observation);
+    } catch (err) {
+      this.log.error(
+        { err: err instanceof Error ? err.message : String(err), observation: observation.kind },
+        "handling a ResourceSlice observation failed",
+      );
+    }
+  }
+
   /** Lists the node's slices of the driver, tells the publisher, and returns the list's resourceVersion. */
   private async list(): Promise<string> {
     const list = await this.opts.client.request<SliceList>({
@@ -149,7 +161,7 @@ export class NodeSliceWatch {
     if (resourceVersion === "") {
       throw new Error(`the list of ResourceSlices had no resourceVersion to watch from`);
     }
-    this.opts.onObservation({ kind: "list", slices: list.items ?? [] });
+    this.tell({ kind: "list", slices: list.items ?? [] });
     return resourceVersion;
   }
 }
