@@ -3,15 +3,18 @@
 // plugin's Allocate and containerd applies its CDI device; a device that fails shows on the Node, in the
 // config's status and in the pod's status; a kubelet restart leaves running pods their devices and admits new
 // ones once the plugin has registered again.
+import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import { promisify } from "node:util";
 import { CustomObjectsApi, type V1Pod } from "@kubernetes/client-node";
 import { parse } from "yaml";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { kubeConfigFromInjected, kubectl, waitFor } from "../cluster/helpers.js";
 import { kubectlTable } from "../cluster/kubectl-table.js";
+import { configStatusWhere } from "../e2e/upgrade-support.js";
 import { installDpo, NAMESPACE, repo, startOperator, type OperatorProcess } from "../e2e/support.js";
 import {
   advertised,
@@ -26,8 +29,8 @@ import {
   workloadImage,
 } from "./support.js";
 
-const CONFIGS = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const RESOURCE = "hardware-vendor.example/foo";
+const run = promisify(execFile);
 /** A host path of this test's own, removed afterwards (the sample's /run/dpo is left alone). */
 const HEALTH_FILE = "/run/dpo-node-test/health.json";
 
@@ -54,21 +57,11 @@ function samplePod(name: string): V1Pod {
   return { ...pod, metadata: { ...pod.metadata, name }, spec: { ...pod.spec!, ...ON_REAL_NODE } };
 }
 
-async function configStatus(
+function configStatus(
   description: string,
   check: (s: DevicePluginConfigStatus) => boolean,
 ): Promise<DevicePluginConfigStatus> {
-  return waitFor(
-    `${configName}: ${description}`,
-    async (observe) => {
-      const c = (await custom.getClusterCustomObject({ ...CONFIGS, name: configName })) as {
-        status?: DevicePluginConfigStatus;
-      };
-      observe({ devices: c.status?.devices, nodes: c.status?.nodes, problems: c.status?.problems });
-      return c.status && check(c.status) ? c.status : undefined;
-    },
-    { timeoutMs: 90_000, intervalMs: 250 },
-  );
+  return configStatusWhere(custom, configName, description, check);
 }
 
 async function writeHealth(content: Record<string, unknown>): Promise<void> {
@@ -150,6 +143,9 @@ describe("dpo on a real kubelet and containerd", () => {
 
     const node = await waitForAdvertised(RESOURCE, { capacity: 4, allocatable: 4 });
     expect(advertised(node, RESOURCE)).toEqual({ capacity: 4, allocatable: 4 });
+    // The kubelet binary the node runs, and what it reports on the Node: the pinned release.
+    const { stdout: kubeletVersion } = await run(join(inject("clusterBinDir"), "kubelet"), ["--version"]);
+    expect(kubeletVersion.trim()).toBe(`Kubernetes ${inject("clusterKubernetesVersion")}`);
     expect(node.status?.nodeInfo?.kubeletVersion).toBe(inject("clusterKubernetesVersion"));
     await configStatus(
       "4/4 devices on 1/1 nodes",

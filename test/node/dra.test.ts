@@ -8,6 +8,7 @@ import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { kubeRequest } from "../../src/kube/request.js";
 import { kubeConfigFromInjected, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
 import { deviceTable } from "../metrics/exposition.js";
+import { configStatusWhere } from "../e2e/upgrade-support.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "../e2e/support.js";
 import {
   core,
@@ -42,21 +43,11 @@ async function nodeSlices(): Promise<Slice[]> {
   return list.items;
 }
 
-async function configStatus(
+function configStatus(
   description: string,
   check: (s: DevicePluginConfigStatus) => boolean,
 ): Promise<DevicePluginConfigStatus> {
-  return waitFor(
-    `${NAME}: ${description}`,
-    async (observe) => {
-      const c = (await custom.getClusterCustomObject({ ...CONFIGS, name: NAME })) as {
-        status?: DevicePluginConfigStatus;
-      };
-      observe({ devices: c.status?.devices, nodes: c.status?.nodes, conditions: c.status?.conditions });
-      return c.status && check(c.status) ? c.status : undefined;
-    },
-    { timeoutMs: 120_000, intervalMs: 250 },
-  );
+  return configStatusWhere(custom, NAME, description, check);
 }
 
 /** The /metrics of the plugin pod on the real node, read from the host through the pod network. */

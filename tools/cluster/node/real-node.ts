@@ -187,28 +187,31 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNodeH
 
     const server = `https://${network.hostAddress}:${options.apiServerPort}`;
     const pkiDir = join(nodeDir, "pki");
-    const kubeletCert = await issueClientCertificate(
-      options.pki,
-      pkiDir,
+    /** A client certificate for `subject`, signed by the cluster's CA, in a kubeconfig for the node's view of the server. */
+    const identity = async (
+      file: string,
+      certName: string,
+      subject: string,
+      user: string,
+    ): Promise<string> => {
+      const cert = await issueClientCertificate(options.pki, pkiDir, certName, subject);
+      await writeFile(
+        file,
+        renderClientKubeconfig({
+          server,
+          caFile: options.pki.caCert,
+          certFile: cert.cert,
+          keyFile: cert.key,
+          user,
+        }),
+      );
+      return file;
+    };
+    const kubeletKubeconfig = await identity(
+      join(dirs.kubelet, "kubeconfig"),
       "kubelet",
       `/O=system:nodes/CN=system:node:${name}`,
-    );
-    const proxyCert = await issueClientCertificate(
-      options.pki,
-      pkiDir,
-      "kube-proxy",
-      "/CN=system:kube-proxy",
-    );
-    const kubeletKubeconfig = join(dirs.kubelet, "kubeconfig");
-    await writeFile(
-      kubeletKubeconfig,
-      renderClientKubeconfig({
-        server,
-        caFile: options.pki.caCert,
-        certFile: kubeletCert.cert,
-        keyFile: kubeletCert.key,
-        user: `system:node:${name}`,
-      }),
+      `system:node:${name}`,
     );
     const kubeletConfig = join(dirs.kubelet, "config.yaml");
     const kubeletBinary = join(options.k8sBinDir, "kubelet");
@@ -247,16 +250,11 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNodeH
     const admin = new KubeConfig();
     admin.loadFromFile(options.kubeconfigPath);
     await publishApiServerEndpoint(admin, network.hostAddress, options.apiServerPort);
-    const proxyKubeconfig = join(dirs.kubeProxy, "kubeconfig");
-    await writeFile(
-      proxyKubeconfig,
-      renderClientKubeconfig({
-        server,
-        caFile: options.pki.caCert,
-        certFile: proxyCert.cert,
-        keyFile: proxyCert.key,
-        user: "system:kube-proxy",
-      }),
+    const proxyKubeconfig = await identity(
+      join(dirs.kubeProxy, "kubeconfig"),
+      "kube-proxy",
+      "/CN=system:kube-proxy",
+      "system:kube-proxy",
     );
     const proxyConfig = join(dirs.kubeProxy, "config.yaml");
     await writeFile(
