@@ -1,0 +1,151 @@
+// On the real kubelet of the oldest supported release (1.35.4, one device-plugin endpoint per resource), two
+// overlapping instances of a plugin: when the older one exits, the kubelet ends the newer one's ListAndWatch
+// while its socket stays (kubernetes #121994). The newer plugin must register again, and the resource must
+// come back, instead of staying at 0 until some other instance registers. Two `dpo plugin` processes run on
+// the host against the kubelet's own device-plugin directory, as the image runs them.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { DEVICE_PLUGINS_DIR } from "../../src/kubelet-paths.js";
+import { uniqueName, waitFor } from "../cluster/helpers.js";
+import { repo } from "../e2e/support.js";
+import { imageNodeFlags } from "../kubelet-sim/plugin-pod.js";
+import { core, KubeletAllocatablePoller, realNode, restartRealKubelet } from "./support.js";
+
+const RESOURCE = `rereg.example/${uniqueName("dev")}`;
+const DEVICES = 4;
+let work: string;
+let pinnedKubelet: string;
+const plugins: ChildProcess[] = [];
+
+async function waitForKubelet(version: string): Promise<void> {
+  await waitFor(
+    `${realNode()} to run kubelet ${version} and be Ready`,
+    async (observe) => {
+      const node = await core().readNode({ name: realNode() });
+      const ready = node.status?.conditions?.find((c) => c.type === "Ready")?.status;
+      observe({ version: node.status?.nodeInfo?.kubeletVersion, ready });
+      return node.status?.nodeInfo?.kubeletVersion === version && ready === "True";
+    },
+    { timeoutMs: 120_000, intervalMs: 250 },
+  );
+}
+
+/** A `dpo plugin` on the host, registering with the real kubelet; resolves once it logged its start. */
+function startPlugin(name: string): { child: ChildProcess; output: string[] } {
+  const config = join(work, "config.yaml");
+  const output: string[] = [];
+  const child = spawn(
+    process.execPath,
+    [
+      ...imageNodeFlags(readFileSync(join(repo, "Dockerfile"), "utf8")),
+      join(repo, "dist", "dpo.js"),
+      "plugin",
+      "--config",
+      config,
+      "--device-plugin-dir",
+      DEVICE_PLUGINS_DIR,
+      "--metrics-addr",
+      "0",
+      "--health-addr",
+      "0",
+      "--pod-resources-interval",
+      "0",
+    ],
+    {
+      env: { PATH: process.env.PATH, NODE_NAME: realNode(), DPO_LOG_LEVEL: "info" },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  child.stdout.setEncoding("utf8").on("data", (d: string) => output.push(`${name}: ${d}`));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => output.push(`${name}: ${d}`));
+  plugins.push(child);
+  return { child, output };
+}
+
+async function healthyInKubelet(): Promise<number> {
+  const poller = new KubeletAllocatablePoller(RESOURCE);
+  poller.start();
+  await waitFor("one answer of the kubelet's PodResources API", () => poller.samples > 0, {
+    timeoutMs: 10_000,
+    intervalMs: 20,
+  });
+  return (await poller.stop()).min;
+}
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), "dpo-rereg-"));
+  writeFileSync(
+    join(work, "config.yaml"),
+    [
+      "apiVersion: dpo.dev/v1beta1",
+      "kind: DevicePluginConfig",
+      "metadata: { name: rereg }",
+      "spec:",
+      `  resourceName: ${RESOURCE}`,
+      `  backend: { type: Mock, mock: { devices: ${DEVICES}, idPrefix: r } }`,
+    ].join("\n"),
+  );
+  pinnedKubelet = (await core().readNode({ name: realNode() })).status!.nodeInfo!.kubeletVersion;
+  await restartRealKubelet(inject("oldestKubeletBinary"));
+  await waitForKubelet(inject("oldestKubeletVersion"));
+}, 300_000);
+
+afterAll(async () => {
+  for (const child of plugins) child.kill("SIGKILL");
+  rmSync(work, { recursive: true, force: true });
+  await restartRealKubelet(`${inject("clusterBinDir")}/kubelet`);
+  await waitForKubelet(pinnedKubelet);
+}, 300_000);
+
+describe(`two plugin instances overlapping on the real oldest kubelet`, () => {
+  it("the newer one registers again when the kubelet ends its stream as the older one exits", async () => {
+    const older = startPlugin("older");
+    await waitFor(
+      "the older plugin's devices in the kubelet",
+      async (observe) => {
+        const healthy = await healthyInKubelet();
+        observe({ healthy, log: older.output.join("").slice(-800) });
+        return healthy === DEVICES;
+      },
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
+    const newer = startPlugin("newer");
+    // The newer one registered: a 1.35 kubelet keeps one endpoint per resource, now the newer's.
+    await waitFor(
+      "the newer plugin to register",
+      (observe) => {
+        const log = newer.output.join("");
+        observe(log.slice(-800));
+        return /registered/i.test(log);
+      },
+      { timeoutMs: 60_000, intervalMs: 100 },
+    );
+    const exited = new Promise((resolve) => older.child.once("exit", resolve));
+    older.child.kill("SIGTERM");
+    await exited;
+    const stopped = performance.now();
+    // The kubelet ends the newer plugin's stream too; the resource must come back through a new registration.
+    const poller = new KubeletAllocatablePoller(RESOURCE);
+    poller.start();
+    const healthyAgain = await waitFor(
+      "the newer plugin's devices healthy in the kubelet again",
+      async (observe) => {
+        const healthy = await healthyInKubelet();
+        observe({ healthy, log: newer.output.join("").slice(-1200) });
+        return healthy === DEVICES ? performance.now() : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 100 },
+    );
+    const figures = await poller.stop();
+    console.log(
+      `older plugin exited -> resource back: ${Math.round(healthyAgain - stopped)} ms (kubelet at 0 for ${figures.zeroMs} ms)`,
+    );
+    expect(newer.child.exitCode).toBeNull();
+    // The kubelet did end the newer plugin's stream, and it was the plugin's new registration that brought the
+    // resource back (not a stream the kubelet kept).
+    expect(newer.output.join(""), newer.output.join("")).toContain("registering again on a fresh socket");
+  });
+});
