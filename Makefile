@@ -143,8 +143,10 @@ deploy: cluster-tools
 undeploy: cluster-tools
 	$(KUBECTL) delete --ignore-not-found -k config/default
 
-## The product in one command: control plane, simulated device nodes, operator, two sample configs.
-demo: build cluster-tools
+## The product in one command: control plane, simulated device nodes, operator, two sample configs; as root
+## also a real node (kubelet and containerd) running the dpo image, with the sample workload on it.
+DEMO_REAL_NODE := $(if $(filter 0,$(shell id -u)),image test-images node-tools,)
+demo: build cluster-tools $(DEMO_REAL_NODE)
 	node --import tsx tools/demo/demo.ts
 
 ## Full-size chaos: a plugin upgrade over 50 simulated nodes while the operator's leader is SIGKILLed

@@ -8,12 +8,21 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 
 import { pino } from "pino";
+import { parse } from "yaml";
 import { KubeletSimulator } from "../../test/kubelet-sim/node-simulator.js";
 import { buildOrReuseBinaries, startCluster, type ClusterHandle } from "../cluster/cluster.js";
 import { installDpo } from "../cluster/install-dpo.js";
 import { freePort } from "../cluster/tcp-relay.js";
 import { issuedToken, withBearerToken } from "../cluster/kubeconfig.js";
 import { waitFor } from "../cluster/wait.js";
+import {
+  buildOrReuseContainerd,
+  oldestKubernetesVersion,
+  realNodeImages,
+  type RealNodeImages,
+} from "../cluster/node/artifacts.js";
+import { realNodeUnsupportedReason } from "../cluster/node/host.js";
+import { REAL_NODE_LABEL, startRealNode, type RealNodeHandle } from "../cluster/node/real-node.js";
 
 const repo = join(import.meta.dirname, "..", "..");
 const once = process.argv.includes("--once") || process.env["DEMO_ONCE"] === "1";
@@ -31,6 +40,7 @@ async function main(): Promise<number> {
   const log = pino({ level: "warn" }, pino.destination(2));
   let cluster: ClusterHandle | undefined;
   let sim: KubeletSimulator | undefined;
+  let realNode: RealNodeHandle | undefined;
   let operator: ChildProcess | undefined;
   let stopping = false;
   const stop = async (): Promise<void> => {
@@ -39,6 +49,7 @@ async function main(): Promise<number> {
     banner("stopping: operator, plugins, kubelet simulator, control plane");
     operator?.kill("SIGTERM");
     await sim?.stop().catch(() => undefined);
+    await realNode?.stop().catch(() => undefined);
     await cluster?.stop().catch(() => undefined);
     rmSync(work, { recursive: true, force: true });
   };
@@ -50,14 +61,52 @@ async function main(): Promise<number> {
   try {
     banner("building (or reusing) kube-apiserver, etcd, controller-manager, scheduler, kubectl and KWOK");
     const binDir = await buildOrReuseBinaries();
-    banner("starting the control plane with 3 KWOK nodes");
+    // A real node (kubelet and containerd running the dpo image) where the machine allows it: root, and the
+    // images of `make image test-images`. Otherwise the workload runs on a simulated node, and the demo says so.
+    const images: RealNodeImages | string = await realNodeUnsupportedReason().then((reason) => {
+      if (reason !== undefined) return reason;
+      try {
+        return realNodeImages();
+      } catch (err) {
+        return (err as Error).message;
+      }
+    });
+    const withRealNode = typeof images !== "string";
+    banner(`starting the control plane with 3 KWOK nodes${withRealNode ? " and a real node" : ""}`);
     cluster = await startCluster({
       nodes: 3,
       stateDir: join(work, "cluster"),
       binDir,
       log,
       kubeletSimulator: true,
+      realNode: withRealNode,
     });
+    if (typeof images === "string") {
+      process.stdout.write(
+        `no real node on this machine (${images}): the workload runs on a simulated node\n`,
+      );
+    } else {
+      banner("joining a real node: the kubelet and containerd built from the Go module proxy, the dpo image");
+      realNode = await startRealNode({
+        stateDir: join(work, "cluster"),
+        kubeconfigPath: cluster.kubeconfigPath,
+        apiServerPort: cluster.ports.apiServer,
+        pki: cluster.pki,
+        k8sBinDir: binDir,
+        containerdBinDir: await buildOrReuseContainerd(),
+        images: images.archives,
+        labels: { "feature.example/foo": "true" },
+        // Untainted: the samples' plugins run there too, as on any node of the fleet.
+        taints: [],
+        log,
+      });
+      // The operator's plugin image and the sample workload's image, as the kubelet will ask for them.
+      await realNode.ctr(["images", "tag", "--force", images.dpo, "docker.io/library/dpo:demo"]);
+      await realNode.ctr(["images", "tag", "--force", images.workload, "docker.io/library/busybox:1.36"]);
+    }
+    const nodeCount = cluster.nodeNames.length + (realNode ? 1 : 0);
+    const devicesOf = (perNode: number, unhealthy = 0): string =>
+      `${perNode * nodeCount - unhealthy}/${perNode * nodeCount}`;
     const kubeconfig = cluster.kubeconfigPath;
     process.stdout.write(
       `API server ${cluster.server}, ready in ${(cluster.startupMs / 1000).toFixed(1)} s\n`,
@@ -88,10 +137,15 @@ async function main(): Promise<number> {
     const kc = new KubeConfig();
     kc.loadFromFile(kubeconfig);
     banner(
-      "starting the kubelet simulator on every node (it runs real `dpo plugin` processes for plugin pods)",
+      "starting the kubelet simulator on every KWOK node (it runs real `dpo plugin` processes for plugin pods)",
     );
-    // The first node's kubelet is new enough for surge upgrades (v1.37.0); the others are the cluster's.
-    const kubeletVersions = { [cluster.nodeNames[0]!]: "v1.37.0" };
+    // The first node's kubelet is new enough for surge upgrades (v1.37.0).
+    // The other two run the oldest supported kubelet, which has no per-socket endpoints: they replace.
+    const oldest = await oldestKubernetesVersion();
+    const kubeletVersions = {
+      [cluster.nodeNames[0]!]: "v1.37.0",
+      ...Object.fromEntries(cluster.nodeNames.slice(1).map((n) => [n, oldest])),
+    };
     sim = await KubeletSimulator.start({
       kubeconfig: kc,
       nodes: cluster.nodeNames,
@@ -171,7 +225,17 @@ async function main(): Promise<number> {
     );
 
     banner(`a workload asks for two devices of example-mock (${WORKLOAD})`);
-    process.stdout.write(await kubectl(["apply", "-f", join(repo, WORKLOAD)]));
+    if (realNode) {
+      // Pinned to the real node: the same sample, with a node selector.
+      const workloadPod = parse(readFileSync(join(repo, WORKLOAD), "utf8")) as {
+        spec: Record<string, unknown>;
+      };
+      workloadPod.spec.nodeSelector = { [REAL_NODE_LABEL]: "true" };
+      process.stdout.write(`(on the real node: ${WORKLOAD} with nodeSelector ${REAL_NODE_LABEL}=true)\n`);
+      process.stdout.write(await kubectl(["apply", "-f", "-"], JSON.stringify(workloadPod)));
+    } else {
+      process.stdout.write(await kubectl(["apply", "-f", join(repo, WORKLOAD)]));
+    }
     const simulator = sim;
     /** The workload pod as the API and the simulated kubelet see it: where it runs and what it holds. */
     const workload = async (): Promise<{ uid: string; node: string; devices: string; env: string }> => {
@@ -181,6 +245,21 @@ async function main(): Promise<number> {
         status?: { phase?: string };
       };
       if (pod.status?.phase !== "Running") throw new Error(`example-workload is ${pod.status?.phase}`);
+      if (realNode) {
+        // The container's environment as containerd started it, read through the real kubelet.
+        const env = Object.fromEntries(
+          (await kubectl(["exec", "example-workload", "--", "env"]))
+            .trim()
+            .split("\n")
+            .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]),
+        );
+        return {
+          uid: pod.metadata.uid,
+          node: pod.spec.nodeName ?? "",
+          devices: env["DPO_HARDWARE_VENDOR_EXAMPLE_FOO"] ?? "",
+          env: env["MOCK_DEVICE_IDS"] ?? "",
+        };
+      }
       const admitted = simulator.admittedPods().find((a) => a.uid === pod.metadata.uid);
       const container = admitted?.containers[0];
       return {
@@ -202,7 +281,7 @@ async function main(): Promise<number> {
     const describeWorkload = async (w: Awaited<ReturnType<typeof workload>>): Promise<void> => {
       process.stdout.write(
         `\n$ kubectl get pod example-workload -o wide\n${await kubectl(["get", "pod", "example-workload", "-o", "wide"])}` +
-          `the kubelet on ${w.node} admitted it through the plugin's Allocate: devices ${w.devices}\n` +
+          `the ${realNode ? "real " : ""}kubelet on ${w.node} admitted it through the plugin's Allocate: devices ${w.devices}\n` +
           `the container's environment from Allocate: MOCK_DEVICE_IDS=${w.env}\n`,
       );
     };
@@ -227,7 +306,7 @@ async function main(): Promise<number> {
         const named = status?.problems?.some(
           (p) => p.node === node && p.reason === "UnhealthyDevices" && p.devices?.includes("foo-1"),
         );
-        return status?.devices?.summary === "11/12" && named === true && status;
+        return status?.devices?.summary === devicesOf(4, 1) && named === true && status;
       },
       {
         timeoutMs: 60_000,
@@ -241,7 +320,7 @@ async function main(): Promise<number> {
     writeHealth({});
     await waitFor(
       "the recovery in the status",
-      async () => (await dpc("example-mock")).status?.devices?.summary === "12/12",
+      async () => (await dpc("example-mock")).status?.devices?.summary === devicesOf(4),
       {
         timeoutMs: 60_000,
         intervalMs: 250,
@@ -255,7 +334,7 @@ async function main(): Promise<number> {
     const fromRevision = (await upgradeOf())?.updateRevision;
     banner("upgrading the plugin of example-mock (log level debug): node by node, gated on the kubelet");
     process.stdout.write(
-      `  ${cluster.nodeNames[0]} (kubelet v1.37.0) surges: the new plugin starts beside the old one;\n` +
+      `  ${cluster.nodeNames[0]} (kubelet v1.37.0)${realNode ? ` and ${realNode.name} (a real kubelet, ${cluster.versions.kubernetes})` : ""} surge: the new plugin starts beside the old one;\n` +
         "  the other nodes' kubelets are older, so there the old plugin stops first (replace).\n",
     );
     process.stdout.write(
@@ -284,7 +363,7 @@ async function main(): Promise<number> {
           u?.phase === "Complete" &&
           u.updateRevision !== fromRevision &&
           u.currentRevision === u.updateRevision &&
-          u.summary === "3/3"
+          u.summary === `${nodeCount}/${nodeCount}`
         );
       },
       { timeoutMs: 180_000, intervalMs: 250 },

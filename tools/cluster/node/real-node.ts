@@ -68,6 +68,8 @@ export interface RealNodeOptions {
   images: readonly string[];
   name?: string;
   labels?: Record<string, string>;
+  /** Taints it registers with; by default REAL_NODE_TAINT, so only pods that mean to run there do. */
+  taints?: { key: string; value: string; effect: "NoSchedule" | "NoExecute" | "PreferNoSchedule" }[];
   log: Logger;
   timeoutMs?: number;
 }
@@ -223,7 +225,7 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNodeH
         clientCaFile: options.pki.caCert,
         containerdSocket,
         healthzPort: KUBELET_HEALTHZ_PORT,
-        taints: [REAL_NODE_TAINT],
+        taints: options.taints ?? [REAL_NODE_TAINT],
       }),
     );
     const labels = { [REAL_NODE_LABEL]: "true", ...options.labels };
