@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { kubeConfigFromInjected, kubectl, waitFor } from "../cluster/helpers.js";
 import { kubectlTable } from "../cluster/kubectl-table.js";
+import { deviceTable } from "../metrics/exposition.js";
 import { configStatusWhere } from "../e2e/upgrade-support.js";
 import { installDpo, NAMESPACE, repo, startOperator, type OperatorProcess } from "../e2e/support.js";
 import {
@@ -22,6 +23,7 @@ import {
   ctr,
   dpoImage,
   ON_REAL_NODE,
+  pluginMetrics,
   realNode,
   restartRealKubelet,
   waitForAdvertised,
@@ -164,6 +166,22 @@ describe("dpo on a real kubelet and containerd", () => {
     expect(env.MOCK_DEVICE_IDS?.split(",").sort()).toEqual([...ids].sort());
     // Only a CDI-aware runtime sets this: the plugin answered Allocate with CDI names, containerd read the spec.
     for (const id of ids) expect(env[`MOCK_DEVICE_${id.toUpperCase().replace(/[^A-Z0-9]/g, "_")}`]).toBe(id);
+    // The plugin names the pod holding each device in its metrics, from the real kubelet's PodResources API.
+    await waitFor(
+      "the plugin's per-device series to name example-workload",
+      async (observe) => {
+        const table = deviceTable(await pluginMetrics(configName), "dpo_plugin_device_allocated");
+        observe(table);
+        const held = Object.entries(table).filter(([, v]) => v === "default/example-workload/app=1");
+        return (
+          held
+            .map(([id]) => id)
+            .sort()
+            .join(",") === [...ids].sort().join(",")
+        );
+      },
+      { timeoutMs: 60_000, intervalMs: 1_000 },
+    );
     await waitForAdvertised(RESOURCE, { capacity: 4, allocatable: 4 });
   });
 

@@ -9,11 +9,12 @@ import { kubeRequest } from "../../src/kube/request.js";
 import { kubeConfigFromInjected, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
 import { deviceTable } from "../metrics/exposition.js";
 import { configStatusWhere } from "../e2e/upgrade-support.js";
-import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "../e2e/support.js";
+import { installDpo, startOperator, type OperatorProcess } from "../e2e/support.js";
 import {
   core,
   dpoImage,
   ON_REAL_NODE,
+  pluginMetrics,
   realNode,
   restartRealKubelet,
   waitForPodPhase,
@@ -48,22 +49,6 @@ function configStatus(
   check: (s: DevicePluginConfigStatus) => boolean,
 ): Promise<DevicePluginConfigStatus> {
   return configStatusWhere(custom, NAME, description, check);
-}
-
-/** The /metrics of the plugin pod on the real node, read from the host through the pod network. */
-async function pluginMetrics(): Promise<string> {
-  const pods = await core().listNamespacedPod({
-    namespace: NAMESPACE,
-    fieldSelector: `spec.nodeName=${realNode()}`,
-  });
-  const pod = pods.items.find(
-    (p) => p.metadata?.labels?.["dpo.dev/config"] === NAME && p.status?.phase === "Running",
-  );
-  if (!pod?.status?.podIP) throw new Error(`no running plugin pod of ${NAME} on ${realNode()}`);
-  const port = pod.spec?.containers[0]?.ports?.find((p) => p.name === "metrics")?.containerPort ?? 8080;
-  const response = await fetch(`http://${pod.status.podIP}:${port}/metrics`);
-  if (!response.ok) throw new Error(`plugin metrics: HTTP ${response.status}`);
-  return response.text();
 }
 
 beforeAll(async () => {
@@ -197,7 +182,7 @@ describe("DRA on the real node", () => {
     await waitFor(
       "the plugin's per-device series to name dra-workload",
       async (observe) => {
-        const table = deviceTable(await pluginMetrics(), "dpo_plugin_device_allocated");
+        const table = deviceTable(await pluginMetrics(NAME), "dpo_plugin_device_allocated");
         observe(table);
         return Object.values(table).some((v) => v.startsWith(`${NAMESPACE_WORKLOADS}/dra-workload/main=1`));
       },

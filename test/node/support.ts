@@ -9,6 +9,7 @@ import { POD_RESOURCES_DIR, POD_RESOURCES_SOCKET_NAME } from "../../src/kubelet-
 import { PodResourcesListerClient } from "../../src/plugin-runtime/proto/index.js";
 import { REAL_NODE_LABEL, REAL_NODE_TAINT, restartKubelet } from "../../tools/cluster/node/real-node.js";
 import { kubeConfigFromInjected, waitFor } from "../cluster/helpers.js";
+import { NAMESPACE } from "../e2e/support.js";
 import "../cluster/provided-context.js";
 
 const run = promisify(execFile);
@@ -151,4 +152,20 @@ export class KubeletAllocatablePoller {
     if (this.zeroSince !== undefined) this.zeroMs += performance.now() - this.zeroSince;
     return { min: this.min, zeroMs: Math.round(this.zeroMs), samples: this.samples };
   }
+}
+
+/** The /metrics of a config's plugin pod on the real node, read from the host through the pod network. */
+export async function pluginMetrics(config: string): Promise<string> {
+  const pods = await core().listNamespacedPod({
+    namespace: NAMESPACE,
+    fieldSelector: `spec.nodeName=${realNode()}`,
+  });
+  const pod = pods.items.find(
+    (p) => p.metadata?.labels?.["dpo.dev/config"] === config && p.status?.phase === "Running",
+  );
+  if (!pod?.status?.podIP) throw new Error(`no running plugin pod of ${config} on ${realNode()}`);
+  const port = pod.spec?.containers[0]?.ports?.find((p) => p.name === "metrics")?.containerPort ?? 8080;
+  const response = await fetch(`http://${pod.status.podIP}:${port}/metrics`);
+  if (!response.ok) throw new Error(`the metrics of ${pod.metadata?.name}: HTTP ${response.status}`);
+  return response.text();
 }
