@@ -20,7 +20,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { parseAuditLog } from "../tools/cluster/audit.js";
+import { AUDIT_STATUS_WRITES, parseAuditLog } from "../tools/cluster/audit.js";
 import {
   auditLogPath,
   buildOrReuseBinaries,
@@ -71,21 +71,6 @@ const DEVICES_PER_NODE = 4;
  * Lease; the Node updates it sees stay more frequent than a kubelet's.
  */
 const PACING = { nodeLeaseDurationSeconds: 600, heartbeatIntervalMs: 120_000, parallelism: 16 };
-/**
- * The API server logs the config status writes (and nothing else), so the flap storm's write spacing is
- * also timed where the writes arrive, not only where a watch delivers their events.
- */
-const AUDIT_STATUS_WRITES = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived, ResponseStarted, Panic]
-rules:
-  - level: Metadata
-    verbs: [update, patch]
-    resources:
-      - group: dpo.dev
-        resources: [devicepluginconfigs/status]
-  - level: None
-`;
 /** The operator's status coalescing interval (statusWriteIntervalMs): at most one write per config in it. */
 const STATUS_WRITE_INTERVAL_MS = 500;
 const DEPLOYMENT = readFileSync(

@@ -11,6 +11,7 @@ import {
   SIMULATED_NODE_SELECTOR,
   startCluster,
 } from "../../tools/cluster/cluster.js";
+import { AUDIT_STATUS_WRITES } from "../../tools/cluster/audit.js";
 import "./provided-context.js";
 
 /** Simulated nodes; most files expect 3, full-size runs of one file (make chaos-upgrade) set more. */
@@ -42,7 +43,15 @@ export default async function setup(project: TestProject): Promise<() => Promise
   }
 
   const stateDir = await mkdtemp(join(tmpdir(), "dpo-test-cluster-"));
-  const cluster = await startCluster({ nodes: NODES, stateDir, binDir, log, kubeletSimulator: true });
+  const cluster = await startCluster({
+    nodes: NODES,
+    stateDir,
+    binDir,
+    log,
+    kubeletSimulator: true,
+    // Status writes timed as the API server received them (test/e2e/operator-scale.test.ts).
+    auditPolicy: AUDIT_STATUS_WRITES,
+  });
   log.info({ ms: cluster.startupMs, stateDir }, "test cluster started");
   project.provide("clusterKubeconfig", cluster.kubeconfigPath);
   project.provide("clusterStateDir", stateDir);

@@ -1,6 +1,23 @@
 // Reads the API server's JSON audit log (a cluster started with `auditPolicy`): when requests arrived and
 // when they were answered, as the server timed them, with microseconds.
 
+/**
+ * An audit policy that logs the DevicePluginConfig status writes and nothing else: their spacing is then timed
+ * where they arrive, not where a watch delivers their events (a loaded machine delays some deliveries more
+ * than others). The cluster tier's control plane and bench-operator run with it.
+ */
+export const AUDIT_STATUS_WRITES = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted, Panic]
+rules:
+  - level: Metadata
+    verbs: [update, patch]
+    resources:
+      - group: dpo.dev
+        resources: [devicepluginconfigs/status]
+  - level: None
+`;
+
 export interface AuditedRequest {
   verb: string;
   user: string;
