@@ -192,7 +192,7 @@ export function podStream(
     nodeSelector?: Record<string, string>;
     tolerations?: { key: string; operator: string; effect: string }[];
   },
-): { stop: () => Promise<PodStreamResult> } {
+): { stop: () => Promise<PodStreamResult>; admitted: () => number } {
   const core = kc.makeApiClient(CoreV1Api);
   const label = { "dpo.dev/e2e-workload": options.name };
   const result: PodStreamResult = { created: 0, admitted: new Map(), rejected: [] };
@@ -269,6 +269,8 @@ export function podStream(
     await Promise.all(inFlight);
   })();
   return {
+    /** Pods admitted so far, on every node. */
+    admitted: () => [...result.admitted.values()].reduce((a, b) => a + b, 0),
     stop: async () => {
       stopped = true;
       await creating;

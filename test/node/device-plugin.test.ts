@@ -12,6 +12,7 @@ import { CustomObjectsApi, type V1Pod } from "@kubernetes/client-node";
 import { parse } from "yaml";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
+import { LABEL_CONFIG } from "../../src/operator/render/names.js";
 import { kubeConfigFromInjected, kubectl, waitFor } from "../cluster/helpers.js";
 import { kubectlTable } from "../cluster/kubectl-table.js";
 import { deviceTable } from "../metrics/exposition.js";
@@ -25,6 +26,7 @@ import {
   ON_REAL_NODE,
   pluginMetrics,
   realNode,
+  removeConfig,
   restartRealKubelet,
   waitForAdvertised,
   waitForPodPhase,
@@ -101,7 +103,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await kubectl(["delete", "pod", "--all", "-n", "default", "--wait=false"], { allowFailure: true });
-  await kubectl(["delete", "devicepluginconfig", configName, "--wait=true"], { allowFailure: true });
+  await removeConfig(configName);
   await operator?.stop();
   await rm(dirname(HEALTH_FILE), { recursive: true, force: true });
 });
@@ -111,9 +113,11 @@ describe("dpo on a real kubelet and containerd", () => {
     const pod = await waitFor(
       `a Running plugin pod of ${configName} on ${realNode()}`,
       async (observe) => {
+        // This config's pod: another file's plugin pods may still be on their way out.
         const pods = await core().listNamespacedPod({
           namespace: NAMESPACE,
           fieldSelector: `spec.nodeName=${realNode()}`,
+          labelSelector: `${LABEL_CONFIG}=${configName}`,
         });
         observe(
           pods.items.map((p) => ({

@@ -16,12 +16,12 @@ import {
   ON_REAL_NODE,
   pluginMetrics,
   realNode,
+  removeConfig,
   restartRealKubelet,
   waitForPodPhase,
   workloadImage,
 } from "./support.js";
 
-const CONFIGS = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const NAME = uniqueName("node-dra");
 const DRIVER = "gpu.node-dra.example";
 const SLICES = "/apis/resource.k8s.io/v1/resourceslices";
@@ -89,7 +89,7 @@ afterAll(async () => {
       allowFailure: true,
     },
   );
-  await custom.deleteClusterCustomObject({ ...CONFIGS, name: NAME }).catch(() => undefined);
+  await removeConfig(NAME);
   await operator?.stop();
 }, 120_000);
 

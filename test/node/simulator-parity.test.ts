@@ -21,7 +21,7 @@ import {
   HOST_POD_RESOURCES_DIR,
   KubeletSimulator,
 } from "../kubelet-sim/node-simulator.js";
-import { advertised, dpoImage, ON_REAL_NODE, realNode, workloadImage } from "./support.js";
+import { advertised, dpoImage, ON_REAL_NODE, realNode, removeConfig, workloadImage } from "./support.js";
 
 const NAME = uniqueName("parity");
 const RESOURCE = `parity.example/${NAME}`;
@@ -197,7 +197,7 @@ afterAll(async () => {
   await kubectl(["delete", "pod", "-n", "default", "-l", `dpo.dev/test=${NAME}`, "--wait=true"], {
     allowFailure: true,
   });
-  await kubectl(["delete", "devicepluginconfig", NAME, "--wait=true"], { allowFailure: true });
+  await removeConfig(NAME);
   await operator?.stop();
   await sim?.stop();
   await rm(dirname(HEALTH_FILE), { recursive: true, force: true });

@@ -8,7 +8,8 @@ import { inject } from "vitest";
 import { POD_RESOURCES_DIR, POD_RESOURCES_SOCKET_NAME } from "../../src/kubelet-paths.js";
 import { PodResourcesListerClient } from "../../src/plugin-runtime/proto/index.js";
 import { REAL_NODE_LABEL, REAL_NODE_TAINT, restartKubelet } from "../../tools/cluster/node/real-node.js";
-import { kubeConfigFromInjected, waitFor } from "../cluster/helpers.js";
+import { LABEL_CONFIG } from "../../src/operator/render/names.js";
+import { kubeConfigFromInjected, kubectl, waitFor } from "../cluster/helpers.js";
 import { NAMESPACE } from "../e2e/support.js";
 import "../cluster/provided-context.js";
 
@@ -168,4 +169,26 @@ export async function pluginMetrics(config: string): Promise<string> {
   const response = await fetch(`http://${pod.status.podIP}:${port}/metrics`);
   if (!response.ok) throw new Error(`the metrics of ${pod.metadata?.name}: HTTP ${response.status}`);
   return response.text();
+}
+
+/**
+ * Deletes a DevicePluginConfig and waits until its plugin pods are gone too (garbage collection removes them
+ * after the config), so the next file starts on a node without them.
+ */
+export async function removeConfig(name: string): Promise<void> {
+  await kubectl(["delete", "devicepluginconfig", name, "--ignore-not-found", "--wait=true"], {
+    allowFailure: true,
+  });
+  await waitFor(
+    `the plugin pods of ${name} to be gone`,
+    async (observe) => {
+      const pods = await core().listNamespacedPod({
+        namespace: NAMESPACE,
+        labelSelector: `${LABEL_CONFIG}=${name}`,
+      });
+      observe(pods.items.map((p) => `${p.metadata?.name} on ${p.spec?.nodeName}: ${p.status?.phase}`));
+      return pods.items.length === 0;
+    },
+    { timeoutMs: 120_000, intervalMs: 250 },
+  );
 }

@@ -7,7 +7,7 @@ import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { kubeConfigFromInjected, waitFor } from "../cluster/helpers.js";
 import { NAMESPACE } from "../e2e/support.js";
 import { configStatusWhere, podStream, RolloutWatch, type PodStreamResult } from "../e2e/upgrade-support.js";
-import { advertised, core, KubeletAllocatablePoller, workloadImage } from "./support.js";
+import { advertised, core, KubeletAllocatablePoller, removeConfig, workloadImage } from "./support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 export const UPGRADE_DEVICES = 4;
@@ -114,7 +114,7 @@ export class UpgradeScenario {
   }
 
   async delete(): Promise<void> {
-    await this.custom.deleteClusterCustomObject({ ...GROUP, name: this.name }).catch(() => undefined);
+    await removeConfig(this.name);
   }
 
   async waitForAllDevices(timeoutMs = 60_000): Promise<void> {
@@ -158,8 +158,18 @@ export class UpgradeScenario {
       (s) => s.upgrade?.phase === "Complete" && s.upgrade.updateRevision !== before.upgrade!.updateRevision,
     );
     const ms = Math.round(performance.now() - started);
-    // Keep pods coming until the node advertises every device again, so the new plugin's first admissions count.
+    // Keep pods coming until the node advertises every device again and admits a pod through the new plugin,
+    // so the new plugin's first admissions count and a node that never came back fails the scenario.
     await this.waitForAllDevices();
+    const admittedAtEnd = stream.admitted();
+    await waitFor(
+      `a pod admitted on ${this.target.node} after the rollout`,
+      (observe) => {
+        observe({ admitted: stream.admitted(), before: admittedAtEnd });
+        return stream.admitted() > admittedAtEnd;
+      },
+      { timeoutMs: 60_000, intervalMs: 100 },
+    );
     const pods = await stream.stop();
     rollout.stop();
     return { rollout, allocatable: allocatable.stop(), kubelet: await kubelet.stop(), pods, ms };
