@@ -12,26 +12,13 @@ import { DEVICE_PLUGINS_DIR } from "../../src/kubelet-paths.js";
 import { uniqueName, waitFor } from "../cluster/helpers.js";
 import { repo } from "../e2e/support.js";
 import { imageNodeFlags } from "../kubelet-sim/plugin-pod.js";
-import { core, KubeletAllocatablePoller, realNode, restartRealKubelet } from "./support.js";
+import { core, KubeletAllocatablePoller, realNode, restartRealKubelet, waitForKubelet } from "./support.js";
 
 const RESOURCE = `rereg.example/${uniqueName("dev")}`;
 const DEVICES = 4;
 let work: string;
 let pinnedKubelet: string;
 const plugins: ChildProcess[] = [];
-
-async function waitForKubelet(version: string): Promise<void> {
-  await waitFor(
-    `${realNode()} to run kubelet ${version} and be Ready`,
-    async (observe) => {
-      const node = await core().readNode({ name: realNode() });
-      const ready = node.status?.conditions?.find((c) => c.type === "Ready")?.status;
-      observe({ version: node.status?.nodeInfo?.kubeletVersion, ready });
-      return node.status?.nodeInfo?.kubeletVersion === version && ready === "True";
-    },
-    { timeoutMs: 120_000, intervalMs: 250 },
-  );
-}
 
 /** A `dpo plugin` on the host, registering with the real kubelet; resolves once it logged its start. */
 function startPlugin(name: string): { child: ChildProcess; output: string[] } {

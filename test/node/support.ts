@@ -192,3 +192,17 @@ export async function removeConfig(name: string): Promise<void> {
     { timeoutMs: 120_000, intervalMs: 250 },
   );
 }
+
+/** Waits until the real node runs the kubelet of `version` and is Ready (after a restart on another build). */
+export async function waitForKubelet(version: string): Promise<void> {
+  await waitFor(
+    `${realNode()} to run kubelet ${version} and be Ready`,
+    async (observe) => {
+      const node = await core().readNode({ name: realNode() });
+      const ready = node.status?.conditions?.find((c) => c.type === "Ready")?.status;
+      observe({ version: node.status?.nodeInfo?.kubeletVersion, ready });
+      return node.status?.nodeInfo?.kubeletVersion === version && ready === "True";
+    },
+    { timeoutMs: 120_000, intervalMs: 250 },
+  );
+}

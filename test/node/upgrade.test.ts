@@ -4,27 +4,14 @@
 // replaces, and the window the kubelet has no device and the pods it failed are measured (docs/benchmarks.md,
 // beside upgrade-simulated.test.ts, the same scenario on a simulated node).
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { uniqueName, waitFor } from "../cluster/helpers.js";
+import { uniqueName } from "../cluster/helpers.js";
 import { installDpo, startOperator, type OperatorProcess } from "../e2e/support.js";
-import { core, dpoImage, ON_REAL_NODE, realNode, restartRealKubelet } from "./support.js";
+import { core, dpoImage, ON_REAL_NODE, realNode, restartRealKubelet, waitForKubelet } from "./support.js";
 import { describeRollout, UpgradeScenario } from "./upgrade-scenario.js";
 
 let operator: OperatorProcess;
 let pinnedKubelet: string;
 let scenario: UpgradeScenario;
-
-async function waitForKubelet(version: string): Promise<void> {
-  await waitFor(
-    `${realNode()} to run kubelet ${version} and be Ready`,
-    async (observe) => {
-      const node = await core().readNode({ name: realNode() });
-      const ready = node.status?.conditions?.find((c) => c.type === "Ready")?.status;
-      observe({ version: node.status?.nodeInfo?.kubeletVersion, ready });
-      return node.status?.nodeInfo?.kubeletVersion === version && ready === "True";
-    },
-    { timeoutMs: 120_000, intervalMs: 250 },
-  );
-}
 
 beforeAll(async () => {
   pinnedKubelet = (await core().readNode({ name: realNode() })).status!.nodeInfo!.kubeletVersion;
