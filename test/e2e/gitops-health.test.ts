@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { buildGitopsHealth, gitopsHealth, type GitopsHealth } from "../../tools/gitops-health/harness.js";
 import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
+import { oldestKubernetesVersion } from "../../tools/cluster/node/artifacts.js";
 import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
 import { installDpo, startOperator, type OperatorProcess } from "./support.js";
 
@@ -205,7 +206,16 @@ beforeAll(async () => {
   nodes = injectedCluster().nodeNames.slice(0, 3);
   expect(nodes).toHaveLength(3);
   [harness] = await Promise.all([buildGitopsHealth(), installDpo()]);
-  sim = await KubeletSimulator.start({ kubeconfig: kc, nodes, gracePeriodMs: 60_000 });
+  // Kubelets of the oldest supported release, so upgrades replace: a rollback then restarts the previous
+  // plugin and is RollingBack for a while. On 1.37 kubelets the old plugin never stopped, the rollback ends at
+  // once, and its RollingBack status can fall within one status-write interval and never be written.
+  const oldest = await oldestKubernetesVersion();
+  sim = await KubeletSimulator.start({
+    kubeconfig: kc,
+    nodes,
+    gracePeriodMs: 60_000,
+    kubeletVersions: Object.fromEntries(nodes.map((n) => [n, oldest])),
+  });
   operator = await startOperator(["--status-write-interval", "250"]);
   await history.start();
 }, 300_000);
