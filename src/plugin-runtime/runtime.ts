@@ -315,26 +315,12 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.recordDeviceSeries(snap);
   }
 
-  /**
-   * One series per device in dpo_plugin_device_healthy and (once the kubelet answered)
-   * dpo_plugin_device_allocated, labelled with its holder. Rebuilt whole on every change of the devices
-   * or of their holders, so a device that moves or goes leaves no series behind.
-   */
+  /** The per-device series of this resource, with their holders (PluginMetrics.recordDeviceSeries). */
   private recordDeviceSeries(snap: DeviceSetSnapshot): void {
-    const { deviceAllocated, deviceHealthy } = this.metrics;
-    deviceAllocated.reset();
-    deviceHealthy.reset();
-    for (const row of deviceSeries(snap.advertised, this.podResources?.allocations)) {
-      const labels = {
-        resource: this.resourceName,
-        device: row.device,
-        namespace: row.namespace,
-        pod: row.pod,
-        container: row.container,
-      };
-      if (row.allocated !== undefined) deviceAllocated.set(labels, row.allocated);
-      if (row.healthy !== undefined) deviceHealthy.set(labels, row.healthy);
-    }
+    this.metrics.recordDeviceSeries(
+      this.resourceName,
+      deviceSeries(snap.advertised, this.podResources?.allocations),
+    );
   }
 
   private watchKubeletDir(): void {
