@@ -124,10 +124,10 @@ fuzz-config: build cluster-tools
 cluster-tools:
 	@tools/cluster/build.sh
 
-cluster-up: cluster-tools
+cluster-up: deps cluster-tools
 	tools/cluster/up.sh --nodes $(NODES)
 
-cluster-down:
+cluster-down: deps
 	tools/cluster/down.sh
 
 ## Against the current kubeconfig ($$KUBECONFIG or ~/.kube/config).
