@@ -3,7 +3,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 import { REGISTRATION_MODES, type RegistrationMode } from "../contract/registration.js";
-import { createLogger, type LogLevelName } from "../log.js";
+import { createLogger, type LogLevelName } from "../observability/log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
 import { collectProcessMetrics } from "../observability/metrics.js";
 import { Operator } from "../operator/manager.js";

@@ -10,7 +10,7 @@ import {
   POD_RESOURCES_SOCKET_NAME,
 } from "../contract/kubelet-paths.js";
 import { REGISTRATION_MODES, type RegistrationMode } from "../contract/registration.js";
-import { createLogger, type LogLevelName } from "../log.js";
+import { createLogger, type LogLevelName } from "../observability/log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
 import { collectProcessMetrics } from "../observability/metrics.js";
 import { DEFAULT_POD_RESOURCES_INTERVAL_MS } from "../plugin-runtime/podresources/monitor.js";
