@@ -39,9 +39,11 @@ image: build
 typecheck: deps
 	npx tsc -p tsconfig.json --noEmit
 
+## Lint, formatting, and the layers of src/ (.dependency-cruiser.js: which folders may import which).
 lint: deps typecheck
 	npx eslint .
 	npx prettier --check .
+	npx depcruise --config .dependency-cruiser.js src
 
 format: deps
 	npx prettier --write .

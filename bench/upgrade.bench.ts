@@ -23,14 +23,10 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { API_VERSION, KIND } from "../src/api/v1beta1/config.js";
+import { configLabelValue } from "../src/contract/names.js";
 import { createInformer, type Informer } from "../src/kube/informer.js";
 import { DAEMON_SETS, NODES, PODS } from "../src/kube/resources.js";
-import {
-  LABEL_REVISION,
-  configLabelValue,
-  pluginObjectName,
-  type RenderContext,
-} from "../src/operator/render/index.js";
+import { LABEL_REVISION, pluginObjectName, type RenderContext } from "../src/operator/render/index.js";
 import type { ClusterHandle } from "../tools/cluster/cluster.js";
 import { waitFor } from "../tools/cluster/wait.js";
 import { KubeletSimulator, type PluginProcessInfo } from "../test/kubelet-sim/node-simulator.js";

@@ -2,12 +2,12 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
-import { createLogger, type LogLevelName } from "../log.js";
+import { REGISTRATION_MODES, type RegistrationMode } from "../contract/registration.js";
+import { createLogger, type LogLevelName } from "../observability/log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
 import { collectProcessMetrics } from "../observability/metrics.js";
 import { Operator } from "../operator/manager.js";
 import { shareConnections } from "../kube/connections.js";
-import type { RegistrationMode } from "../plugin-runtime/runtime.js";
 import { buildInfo } from "../version.js";
 import { startConversionWebhook, type RunningWebhook } from "../webhook/index.js";
 import {
@@ -75,7 +75,7 @@ export const OPERATOR_FLAGS: readonly FlagSpec[] = [
     env: "DPO_REGISTRATION",
     description: "How plugins register with the kubelet: kubelet or watcher.",
     default: "kubelet",
-    choices: ["kubelet", "watcher"],
+    choices: REGISTRATION_MODES,
   },
   {
     name: "concurrency",

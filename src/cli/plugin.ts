@@ -2,17 +2,18 @@
 import { readFile } from "node:fs/promises";
 import { loadDevicePluginConfig } from "../api/validate.js";
 import { DEFAULT_CDI_DIR } from "../cdi/spec.js";
-import { createLogger, type LogLevelName } from "../log.js";
-import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
-import { collectProcessMetrics } from "../observability/metrics.js";
-import { DEFAULT_POD_RESOURCES_INTERVAL_MS } from "../plugin-runtime/podresources/monitor.js";
 import {
   DEVICE_PLUGINS_DIR,
   DRA_PLUGINS_DIR,
   PLUGINS_REGISTRY_DIR,
   POD_RESOURCES_DIR,
   POD_RESOURCES_SOCKET_NAME,
-} from "../kubelet-paths.js";
+} from "../contract/kubelet-paths.js";
+import { REGISTRATION_MODES, type RegistrationMode } from "../contract/registration.js";
+import { createLogger, type LogLevelName } from "../observability/log.js";
+import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
+import { collectProcessMetrics } from "../observability/metrics.js";
+import { DEFAULT_POD_RESOURCES_INTERVAL_MS } from "../plugin-runtime/podresources/monitor.js";
 import { DraRuntime } from "../plugin-runtime/dra/dra-runtime.js";
 import {
   ApiClient,
@@ -22,7 +23,7 @@ import {
   type ApiCredentials,
   type NodeReporter,
 } from "../plugin-runtime/report/index.js";
-import { PluginRuntime, type RegistrationMode } from "../plugin-runtime/runtime.js";
+import { PluginRuntime } from "../plugin-runtime/runtime.js";
 import {
   ENDPOINT_FLAGS,
   formatFlagHelp,
@@ -58,7 +59,7 @@ export const PLUGIN_FLAGS: readonly FlagSpec[] = [
     env: "DPO_REGISTRATION",
     description: "How to register: kubelet (Register on kubelet.sock) or watcher (plugins_registry).",
     default: "kubelet",
-    choices: ["kubelet", "watcher"],
+    choices: REGISTRATION_MODES,
   },
   {
     name: "cdi-dir",

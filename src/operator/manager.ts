@@ -3,6 +3,7 @@
 import type { KubeConfig, V1ConfigMap, V1DaemonSet, V1Node, V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { DeviceNodeState } from "../api/v1beta1/devicenodestate.js";
+import { LABEL_CONFIG, LABEL_MANAGED_BY, configLabelValue } from "../contract/names.js";
 import {
   CONFIG_MAPS,
   DAEMON_SETS,
@@ -30,14 +31,7 @@ import {
   type InformerRestartReason,
   type ResourceRef,
 } from "../kube/index.js";
-import {
-  LABEL_CONFIG,
-  LABEL_MANAGED_BY,
-  LABEL_NAME,
-  MANAGED_BY,
-  PLUGIN_APP_NAME,
-  configLabelValue,
-} from "./render/names.js";
+import { LABEL_NAME, MANAGED_BY, PLUGIN_APP_NAME } from "./render/names.js";
 import type { RenderContext } from "./render/context.js";
 import {
   ConfigReconciler,

@@ -62,6 +62,8 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  // The conversion webhook's series (ConversionWebhookMetrics): it runs in the operator's process, whose
+  // registry serves them.
   readonly conversionReviews = new Counter({
     name: "dpo_webhook_conversion_reviews_total",
     help: "ConversionReviews answered, by desired version and result (Success, Failure).",

@@ -8,6 +8,7 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { DevicePluginConfig } from "../api/v1beta1/config.js";
 import { CdiSpecWriter, cdiSpecFileName, DEFAULT_CDI_DIR, type CdiDevice } from "../cdi/index.js";
+import type { RegistrationMode } from "../contract/registration.js";
 import type { DeviceBackend } from "./backends/backend.js";
 import { createBackend } from "./backends/index.js";
 import { DeviceSet, type DeviceSetSnapshot } from "./devices/device-set.js";
@@ -37,8 +38,6 @@ const CDI_RETRY_MAX_MS = 60_000;
  */
 const STABLE_STREAM_MS = 30_000;
 const REREGISTER_MAX_MS = 30_000;
-
-export type RegistrationMode = "kubelet" | "watcher";
 
 export interface PluginRuntimeOptions {
   config: DevicePluginConfig;

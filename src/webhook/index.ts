@@ -6,12 +6,19 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import { DEVICE_PLUGIN_CONFIG_CRD_NAME } from "../api/crd.js";
 import type { EventRecorder } from "../kube/events.js";
-import type { OperatorMetrics } from "../operator/metrics.js";
+import type { Counter, Histogram } from "../observability/metrics.js";
 import { WebhookCertificates } from "./cert-controller.js";
 import { ConversionWebhookServer, type ServingCertificate } from "./server.js";
 
 export { reviewConversion } from "./conversion.js";
 export { ConversionWebhookServer, CONVERT_PATH } from "./server.js";
+
+/** What the webhook records of each review: the process that runs it owns the series and serves them. */
+export interface ConversionWebhookMetrics {
+  readonly conversionReviews: Counter<"to" | "result">;
+  readonly conversionObjects: Counter<"to">;
+  readonly conversionDuration: Histogram;
+}
 
 export interface ConversionWebhookOptions {
   kubeConfig: KubeConfig;
@@ -25,7 +32,7 @@ export interface ConversionWebhookOptions {
   certValidityMs: number;
   canWrite: () => boolean;
   logger: Logger;
-  metrics?: OperatorMetrics;
+  metrics?: ConversionWebhookMetrics;
   /** Records `CertificatesUpdated` on the Secret when the certificates are issued or renewed. */
   events?: EventRecorder;
 }

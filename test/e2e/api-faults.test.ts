@@ -21,10 +21,11 @@ import {
 } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
+import { LABEL_CONFIG, configLabelValue } from "../../src/contract/names.js";
 import { compactEtcd, restartApiServer } from "../../tools/cluster/cluster.js";
 import { serveConversionFromTest, type TestConversionWebhook } from "../cluster/conversion-webhook.js";
 import { startFaultProxy, type FaultPlan, type FaultProxy } from "../cluster/fault-proxy.js";
-import { LABEL_CONFIG, LABEL_REVISION, configLabelValue } from "../../src/operator/render/names.js";
+import { LABEL_REVISION } from "../../src/operator/render/names.js";
 import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
 import { samplesOf } from "../metrics/exposition.js";

@@ -3,6 +3,7 @@
 // current one exists, and keeps the current reports of nodes it still targets.
 import { CoreV1Api, CustomObjectsApi, type V1NodeSystemInfo } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { deviceNodeStateName } from "../../src/contract/node-state.js";
 import {
   apiStatusCode,
   kubeConfigFromInjected,
@@ -11,7 +12,6 @@ import {
   uniqueName,
   waitFor,
 } from "../cluster/helpers.js";
-import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
 
 const CONFIGS = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };

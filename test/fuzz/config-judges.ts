@@ -25,9 +25,10 @@ import {
   withoutNullFields,
   type FieldError,
 } from "../../src/api/validate.js";
+import { PLUGIN_CONFIG_KEY } from "../../src/contract/plugin-config.js";
 import { ConflictError, KubeApiError, NotFoundError } from "../../src/kube/errors.js";
 import { kubeRequest } from "../../src/kube/request.js";
-import { PLUGIN_CONFIG_KEY, renderPluginConfigData } from "../../src/operator/render/configmap.js";
+import { renderPluginConfigData } from "../../src/operator/render/configmap.js";
 import type { StructuralSchema } from "../../src/api/crd.js";
 import {
   GROUP,

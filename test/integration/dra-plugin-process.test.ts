@@ -7,9 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
 import { draDriverName } from "../../src/api/v1beta1/spec.js";
 import { validateDevicePluginConfig } from "../../src/api/validate.js";
+import { deviceNodeStateName } from "../../src/contract/node-state.js";
 import { resourceSliceName, type ResourceSlice } from "../../src/plugin-runtime/dra/slices.js";
 import { ApiClient, loadKubeconfig } from "../../src/plugin-runtime/report/api-client.js";
-import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 import { injectedCluster, installCrds, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
 import { tempDir } from "../protocol/support.js";
 

@@ -15,15 +15,12 @@ import { stringify } from "yaml";
 import type { DeviceNodeStateStatus } from "../../src/api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
 import { validateDevicePluginConfig } from "../../src/api/validate.js";
+import { deviceNodeStateName } from "../../src/contract/node-state.js";
+import { PLUGIN_CONFIG_KEY } from "../../src/contract/plugin-config.js";
 import { metricValue } from "../../src/observability/metrics.js";
-import {
-  pluginConfigHash,
-  renderPluginConfigData,
-  PLUGIN_CONFIG_KEY,
-} from "../../src/operator/render/configmap.js";
+import { pluginConfigHash, renderPluginConfigData } from "../../src/operator/render/configmap.js";
 import { loadKubeconfig } from "../../src/plugin-runtime/report/api-client.js";
 import { createNodeReporter, type NodeReporter } from "../../src/plugin-runtime/report/index.js";
-import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 import { PluginRuntime } from "../../src/plugin-runtime/runtime.js";
 import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
 import {

@@ -21,10 +21,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { validateDevicePluginConfig } from "../../src/api/validate.js";
 import { API_VERSION, GROUP, KIND, PLURAL, VERSION } from "../../src/api/v1beta1/config.js";
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
+import { LABEL_CONFIG, configLabelValue } from "../../src/contract/names.js";
 import { ServerSideApplier, type ApplyObject } from "../../src/kube/apply.js";
 import {
-  LABEL_CONFIG,
-  configLabelValue,
   LABEL_REVISION,
   renderPluginConfigMap,
   renderPluginDaemonSet,

@@ -5,7 +5,8 @@ import { posix } from "node:path";
 import { parse, stringify } from "yaml";
 import { loadDevicePluginConfig } from "../../src/api/validate.js";
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
-import { LABEL_CONFIG, LABEL_REVISION } from "../../src/operator/render/names.js";
+import { LABEL_CONFIG } from "../../src/contract/names.js";
+import { LABEL_REVISION } from "../../src/operator/render/names.js";
 
 /** Paths and addresses a plugin process gets instead of the ones its pod spec names. */
 export interface PluginProcessPaths {

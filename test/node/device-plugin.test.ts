@@ -12,7 +12,7 @@ import { CustomObjectsApi, type V1Pod } from "@kubernetes/client-node";
 import { parse } from "yaml";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
-import { LABEL_CONFIG } from "../../src/operator/render/names.js";
+import { LABEL_CONFIG } from "../../src/contract/names.js";
 import { kubeConfigFromInjected, kubectl, waitFor } from "../cluster/helpers.js";
 import { kubectlTable } from "../cluster/kubectl-table.js";
 import { deviceTable } from "../metrics/exposition.js";

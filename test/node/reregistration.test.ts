@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { DEVICE_PLUGINS_DIR } from "../../src/kubelet-paths.js";
+import { DEVICE_PLUGINS_DIR } from "../../src/contract/kubelet-paths.js";
 import { uniqueName, waitFor } from "../cluster/helpers.js";
 import { repo } from "../e2e/support.js";
 import { imageNodeFlags } from "../kubelet-sim/plugin-pod.js";

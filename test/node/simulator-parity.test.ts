@@ -7,7 +7,7 @@ import { mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { CoreV1Api, type V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { DEVICE_PLUGINS_DIR } from "../../src/kubelet-paths.js";
+import { DEVICE_PLUGINS_DIR } from "../../src/contract/kubelet-paths.js";
 import {
   PodResourcesListerClient,
   RegistrationClient,

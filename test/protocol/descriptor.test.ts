@@ -4,6 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import protobuf from "protobufjs";
 import { beforeAll, describe, expect, it } from "vitest";
+import { POD_RESOURCES_DIR, POD_RESOURCES_SOCKET_NAME } from "../../src/contract/kubelet-paths.js";
 import {
   DEVICE_HEALTHY,
   DEVICE_PLUGIN_TYPE,
@@ -20,8 +21,6 @@ import {
   KUBELET_SOCKET_NAME,
   PluginRegistrationClient,
   PluginRegistrationService,
-  POD_RESOURCES_DIR,
-  POD_RESOURCES_SOCKET_NAME,
   PodResourcesListerClient,
   PodResourcesListerService,
   PRE_START_CONTAINER_TIMEOUT_MS,

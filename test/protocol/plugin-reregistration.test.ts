@@ -6,7 +6,8 @@
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { PluginRuntime, type RegistrationMode } from "../../src/plugin-runtime/runtime.js";
+import { type RegistrationMode } from "../../src/contract/registration.js";
+import { PluginRuntime } from "../../src/plugin-runtime/runtime.js";
 import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
 import { makeConfig, RESOURCE, tempDir, waitFor } from "./support.js";
 

@@ -5,6 +5,7 @@ import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
+import { deviceNodeStateName } from "../../src/contract/node-state.js";
 import { ForbiddenError, NotFoundError, TransientError, type Informer } from "../../src/kube/index.js";
 import {
   ConfigReconciler,
@@ -12,7 +13,6 @@ import {
   type StoredConfig,
 } from "../../src/operator/controllers/config-reconciler.js";
 import { OperatorMetrics } from "../../src/operator/metrics.js";
-import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 
 const NS = "dpo-system";
 

@@ -8,7 +8,8 @@ import { parse, parseAllDocuments } from "yaml";
 import { beforeAll, describe, expect, it } from "vitest";
 import { DevicePluginConfigSchema, type DevicePluginConfig } from "../../src/api/v1beta1/config.js";
 import type { DevicePluginConfigSpecInput } from "../../src/api/v1beta1/spec.js";
-import type { RegistrationMode, RenderContext } from "../../src/operator/render/context.js";
+import type { RegistrationMode } from "../../src/contract/registration.js";
+import type { RenderContext } from "../../src/operator/render/context.js";
 import { renderPluginDaemonSet } from "../../src/operator/render/daemonset.js";
 import {
   buildPodSecurity,

@@ -7,16 +7,13 @@ import {
   type DevicePluginConfigInput,
 } from "../../src/api/v1beta1/config.js";
 import type { DevicePluginConfigSpecInput } from "../../src/api/v1beta1/spec.js";
+import { POD_RESOURCES_DIR } from "../../src/contract/kubelet-paths.js";
+import { configHash } from "../../src/contract/plugin-config.js";
 import { devfsHostDirectories } from "../../src/operator/render/backends.js";
-import { configHash, renderPluginConfigMap } from "../../src/operator/render/configmap.js";
+import { renderPluginConfigMap } from "../../src/operator/render/configmap.js";
 import type { RenderContext } from "../../src/operator/render/context.js";
 import { PLUGIN_FLAGS } from "../../src/cli/plugin.js";
-import {
-  NO_NODE_LABEL,
-  POD_RESOURCES_DIR,
-  pluginRevision,
-  renderPluginDaemonSet,
-} from "../../src/operator/render/daemonset.js";
+import { NO_NODE_LABEL, pluginRevision, renderPluginDaemonSet } from "../../src/operator/render/daemonset.js";
 
 const ctx: RenderContext = {
   namespace: "dpo-system",

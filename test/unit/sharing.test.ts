@@ -1,12 +1,10 @@
 // What the kubelet is told about devices under each sharing strategy, and how ids map back to hardware.
 import { describe, expect, it } from "vitest";
 import type { Sharing } from "../../src/api/v1beta1/spec.js";
+import { parseAdvertisedId, replicaId } from "../../src/contract/replica-id.js";
 import {
   advertiseDevices,
   indexAdvertisedDevices,
-  parseAdvertisedId,
-  physicalIdOf,
-  replicaId,
   replicasPerDevice,
 } from "../../src/plugin-runtime/devices/sharing.js";
 import type { PhysicalDevice } from "../../src/plugin-runtime/devices/types.js";
@@ -108,24 +106,7 @@ describe("replicasPerDevice", () => {
   });
 });
 
-describe("parseAdvertisedId / physicalIdOf", () => {
-  it.each([
-    { id: "foo-0::3", physicalId: "foo-0", replica: 3 },
-    { id: "foo-10::0", physicalId: "foo-10", replica: 0 },
-    { id: "0000:3b:00.0::1", physicalId: "0000:3b:00.0", replica: 1 },
-    { id: "0000:3b:00.0", physicalId: "0000:3b:00.0", replica: undefined },
-    { id: "ttyUSB0", physicalId: "ttyUSB0", replica: undefined },
-    { id: "a::b::2", physicalId: "a::b", replica: 2 },
-    { id: "foo::x", physicalId: "foo::x", replica: undefined },
-    { id: "foo::", physicalId: "foo::", replica: undefined },
-    { id: "::3", physicalId: "::3", replica: undefined },
-    { id: "foo::01", physicalId: "foo::01", replica: undefined },
-    { id: "foo::12345678901234567890", physicalId: "foo::12345678901234567890", replica: undefined },
-  ])("$id -> $physicalId replica $replica", ({ id, physicalId, replica }) => {
-    expect(parseAdvertisedId(id)).toEqual({ physicalId, replica });
-    expect(physicalIdOf(id)).toBe(physicalId);
-  });
-
+describe("advertised ids", () => {
   it("reads back every id that time-slicing advertises", () => {
     for (const device of advertiseDevices(node, timeSlicing(5))) {
       expect(parseAdvertisedId(device.id)).toEqual({

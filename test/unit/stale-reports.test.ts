@@ -4,8 +4,8 @@ import type { V1Node, V1Taint } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import type { Toleration } from "../../src/api/v1beta1/spec.js";
+import { deviceNodeStateName } from "../../src/contract/node-state.js";
 import { findStaleReports, type StaleReason } from "../../src/operator/controllers/stale-reports.js";
-import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 
 const CONFIG = "foo";
 

@@ -9,6 +9,7 @@ import {
   type Condition,
   type DevicePluginConfigStatus,
 } from "../../src/api/v1beta1/status.js";
+import { deviceNodeStateName } from "../../src/contract/node-state.js";
 import { pluginConfigHash } from "../../src/operator/render/configmap.js";
 import {
   aggregateStatus,
@@ -17,7 +18,6 @@ import {
   type AggregateStatusInput,
 } from "../../src/operator/status/aggregate.js";
 import { statusEqual } from "../../src/operator/status/conditions.js";
-import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 
 const RESOURCE = "hardware-vendor.example/foo";
 const T0 = new Date("2025-03-01T10:00:00.123Z");

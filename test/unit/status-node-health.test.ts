@@ -2,6 +2,7 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import type { DeviceNodeStateStatus } from "../../src/api/v1beta1/devicenodestate.js";
+import { deviceNodeStateName } from "../../src/contract/node-state.js";
 import {
   choosePluginPod,
   chooseReport,
@@ -9,7 +10,6 @@ import {
   unhealthyAdvertisedCount,
   unhealthyAdvertisedIds,
 } from "../../src/operator/status/node-health.js";
-import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 
 describe("parseCountQuantity", () => {
   it.each<{ quantity: string | undefined; want: number | undefined }>([

@@ -6,6 +6,7 @@ import { validateDevicePluginConfig } from "../../api/validate.js";
 import { API_VERSION, KIND, type DevicePluginConfig } from "../../api/v1beta1/config.js";
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigStatus } from "../../api/v1beta1/status.js";
+import { configLabelValue } from "../../contract/names.js";
 import {
   isAlreadyExists,
   isConflict,
@@ -19,7 +20,6 @@ import {
   type ServerSideApplier,
 } from "../../kube/index.js";
 import {
-  configLabelValue,
   LABEL_REVISION,
   renderPluginConfigMap,
   revisionObjectName,

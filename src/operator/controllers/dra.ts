@@ -4,12 +4,10 @@
 import type { V1Node, V1ObjectMeta } from "@kubernetes/client-node";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import { draDeviceClassName, draDriverName } from "../../api/v1beta1/spec.js";
-import { configLabelValue, configOwnerReference, LABEL_CONFIG, LABEL_MANAGED_BY } from "../render/names.js";
+import { configLabelValue, DRA_MANAGED_BY, LABEL_CONFIG, LABEL_MANAGED_BY } from "../../contract/names.js";
+import { configOwnerReference } from "../render/names.js";
 import type { SlimResourceSlice } from "../status/published-devices.js";
 import { pluginMayRunOnNode } from "./stale-reports.js";
-
-/** `app.kubernetes.io/managed-by` on the DRA objects (the shared contract with the plugin's slices). */
-export const DRA_MANAGED_BY = "dpo";
 
 /** A DeviceClass (resource.k8s.io/v1) as far as the operator reads and writes it. */
 export interface DeviceClass {

@@ -4,7 +4,7 @@
 import type { V1Node } from "@kubernetes/client-node";
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigSpec } from "../../api/v1beta1/spec.js";
-import { hasCurrentName } from "../../plugin-runtime/report/node-state.js";
+import { hasCurrentName } from "../../contract/node-state.js";
 import { nodeMatchesSelector, toleratesTaint, DAEMON_POD_DEFAULT_TOLERATIONS } from "../status/selection.js";
 
 /**

@@ -10,7 +10,7 @@ import {
   type NVIDIABackend,
   type PCIBackend,
 } from "../../api/v1beta1/spec.js";
-import { globSegments, hasWildcard } from "../../plugin-runtime/backends/devfs.js";
+import { globSegments, hasWildcard } from "../../contract/devfs-glob.js";
 
 /** A host directory bind-mounted into the plugin container. */
 export interface HostPathMount {

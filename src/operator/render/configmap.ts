@@ -1,17 +1,14 @@
 // Renders the plugin ConfigMap of a DevicePluginConfig: the manifest `dpo plugin --config` reads, and its hash.
-import { createHash } from "node:crypto";
 import type { V1ConfigMap } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { API_VERSION, KIND, type DevicePluginConfig } from "../../api/v1beta1/config.js";
+import { configHash, PLUGIN_CONFIG_KEY } from "../../contract/plugin-config.js";
 import type { RenderContext } from "./context.js";
 import { configOwnerReference, LABEL_REVISION, pluginLabels, revisionObjectName } from "./names.js";
 
-/** Key of the plugin config in the ConfigMap, and where the pod sees it. */
-export const PLUGIN_CONFIG_KEY = "config.yaml";
+/** Where the pod sees the plugin config. */
 export const PLUGIN_CONFIG_DIR = "/etc/dpo";
 export const PLUGIN_CONFIG_PATH = `${PLUGIN_CONFIG_DIR}/${PLUGIN_CONFIG_KEY}`;
-
-const HASH_LENGTH = 16;
 
 /**
  * The manifest the plugin serves. metadata carries name and uid only: the uid lets the plugin own its
@@ -29,17 +26,6 @@ export function renderPluginConfigData(config: DevicePluginConfig): Record<strin
     spec,
   };
   return { [PLUGIN_CONFIG_KEY]: stringify(manifest, { sortMapEntries: true }) };
-}
-
-/** A short sha256 of ConfigMap data, independent of key order. */
-export function configHash(configMapData: Readonly<Record<string, string>>): string {
-  const hash = createHash("sha256");
-  for (const key of Object.keys(configMapData).sort()) {
-    // Length-prefixed, so no choice of keys and values can make two different maps hash alike.
-    const value = configMapData[key] ?? "";
-    hash.update(`${key.length}:${key}${value.length}:${value}`);
-  }
-  return hash.digest("hex").slice(0, HASH_LENGTH);
 }
 
 /** The hash the plugin pods of a config carry when they run its current spec. */

@@ -1,7 +1,5 @@
 // What rendering needs to know about the operator's own deployment, as opposed to the config.
-import type { RegistrationMode } from "../../plugin-runtime/runtime.js";
-
-export type { RegistrationMode };
+import type { RegistrationMode } from "../../contract/registration.js";
 
 export interface RenderContext {
   /** Namespace the operator runs in; the plugin ConfigMaps and DaemonSets live there. */

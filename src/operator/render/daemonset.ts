@@ -19,7 +19,7 @@ import {
   DRA_PLUGINS_DIR,
   PLUGINS_REGISTRY_DIR,
   POD_RESOURCES_DIR,
-} from "../../kubelet-paths.js";
+} from "../../contract/kubelet-paths.js";
 import { backendPodNeeds, type HostPathMount } from "./backends.js";
 import { PLUGIN_CONFIG_DIR, PLUGIN_CONFIG_PATH, pluginConfigHash } from "./configmap.js";
 import type { RenderContext } from "./context.js";
@@ -35,12 +35,6 @@ import {
 export const PLUGIN_CONTAINER_NAME = "plugin";
 export const METRICS_PORT = 8080;
 export const HEALTH_PORT = 8081;
-export {
-  DEVICE_PLUGINS_DIR,
-  DRA_PLUGINS_DIR,
-  PLUGINS_REGISTRY_DIR,
-  POD_RESOURCES_DIR,
-} from "../../kubelet-paths.js";
 /** Where container runtimes (containerd, CRI-O) look for generated CDI specs by default. */
 export const CDI_SPEC_DIR = DEFAULT_CDI_DIR;
 

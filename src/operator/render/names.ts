@@ -1,17 +1,11 @@
 // Names, labels and owner references shared by everything the operator renders for a DevicePluginConfig.
-import { createHash } from "node:crypto";
+// What the plugin must spell alike (the config label, the bound on names) is in contract/names.
 import type { V1OwnerReference } from "@kubernetes/client-node";
 import { API_VERSION, KIND, type DevicePluginConfig } from "../../api/v1beta1/config.js";
-
-/** Longest name or label value that is safe everywhere: a DNS label, a label value, a pod-name base. */
-export const MAX_NAME_LENGTH = 63;
-const HASH_SUFFIX_LENGTH = 8;
+import { boundedName, configLabelValue, LABEL_CONFIG, LABEL_MANAGED_BY } from "../../contract/names.js";
 
 export const LABEL_NAME = "app.kubernetes.io/name";
 export const LABEL_INSTANCE = "app.kubernetes.io/instance";
-export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
-/** Selects everything rendered for one config: the DaemonSet selector and the controllers' pod lookups. */
-export const LABEL_CONFIG = "dpo.dev/config";
 /**
  * The plugin revision: a hash of the rendered pod template. On each revision's DaemonSet, its selector,
  * and its pods; one DaemonSet runs per revision (ADR 0003).
@@ -24,31 +18,6 @@ export const PLUGIN_APP_NAME = "dpo-plugin";
 export const MANAGED_BY = "dpo-operator";
 /** Prefix of the ConfigMap and DaemonSet names: `dpo-<config>`. */
 export const PLUGIN_NAME_PREFIX = "dpo";
-
-function shortHash(text: string): string {
-  return createHash("sha256").update(text).digest("hex").slice(0, HASH_SUFFIX_LENGTH);
-}
-
-/**
- * `text` when it fits in 63 characters; otherwise its head and a hash of the whole, so two long names
- * that share a head still get different results and the same name always gets the same one.
- */
-function boundText(text: string): string {
-  if (text.length <= MAX_NAME_LENGTH) return text;
-  // Names and label values must end alphanumeric; the hash is joined with '-'.
-  const head = text.slice(0, MAX_NAME_LENGTH - HASH_SUFFIX_LENGTH - 1).replace(/[^a-z0-9]+$/i, "");
-  return `${head}-${shortHash(text)}`;
-}
-
-/** `<prefix>-<name>` bounded to 63 characters (truncated, with a hash of the full name as suffix). */
-export function boundedName(prefix: string, name: string): string {
-  return boundText(`${prefix}-${name}`);
-}
-
-/** The `dpo.dev/config` label value of a config: its name, bounded like a name when longer than 63. */
-export function configLabelValue(configName: string): string {
-  return boundText(configName);
-}
 
 /**
  * Name of the plugin ConfigMap and DaemonSet of a config as versions before per-revision DaemonSets

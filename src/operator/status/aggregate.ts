@@ -12,8 +12,9 @@ import {
   type ProblemReason,
   type UpgradeStatus,
 } from "../../api/v1beta1/status.js";
+import { LABEL_CONFIG, configLabelValue } from "../../contract/names.js";
 import { pluginConfigHash } from "../render/configmap.js";
-import { ANNOTATION_CONFIG_HASH, LABEL_CONFIG, configLabelValue, pluginObjectName } from "../render/names.js";
+import { ANNOTATION_CONFIG_HASH, pluginObjectName } from "../render/names.js";
 import type { UpgradeMode } from "../upgrade/planner.js";
 import { withTransitionTimes, type ConditionDraft } from "./conditions.js";
 import { draPublishingCondition, FEATURE_REASONS, surgeUpgradesCondition } from "./features.js";

@@ -4,8 +4,8 @@ import type { V1Node, V1Pod } from "@kubernetes/client-node";
 import { QUANTITY_SUFFIX_FACTOR } from "../../api/quantity.js";
 import type { DeviceNodeState, DeviceNodeStateStatus } from "../../api/v1beta1/devicenodestate.js";
 import { MAX_PROBLEM_DEVICES, type NodeProblem, type ProblemReason } from "../../api/v1beta1/status.js";
-import { replicaId } from "../../plugin-runtime/devices/sharing.js";
-import { hasCurrentName } from "../../plugin-runtime/report/node-state.js";
+import { hasCurrentName } from "../../contract/node-state.js";
+import { replicaId } from "../../contract/replica-id.js";
 import { ANNOTATION_CONFIG_HASH } from "../render/names.js";
 import { timestampMillis } from "./conflicts.js";
 

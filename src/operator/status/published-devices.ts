@@ -2,7 +2,7 @@
 // In DevicePlugin mode the kubelet's Node.status.capacity/allocatable plays this part; both feed the same
 // status and upgrade code through DeviceTruth (node-health.ts).
 import type { V1ObjectMeta } from "@kubernetes/client-node";
-import { LABEL_CONFIG } from "../render/names.js";
+import { LABEL_CONFIG } from "../../contract/names.js";
 
 /**
  * A ResourceSlice (resource.k8s.io/v1) as the operator's cache keeps it: identity and labels, the driver,

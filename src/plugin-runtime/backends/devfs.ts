@@ -6,6 +6,7 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import type { CdiContainerEdits } from "../../cdi/spec.js";
 import type { DevFSBackend, DevFSPath } from "../../api/v1beta1/spec.js";
+import { globSegments, hasWildcard, matchGlobSegment } from "../../contract/devfs-glob.js";
 import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";
 import { RefreshingBackend } from "./refreshing-backend.js";
 import { type TrackedDevice, cdiDeviceNode, logDeviceChanges, trackRemovals } from "./device-list.js";
@@ -18,47 +19,6 @@ export const REASON_WRONG_FILE_TYPE = "WrongFileType";
 export type DevFSFileType = DevFSPath["type"];
 /** What a path turned out to be; `Directory` and `Other` never satisfy a configured type. */
 export type ObservedFileType = DevFSFileType | "Directory" | "Other";
-
-/**
- * Matches one path segment against a glob segment: `*` is any run of characters, `?` exactly one, both
- * within the segment. Like a shell, a wildcard does not match a leading `.` (hidden entries). Pure.
- */
-export function matchGlobSegment(pattern: string, name: string): boolean {
-  if (name.startsWith(".") && !pattern.startsWith(".")) return false;
-  let p = 0;
-  let n = 0;
-  // Where the last `*` was, and where in `name` it currently stops, for backtracking.
-  let star = -1;
-  let starEnd = 0;
-  while (n < name.length) {
-    const want = pattern[p];
-    if (want === "?" || (want !== undefined && want !== "*" && want === name[n])) {
-      p += 1;
-      n += 1;
-    } else if (want === "*") {
-      star = p;
-      starEnd = n;
-      p += 1;
-    } else if (star >= 0) {
-      starEnd += 1;
-      p = star + 1;
-      n = starEnd;
-    } else {
-      return false;
-    }
-  }
-  while (pattern[p] === "*") p += 1;
-  return p === pattern.length;
-}
-
-export function hasWildcard(segment: string): boolean {
-  return segment.includes("*") || segment.includes("?");
-}
-
-/** The segments of an absolute glob, without empty and `.` segments. Pure. */
-export function globSegments(glob: string): string[] {
-  return glob.split("/").filter((segment) => segment !== "" && segment !== ".");
-}
 
 /**
  * A stable device id from the path as the glob names it: without a leading `/dev/`, `/` turned into `_`

@@ -6,6 +6,7 @@ import { mkdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { cdiSpecText, DEFAULT_CDI_DIR, writeCdiSpecFile } from "../../cdi/index.js";
+import { DRA_PLUGINS_DIR, PLUGINS_REGISTRY_DIR } from "../../contract/kubelet-paths.js";
 import { DRA_PLUGIN_TYPE, DRA_SUPPORTED_SERVICES, draV1, draV1beta1 } from "../proto/index.js";
 import { PluginWatcherRegistration } from "../registration/plugin-watcher.js";
 import { removeStaleSockets, socketFileName, socketPath, socketPrefix } from "../registration/sockets.js";
@@ -21,7 +22,6 @@ import {
   type PreparedDevice,
 } from "./prepare.js";
 import { shutdownServer } from "../server/shutdown.js";
-import { DRA_PLUGINS_DIR, PLUGINS_REGISTRY_DIR } from "../../kubelet-paths.js";
 
 /**
  * Budget for reading one claim. The kubelet gives a whole NodePrepareResources call 45 s

@@ -2,7 +2,7 @@
 // node's devices, and the plan that turns what the API server has into them. The publisher does the I/O.
 import { createHash } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
-import { configLabelValue, LABEL_CONFIG, LABEL_MANAGED_BY } from "../../operator/render/names.js";
+import { configLabelValue, DRA_MANAGED_BY, LABEL_CONFIG, LABEL_MANAGED_BY } from "../../contract/names.js";
 import type { Health } from "../devices/types.js";
 import { quantityAmount, type DraAttributeValue, type DraCapacityValue } from "./attributes.js";
 
@@ -12,8 +12,6 @@ export const RESOURCE_SLICE_KIND = "ResourceSlice";
 export const RESOURCE_SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices";
 /** Most devices in one ResourceSlice (ResourceSliceMaxDevices in k8s.io/api resource/v1). */
 export const RESOURCE_SLICE_MAX_DEVICES = 128;
-/** `app.kubernetes.io/managed-by` on every slice the plugin writes. */
-export const SLICE_MANAGED_BY = "dpo";
 /** Field selectors the API server supports on resourceslices (ResourceSliceSelectorNodeName/Driver). */
 export const SLICE_FIELD_NODE_NAME = "spec.nodeName";
 export const SLICE_FIELD_DRIVER = "spec.driver";
@@ -64,7 +62,7 @@ export function resourceSliceName(driver: string, node: string, index: number): 
 
 /** The labels of every slice of a config. Pure. */
 export function sliceLabels(configName: string): Record<string, string> {
-  return { [LABEL_CONFIG]: configLabelValue(configName), [LABEL_MANAGED_BY]: SLICE_MANAGED_BY };
+  return { [LABEL_CONFIG]: configLabelValue(configName), [LABEL_MANAGED_BY]: DRA_MANAGED_BY };
 }
 
 export interface PoolInput {

@@ -78,8 +78,6 @@ export const DEVICE_UNHEALTHY = "Unhealthy";
 /** The kubelet gives PreStartContainer this long before it fails the container start. */
 export const PRE_START_CONTAINER_TIMEOUT_MS = 30_000;
 
-export { POD_RESOURCES_DIR, POD_RESOURCES_SOCKET_NAME } from "../../kubelet-paths.js";
-
 // The kubelet's DRA plugin API, v1 and v1beta1: the same messages and service in two packages, so each
 // version is exported as a namespace (draV1.Claim, draV1beta1.DRAPluginService, ...).
 export * as draV1 from "./gen/dra/v1/api.js";

@@ -2,7 +2,7 @@
 import type { Logger } from "pino";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 // The operator hashes the ConfigMap it renders; hashing the mounted file the same way gives the same hash.
-import { configHash, PLUGIN_CONFIG_KEY } from "../../operator/render/configmap.js";
+import { configHash, PLUGIN_CONFIG_KEY } from "../../contract/plugin-config.js";
 import { buildInfo } from "../../version.js";
 import type { PluginRuntime } from "../runtime.js";
 import { ApiClient, inClusterCredentials, loadKubeconfig, type ApiCredentials } from "./api-client.js";

@@ -1,5 +1,4 @@
 // Pure: the DeviceNodeState a plugin reports for its node, built from the runtime's status and device snapshot.
-import { createHash } from "node:crypto";
 import {
   DEVICE_NODE_STATE_KIND,
   DEVICE_NODE_STATE_PLURAL,
@@ -7,9 +6,8 @@ import {
   type ReportedDevice,
 } from "../../api/v1beta1/devicenodestate.js";
 import { API_VERSION as CONFIG_API_VERSION, KIND as CONFIG_KIND } from "../../api/v1beta1/config.js";
-// Names and label values must match what the operator renders; these helpers are pure and import
-// nothing of the operator's runtime (no API client), so the plugin shares the one definition.
-import { configLabelValue, LABEL_CONFIG, MAX_NAME_LENGTH } from "../../operator/render/names.js";
+import { configLabelValue, LABEL_CONFIG } from "../../contract/names.js";
+import { deviceNodeStateName } from "../../contract/node-state.js";
 import type { AdvertisedDevice, Health, PhysicalDevice } from "../devices/types.js";
 import { draTypedAttributes } from "../dra/attributes.js";
 
@@ -101,65 +99,6 @@ export interface NodeStateInput {
   since: DeviceSince;
   /** RFC 3339; the status's updateTime and the `since` of devices the tracker has not seen. */
   now: string;
-}
-
-/**
- * Hex digits of the pair hash in a DeviceNodeState name: 40 bits, so even thousands of long names that
- * share their readable head (one long config on every node) are unlikely ever to meet.
- */
-const PAIR_HASH_LENGTH = 10;
-/**
- * Joins the two names in the hashed text. No Kubernetes object name may contain '/', so the text tells
- * every (config, node) pair apart: "a-b" + "c" and "a" + "b-c" hash differently.
- */
-const PAIR_SEPARATOR = "/";
-
-/**
- * Name of the DeviceNodeState of a config on a node: `<config>-<node>` cut to fit, then `-` and a hash
- * of the pair. `<config>-<node>` alone is ambiguous (config `a-b` on node `c` and config `a` on node
- * `b-c` would share one report), so the hash is always there, not only when the name is cut. At most
- * 63 characters, so it is a valid object name (DNS subdomain) and, for names without dots, a DNS label.
- * With a revision, the hash covers it too: during a surge upgrade two revisions run on one node, and
- * each reports for itself, so the operator can tell which one the kubelet took.
- */
-export function deviceNodeStateName(configName: string, nodeName: string, revision?: string): string {
-  const hashed =
-    revision === undefined || revision === ""
-      ? `${configName}${PAIR_SEPARATOR}${nodeName}`
-      : `${configName}${PAIR_SEPARATOR}${nodeName}${PAIR_SEPARATOR}${revision}`;
-  const hash = createHash("sha256").update(hashed).digest("hex").slice(0, PAIR_HASH_LENGTH);
-  // A cut may end on '.' or '-'; before "-<hash>" that would make an empty or '-'-led DNS label.
-  const readable = `${configName}-${nodeName}`
-    .slice(0, MAX_NAME_LENGTH - PAIR_HASH_LENGTH - 1)
-    .replace(/[^a-z0-9]+$/i, "");
-  return readable === "" ? hash : `${readable}-${hash}`;
-}
-
-/** More than the reports of any one cluster the operator is sized for (5000 nodes, a few configs). */
-const MAX_CACHED_NAMES = 50_000;
-const currentNames = new Map<string, string>();
-
-/**
- * Whether a report carries the name the current plugin gives its (config, node) pair. Reports written
- * under another name (the plain `<config>-<node>` of earlier versions) are superseded once the current
- * one exists, and the current one is the one to believe.
- */
-export function hasCurrentName(report: {
-  metadata: { name: string };
-  spec: { configName: string; nodeName: string; revision?: string | undefined };
-}): boolean {
-  const { configName, nodeName, revision } = report.spec;
-  // The operator asks this of every report of a config on every reconcile: thousands of SHA-256s that
-  // give the same answers each time. The separator keeps the key as unambiguous as the hashed text.
-  const key = `${configName}${PAIR_SEPARATOR}${nodeName}${PAIR_SEPARATOR}${revision ?? ""}`;
-  let name = currentNames.get(key);
-  if (name === undefined) {
-    // Bounded without bookkeeping: starting over costs one round of hashing.
-    if (currentNames.size >= MAX_CACHED_NAMES) currentNames.clear();
-    name = deviceNodeStateName(configName, nodeName, revision);
-    currentNames.set(key, name);
-  }
-  return report.metadata.name === name;
 }
 
 function bounded(text: string, max: number): string {

@@ -1,13 +1,13 @@
 // Keeps this node's DeviceNodeState current: server-side apply on change, coalesced, retried, never blocking the runtime.
 import type { Logger } from "pino";
 import type { DeviceNodeStateStatus } from "../../api/v1beta1/devicenodestate.js";
+import { deviceNodeStateName } from "../../contract/node-state.js";
 import type { DeviceSetSnapshot } from "../devices/device-set.js";
 import type { PluginMetrics } from "../metrics.js";
 import type { PluginRuntime, PluginRuntimeEvents, RuntimeStatus } from "../runtime.js";
 import { ApiError, type ApiRequest } from "./api-client.js";
 import {
   buildDeviceNodeState,
-  deviceNodeStateName,
   deviceNodeStatePath,
   PLUGIN_FIELD_MANAGER,
   sameReport,

@@ -1,0 +1,124 @@
+// Which source folders may import which: the layers of src/, checked by `make lint` (depcruise) and by
+// test/unit/layers.test.ts, which also proves that each kind of rule fires.
+//
+// A layer imports only from layers of a lower rank, never from one beside it:
+//   0  api, contract, observability, version   the CRD schemas; what the operator and the plugin must
+//                                               agree on; metrics, health endpoints and logs; the build's version
+//   1  kube, cdi                                the controller machinery on the API server; CDI specs
+//   2  operator, plugin-runtime, webhook        the three programs' logic, none importing another's
+//   3  cli                                      the entry points, which wire the programs together
+// log.ts sits in observability, beside the metrics and health endpoints the same processes serve.
+// version.ts stays at the root of src/: it finds package.json and dist/build-info.json relative to its
+// own file, one level below the package root in src/, in dist/ and in the bundle alike.
+
+/** @type {Record<string, { rank: number; path: string }>} */
+const LAYERS = {
+  api: { rank: 0, path: "^src/api/" },
+  contract: { rank: 0, path: "^src/contract/" },
+  observability: { rank: 0, path: "^src/observability/" },
+  version: { rank: 0, path: "^src/version\\.ts$" },
+  kube: { rank: 1, path: "^src/kube/" },
+  cdi: { rank: 1, path: "^src/cdi/" },
+  operator: { rank: 2, path: "^src/operator/" },
+  "plugin-runtime": { rank: 2, path: "^src/plugin-runtime/" },
+  webhook: { rank: 2, path: "^src/webhook/" },
+  cli: { rank: 3, path: "^src/cli/" },
+};
+
+const layerPaths = Object.values(LAYERS).map((layer) => layer.path);
+
+/**
+ * Cycles between two subfolders of one program, older than this check. Each pair may keep its cycle, but
+ * neither folder may be in a cycle with any other; untangling one means deleting its line here.
+ */
+const KNOWN_FOLDER_CYCLES = [
+  ["src/operator/status", "src/operator/upgrade"],
+  ["src/plugin-runtime/backends", "src/plugin-runtime/devices"],
+  ["src/plugin-runtime/dra", "src/plugin-runtime/report"],
+];
+
+const exactFolder = (/** @type {string} */ folder) => `^${folder}$`;
+const knownCycleFolders = KNOWN_FOLDER_CYCLES.flat();
+
+/** @type {import("dependency-cruiser").IForbiddenRuleType[]} */
+const folderCycleRules = [
+  {
+    name: "no-folder-cycles",
+    severity: "error",
+    comment: "Folders, at every depth, import each other in one direction only.",
+    scope: "folder",
+    from: { path: "^src/", pathNot: knownCycleFolders.map(exactFolder) },
+    to: { circular: true },
+  },
+  ...knownCycleFolders.map((folder) => ({
+    name: "no-folder-cycles",
+    severity: /** @type {const} */ ("error"),
+    comment: `${folder} keeps its known cycle (KNOWN_FOLDER_CYCLES) and joins no other.`,
+    scope: /** @type {const} */ ("folder"),
+    from: { path: exactFolder(folder) },
+    to: {
+      circular: true,
+      pathNot: KNOWN_FOLDER_CYCLES.filter((pair) => pair.includes(folder))
+        .flat()
+        .filter((other) => other !== folder)
+        .map(exactFolder),
+    },
+  })),
+];
+
+/** @type {import("dependency-cruiser").IForbiddenRuleType[]} */
+const layerRules = Object.entries(LAYERS).map(([name, layer]) => {
+  const below = Object.entries(LAYERS).filter(([, other]) => other.rank < layer.rank);
+  return {
+    name: `layer-${name}`,
+    severity: "error",
+    comment:
+      below.length === 0
+        ? `${name} is at the bottom: it imports nothing else of src/.`
+        : `${name} imports only from ${below.map(([other]) => other).join(", ")}.`,
+    from: { path: layer.path },
+    to: { path: "^src/", pathNot: [layer.path, ...below.map(([, other]) => other.path)] },
+  };
+});
+
+/** @type {import("dependency-cruiser").IConfiguration} */
+export default {
+  forbidden: [
+    ...layerRules,
+    {
+      name: "not-in-a-layer",
+      severity: "error",
+      comment: "Every file under src/ belongs to a layer above; add a new folder to the table with its rank.",
+      from: { path: "^src/", pathNot: layerPaths },
+      to: {},
+    },
+    {
+      name: "not-in-a-layer",
+      severity: "error",
+      comment: "Every file under src/ belongs to a layer above; add a new folder to the table with its rank.",
+      from: {},
+      to: { path: "^src/", pathNot: layerPaths },
+    },
+    ...folderCycleRules,
+    {
+      name: "no-circular",
+      severity: "error",
+      comment: "Modules import each other in one direction only; there are no cycles to keep.",
+      from: { path: "^src/" },
+      to: { circular: true },
+    },
+    {
+      name: "src-not-to-tooling",
+      severity: "error",
+      comment: "The product never imports its tests, benchmarks or build tools.",
+      from: { path: "^src/" },
+      to: { path: "^(test|tools|bench)/" },
+    },
+  ],
+  options: {
+    doNotFollow: { path: ["node_modules", "^(test|tools|bench)/"] },
+    // Type-only imports count: a type the operator takes from the plugin is as much a dependency.
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+  },
+};

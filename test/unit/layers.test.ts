@@ -1,0 +1,118 @@
+// The layers of src/ (.dependency-cruiser.js): the real tree keeps them, and every kind of rule fires on a
+// small tree that breaks it.
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { cruise, type ICruiseOptions, type ICruiseResult, type ITranspileOptions } from "dependency-cruiser";
+import extractDepcruiseOptions from "dependency-cruiser/config-utl/extract-depcruise-options";
+import extractTSConfig from "dependency-cruiser/config-utl/extract-ts-config";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const REPO = join(import.meta.dirname, "..", "..");
+
+let options: ICruiseOptions;
+let transpile: ITranspileOptions;
+
+beforeAll(async () => {
+  options = await extractDepcruiseOptions(join(REPO, ".dependency-cruiser.js"));
+  transpile = { tsConfig: extractTSConfig(join(REPO, "tsconfig.json")) };
+});
+
+/** Each violation as `<rule>: <from> → <to>`, sorted. */
+async function violations(baseDir: string): Promise<string[]> {
+  const { output } = await cruise(["src"], { ...options, baseDir }, undefined, transpile);
+  if (typeof output === "string") throw new Error(`dependency-cruiser reported text: ${output}`);
+  const result: ICruiseResult = output;
+  return result.summary.violations.map((v) => `${v.rule.name}: ${v.from} → ${v.to}`).sort();
+}
+
+describe("the source tree", () => {
+  it("keeps its layers: no violations", async () => {
+    expect(await violations(REPO)).toEqual([]);
+  });
+});
+
+describe("the rules", () => {
+  let root: string;
+
+  /** Files of a tree that breaks each rule once, beside imports that every rule allows. */
+  const files: Record<string, string> = {
+    // Allowed: down the layers, within a folder, and a known folder cycle.
+    "src/api/schema.ts": "export const schema = 1;\n",
+    "src/contract/names.ts": "export const name = 1;\n",
+    "src/kube/client.ts": 'import { schema } from "../api/schema.js";\nexport const client = schema;\n',
+    "src/cli/main.ts": [
+      'import { client } from "../kube/client.js";',
+      'import { render } from "../operator/render/render.js";',
+      'import { report } from "../plugin-runtime/report/report.js";',
+      "export const main = [client, render, report];",
+      "",
+    ].join("\n"),
+    "src/operator/status/status.ts":
+      'import { plan } from "../upgrade/plan.js";\nexport const status = plan;\n',
+    "src/operator/upgrade/plan.ts": "export const plan = 1;\n",
+    "src/operator/upgrade/rollout.ts":
+      'import { status } from "../status/status.js";\nexport const rollout = status;\n',
+    // The plugin reaching into the operator, and the operator into the plugin.
+    "src/plugin-runtime/report/report.ts": [
+      'import { name } from "../../contract/names.js";',
+      'import { render } from "../../operator/render/render.js";',
+      "export const report = [name, render];",
+      "",
+    ].join("\n"),
+    "src/operator/render/render.ts":
+      'import { device } from "../../plugin-runtime/devices/device.js";\nexport const render = device;\n',
+    "src/plugin-runtime/devices/device.ts": "export const device = 1;\n",
+    // A type-only import counts.
+    "src/webhook/index.ts":
+      'import type { Metrics } from "../operator/metrics.js";\nexport type WebhookMetrics = Metrics;\n',
+    "src/operator/metrics.ts": "export interface Metrics { count: number }\n",
+    // The bottom imports nothing.
+    "src/contract/hash.ts": 'import { schema } from "../api/schema.js";\nexport const hash = schema;\n',
+    // A file in no layer.
+    "src/helpers.ts": "export const helper = 1;\n",
+    "src/cdi/spec.ts": 'import { helper } from "../helpers.js";\nexport const spec = helper;\n',
+    // Into the tests.
+    "src/observability/log.ts":
+      'import { fixture } from "../../test/fixture.js";\nexport const log = fixture;\n',
+    "test/fixture.ts": "export const fixture = 1;\n",
+    // A new folder cycle, one of them in a known pair.
+    "src/operator/status/health.ts":
+      'import { table } from "../controllers/table.js";\nexport const health = table;\n',
+    "src/operator/controllers/table.ts": "export const table = 1;\n",
+    "src/operator/controllers/reconcile.ts":
+      'import { status } from "../status/status.js";\nexport const reconcile = status;\n',
+    // A cycle of modules.
+    "src/kube/a.ts": 'import { b } from "./b.js";\nexport const a = (): number => b();\n',
+    "src/kube/b.ts": 'import { a } from "./a.js";\nexport const b = (): number => a();\n',
+  };
+
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), "dpo-layers-"));
+    for (const [path, text] of Object.entries(files)) {
+      await mkdir(dirname(join(root, path)), { recursive: true });
+      await writeFile(join(root, path), text);
+    }
+  });
+
+  afterAll(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it("report each import that breaks a layer, a folder cycle or a module cycle, and nothing else", async () => {
+    expect(await violations(root)).toEqual(
+      [
+        "layer-plugin-runtime: src/plugin-runtime/report/report.ts → src/operator/render/render.ts",
+        "layer-operator: src/operator/render/render.ts → src/plugin-runtime/devices/device.ts",
+        "layer-webhook: src/webhook/index.ts → src/operator/metrics.ts",
+        "layer-contract: src/contract/hash.ts → src/api/schema.ts",
+        "layer-cdi: src/cdi/spec.ts → src/helpers.ts",
+        "not-in-a-layer: src/cdi/spec.ts → src/helpers.ts",
+        "src-not-to-tooling: src/observability/log.ts → test/fixture.ts",
+        "no-folder-cycles: src/operator/status → src/operator/controllers",
+        "no-folder-cycles: src/operator/controllers → src/operator/status",
+        "no-circular: src/kube/a.ts → src/kube/b.ts",
+      ].sort(),
+    );
+  });
+});
