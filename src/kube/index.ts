@@ -1,5 +1,6 @@
 // The controller machinery on @kubernetes/client-node: informers, work queue, leader election, apply, errors.
 export * from "./apply.js";
+export * from "./backoff.js";
 export * from "./clock.js";
 export * from "./connections.js";
 export * from "./errors.js";

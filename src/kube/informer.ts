@@ -4,6 +4,7 @@
 // that vanished), and so does nothing else but a failed list; stop() ends it without error events.
 import { Watch, type KubeConfig, type KubernetesObject } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
+import { backoffDelayMs } from "./backoff.js";
 import { sleep, systemClock, type Clock } from "./clock.js";
 import { GoneError, toKubeError } from "./errors.js";
 import { listAll, reportKubeRequest, type ListQuery, type ListResult, type QueryParams } from "./request.js";
@@ -516,9 +517,8 @@ export class Informer<T extends KubernetesObject> {
     const now = this.clock.now();
     if (now - this.lastFailureAt > this.backoff.resetAfterMs) this.failures = 0;
     this.lastFailureAt = now;
-    const delay = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** this.failures);
     this.failures++;
-    return delay;
+    return backoffDelayMs({ baseMs: this.backoff.initialMs, maxMs: this.backoff.maxMs }, this.failures);
   }
 
   private emitAdd(obj: T): void {

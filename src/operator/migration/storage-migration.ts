@@ -3,6 +3,7 @@
 // old version can later be dropped from the CRD without leaving objects nobody can decode.
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { backoffDelayMs } from "../../kube/backoff.js";
 import { sleep, systemClock, type Clock } from "../../kube/clock.js";
 import { ConflictError, GoneError, InvalidError, NotFoundError, TransientError } from "../../kube/errors.js";
 import type { EventRecorder, InvolvedObject } from "../../kube/events.js";
@@ -203,9 +204,8 @@ export function retryDelayMs(
   retryAfterSeconds: number | undefined,
   policy: RetryPolicy,
 ): number {
-  const backoff = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1));
-  const asked = retryAfterSeconds === undefined ? 0 : Math.min(policy.maxDelayMs, retryAfterSeconds * 1000);
-  return Math.max(backoff, asked);
+  const backoff = { baseMs: policy.baseDelayMs, maxMs: policy.maxDelayMs };
+  return backoffDelayMs(backoff, attempt, retryAfterSeconds === undefined ? 0 : retryAfterSeconds * 1000);
 }
 
 export interface MigrationFailure {
