@@ -1,11 +1,14 @@
 // The controller machinery on @kubernetes/client-node: informers, work queue, leader election, apply, errors.
 export * from "./apply.js";
+export * from "./backoff.js";
 export * from "./clock.js";
 export * from "./connections.js";
 export * from "./errors.js";
+export * from "./indexed-cache.js";
 export * from "./informer.js";
 export * from "./leader.js";
 export * from "./request.js";
 export * from "./resources.js";
+export * from "./watch.js";
 export * from "./workqueue.js";
 export * from "./events.js";

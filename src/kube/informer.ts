@@ -2,26 +2,24 @@
 // what changed. Watches resume from the last resourceVersion, after a clean end at once and after a
 // broken connection after a backoff; a 410 Gone leads to a relist (with deletes synthesized for objects
 // that vanished), and so does nothing else but a failed list; stop() ends it without error events.
-import { Watch, type KubeConfig, type KubernetesObject } from "@kubernetes/client-node";
+import type { KubeConfig, KubernetesObject } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
+import { backoffDelayMs } from "./backoff.js";
 import { sleep, systemClock, type Clock } from "./clock.js";
-import { GoneError, toKubeError } from "./errors.js";
-import { listAll, reportKubeRequest, type ListQuery, type ListResult, type QueryParams } from "./request.js";
+import { abortReason, EventHandlers, SyncGate } from "./informer-listeners.js";
+import { diffRelist, IndexedCache, objectKey, sameVersion, type CacheListOptions } from "./indexed-cache.js";
+import { listAll, reportKubeRequest, type ListQuery, type ListResult } from "./request.js";
 import { collectionPath, type ResourceRef } from "./resources.js";
+import {
+  heartbeatAwareWatch,
+  randomWatchTimeoutSeconds,
+  runWatch,
+  type WatchFn,
+  type WatchOutcome,
+} from "./watch.js";
 
 /** Lists the collection; the signal aborts when the informer stops. */
 export type ListFn<T> = (query: ListQuery, signal: AbortSignal) => Promise<ListResult<T>>;
-
-/**
- * Starts one watch request (the shape of client-node's `Watch.watch`): `onEvent` per event, then
- * `onDone` once when the stream ends, with an error when it broke.
- */
-export type WatchFn = (
-  path: string,
-  query: QueryParams,
-  onEvent: (type: string, object: unknown) => void,
-  onDone: (err: unknown) => void,
-) => Promise<{ abort(): void }>;
 
 export interface BackoffOptions {
   initialMs: number;
@@ -73,70 +71,12 @@ export function stripManagedFields<T extends KubernetesObject>(obj: T): T {
   return { ...obj, metadata };
 }
 
-export interface CacheListOptions {
-  namespace?: string;
-  /** Equality match on every given label. */
-  labels?: Record<string, string>;
-}
-
-/** Cache key of an object: `namespace/name`, or `name` when cluster-scoped (the work-queue key too). */
-export function objectKey(obj: KubernetesObject): string {
-  const name = obj.metadata?.name ?? "";
-  const namespace = obj.metadata?.namespace;
-  return namespace ? `${namespace}/${name}` : name;
-}
-
-/** Inverse of objectKey. */
-export function splitObjectKey(key: string): { namespace?: string; name: string } {
-  const slash = key.indexOf("/");
-  return slash < 0 ? { name: key } : { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
-}
-
-export interface RelistDiff<T> {
-  added: T[];
-  updated: Array<{ old: T; current: T }>;
-  deleted: T[];
-}
-
-/**
- * What a fresh list means for a cache that may have missed events: objects new to the cache were
- * added, objects with another resourceVersion were updated, cached objects missing from the list were
- * deleted while nobody was watching. Objects with the same resourceVersion did not change.
- */
-export function diffRelist<T extends KubernetesObject>(
-  cached: ReadonlyMap<string, T>,
-  fresh: readonly T[],
-): RelistDiff<T> {
-  const diff: RelistDiff<T> = { added: [], updated: [], deleted: [] };
-  const seen = new Set<string>();
-  for (const current of fresh) {
-    const key = objectKey(current);
-    seen.add(key);
-    const old = cached.get(key);
-    if (old === undefined) diff.added.push(current);
-    else if (!sameVersion(old, current)) diff.updated.push({ old, current });
-  }
-  for (const [key, old] of cached) {
-    if (!seen.has(key)) diff.deleted.push(old);
-  }
-  return diff;
-}
-
-function sameVersion(a: KubernetesObject, b: KubernetesObject): boolean {
-  const version = a.metadata?.resourceVersion;
-  return version !== undefined && version !== "" && version === b.metadata?.resourceVersion;
-}
-
-type WatchOutcome = "closed" | "expired" | "stopped";
-
 /**
  * At most 5 s between attempts while the API server is away: once it is back, every informer is at most
  * one backoff behind, so the operator's statuses are right again within seconds (the API-fault tests
  * hold it to 10 s). Six informers retrying every 5 s is a load any API server takes.
  */
 const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 500, maxMs: 5_000, resetAfterMs: 60_000 };
-/** A watch that ends cleanly sooner than this without any event is treated as a failure (as client-go does). */
-const SHORTEST_HEALTHY_WATCH_MS = 1_000;
 
 export class Informer<T extends KubernetesObject> {
   readonly name: string;
@@ -146,20 +86,15 @@ export class Informer<T extends KubernetesObject> {
   private readonly logger: Logger;
   private readonly clock: Clock;
   private readonly backoff: BackoffOptions;
-  private readonly objects = new Map<string, T>();
-  private readonly namespaceIndex = new Map<string, Set<string>>();
-  private readonly indexers = new Map<string, (obj: T) => string[]>();
-  private readonly indices = new Map<string, Map<string, Set<string>>>();
-  private readonly addHandlers = new Set<(obj: T) => void>();
-  private readonly updateHandlers = new Set<(old: T, current: T) => void>();
-  private readonly deleteHandlers = new Set<(obj: T) => void>();
+  private readonly cache = new IndexedCache<T>();
+  private readonly handlers: EventHandlers<T>;
+  private readonly sync = new SyncGate();
   private readonly stopController = new AbortController();
   private state: "new" | "running" | "stopped" = "new";
   private loop: Promise<void> | undefined;
+  /** Ends the current watch; ending one that has ended does nothing. */
   private endWatch: ((outcome: WatchOutcome) => void) | undefined;
   private resourceVersion = "";
-  private synced = false;
-  private syncWaiters: Array<{ resolve: () => void; reject: (err: Error) => void }> = [];
   private failures = 0;
   private lastFailureAt = Number.NEGATIVE_INFINITY;
 
@@ -167,6 +102,7 @@ export class Informer<T extends KubernetesObject> {
     this.options = options;
     this.name = options.name ?? options.path;
     this.logger = (options.logger ?? pino({ level: "silent" })).child({ resource: this.name });
+    this.handlers = new EventHandlers(this.logger);
     this.clock = options.clock ?? systemClock;
     this.backoff = { ...DEFAULT_BACKOFF, ...options.backoff };
   }
@@ -185,42 +121,21 @@ export class Informer<T extends KubernetesObject> {
       this.state = "stopped";
       this.stopController.abort();
       this.endWatch?.("stopped");
-      const waiters = this.syncWaiters;
-      this.syncWaiters = [];
-      for (const waiter of waiters)
-        waiter.reject(new Error(`informer ${this.name} stopped before its cache synced`));
+      this.sync.rejectWaiters(new Error(`informer ${this.name} stopped before its cache synced`));
     }
     await this.loop;
   }
 
   /** True once the first list has been applied to the cache. */
   hasSynced(): boolean {
-    return this.synced;
+    return this.sync.isSynced;
   }
 
   /** Resolves once the cache has synced; rejects when `signal` aborts or the informer stops first. */
   waitForSync(signal?: AbortSignal): Promise<void> {
-    if (this.synced) return Promise.resolve();
+    if (this.sync.isSynced) return Promise.resolve();
     if (this.state === "stopped") return Promise.reject(new Error(`informer ${this.name} is stopped`));
-    if (signal?.aborted) return Promise.reject(abortReason(signal));
-    return new Promise((resolve, reject) => {
-      const onAbort = (): void => {
-        this.syncWaiters = this.syncWaiters.filter((w) => w !== waiter);
-        reject(abortReason(signal));
-      };
-      const waiter = {
-        resolve: () => {
-          signal?.removeEventListener("abort", onAbort);
-          resolve();
-        },
-        reject: (err: Error) => {
-          signal?.removeEventListener("abort", onAbort);
-          reject(err);
-        },
-      };
-      this.syncWaiters.push(waiter);
-      signal?.addEventListener("abort", onAbort, { once: true });
-    });
+    return this.sync.wait(signal);
   }
 
   /** resourceVersion of the last list or event applied. */
@@ -233,68 +148,47 @@ export class Informer<T extends KubernetesObject> {
    * cache (so a late handler sees the same world as an early one). Returns an unsubscribe function.
    */
   onAdd(handler: (obj: T) => void): () => void {
-    this.addHandlers.add(handler);
-    for (const obj of this.objects.values()) this.call("add", () => handler(obj));
-    return () => this.addHandlers.delete(handler);
+    return this.handlers.onAdd(handler, this.cache.values());
   }
 
   onUpdate(handler: (old: T, current: T) => void): () => void {
-    this.updateHandlers.add(handler);
-    return () => this.updateHandlers.delete(handler);
+    return this.handlers.onUpdate(handler);
   }
 
   /** On a relist, `obj` is the last state the cache knew (the final state was never seen). */
   onDelete(handler: (obj: T) => void): () => void {
-    this.deleteHandlers.add(handler);
-    return () => this.deleteHandlers.delete(handler);
+    return this.handlers.onDelete(handler);
   }
 
   get(name: string, namespace?: string): T | undefined {
-    return this.objects.get(namespace ? `${namespace}/${name}` : name);
+    return this.cache.getByKey(namespace ? `${namespace}/${name}` : name);
   }
 
   getByKey(key: string): T | undefined {
-    return this.objects.get(key);
+    return this.cache.getByKey(key);
   }
 
   /** Cached objects, optionally of one namespace and with the given labels. Do not mutate them. */
   list(options: CacheListOptions = {}): T[] {
-    const keys =
-      options.namespace === undefined
-        ? this.objects.keys()
-        : (this.namespaceIndex.get(options.namespace) ?? []);
-    const result: T[] = [];
-    for (const key of keys) {
-      const obj = this.objects.get(key);
-      if (obj !== undefined && matchesLabels(obj, options.labels)) result.push(obj);
-    }
-    return result;
+    return this.cache.list(options);
   }
 
   keys(): string[] {
-    return [...this.objects.keys()];
+    return this.cache.keys();
   }
 
   size(): number {
-    return this.objects.size;
+    return this.cache.size();
   }
 
   /** Adds a secondary index: `indexFn` returns the index values of an object (e.g. its owner's name). */
   addIndex(indexName: string, indexFn: (obj: T) => string[]): void {
-    if (this.indexers.has(indexName)) throw new Error(`index ${indexName} already exists`);
-    this.indexers.set(indexName, indexFn);
-    this.indices.set(indexName, new Map());
-    for (const [key, obj] of this.objects) this.indexAdd(indexName, key, obj);
+    this.cache.addIndex(indexName, indexFn);
   }
 
   /** Objects whose `indexName` values include `value`. */
   byIndex(indexName: string, value: string): T[] {
-    const index = this.indices.get(indexName);
-    if (index === undefined) throw new Error(`no index ${indexName}`);
-    return [...(index.get(value) ?? [])].flatMap((key) => {
-      const obj = this.objects.get(key);
-      return obj === undefined ? [] : [obj];
-    });
+    return this.cache.byIndex(indexName, value);
   }
 
   private async run(): Promise<void> {
@@ -304,10 +198,10 @@ export class Informer<T extends KubernetesObject> {
       try {
         if (needList) {
           if (!(await this.relist(signal))) break;
-          this.markSynced();
+          this.sync.markSynced();
           this.recovered();
           needList = false;
-          this.logger.debug({ objects: this.objects.size, resourceVersion: this.resourceVersion }, "listed");
+          this.logger.debug({ objects: this.cache.size(), resourceVersion: this.resourceVersion }, "listed");
         }
         const outcome = await this.watchOnce();
         if (outcome === "expired") {
@@ -359,57 +253,23 @@ export class Informer<T extends KubernetesObject> {
   }
 
   private watchOnce(): Promise<WatchOutcome> {
-    return new Promise<WatchOutcome>((resolve, reject) => {
-      const startedAt = this.clock.now();
-      let events = 0;
-      let settled = false;
-      let handle: { abort(): void } | undefined;
-      const settle = (outcome: WatchOutcome | Error): void => {
-        if (settled) return;
-        settled = true;
-        this.endWatch = undefined;
-        handle?.abort();
-        if (outcome instanceof Error) reject(outcome);
-        else resolve(outcome);
-      };
-      this.endWatch = settle;
-      const onEvent = (type: string, object: unknown): void => {
-        if (settled) return;
-        events++;
-        if (type === "ERROR") {
-          const err = toKubeError(object);
-          settle(err instanceof GoneError ? "expired" : err);
-          return;
-        }
-        this.applyEvent(type, type === "BOOKMARK" ? (object as T) : this.transform(object as T));
-      };
-      const onDone = (err: unknown): void => {
-        if (settled) return;
-        if (err) {
-          const kubeErr = toKubeError(err);
-          settle(kubeErr instanceof GoneError ? "expired" : kubeErr);
-        } else if (events === 0 && this.clock.now() - startedAt < SHORTEST_HEALTHY_WATCH_MS) {
-          settle(new Error("watch closed at once without any event"));
-        } else {
-          settle("closed");
-        }
-      };
-      const query: QueryParams = {
+    const watch = runWatch({
+      watch: this.options.watch,
+      path: this.options.path,
+      query: {
         resourceVersion: this.resourceVersion,
         allowWatchBookmarks: true,
         timeoutSeconds: (this.options.watchTimeoutSeconds ?? randomWatchTimeoutSeconds)(),
         labelSelector: this.options.labelSelector,
         fieldSelector: this.options.fieldSelector,
-      };
-      this.options.watch(this.options.path, query, onEvent, onDone).then(
-        (started) => {
-          handle = started;
-          if (settled) started.abort();
-          else this.recovered();
-        },
-        (err: unknown) => settle(toKubeError(err)),
-      );
+      },
+      clock: this.clock,
+      onEvent: (type, object) =>
+        this.applyEvent(type, type === "BOOKMARK" ? (object as T) : this.transform(object as T)),
+      onStarted: () => this.recovered(),
     });
+    this.endWatch = watch.end;
+    return watch.outcome;
   }
 
   /** The API server answered after a failure: tell onRecover, once per recovery. */
@@ -428,16 +288,16 @@ export class Informer<T extends KubernetesObject> {
     switch (type) {
       case "ADDED":
       case "MODIFIED": {
-        const old = this.objects.get(key);
-        this.put(key, obj);
-        if (old === undefined) this.emitAdd(obj);
-        else if (!sameVersion(old, obj)) this.emitUpdate(old, obj);
+        const old = this.cache.getByKey(key);
+        this.cache.put(key, obj);
+        if (old === undefined) this.handlers.added(obj);
+        else if (!sameVersion(old, obj)) this.handlers.updated(old, obj);
         break;
       }
       case "DELETED": {
-        if (this.objects.has(key)) {
-          this.remove(key);
-          this.emitDelete(obj);
+        if (this.cache.has(key)) {
+          this.cache.remove(key);
+          this.handlers.deleted(obj);
         }
         break;
       }
@@ -452,94 +312,20 @@ export class Informer<T extends KubernetesObject> {
   }
 
   private replace(items: T[]): void {
-    const diff = diffRelist(this.objects, items);
-    for (const obj of diff.deleted) this.remove(objectKey(obj));
-    for (const obj of items) this.put(objectKey(obj), obj);
-    for (const obj of diff.added) this.emitAdd(obj);
-    for (const { old, current } of diff.updated) this.emitUpdate(old, current);
-    for (const obj of diff.deleted) this.emitDelete(obj);
-  }
-
-  private put(key: string, obj: T): void {
-    const old = this.objects.get(key);
-    if (old !== undefined) this.unindex(key, old);
-    this.objects.set(key, obj);
-    const namespace = obj.metadata?.namespace ?? "";
-    let keys = this.namespaceIndex.get(namespace);
-    if (keys === undefined) this.namespaceIndex.set(namespace, (keys = new Set()));
-    keys.add(key);
-    for (const indexName of this.indexers.keys()) this.indexAdd(indexName, key, obj);
-  }
-
-  private remove(key: string): void {
-    const old = this.objects.get(key);
-    if (old === undefined) return;
-    this.unindex(key, old);
-    this.objects.delete(key);
-  }
-
-  private unindex(key: string, obj: T): void {
-    const namespace = obj.metadata?.namespace ?? "";
-    const keys = this.namespaceIndex.get(namespace);
-    keys?.delete(key);
-    if (keys?.size === 0) this.namespaceIndex.delete(namespace);
-    for (const [indexName, indexFn] of this.indexers) {
-      const index = this.indices.get(indexName);
-      for (const value of indexFn(obj)) {
-        const set = index?.get(value);
-        set?.delete(key);
-        if (set?.size === 0) index?.delete(value);
-      }
-    }
-  }
-
-  private indexAdd(indexName: string, key: string, obj: T): void {
-    const indexFn = this.indexers.get(indexName);
-    const index = this.indices.get(indexName);
-    if (indexFn === undefined || index === undefined) return;
-    for (const value of indexFn(obj)) {
-      let set = index.get(value);
-      if (set === undefined) index.set(value, (set = new Set()));
-      set.add(key);
-    }
-  }
-
-  private markSynced(): void {
-    if (this.synced) return;
-    this.synced = true;
-    const waiters = this.syncWaiters;
-    this.syncWaiters = [];
-    for (const waiter of waiters) waiter.resolve();
+    const diff = diffRelist(this.cache.byKey, items);
+    for (const obj of diff.deleted) this.cache.remove(objectKey(obj));
+    for (const obj of items) this.cache.put(objectKey(obj), obj);
+    for (const obj of diff.added) this.handlers.added(obj);
+    for (const { old, current } of diff.updated) this.handlers.updated(old, current);
+    for (const obj of diff.deleted) this.handlers.deleted(obj);
   }
 
   private nextBackoff(): number {
     const now = this.clock.now();
     if (now - this.lastFailureAt > this.backoff.resetAfterMs) this.failures = 0;
     this.lastFailureAt = now;
-    const delay = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** this.failures);
     this.failures++;
-    return delay;
-  }
-
-  private emitAdd(obj: T): void {
-    for (const handler of this.addHandlers) this.call("add", () => handler(obj));
-  }
-
-  private emitUpdate(old: T, current: T): void {
-    for (const handler of this.updateHandlers) this.call("update", () => handler(old, current));
-  }
-
-  private emitDelete(obj: T): void {
-    for (const handler of this.deleteHandlers) this.call("delete", () => handler(obj));
-  }
-
-  /** A throwing handler must not break the cache or the other handlers. */
-  private call(event: string, fn: () => void): void {
-    try {
-      fn();
-    } catch (err) {
-      this.logger.error({ err, event }, "informer event handler threw");
-    }
+    return backoffDelayMs({ baseMs: this.backoff.initialMs, maxMs: this.backoff.maxMs }, this.failures);
   }
 }
 
@@ -560,96 +346,6 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
       },
     );
   });
-}
-
-function abortReason(signal: AbortSignal | undefined): Error {
-  const reason: unknown = signal?.reason;
-  return reason instanceof Error ? reason : new Error(typeof reason === "string" ? reason : "aborted");
-}
-
-function matchesLabels(obj: KubernetesObject, labels: Record<string, string> | undefined): boolean {
-  if (labels === undefined) return true;
-  const actual = obj.metadata?.labels ?? {};
-  return Object.entries(labels).every(([name, value]) => actual[name] === value);
-}
-
-/**
- * How long a watch the API server heartbeats may go without a byte before it counts as dead. The server
- * sends a bookmark about once a minute to a watch that asked for them, so this is longer than that: a
- * quiet watch stays open, on its keep-alive connection, until its own timeoutSeconds; a dead one is
- * noticed within it.
- */
-export const WATCH_INACTIVITY_TIMEOUT_MS = 90_000;
-
-/**
- * How long past its own timeoutSeconds a watch without heartbeats may stay silent. The API server's watch
- * cache sends bookmarks only once it has seen an event of the resource since it started, so a watch of a
- * resource nothing writes (no ResourceSlices in a cluster without DRA) hears nothing until the server ends
- * it: cutting it after 90 s cost a new connection, a TLS handshake, every 90 s per such resource.
- */
-export const WATCH_DEADLINE_GRACE_MS = 60_000;
-
-/**
- * The silence after which a watch is given up: held to the bookmark interval once the server has sent it
- * a bookmark, else to its own deadline (`timeoutSeconds`) plus a grace.
- */
-export function watchSilenceLimitMs(
-  timeoutSeconds: number | undefined,
-  heartbeating: boolean,
-  limits: { heartbeatMs: number; graceMs: number } = {
-    heartbeatMs: WATCH_INACTIVITY_TIMEOUT_MS,
-    graceMs: WATCH_DEADLINE_GRACE_MS,
-  },
-): number {
-  if (heartbeating || timeoutSeconds === undefined || !(timeoutSeconds > 0)) return limits.heartbeatMs;
-  return timeoutSeconds * 1_000 + limits.graceMs;
-}
-
-/**
- * client-node 2's Watch aborts a watch after 30 s without data, shorter than the API server's bookmark
- * interval, so every quiet watch was cut and relisted on a new connection. The field is private, so it
- * is set here and checked: a client-node release that renames it fails at start-up, not silently.
- */
-export function longLivedWatch(kc: KubeConfig): Watch {
-  const watcher = new Watch(kc);
-  const settable = watcher as unknown as { requestTimeoutMs?: unknown };
-  if (typeof settable.requestTimeoutMs !== "number") {
-    throw new Error("@kubernetes/client-node's Watch has no requestTimeoutMs: check the watch timeout");
-  }
-  settable.requestTimeoutMs = WATCH_INACTIVITY_TIMEOUT_MS;
-  return watcher;
-}
-
-/**
- * Watches (one at a time, as an informer runs them) through client-node's Watch, each given up after the
- * silence `watchSilenceLimitMs` allows: its deadline plus a grace until its first bookmark, the bookmark
- * interval after. client-node reads the limit each time data arrives, so it is switched on the bookmark.
- */
-export function heartbeatAwareWatch(
-  kc: KubeConfig,
-  limits?: { heartbeatMs: number; graceMs: number },
-): WatchFn {
-  const watcher = longLivedWatch(kc);
-  const settable = watcher as unknown as { requestTimeoutMs: number };
-  return (watchPath, query, onEvent, onDone) => {
-    const timeoutSeconds =
-      query["timeoutSeconds"] === undefined ? undefined : Number(query["timeoutSeconds"]);
-    settable.requestTimeoutMs = watchSilenceLimitMs(timeoutSeconds, false, limits);
-    return watcher.watch(
-      watchPath,
-      query,
-      (type: string, object: unknown) => {
-        if (type === "BOOKMARK")
-          settable.requestTimeoutMs = watchSilenceLimitMs(timeoutSeconds, true, limits);
-        onEvent(type, object);
-      },
-      onDone,
-    );
-  };
-}
-
-function randomWatchTimeoutSeconds(): number {
-  return 300 + Math.floor(Math.random() * 300);
 }
 
 export interface KubeInformerOptions<T extends KubernetesObject = KubernetesObject> {

@@ -1,6 +1,7 @@
 // Keyed work queue for reconcilers: de-duplicates keys, never hands one key to two workers at once,
 // delays and rate-limits retries per key, and shuts down after the keys in hand are done.
 import { pino, type Logger } from "pino";
+import { backoffDelayMs, type ExponentialBackoff } from "./backoff.js";
 import { systemClock, type Clock } from "./clock.js";
 
 export interface WorkQueueOptions {
@@ -20,8 +21,7 @@ export interface WorkQueueOptions {
 export class WorkQueue {
   readonly name: string;
   private readonly clock: Clock;
-  private readonly baseDelayMs: number;
-  private readonly maxDelayMs: number;
+  private readonly backoff: ExponentialBackoff;
   private readonly queue: string[] = [];
   /** Keys that need processing: queued ones, and held ones added again while held. */
   private readonly dirty = new Set<string>();
@@ -35,8 +35,7 @@ export class WorkQueue {
   constructor(options: WorkQueueOptions = {}) {
     this.name = options.name ?? "queue";
     this.clock = options.clock ?? systemClock;
-    this.baseDelayMs = options.baseDelayMs ?? 5;
-    this.maxDelayMs = options.maxDelayMs ?? 5 * 60_000;
+    this.backoff = { baseMs: options.baseDelayMs ?? 5, maxMs: options.maxDelayMs ?? 5 * 60_000 };
   }
 
   /** Aborts when shutDown() is called; reconcilers get it to cut long waits short. */
@@ -80,7 +79,7 @@ export class WorkQueue {
 
   /** The delay the next addRateLimited(key) will use, without using it. */
   peekDelay(key: string): number {
-    return Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** (this.failures.get(key) ?? 0));
+    return backoffDelayMs(this.backoff, (this.failures.get(key) ?? 0) + 1);
   }
 
   /**

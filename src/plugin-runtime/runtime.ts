@@ -1,23 +1,25 @@
 // The plugin runtime's lifecycle: devices, the DevicePlugin socket, kubelet registration (direct or via
 // the plugin watcher), kubelet-restart detection, registering again when the kubelet ends ListAndWatch,
 // which pods hold the devices (the kubelet's PodResources API), probes and metrics, and a clean shutdown.
-import { watch, type FSWatcher } from "node:fs";
 import { mkdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { DevicePluginConfig } from "../api/v1beta1/config.js";
-import { CdiSpecWriter, cdiSpecFileName, DEFAULT_CDI_DIR, type CdiDevice } from "../cdi/index.js";
+import { DEFAULT_CDI_DIR } from "../cdi/index.js";
 import type { RegistrationMode } from "../contract/registration.js";
 import type { DeviceBackend } from "./backends/backend.js";
 import { createBackend } from "./backends/index.js";
+import { CdiSpecSync } from "./cdi-spec-sync.js";
 import { DeviceSet, type DeviceSetSnapshot } from "./devices/device-set.js";
 import { PluginMetrics } from "./metrics.js";
 import { deviceSeries, type Allocations } from "./podresources/allocations.js";
 import { PodResourcesMonitor } from "./podresources/monitor.js";
+import { ReconcileTrigger } from "./reconcile-trigger.js";
 import { KUBELET_API_VERSION, KUBELET_SOCKET_NAME, SUPPORTED_KUBELET_API_VERSIONS } from "./proto/index.js";
 import { registerRequest, registerWithKubelet } from "./registration/kubelet-registration.js";
 import { acceptedWatcherVersion, PluginWatcherRegistration } from "./registration/plugin-watcher.js";
+import { Reregistration } from "./registration/reregistration.js";
 import {
   fileIdentity,
   removeStaleSockets,
@@ -26,18 +28,6 @@ import {
   socketPrefix,
 } from "./registration/sockets.js";
 import { DevicePluginEndpoint } from "./server/device-plugin-server.js";
-import { NewerInstanceProbe } from "./dra/handover.js";
-
-/** Backoff of a failed CDI spec write. */
-const CDI_RETRY_MIN_MS = 1_000;
-const CDI_RETRY_MAX_MS = 60_000;
-/**
- * A ListAndWatch stream the kubelet kept this long was a working registration: when the next one ends,
- * registering again starts from the shortest delay. Shorter ones double it each time, up to
- * REREGISTER_MAX_MS, so a kubelet that keeps ending the stream is asked once in a while, not hammered.
- */
-const STABLE_STREAM_MS = 30_000;
-const REREGISTER_MAX_MS = 30_000;
 
 export interface PluginRuntimeOptions {
   config: DevicePluginConfig;
@@ -114,23 +104,13 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
   private registrationChangedAtMs = this.startedAtMs;
   private kubeletRestarts = 0;
 
-  /**
-   * Set when the kubelet ended ListAndWatch on the socket served now while it still exists (a kubelet
-   * before v1.37 does that to a plugin when an older instance's stream ends, kubernetes #121994): the
-   * kubelet no longer uses this plugin, which registers again on a fresh socket once `dueAtMs` has
-   * passed, unless a newer instance of the plugin serves the resource (this one is being replaced).
-   */
-  private dropped: { endpoint: DevicePluginEndpoint; dueAtMs: number; standingByFor?: string } | undefined;
-  /** Consecutive ListAndWatch streams the kubelet ended sooner than STABLE_STREAM_MS: the backoff's step. */
-  private shortStreams = 0;
-  private reregisterTimer: NodeJS.Timeout | undefined;
+  /** Registering again after the kubelet ended ListAndWatch on the socket served now. */
+  private readonly reregistration: Reregistration;
 
-  private fsWatcher: FSWatcher | undefined;
-  private pollTimer: NodeJS.Timeout | undefined;
+  /** Reconciles on changes in the kubelet's directory, on a poll and when asked; one at a time. */
+  private readonly reconciles: ReconcileTrigger;
   private retryTimer: NodeJS.Timeout | undefined;
   private retryDelayMs: number;
-  private running: Promise<void> | undefined;
-  private dirty = false;
   private stopped = false;
 
   constructor(private readonly opts: PluginRuntimeOptions) {
@@ -149,17 +129,36 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       });
     this.devices = new DeviceSet(backend, spec.sharing);
     this.backend = backend;
-    this.cdiKind = spec.cdi.kind ?? spec.resourceName;
-    if (spec.cdi.enabled) this.cdiWriter = this.createCdiWriter(opts.cdiDir ?? DEFAULT_CDI_DIR);
+    if (spec.cdi.enabled) {
+      this.cdiSpec = new CdiSpecSync({
+        dir: opts.cdiDir ?? DEFAULT_CDI_DIR,
+        kind: spec.cdi.kind ?? spec.resourceName,
+        backend,
+        devices: () => this.devices.snapshot(),
+        logger: this.log,
+      });
+    }
+    this.reconciles = new ReconcileTrigger({
+      dir: opts.devicePluginDir,
+      relevant: (name) => name === undefined || name === KUBELET_SOCKET_NAME || name === this.socketName,
+      pollIntervalMs: opts.pollIntervalMs ?? 500,
+      reconcile: () => this.reconcile(),
+      logger: this.log,
+    });
+    this.reregistration = new Reregistration({
+      retryBaseMs: opts.retryBaseMs ?? 100,
+      prefix: this.prefix,
+      logger: this.log,
+      onDue: () => this.reconciles.kick(),
+      onStandingBy: (newer) =>
+        this.recordRegistrationError(`a newer instance of the plugin serves the resource (${newer})`),
+    });
   }
 
   private readonly backend: DeviceBackend;
   private podResources: PodResourcesMonitor | undefined;
-  private readonly cdiKind: string;
-  private cdiRetryTimer: NodeJS.Timeout | undefined;
-  private cdiRetryMs = CDI_RETRY_MIN_MS;
-  /** Writes the spec the CDI names Allocate returns resolve against; undefined without CDI. */
-  private readonly cdiWriter: CdiSpecWriter | undefined;
+  /** Keeps the spec the CDI names Allocate returns resolve against; undefined without CDI. */
+  private readonly cdiSpec: CdiSpecSync | undefined;
 
   status(): RuntimeStatus {
     return {
@@ -201,10 +200,10 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     const snap = await this.devices.start();
     this.recordDevices(snap);
     // Before the first registration: the kubelet may allocate (and a runtime resolve the names) at once.
-    await this.writeCdiSpec(snap);
+    await this.cdiSpec?.write(snap);
     this.devices.onChange((s) => {
       this.recordDevices(s);
-      void this.writeCdiSpec(s);
+      void this.cdiSpec?.write(s);
       this.emit("devices", s);
     });
 
@@ -236,77 +235,28 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       });
     }
 
-    this.watchKubeletDir();
-    await this.trigger();
-    this.pollTimer = setInterval(() => this.kick(), this.opts.pollIntervalMs ?? 500);
-    this.pollTimer.unref();
+    await this.reconciles.start();
   }
 
   /** Stops serving, ends streams, removes our sockets; safe to call twice. */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    clearInterval(this.pollTimer);
+    this.reconciles.stop();
     clearTimeout(this.retryTimer);
-    clearTimeout(this.reregisterTimer);
-    clearTimeout(this.cdiRetryTimer);
-    this.fsWatcher?.close();
+    this.reregistration.cancel();
+    this.cdiSpec?.stop();
     await this.podResources?.stop();
-    await this.running?.catch(() => undefined);
+    await this.reconciles.settled();
     const socketPath = this.status().socketPath;
     await this.endpoint?.close(1_000);
     this.endpoint = undefined;
     if (socketPath) await unlink(socketPath).catch(() => undefined);
     await this.watcherRegistration?.close();
     await this.devices.stop();
-    await this.cdiWriter?.remove().catch((err: unknown) => {
-      this.log.warn({ err: String(err), path: this.cdiWriter?.path }, "cannot remove the CDI spec");
-    });
+    await this.cdiSpec?.remove();
     this.setRegistered(false);
     this.log.info("plugin runtime stopped");
-  }
-
-  private createCdiWriter(dir: string): CdiSpecWriter | undefined {
-    try {
-      return new CdiSpecWriter({ dir, fileName: cdiSpecFileName(this.cdiKind), logger: this.log });
-    } catch (err) {
-      // An explicit cdi.kind is checked by the schema, but one defaulted from the resource name may be
-      // refused by the CDI parser (a domain starting with a digit): serve anyway, but say loudly that
-      // runtimes will not resolve the names.
-      this.log.error(
-        { err: (err as Error).message, kind: this.cdiKind },
-        "CDI kind is not valid for a CDI spec; no spec is written and CDI names will not resolve",
-      );
-      return undefined;
-    }
-  }
-
-  /** The CDI spec follows the physical devices: every one (healthy or not) that a name can point at. */
-  private async writeCdiSpec(snap: DeviceSetSnapshot): Promise<void> {
-    const writer = this.cdiWriter;
-    if (writer === undefined || this.stopped) return;
-    const devices: CdiDevice[] = snap.physical.map((d) => ({
-      name: d.id,
-      containerEdits: this.backend.cdiContainerEdits(d.id) ?? {},
-    }));
-    clearTimeout(this.cdiRetryTimer);
-    try {
-      await writer.write(this.cdiKind, devices);
-      if (this.cdiRetryMs !== CDI_RETRY_MIN_MS) this.log.info({ path: writer.path }, "CDI spec written");
-      this.cdiRetryMs = CDI_RETRY_MIN_MS;
-    } catch (err) {
-      // Containers whose Allocate named these devices cannot start until the spec is there: try again
-      // with backoff (a read-only or full directory may recover), not only on the next device change.
-      this.log.error(
-        { err: String(err), path: writer.path, retryInMs: this.cdiRetryMs },
-        "cannot write the CDI spec",
-      );
-      if (this.stopped) return;
-      clearTimeout(this.cdiRetryTimer);
-      this.cdiRetryTimer = setTimeout(() => void this.writeCdiSpec(this.devices.snapshot()), this.cdiRetryMs);
-      this.cdiRetryTimer.unref();
-      this.cdiRetryMs = Math.min(this.cdiRetryMs * 2, CDI_RETRY_MAX_MS);
-    }
   }
 
   private recordDevices(snap: DeviceSetSnapshot): void {
@@ -322,55 +272,9 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     );
   }
 
-  private watchKubeletDir(): void {
-    try {
-      this.fsWatcher = watch(this.opts.devicePluginDir, (_event, filename) => {
-        const name = filename?.toString();
-        if (name === undefined || name === KUBELET_SOCKET_NAME || name === this.socketName) this.kick();
-      });
-      this.fsWatcher.on("error", (err) => {
-        this.log.warn({ err: err.message }, "watching the device-plugins directory failed; polling only");
-        this.fsWatcher?.close();
-        this.fsWatcher = undefined;
-      });
-    } catch (err) {
-      this.log.warn(
-        { err: (err as Error).message },
-        "cannot watch the device-plugins directory; polling only",
-      );
-    }
-  }
-
-  /** Schedules a reconcile from an event; failures are logged, the next event or poll retries. */
-  private kick(): void {
-    this.trigger().catch((err: unknown) => this.log.error({ err: String(err) }, "registration loop failed"));
-  }
-
-  /**
-   * Runs reconcile, serialized: never two at once (two would register twice), and a trigger during a
-   * run makes exactly one more run afterwards. Resolves or rejects with the run it joined.
-   */
-  private trigger(): Promise<void> {
-    if (this.stopped) return Promise.resolve();
-    if (this.running) {
-      this.dirty = true;
-      return this.running;
-    }
-    const run = this.reconcile().finally(() => {
-      this.running = undefined;
-      if (this.dirty) {
-        this.dirty = false;
-        this.kick();
-      }
-    });
-    this.running = run;
-    return run;
-  }
-
   /** Level-triggered: makes the socket and the registration match what is on disk now. */
   private async reconcile(): Promise<void> {
     if (this.stopped) return;
-    if (!this.fsWatcher) this.watchKubeletDir();
     const dir = this.opts.devicePluginDir;
     const kubeletId = await fileIdentity(join(dir, KUBELET_SOCKET_NAME));
     const ownSocketGone =
@@ -392,8 +296,9 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       this.setRegistered(false);
       await this.serveFreshSocket();
       if (this.watcherRegistration) await this.watcherRegistration.serve();
-    } else if (this.dropped !== undefined) {
-      if (!(await this.dueToRegisterAgain(this.dropped))) return;
+    } else if (this.reregistration.pending) {
+      const ownSocket = this.socketName === undefined ? undefined : join(dir, this.socketName);
+      if (!(await this.reregistration.due(ownSocket))) return;
       this.log.info({ socket: this.socketName }, "registering again on a fresh socket");
       // A Register answered after the kubelet had already ended the stream it opened still counted.
       this.setRegistered(false);
@@ -416,58 +321,18 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
    */
   private onStreamsEnded(endpoint: DevicePluginEndpoint, lastedMs: number): void {
     if (this.stopped || endpoint !== this.endpoint) return;
-    this.shortStreams = lastedMs >= STABLE_STREAM_MS ? 1 : this.shortStreams + 1;
-    const delayMs = Math.min(
-      (this.opts.retryBaseMs ?? 100) * 2 ** (this.shortStreams - 1),
-      REREGISTER_MAX_MS,
-    );
-    this.dropped = { endpoint, dueAtMs: Date.now() + delayMs };
+    const delayMs = this.reregistration.drop(lastedMs);
     this.log.warn(
       { socket: this.socketName, streamLastedMs: lastedMs, registerAgainInMs: delayMs },
       "the kubelet ended ListAndWatch while the plugin still serves; registering again",
     );
     this.recordRegistrationError("the kubelet ended ListAndWatch; registering again");
     this.setRegistered(false);
-    clearTimeout(this.reregisterTimer);
-    this.reregisterTimer = setTimeout(() => this.kick(), delayMs);
-    this.reregisterTimer.unref();
-  }
-
-  /**
-   * Whether to register again after the kubelet dropped this plugin: the backoff has passed, and no newer
-   * instance of the plugin is live beside it. A newer one means this one is being replaced (an upgrade):
-   * registering again would take the resource back from it, and on a kubelet before v1.37 each would
-   * keep cutting the other off. The poll asks again, so this one registers once the newer one is gone.
-   */
-  private async dueToRegisterAgain(dropped: NonNullable<PluginRuntime["dropped"]>): Promise<boolean> {
-    if (Date.now() < dropped.dueAtMs || this.socketName === undefined) return false;
-    const own = join(this.opts.devicePluginDir, this.socketName);
-    let newer: string | undefined;
-    try {
-      newer = await new NewerInstanceProbe(this.prefix, own).newerLiveInstance();
-    } catch (err) {
-      // Our own socket name always parses; should it not, registering again is the safe side.
-      this.log.warn({ err: (err as Error).message }, "cannot look for a newer instance of the plugin");
-    }
-    if (newer !== undefined) {
-      if (dropped.standingByFor !== newer) {
-        dropped.standingByFor = newer;
-        this.log.info(
-          { newerInstance: newer },
-          "a newer instance of the plugin serves the resource; not registering again while it runs",
-        );
-        this.recordRegistrationError(`a newer instance of the plugin serves the resource (${newer})`);
-      }
-      return false;
-    }
-    this.dropped = undefined;
-    return true;
   }
 
   private async serveFreshSocket(): Promise<void> {
     // Whatever made the plugin move to a fresh socket also ends the wait to register again.
-    this.dropped = undefined;
-    clearTimeout(this.reregisterTimer);
+    this.reregistration.cancel();
     const old = this.endpoint;
     const oldName = this.socketName;
     this.endpoint = undefined;
@@ -528,7 +393,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
 
   private scheduleRetry(): void {
     clearTimeout(this.retryTimer);
-    this.retryTimer = setTimeout(() => this.kick(), this.retryDelayMs);
+    this.retryTimer = setTimeout(() => this.reconciles.kick(), this.retryDelayMs);
     this.retryDelayMs = Math.min(this.retryDelayMs * 2, this.opts.retryMaxMs ?? 5_000);
   }
 

@@ -10,10 +10,10 @@ import { kubeRequest } from "../../src/kube/request.js";
 import {
   compareKeys,
   formatProgress,
-  migrateStorage,
   objectKey,
   STORAGE_MIGRATION_ANNOTATION,
-} from "../../src/operator/migration/storage-migration.js";
+} from "../../src/operator/migration/plan.js";
+import { migrateStorage } from "../../src/operator/migration/storage-migration.js";
 import { kubeConfigFromInjected, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
 
 const GROUP = "migration.test.dpo.dev";

@@ -5,7 +5,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { heartbeatAwareWatch } from "../../src/kube/informer.js";
+import { heartbeatAwareWatch } from "../../src/kube/watch.js";
 
 const LIMITS = { heartbeatMs: 400, graceMs: 600 };
 

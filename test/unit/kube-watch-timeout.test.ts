@@ -7,7 +7,7 @@ import {
   WATCH_DEADLINE_GRACE_MS,
   WATCH_INACTIVITY_TIMEOUT_MS,
   watchSilenceLimitMs,
-} from "../../src/kube/informer.js";
+} from "../../src/kube/watch.js";
 
 const inactivityTimeoutOf = (watch: Watch): unknown =>
   (watch as unknown as { requestTimeoutMs?: unknown }).requestTimeoutMs;

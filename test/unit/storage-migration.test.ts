@@ -9,7 +9,6 @@ import { GoneError, InvalidError, TransientError } from "../../src/kube/errors.j
 import { kubeRequest, type KubeRequest } from "../../src/kube/request.js";
 import {
   compareKeys,
-  migrateStorage,
   formatProgress,
   isDone,
   objectKey,
@@ -23,7 +22,8 @@ import {
   storedVersionsPatch,
   type CrdView,
   type MigrationProgress,
-} from "../../src/operator/migration/storage-migration.js";
+} from "../../src/operator/migration/plan.js";
+import { migrateStorage } from "../../src/operator/migration/storage-migration.js";
 
 vi.mock("../../src/kube/request.js", () => ({ kubeRequest: vi.fn() }));
 

@@ -7,7 +7,8 @@ import type { Logger } from "pino";
 import { sleep, systemClock } from "../../kube/clock.js";
 import type { EventRecorder } from "../../kube/events.js";
 import { kubeRequest } from "../../kube/request.js";
-import { migrateStorage, planMigration, type CrdView, type MigrationOutcome } from "./storage-migration.js";
+import { planMigration, type CrdView, type MigrationOutcome } from "./plan.js";
+import { migrateStorage } from "./storage-migration.js";
 
 /**
  * The API server's storage version hash (k8s.io/apiserver discovery.StorageVersionHash): the first 8 bytes

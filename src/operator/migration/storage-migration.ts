@@ -1,15 +1,36 @@
 // Storage-version migration for one CRD, the way kube-storage-version-migrator does it: rewrite every object
 // so etcd holds it in the current storage version, then (and only then) trim status.storedVersions, so an
-// old version can later be dropped from the CRD without leaving objects nobody can decode.
+// old version can later be dropped from the CRD without leaving objects nobody can decode. The decisions
+// (plan, resume point, progress annotation, patches, retry delays) are pure, in plan.ts; this is the I/O.
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { sleep, systemClock, type Clock } from "../../kube/clock.js";
 import { ConflictError, GoneError, InvalidError, NotFoundError, TransientError } from "../../kube/errors.js";
 import type { EventRecorder, InvolvedObject } from "../../kube/events.js";
 import { kubeRequest } from "../../kube/request.js";
+import {
+  compareKeys,
+  DEFAULT_RETRY,
+  isDone,
+  objectKey,
+  parseProgress,
+  planMigration,
+  progressPatch,
+  resumePoint,
+  retryDelayMs,
+  REWRITE_PATCH,
+  sameList,
+  STORAGE_MIGRATION_ANNOTATION,
+  storedVersionsPatch,
+  RunProgress,
+  type Counters,
+  type CrdView,
+  type MigrationOutcome,
+  type MigrationPlan,
+  type RetryPolicy,
+  type RewriteResult,
+} from "./plan.js";
 
-/** Where progress is kept between runs: on the CRD itself, so it survives restarts and leader changes. */
-export const STORAGE_MIGRATION_ANNOTATION = "dpo.dev/storage-migration";
 /** The manager name the API server records for the annotation (managedFields). */
 export const STORAGE_MIGRATION_FIELD_MANAGER = "dpo-storage-migration";
 
@@ -20,223 +41,6 @@ const MERGE_PATCH = "application/merge-patch+json";
 const JSON_PATCH = "application/json-patch+json";
 /** How many failed objects the Warning Event names; the outcome and the log carry all of them. */
 const FAILURES_IN_EVENT = 5;
-
-/** The fields of a CustomResourceDefinition this module reads. */
-export interface CrdView {
-  metadata: { name: string; uid?: string; resourceVersion?: string; annotations?: Record<string, string> };
-  spec: {
-    group: string;
-    names: { plural: string };
-    scope: "Namespaced" | "Cluster";
-    versions: { name: string; served?: boolean; storage?: boolean }[];
-  };
-  status?: { storedVersions?: string[] };
-}
-
-/** What the progress annotation holds: which migration it belongs to and how far it got. */
-export interface MigrationProgress {
-  /** The storage version the objects are being rewritten to. */
-  storageVersion: string;
-  /** status.storedVersions when the migration started; a different list means a different migration. */
-  storedVersions: string[];
-  /** The key (`namespace/name`, or `name` when cluster-scoped) of the last object of the done prefix. */
-  lastKey: string;
-  /** Objects rewritten up to and including lastKey. */
-  count: number;
-}
-
-export type ProgressParse = { progress: MigrationProgress } | { progress: undefined; problem?: string };
-
-/** Parses the annotation; anything malformed is reported as a problem, never thrown, and means "no progress". */
-export function parseProgress(text: string | undefined): ProgressParse {
-  if (text === undefined || text === "") return { progress: undefined };
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    return { progress: undefined, problem: `not JSON: ${(err as Error).message}` };
-  }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    return { progress: undefined, problem: "not a JSON object" };
-  }
-  const { storageVersion, storedVersions, lastKey, count } = value as Record<string, unknown>;
-  if (typeof storageVersion !== "string" || storageVersion === "") {
-    return { progress: undefined, problem: "storageVersion is not a non-empty string" };
-  }
-  if (!Array.isArray(storedVersions) || !storedVersions.every((v) => typeof v === "string" && v !== "")) {
-    return { progress: undefined, problem: "storedVersions is not a list of version names" };
-  }
-  if (typeof lastKey !== "string" || lastKey === "") {
-    return { progress: undefined, problem: "lastKey is not a non-empty string" };
-  }
-  if (typeof count !== "number" || !Number.isSafeInteger(count) || count < 0) {
-    return { progress: undefined, problem: "count is not a non-negative integer" };
-  }
-  return { progress: { storageVersion, storedVersions: storedVersions as string[], lastKey, count } };
-}
-
-/** The annotation value: compact JSON with a fixed field order, so equal progress gives equal text. */
-export function formatProgress(progress: MigrationProgress): string {
-  return JSON.stringify({
-    storageVersion: progress.storageVersion,
-    storedVersions: progress.storedVersions,
-    lastKey: progress.lastKey,
-    count: progress.count,
-  });
-}
-
-/** The merge patch that records progress on the CRD, or (undefined) removes the annotation. */
-export function progressPatch(progress: MigrationProgress | undefined): object {
-  return {
-    metadata: {
-      annotations: {
-        [STORAGE_MIGRATION_ANNOTATION]: progress === undefined ? null : formatProgress(progress),
-      },
-    },
-  };
-}
-
-/**
- * The patch that rewrites an object: empty, so it changes nothing, yet the API server decodes the object,
- * encodes it in the storage version and compares bytes. It writes only when they differ, i.e. when the
- * object was stored in another version (resourceVersion changes) and is a no-op otherwise.
- */
-export const REWRITE_PATCH: Readonly<Record<string, never>> = Object.freeze({});
-
-/**
- * The JSON patch that trims status.storedVersions. The `test` op makes it conditional on the list read
- * when the migration started: a version added meanwhile (a new storage version, whose objects this run
- * did not rewrite) fails the test instead of being dropped.
- */
-export function storedVersionsPatch(observed: string[], storageVersion: string): object[] {
-  return [
-    { op: "test", path: "/status/storedVersions", value: observed },
-    { op: "replace", path: "/status/storedVersions", value: [storageVersion] },
-  ];
-}
-
-/** An object's key in etcd order: `namespace/name`, or `name` for cluster-scoped objects. */
-export function objectKey(metadata: { name?: string; namespace?: string }): string {
-  const name = metadata.name ?? "";
-  return metadata.namespace ? `${metadata.namespace}/${name}` : name;
-}
-
-/**
- * Orders keys as etcd does (bytewise). Not localeCompare: that would disagree with the list order, and a
- * resumed run would skip objects it never rewrote. Names are ASCII, so UTF-16 order is byte order.
- */
-export function compareKeys(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/** Whether an object was done by an earlier page or run: its key sorts at or before the last key done. */
-export function isDone(key: string, lastKey: string | undefined): boolean {
-  return lastKey !== undefined && compareKeys(key, lastKey) <= 0;
-}
-
-export type MigrationPlan =
-  | { needed: false; storageVersion: string }
-  | {
-      needed: true;
-      storageVersion: string;
-      /** status.storedVersions as read: the `test` value of the final patch. */
-      storedVersions: string[];
-      group: string;
-      plural: string;
-      namespaced: boolean;
-    };
-
-/** Whether the CRD needs a migration: only when storedVersions is anything but exactly [storage version]. */
-export function planMigration(crd: CrdView): MigrationPlan {
-  const storage = crd.spec.versions.filter((v) => v.storage === true);
-  if (storage.length !== 1 || storage[0] === undefined) {
-    throw new Error(
-      `CRD ${crd.metadata.name} has ${storage.length} storage versions; the API server allows exactly one`,
-    );
-  }
-  const storageVersion = storage[0].name;
-  const storedVersions = crd.status?.storedVersions ?? [];
-  if (storedVersions.length === 1 && storedVersions[0] === storageVersion) {
-    return { needed: false, storageVersion };
-  }
-  return {
-    needed: true,
-    storageVersion,
-    storedVersions: [...storedVersions],
-    group: crd.spec.group,
-    plural: crd.spec.names.plural,
-    namespaced: crd.spec.scope === "Namespaced",
-  };
-}
-
-/**
- * Where to resume: the recorded progress counts only for the same migration (storage version and
- * storedVersions, in any order); otherwise it is stale, and the run starts from the beginning.
- */
-export function resumePoint(
-  progress: MigrationProgress | undefined,
-  storageVersion: string,
-  storedVersions: string[],
-): { lastKey: string; count: number } | undefined {
-  if (progress === undefined || progress.storageVersion !== storageVersion) return undefined;
-  const sorted = (list: string[]): string[] => [...list].sort(compareKeys);
-  if (!sameList(sorted(progress.storedVersions), sorted(storedVersions))) return undefined;
-  return { lastKey: progress.lastKey, count: progress.count };
-}
-
-function sameList(a: string[], b: string[]): boolean {
-  return a.length === b.length && a.every((v, i) => v === b[i]);
-}
-
-export interface RetryPolicy {
-  /** Tries per request, the first included. */
-  attempts: number;
-  baseDelayMs: number;
-  maxDelayMs: number;
-}
-
-export const DEFAULT_RETRY: RetryPolicy = { attempts: 5, baseDelayMs: 200, maxDelayMs: 10_000 };
-
-/** Exponential backoff after failed try `attempt` (1-based), stretched to the server's Retry-After. */
-export function retryDelayMs(
-  attempt: number,
-  retryAfterSeconds: number | undefined,
-  policy: RetryPolicy,
-): number {
-  const backoff = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1));
-  const asked = retryAfterSeconds === undefined ? 0 : Math.min(policy.maxDelayMs, retryAfterSeconds * 1000);
-  return Math.max(backoff, asked);
-}
-
-export interface MigrationFailure {
-  /** The object's key, `namespace/name` or `name`. */
-  key: string;
-  /** The API server's message. */
-  message: string;
-}
-
-interface Counters {
-  /** Objects rewritten in the storage version, over every run of this migration (deleted ones not counted). */
-  objects: number;
-  /** Retries of transient errors in this run. */
-  retries: number;
-}
-
-export type MigrationOutcome =
-  | { state: "UpToDate" }
-  | ({ state: "Migrated"; storageVersion: string; from: string[] } & Counters)
-  /** Some objects could not be rewritten: storedVersions was left alone. */
-  | ({ state: "Failed"; storageVersion: string; failures: MigrationFailure[] } & Counters)
-  /** storedVersions changed while the objects were rewritten (the `test` op failed); run again later. */
-  | ({
-      state: "StoredVersionsChanged";
-      storageVersion: string;
-      expected: string[];
-      current: string[];
-      message: string;
-    } & Counters)
-  /** The signal aborted the run; the progress annotation says where the next run resumes. */
-  | ({ state: "Aborted"; storageVersion: string; lastKey: string | undefined } & Counters);
 
 export interface MigrationOptions {
   kubeConfig: KubeConfig;
@@ -261,6 +65,13 @@ interface ListPage {
   items?: ListedObject[];
 }
 
+type NeededPlan = Extract<MigrationPlan, { needed: true }>;
+
+/** The versions a migration moves objects from: every stored version but the storage version. */
+function fromVersions(plan: NeededPlan): string[] {
+  return plan.storedVersions.filter((v) => v !== plan.storageVersion);
+}
+
 /**
  * Rewrites every object of the CRD in its storage version, then trims status.storedVersions to it.
  * Resolves with what happened; rejects only when the API server cannot be reached or refuses this
@@ -280,6 +91,7 @@ class StorageMigration {
   private readonly clock: Clock;
   private readonly retry: RetryPolicy;
   private readonly pageSize: number;
+  private readonly crdPath: string;
   private retries = 0;
 
   constructor(private readonly opts: MigrationOptions) {
@@ -288,18 +100,33 @@ class StorageMigration {
     this.clock = opts.clock ?? systemClock;
     this.retry = opts.retry ?? DEFAULT_RETRY;
     this.pageSize = opts.pageSize ?? DEFAULT_PAGE_SIZE;
+    this.crdPath = `${CRD_PATH}/${encodeURIComponent(opts.crdName)}`;
   }
 
   async run(): Promise<MigrationOutcome> {
-    const crdPath = `${CRD_PATH}/${encodeURIComponent(this.opts.crdName)}`;
-    const crd = await this.withRetry("read the CRD", () =>
-      kubeRequest<CrdView>(this.kc, { method: "GET", path: crdPath }),
-    );
+    const crd = await this.readCrd();
     const plan = planMigration(crd);
     if (!plan.needed) return { state: "UpToDate" };
-    const { storageVersion, storedVersions } = plan;
-    const from = storedVersions.filter((v) => v !== storageVersion);
+    const run = new RunProgress(this.resumePointOf(crd, plan));
+    this.log.info(
+      { from: fromVersions(plan), to: plan.storageVersion, storedVersions: plan.storedVersions },
+      "storage migration started",
+    );
+    await this.rewriteAll(plan, run);
+    if (this.opts.signal?.aborted) return this.stopped(plan, run);
+    if (run.failures.length > 0) return this.failed(crd, plan, run);
+    return (await this.trimStoredVersions(plan, run)) ?? (await this.migrated(crd, plan, run));
+  }
 
+  private readCrd(): Promise<CrdView> {
+    return this.withRetry("read the CRD", () =>
+      kubeRequest<CrdView>(this.kc, { method: "GET", path: this.crdPath }),
+    );
+  }
+
+  /** Where the progress annotation says to resume; undefined (from the start) when it is of no use. */
+  private resumePointOf(crd: CrdView, plan: NeededPlan): { lastKey: string; count: number } | undefined {
+    const { storageVersion, storedVersions } = plan;
     const parsed = parseProgress(crd.metadata.annotations?.[STORAGE_MIGRATION_ANNOTATION]);
     if (parsed.progress === undefined && parsed.problem !== undefined) {
       this.log.warn(
@@ -316,28 +143,12 @@ class StorageMigration {
         "recorded progress belongs to another migration; starting from the first object",
       );
     }
-    this.log.info({ from, to: storageVersion, storedVersions }, "storage migration started");
+    return resume;
+  }
 
-    // `done` is the prefix of keys all rewritten: the only progress worth recording, because a resumed
-    // run skips everything up to it. After a failure it stops moving, so the failed object is retried
-    // next time, while this run goes on past it (`seen`) to find every other object that fails.
-    let done: { lastKey: string | undefined; count: number } = {
-      lastKey: resume?.lastKey,
-      count: resume?.count ?? 0,
-    };
-    let recorded = done.lastKey;
-    let seen = done.lastKey;
-    let rewrittenPastFailure = 0;
-    const failures: MigrationFailure[] = [];
-    const counters = (): Counters => ({ objects: done.count + rewrittenPastFailure, retries: this.retries });
-    const saveProgress = async (): Promise<void> => {
-      if (done.lastKey === undefined || done.lastKey === recorded) return;
-      const progress = { storageVersion, storedVersions, lastKey: done.lastKey, count: done.count };
-      await this.withRetry("record progress", () => this.patchCrd(crdPath, progressPatch(progress)));
-      recorded = done.lastKey;
-    };
-
-    const listPath = `/apis/${plan.group}/${storageVersion}/${plan.plural}`;
+  /** Rewrites the objects page by page past the resume point, recording progress after each page. */
+  private async rewriteAll(plan: NeededPlan, run: RunProgress): Promise<void> {
+    const listPath = `/apis/${plan.group}/${plan.storageVersion}/${plan.plural}`;
     let continueToken: string | undefined;
     let page = 0;
     while (!this.opts.signal?.aborted) {
@@ -354,92 +165,118 @@ class StorageMigration {
         // The continue token outlived etcd's compaction: list again from the start; the objects done
         // so far are skipped by key, so this costs a list, not a rewrite.
         if (err instanceof GoneError && continueToken !== undefined) {
-          this.log.info({ lastKey: seen }, "list continuation expired; listing again");
+          this.log.info({ lastKey: run.seen }, "list continuation expired; listing again");
           continueToken = undefined;
           continue;
         }
         throw err;
       }
       page++;
-      const items = [...(list.items ?? [])]
-        .map((item) => ({ key: objectKey(item.metadata ?? {}), metadata: item.metadata ?? {} }))
-        .sort((a, b) => compareKeys(a.key, b.key));
-      let skipped = 0;
-      for (const { key, metadata } of items) {
-        if (this.opts.signal?.aborted) break;
-        if (isDone(key, seen)) {
-          skipped++;
-          continue;
-        }
-        const result = await this.rewrite(plan, storageVersion, metadata);
-        seen = key;
-        if (typeof result === "object") {
-          failures.push({ key, message: result.failed });
-          this.log.warn({ key, err: result.failed }, "object could not be rewritten in the storage version");
-        } else if (failures.length === 0) {
-          done = { lastKey: key, count: done.count + (result === "rewritten" ? 1 : 0) };
-        } else if (result === "rewritten") {
-          rewrittenPastFailure++;
-        }
-      }
-      await saveProgress();
+      const { items, skipped } = await this.rewritePage(plan, list, run);
+      await this.saveProgress(plan, run);
       this.log.info(
-        {
-          page,
-          items: items.length,
-          skipped,
-          objects: counters().objects,
-          lastKey: seen,
-          failures: failures.length,
-        },
+        { page, items, skipped, objects: run.objects, lastKey: run.seen, failures: run.failures.length },
         "storage migration progress",
       );
       continueToken = list.metadata?.continue || undefined;
       if (continueToken === undefined) break;
     }
+  }
 
-    if (this.opts.signal?.aborted) {
-      await saveProgress();
-      this.log.info({ lastKey: done.lastKey, objects: done.count }, "storage migration stopped; will resume");
-      return { state: "Aborted", storageVersion, lastKey: done.lastKey, ...counters() };
+  /** Rewrites, in key order, the objects of one page not done before; how many it held and skipped. */
+  private async rewritePage(
+    plan: NeededPlan,
+    list: ListPage,
+    run: RunProgress,
+  ): Promise<{ items: number; skipped: number }> {
+    const items = [...(list.items ?? [])]
+      .map((item) => ({ key: objectKey(item.metadata ?? {}), metadata: item.metadata ?? {} }))
+      .sort((a, b) => compareKeys(a.key, b.key));
+    let skipped = 0;
+    for (const { key, metadata } of items) {
+      if (this.opts.signal?.aborted) break;
+      if (isDone(key, run.seen)) {
+        skipped++;
+        continue;
+      }
+      const result = await this.rewrite(plan, metadata);
+      run.add(key, result);
+      if (typeof result === "object") {
+        this.log.warn({ key, err: result.failed }, "object could not be rewritten in the storage version");
+      }
     }
+    return { items: items.length, skipped };
+  }
 
-    if (failures.length > 0) {
-      const named = failures
-        .slice(0, FAILURES_IN_EVENT)
-        .map((f) => `${f.key}: ${f.message}`)
-        .join("; ");
-      const more =
-        failures.length > FAILURES_IN_EVENT ? ` (and ${failures.length - FAILURES_IN_EVENT} more)` : "";
-      this.log.error(
-        { failures, storageVersion, storedVersions },
-        "storage migration failed; storedVersions left as is",
-      );
-      await this.opts.events?.record(
-        this.involved(crd),
-        "Warning",
-        "StorageMigrationFailed",
-        `could not rewrite ${failures.length} object(s) in ${storageVersion}, so storedVersions stays ` +
-          `[${storedVersions.join(", ")}]: ${named}${more}`,
-      );
-      return { state: "Failed", storageVersion, failures, ...counters() };
-    }
+  /** Records the done prefix in the annotation when it moved since it was last recorded. */
+  private async saveProgress(plan: NeededPlan, run: RunProgress): Promise<void> {
+    const { lastKey, count } = run.done;
+    if (lastKey === undefined || lastKey === run.recorded) return;
+    const { storageVersion, storedVersions } = plan;
+    const progress = { storageVersion, storedVersions, lastKey, count };
+    await this.withRetry("record progress", () => this.patchCrd(progressPatch(progress)));
+    run.recorded = lastKey;
+  }
 
+  private counters(run: RunProgress): Counters {
+    return { objects: run.objects, retries: this.retries };
+  }
+
+  /** The signal aborted the run: progress is recorded for the next one. */
+  private async stopped(plan: NeededPlan, run: RunProgress): Promise<MigrationOutcome> {
+    await this.saveProgress(plan, run);
+    const { lastKey, count } = run.done;
+    this.log.info({ lastKey, objects: count }, "storage migration stopped; will resume");
+    return { state: "Aborted", storageVersion: plan.storageVersion, lastKey, ...this.counters(run) };
+  }
+
+  /** Some objects could not be rewritten: storedVersions stays, and a Warning Event names them. */
+  private async failed(crd: CrdView, plan: NeededPlan, run: RunProgress): Promise<MigrationOutcome> {
+    const { storageVersion, storedVersions } = plan;
+    const failures = run.failures;
+    const named = failures
+      .slice(0, FAILURES_IN_EVENT)
+      .map((f) => `${f.key}: ${f.message}`)
+      .join("; ");
+    const more =
+      failures.length > FAILURES_IN_EVENT ? ` (and ${failures.length - FAILURES_IN_EVENT} more)` : "";
+    this.log.error(
+      { failures, storageVersion, storedVersions },
+      "storage migration failed; storedVersions left as is",
+    );
+    await this.opts.events?.record(
+      this.involved(crd),
+      "Warning",
+      "StorageMigrationFailed",
+      `could not rewrite ${failures.length} object(s) in ${storageVersion}, so storedVersions stays ` +
+        `[${storedVersions.join(", ")}]: ${named}${more}`,
+    );
+    return { state: "Failed", storageVersion, failures, ...this.counters(run) };
+  }
+
+  /**
+   * Trims status.storedVersions to the storage version, on the condition that it is still what the run
+   * started from; the StoredVersionsChanged outcome when it is not, undefined when trimmed.
+   */
+  private async trimStoredVersions(
+    plan: NeededPlan,
+    run: RunProgress,
+  ): Promise<MigrationOutcome | undefined> {
+    const { storageVersion, storedVersions } = plan;
     try {
       await this.withRetry("trim storedVersions", () =>
         kubeRequest(this.kc, {
           method: "PATCH",
-          path: `${crdPath}/status`,
+          path: `${this.crdPath}/status`,
           query: { fieldManager: STORAGE_MIGRATION_FIELD_MANAGER },
           body: storedVersionsPatch(storedVersions, storageVersion),
           contentType: JSON_PATCH,
         }),
       );
+      return undefined;
     } catch (err) {
       if (!(err instanceof InvalidError || err instanceof ConflictError)) throw err;
-      const now = await this.withRetry("read the CRD", () =>
-        kubeRequest<CrdView>(this.kc, { method: "GET", path: crdPath }),
-      );
+      const now = await this.readCrd();
       const current = now.status?.storedVersions ?? [];
       // Unchanged storedVersions means the server refused the patch for another reason: not ours to hide.
       if (sameList(current, storedVersions)) throw err;
@@ -453,33 +290,37 @@ class StorageMigration {
         expected: storedVersions,
         current,
         message: err.message,
-        ...counters(),
+        ...this.counters(run),
       };
     }
+  }
 
+  /** storedVersions is trimmed: the progress annotation goes, and a Normal Event says what was done. */
+  private async migrated(crd: CrdView, plan: NeededPlan, run: RunProgress): Promise<MigrationOutcome> {
+    const { storageVersion } = plan;
+    const from = fromVersions(plan);
     try {
-      await this.withRetry("remove the progress annotation", () =>
-        this.patchCrd(crdPath, progressPatch(undefined)),
-      );
+      await this.withRetry("remove the progress annotation", () => this.patchCrd(progressPatch(undefined)));
     } catch (err) {
       // storedVersions is already trimmed, so the migration is done; a leftover annotation names
       // storedVersions that no longer exist and is ignored (and overwritten) by any later migration.
       this.log.warn({ err: String(err) }, "could not remove the storage migration progress annotation");
     }
+    const count = run.done.count;
     const message =
-      `rewrote ${done.count} objects from ${from.join(", ") || storageVersion} to ${storageVersion}; ` +
+      `rewrote ${count} objects from ${from.join(", ") || storageVersion} to ${storageVersion}; ` +
       `storedVersions is now [${storageVersion}]`;
-    this.log.info({ objects: done.count, retries: this.retries, from, to: storageVersion }, message);
+    this.log.info({ objects: count, retries: this.retries, from, to: storageVersion }, message);
     await this.opts.events?.record(this.involved(crd), "Normal", "StorageMigrated", message);
-    return { state: "Migrated", storageVersion, from, ...counters() };
+    return { state: "Migrated", storageVersion, from, ...this.counters(run) };
   }
 
   /** Patches one object with the empty patch: rewritten, gone meanwhile, or refused (and why). */
   private async rewrite(
-    plan: Extract<MigrationPlan, { needed: true }>,
-    version: string,
+    plan: NeededPlan,
     metadata: { name?: string; namespace?: string },
-  ): Promise<"rewritten" | "gone" | { failed: string }> {
+  ): Promise<RewriteResult> {
+    const version = plan.storageVersion;
     const name = encodeURIComponent(metadata.name ?? "");
     const path =
       plan.namespaced && metadata.namespace
@@ -511,10 +352,10 @@ class StorageMigration {
     }
   }
 
-  private patchCrd(crdPath: string, body: object): Promise<unknown> {
+  private patchCrd(body: object): Promise<unknown> {
     return kubeRequest(this.kc, {
       method: "PATCH",
-      path: crdPath,
+      path: this.crdPath,
       query: { fieldManager: STORAGE_MIGRATION_FIELD_MANAGER },
       body,
       contentType: MERGE_PATCH,

@@ -1,173 +1,25 @@
 // A small Kubernetes API client on node:https for the plugin, which cannot afford @kubernetes/client-node's memory.
+// Where its credentials come from is credentials.ts; its error type, ApiError, is api-error.ts.
 import { readFile } from "node:fs/promises";
 import * as http from "node:http";
 import * as https from "node:https";
-import { dirname, isAbsolute, join } from "node:path";
-import { parse } from "yaml";
+import { ApiError, networkError, statusError } from "./api-error.js";
+import { KubeconfigError, type ApiCredentials } from "./credentials.js";
+import { parseJson, record } from "./json.js";
 
-/** Where a pod finds its ServiceAccount token and the cluster CA. */
-export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
+export { ApiError, type ApiErrorDetails } from "./api-error.js";
+export {
+  inClusterCredentials,
+  KubeconfigError,
+  loadKubeconfig,
+  SERVICE_ACCOUNT_DIR,
+  type ApiCredentials,
+} from "./credentials.js";
+
 /** Bound ServiceAccount tokens rotate (the kubelet refreshes the file at 80% of their life): re-read often. */
 export const TOKEN_REFRESH_MS = 60_000;
 const DEFAULT_TIMEOUT_MS = 10_000;
 const MAX_RESPONSE_BYTES = 8 * 2 ** 20;
-
-/** How to reach and authenticate to one API server. */
-export interface ApiCredentials {
-  /** `https://host:port` (or `http://` for a local proxy or tests). */
-  server: string;
-  /** PEM bundle trusted for the server; the system roots when absent. */
-  ca?: Buffer;
-  insecureSkipTLSVerify?: boolean;
-  /** Server name to verify instead of the URL's host. */
-  tlsServerName?: string;
-  clientCertificate?: Buffer;
-  clientKey?: Buffer;
-  token?: string;
-  /** Read for every request older than TOKEN_REFRESH_MS, so a rotated token is picked up. */
-  tokenFile?: string;
-}
-
-export interface ApiErrorDetails {
-  /** HTTP status code; 0 when no answer arrived (refused, reset, timed out, aborted). */
-  code: number;
-  /** The API's `Status.reason` (NotFound, Forbidden, ...), or the network error's code. */
-  reason: string;
-  retryAfterSeconds?: number;
-  cause?: unknown;
-}
-
-/** A failed request; `message` is the API server's own message when it answered. */
-export class ApiError extends Error {
-  readonly code: number;
-  readonly reason: string;
-  readonly retryAfterSeconds: number | undefined;
-
-  constructor(message: string, details: ApiErrorDetails) {
-    super(message, details.cause === undefined ? undefined : { cause: details.cause });
-    this.name = "ApiError";
-    this.code = details.code;
-    this.reason = details.reason;
-    this.retryAfterSeconds = details.retryAfterSeconds;
-  }
-
-  /** Worth retrying soon: no answer, throttled, or a server-side failure. */
-  get transient(): boolean {
-    return this.code === 0 || this.code === 429 || this.code >= 500;
-  }
-}
-
-/** A kubeconfig problem: names the file and what is missing or unsupported. */
-export class KubeconfigError extends Error {
-  override readonly name = "KubeconfigError";
-}
-
-function record(value: unknown): Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value)
-    ? (value as Record<string, unknown>)
-    : {};
-}
-
-function optionalString(value: unknown): string | undefined {
-  return typeof value === "string" && value !== "" ? value : undefined;
-}
-
-function findNamed(list: unknown, name: string, member: string): Record<string, unknown> | undefined {
-  if (!Array.isArray(list)) return undefined;
-  const entry: unknown = list.find((e) => record(e)["name"] === name);
-  return entry === undefined ? undefined : record(record(entry)[member]);
-}
-
-/**
- * Credentials of the kubeconfig's current context: server, CA, TLS verification and either a client
- * certificate or a bearer token. Relative file paths are resolved against the kubeconfig's directory,
- * as kubectl does. Exec plugins and auth providers are refused: a node agent must not run commands.
- */
-export async function loadKubeconfig(path: string): Promise<ApiCredentials> {
-  let doc: Record<string, unknown>;
-  try {
-    doc = record(parse(await readFile(path, "utf8")));
-  } catch (err) {
-    throw new KubeconfigError(`kubeconfig ${path}: ${(err as Error).message}`, { cause: err });
-  }
-  const contextName = optionalString(doc["current-context"]);
-  if (contextName === undefined) throw new KubeconfigError(`kubeconfig ${path}: no current-context`);
-  const context = findNamed(doc["contexts"], contextName, "context");
-  if (context === undefined) {
-    throw new KubeconfigError(`kubeconfig ${path}: context '${contextName}' not found`);
-  }
-  const clusterName = optionalString(context["cluster"]) ?? "";
-  const cluster = findNamed(doc["clusters"], clusterName, "cluster");
-  const server = optionalString(cluster?.["server"]);
-  if (cluster === undefined || server === undefined) {
-    throw new KubeconfigError(`kubeconfig ${path}: cluster '${clusterName}' not found or has no server`);
-  }
-  const userName = optionalString(context["user"]);
-  const user = userName === undefined ? {} : (findNamed(doc["users"], userName, "user") ?? {});
-  for (const unsupported of ["exec", "auth-provider"]) {
-    if (user[unsupported] !== undefined) {
-      throw new KubeconfigError(
-        `kubeconfig ${path}: user '${userName ?? ""}' uses ${unsupported}, which dpo plugin does not support; use a token, a token file or a client certificate`,
-      );
-    }
-  }
-
-  const base = dirname(path);
-  // `<key>-data` (base64) wins over the file `<key>`, as in kubectl.
-  const fileOrData = async (entry: Record<string, unknown>, fileKey: string): Promise<Buffer | undefined> => {
-    const data = optionalString(entry[`${fileKey}-data`]);
-    if (data !== undefined) return Buffer.from(data, "base64");
-    const file = optionalString(entry[fileKey]);
-    if (file === undefined) return undefined;
-    try {
-      return await readFile(isAbsolute(file) ? file : join(base, file));
-    } catch (err) {
-      throw new KubeconfigError(`kubeconfig ${path}: ${fileKey} ${file}: ${(err as Error).message}`, {
-        cause: err,
-      });
-    }
-  };
-  const tokenFile = optionalString(user["tokenFile"]);
-  const credentials: ApiCredentials = {
-    server,
-    ca: await fileOrData(cluster, "certificate-authority"),
-    insecureSkipTLSVerify: cluster["insecure-skip-tls-verify"] === true,
-    tlsServerName: optionalString(cluster["tls-server-name"]),
-    clientCertificate: await fileOrData(user, "client-certificate"),
-    clientKey: await fileOrData(user, "client-key"),
-    token: optionalString(user["token"]),
-    tokenFile:
-      tokenFile === undefined ? undefined : isAbsolute(tokenFile) ? tokenFile : join(base, tokenFile),
-  };
-  if ((credentials.clientCertificate === undefined) !== (credentials.clientKey === undefined)) {
-    throw new KubeconfigError(
-      `kubeconfig ${path}: user '${userName ?? ""}' needs both a client certificate and a client key`,
-    );
-  }
-  return credentials;
-}
-
-/**
- * The pod's own credentials, as client-go's rest.InClusterConfig finds them; undefined outside a pod
- * (KUBERNETES_SERVICE_HOST unset).
- */
-export async function inClusterCredentials(
-  env: Readonly<Record<string, string | undefined>> = process.env,
-  serviceAccountDir = SERVICE_ACCOUNT_DIR,
-): Promise<ApiCredentials | undefined> {
-  const host = env["KUBERNETES_SERVICE_HOST"];
-  const port = env["KUBERNETES_SERVICE_PORT"];
-  if (host === undefined || host === "" || port === undefined || port === "") return undefined;
-  const hostPart = host.includes(":") ? `[${host}]` : host;
-  const caPath = join(serviceAccountDir, "ca.crt");
-  let ca: Buffer;
-  try {
-    ca = await readFile(caPath);
-  } catch (err) {
-    throw new KubeconfigError(`in-cluster: cannot read ${caPath}: ${(err as Error).message}`, { cause: err });
-  }
-  return { server: `https://${hostPart}:${port}`, ca, tokenFile: join(serviceAccountDir, "token") };
-}
 
 export interface ApiRequest {
   method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -203,12 +55,6 @@ export interface ApiWatchRequest {
   silenceTimeoutMs: number;
   /** Ends the watch (stop); the promise then rejects with an ApiError of reason Aborted. */
   signal?: AbortSignal;
-}
-
-interface StatusBody {
-  message?: unknown;
-  reason?: unknown;
-  details?: { retryAfterSeconds?: unknown };
 }
 
 /** One API server, one keep-alive agent, JSON in and out, typed errors. */
@@ -495,43 +341,4 @@ export class ApiClient {
       });
     }
   }
-}
-
-function parseJson(body: Buffer): unknown {
-  if (body.length === 0) return undefined;
-  try {
-    return JSON.parse(body.toString("utf8")) as unknown;
-  } catch {
-    return undefined;
-  }
-}
-
-function networkError(req: Pick<ApiRequest, "method" | "path">, err: Error): ApiError {
-  const code = (err as NodeJS.ErrnoException).code ?? err.name;
-  return new ApiError(`${req.method} ${req.path}: ${err.message}`, {
-    code: 0,
-    reason: code === "ABORT_ERR" ? "Aborted" : code,
-    cause: err,
-  });
-}
-
-function statusError(
-  status: number,
-  parsed: unknown,
-  body: Buffer,
-  retryAfterHeader: string | undefined,
-): ApiError {
-  const statusBody = record(parsed) as StatusBody;
-  const message =
-    typeof statusBody.message === "string" && statusBody.message !== ""
-      ? statusBody.message
-      : body.toString("utf8").slice(0, 512).trim() || `HTTP ${status}`;
-  const fromBody = statusBody.details?.retryAfterSeconds;
-  const fromHeader = retryAfterHeader === undefined ? NaN : Number(retryAfterHeader);
-  return new ApiError(message, {
-    code: status,
-    reason: typeof statusBody.reason === "string" ? statusBody.reason : `HTTP${status}`,
-    retryAfterSeconds:
-      typeof fromBody === "number" ? fromBody : Number.isFinite(fromHeader) ? fromHeader : undefined,
-  });
 }

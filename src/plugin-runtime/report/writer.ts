@@ -2,6 +2,7 @@
 import type { Logger } from "pino";
 import type { DeviceNodeStateStatus } from "../../api/v1beta1/devicenodestate.js";
 import { deviceNodeStateName } from "../../contract/node-state.js";
+import { backoffDelayMs } from "../../kube/backoff.js";
 import type { DeviceSetSnapshot } from "../devices/device-set.js";
 import type { PluginMetrics } from "../metrics.js";
 import type { PluginRuntime, PluginRuntimeEvents, RuntimeStatus } from "../runtime.js";
@@ -315,14 +316,13 @@ export class NodeStateWriter {
     const apiError = vanished ? err.cause : err instanceof ApiError ? err : undefined;
     const kind: Failure = vanished ? "vanished" : failureKind(apiError);
     const message = (err as Error).message;
-    const backoff = Math.min(this.retryBaseMs * 2 ** Math.min(this.failures - 1, 30), this.retryMaxMs);
     const retryAfterMs = (apiError?.retryAfterSeconds ?? 0) * 1_000;
     const delay =
       kind === "refused"
         ? this.retryMaxMs
         : kind === "vanished"
           ? this.retryBaseMs
-          : Math.min(Math.max(backoff, retryAfterMs), this.retryMaxMs);
+          : backoffDelayMs({ baseMs: this.retryBaseMs, maxMs: this.retryMaxMs }, this.failures, retryAfterMs);
     const fields = { err: message, code: apiError?.code, reason: apiError?.reason, retryInMs: delay };
     if (message === this.lastFailureMessage) {
       this.log.debug(fields, "node report still not written");

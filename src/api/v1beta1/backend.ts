@@ -1,0 +1,192 @@
+// The backends of the v1beta1 spec, which discover the devices on a node: a `type` discriminator with one
+// optional member per backend, so the CRD schema stays structural.
+import { z } from "zod";
+import { celRules } from "./cel.crd.js";
+import { absolutePath, listOf, mapOf } from "./fields.js";
+
+/** A device id as the kubelet sees it: no whitespace, no commas (ids are joined into env values). */
+const idPrefix = z
+  .string()
+  .min(1)
+  .max(48)
+  .regex(/^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$/, "must be lowercase alphanumerics, '-', '_' or '.'");
+
+export const MockBackendSchema = z
+  .object({
+    devices: z.number().int().min(1).max(4096).describe("Number of simulated physical devices."),
+    idPrefix: idPrefix.default("mock").describe("Prefix of device ids: <idPrefix>-<index>."),
+    numaNodes: z
+      .number()
+      .int()
+      .min(0)
+      .max(64)
+      .default(1)
+      .describe("NUMA nodes the devices are spread over round-robin; 0 means no topology information."),
+    healthFile: absolutePath
+      .optional()
+      .describe(
+        'JSON file mapping device id to "Healthy"|"Unhealthy" or {health, reason}; watched for changes.',
+      ),
+    attributes: mapOf(z.string().max(256), 63).default({}).describe("Attributes reported for every device."),
+  })
+  .strict();
+
+export const DevFSPathSchema = z
+  .object({
+    glob: absolutePath.describe(
+      "Glob of device files relative to the backend root, e.g. /dev/ttyUSB*; * and ? match within a path segment.",
+    ),
+    type: z
+      .enum(["CharDevice", "BlockDevice", "File"])
+      .default("CharDevice")
+      .describe("What a matching path must be to count as healthy."),
+    permissions: z
+      .string()
+      .regex(/^(rw?m?|wm?|m)$/, "must be a combination of r, w and m in that order, e.g. rw")
+      .default("rw")
+      .describe("cgroup device permissions given to the container."),
+    maxContainersPerDevice: z
+      .number()
+      .int()
+      .min(1)
+      .max(1024)
+      .default(1)
+      .describe("How many containers may share one matching path."),
+  })
+  .strict();
+
+export const DevFSBackendSchema = z
+  .object({
+    root: absolutePath.default("/").describe("Host directory the globs are resolved under."),
+    paths: listOf(DevFSPathSchema, 64).min(1),
+  })
+  .strict();
+
+export const PCIBackendSchema = z
+  .object({
+    vendor: z
+      .string()
+      .regex(/^[0-9a-f]{4}$/, "must be a 4-digit lowercase hexadecimal PCI vendor id, e.g. 10de")
+      .describe("PCI vendor id."),
+    devices: listOf(
+      z.string().regex(/^[0-9a-f]{4}$/, "must be a 4-digit lowercase hexadecimal PCI device id"),
+      256,
+    )
+      .default([])
+      .describe("PCI device ids to include; empty means all of the vendor's."),
+    classPrefix: z
+      .string()
+      .regex(/^[0-9a-f]{2,6}$/, "must be 2 to 6 lowercase hexadecimal digits, e.g. 0302")
+      .optional()
+      .describe("Prefix of the PCI class code (without 0x), e.g. 0302 for 3D controllers."),
+    sysfsRoot: absolutePath.default("/sys").describe("Where sysfs is mounted."),
+    devRoot: absolutePath.default("/dev").describe("Where the host's /dev is mounted."),
+  })
+  .strict();
+
+/**
+ * The XIDs NVIDIA documents as caused by the application rather than the GPU (13 graphics engine
+ * exception, 31 MMU fault, 43 channel stopped, 45 preemptive cleanup, 68 video processor exception,
+ * 109 context switch timeout): NVIDIA's own device plugin skips the same ones by default.
+ */
+export const DEFAULT_IGNORED_XIDS = [13, 31, 43, 45, 68, 109] as const;
+
+export const NVIDIABackendSchema = z
+  .object({
+    nvidiaSmiPath: absolutePath
+      .default("/usr/bin/nvidia-smi")
+      .describe("The nvidia-smi binary; the NVIDIA Container Toolkit mounts it at /usr/bin/nvidia-smi."),
+    devRoot: absolutePath.default("/dev").describe("Where the host's /dev (with /dev/nvidia*) is seen."),
+    sysfsRoot: absolutePath.default("/sys").describe("Where sysfs is mounted; the NUMA node of each GPU."),
+    pollIntervalSeconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(3600)
+      .default(10)
+      .describe("How often nvidia-smi (and dmesg) are run for health."),
+    timeoutSeconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(300)
+      .default(10)
+      .describe("How long one nvidia-smi or dmesg run may take before it is killed and counted as failed."),
+    dmesgPath: absolutePath
+      .optional()
+      .describe(
+        "dmesg binary to read XID events (NVRM: Xid lines) from the kernel log; unset: nvidia-smi polling only. Needs CAP_SYSLOG.",
+      ),
+    ignoredXids: listOf(z.number().int().min(1).max(65535), 64)
+      .default([...DEFAULT_IGNORED_XIDS])
+      .describe("XIDs that do not make a GPU unhealthy (application errors)."),
+  })
+  .strict();
+
+export const BACKEND_TYPES = ["Mock", "DevFS", "PCI", "NVIDIA"] as const;
+export type BackendType = (typeof BACKEND_TYPES)[number];
+
+/** Which member of `backend` belongs to each `type`. */
+export const BACKEND_MEMBER: Record<BackendType, "mock" | "devFS" | "pci" | "nvidia"> = {
+  Mock: "mock",
+  DevFS: "devFS",
+  PCI: "pci",
+  NVIDIA: "nvidia",
+};
+
+export const BackendSchema = z
+  .object({
+    type: z.enum(BACKEND_TYPES).describe("Which backend discovers the devices; its member must be set."),
+    mock: MockBackendSchema.optional(),
+    devFS: DevFSBackendSchema.optional(),
+    pci: PCIBackendSchema.optional(),
+    nvidia: NVIDIABackendSchema.optional(),
+  })
+  .strict()
+  .superRefine((backend, ctx) => {
+    const want = BACKEND_MEMBER[backend.type];
+    if (backend[want] === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: [want],
+        message: `must be set when type is ${backend.type}`,
+      });
+    }
+    for (const member of Object.values(BACKEND_MEMBER)) {
+      if (member !== want && backend[member] !== undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: [member],
+          message: `must not be set when type is ${backend.type}`,
+        });
+      }
+    }
+  })
+  // The superRefine above as CEL, so the API server refuses the same manifests at the same paths.
+  .meta(
+    celRules(
+      ...BACKEND_TYPES.flatMap((type) => {
+        const member = BACKEND_MEMBER[type];
+        return [
+          {
+            rule: `self.type != '${type}' || has(self.${member})`,
+            message: `must be set when type is ${type}`,
+            fieldPath: `.${member}`,
+            reason: "FieldValueRequired" as const,
+          },
+          {
+            rule: `self.type == '${type}' || !has(self.${member})`,
+            messageExpression: "'must not be set when type is ' + self.type",
+            fieldPath: `.${member}`,
+            reason: "FieldValueForbidden" as const,
+          },
+        ];
+      }),
+    ),
+  );
+
+export type MockBackend = z.infer<typeof MockBackendSchema>;
+export type DevFSBackend = z.infer<typeof DevFSBackendSchema>;
+export type DevFSPath = z.infer<typeof DevFSPathSchema>;
+export type PCIBackend = z.infer<typeof PCIBackendSchema>;
+export type NVIDIABackend = z.infer<typeof NVIDIABackendSchema>;

@@ -1,0 +1,145 @@
+// How a config offers its devices (`publish`), and the DRA settings with the rules both API versions share.
+import { z } from "zod";
+import type { CelRule } from "./cel.crd.js";
+import { DNS_SUBDOMAIN, listOf } from "./fields.js";
+import type { DevicePluginConfigSpec } from "./spec.js";
+
+/** How a config offers its devices: the kubelet's device plugin API, or Dynamic Resource Allocation. */
+export const PUBLISH_MODES = ["DevicePlugin", "DRA"] as const;
+export type PublishMode = (typeof PUBLISH_MODES)[number];
+
+/** resource.k8s.io's longest driver name (DriverNameMaxLength in k8s.io/api resource/v1). */
+export const DRA_DRIVER_NAME_MAX_LENGTH = 63;
+/** Selectors a DeviceClass may hold (DeviceSelectorsMaxSize); one of them is the driver's own. */
+export const DEVICE_CLASS_SELECTORS_MAX = 32;
+/** Longest CEL selector expression resource.k8s.io accepts (CELSelectorExpressionMaxLength). */
+export const CEL_SELECTOR_MAX_LENGTH = 10 * 1024;
+// `[.]`, not `\.`: it sits in a CEL string literal, where `\.` is no valid escape.
+const DNS_SUBDOMAIN_CEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+const DNS_SUBDOMAIN_MESSAGE = "must be a lowercase DNS subdomain (RFC 1123), e.g. gpu.example.com";
+
+export const DeviceSelectorSchema = z
+  .object({
+    cel: z
+      .object({
+        expression: z
+          .string()
+          .min(1)
+          .max(CEL_SELECTOR_MAX_LENGTH)
+          .describe(
+            'A CEL expression over `device`, e.g. device.attributes["gpu.example.com"].model == "X100".',
+          ),
+      })
+      .strict(),
+  })
+  .strict();
+
+export const DRADeviceClassSchema = z
+  .object({
+    name: z
+      .string()
+      .max(253)
+      .regex(DNS_SUBDOMAIN, DNS_SUBDOMAIN_MESSAGE)
+      .optional()
+      .describe("The DeviceClass the operator creates and owns; defaults to the driver name."),
+    selectors: listOf(DeviceSelectorSchema, DEVICE_CLASS_SELECTORS_MAX - 1)
+      .default([])
+      .describe("CEL selectors every device of the class must also match, beside the driver's own."),
+  })
+  .strict();
+
+export const DRASchema = z
+  .object({
+    driverName: z
+      .string()
+      .max(DRA_DRIVER_NAME_MAX_LENGTH)
+      .regex(DNS_SUBDOMAIN, DNS_SUBDOMAIN_MESSAGE)
+      .optional()
+      .describe(
+        "The DRA driver name in ResourceSlices, claims' results and CDI ids; defaults to <name>.<domain> of the resource name (example.com/gpu: gpu.example.com).",
+      ),
+    deviceClass: DRADeviceClassSchema.default({ selectors: [] }),
+  })
+  .strict();
+export type DRA = z.infer<typeof DRASchema>;
+
+/**
+ * The driver name a resource name gives when `spec.dra.driverName` is unset: `<name>.<domain>`, as DRA
+ * drivers are named (`gpu.nvidia.com` for `nvidia.com/gpu`). It may not be a valid driver name (upper
+ * case, `_`, too long): `checkDefaultDriverName` says so, and the spec must name one then. Pure.
+ */
+export function defaultDriverName(resourceName: string): string {
+  const slash = resourceName.indexOf("/");
+  return `${resourceName.slice(slash + 1)}.${resourceName.slice(0, slash)}`;
+}
+
+/** Why the default driver name of a resource name cannot be used, or undefined when it can. Pure. */
+export function checkDefaultDriverName(resourceName: string): string | undefined {
+  const name = defaultDriverName(resourceName);
+  if (name.length <= DRA_DRIVER_NAME_MAX_LENGTH && DNS_SUBDOMAIN.test(name)) return undefined;
+  return `must be set: the default ${JSON.stringify(name)} from the resource name is not a lowercase DNS subdomain of at most ${DRA_DRIVER_NAME_MAX_LENGTH} characters`;
+}
+
+/** The DRA driver name a spec publishes under. */
+export function draDriverName(spec: Pick<DevicePluginConfigSpec, "resourceName" | "dra">): string {
+  return spec.dra?.driverName ?? defaultDriverName(spec.resourceName);
+}
+
+/** The DeviceClass a spec's operator owns. */
+export function draDeviceClassName(spec: Pick<DevicePluginConfigSpec, "resourceName" | "dra">): string {
+  return spec.dra?.deviceClass.name ?? draDriverName(spec);
+}
+
+/** The default driver name as CEL: `<name>.<domain>` of resourceName (which has exactly one '/'). */
+const DEFAULTED_DRIVER_CEL =
+  "(self.resourceName.substring(self.resourceName.indexOf('/') + 1) + '.' + self.resourceName.substring(0, self.resourceName.indexOf('/')))";
+
+/** With publish DRA and no driver name, the default one must be a valid driver name (CEL at spec level). */
+export const DRA_DEFAULT_DRIVER_RULE = `!has(self.publish) || self.publish != 'DRA' || (has(self.dra) && has(self.dra.driverName)) || !self.resourceName.contains('/') || (size(${DEFAULTED_DRIVER_CEL}) <= ${DRA_DRIVER_NAME_MAX_LENGTH} && ${DEFAULTED_DRIVER_CEL}.matches('${DNS_SUBDOMAIN_CEL_PATTERN}'))`;
+
+const DRA_TIME_SLICING_MESSAGE =
+  "must not be TimeSlicing when publish is DRA: pods share a DRA device by sharing one ResourceClaim";
+
+/**
+ * The CEL rules of `publish` and `dra` at the spec's level, shared by both API versions: `timeSlicing` is
+ * the version's CEL for "the spec shares devices by time-slicing", `sharingField` the field to name.
+ */
+export function publishCelRules(timeSlicing: string, sharingField: string): CelRule[] {
+  return [
+    {
+      rule: DRA_DEFAULT_DRIVER_RULE,
+      messageExpression: `'must be set: the default "' + ${DEFAULTED_DRIVER_CEL} + '" from the resource name is not a lowercase DNS subdomain of at most ${DRA_DRIVER_NAME_MAX_LENGTH} characters'`,
+      fieldPath: ".dra.driverName",
+      reason: "FieldValueRequired",
+    },
+    {
+      rule: `!has(self.publish) || self.publish != 'DRA' || !(${timeSlicing})`,
+      message: DRA_TIME_SLICING_MESSAGE,
+      fieldPath: sharingField,
+    },
+  ];
+}
+
+/** The zod side of publishCelRules, naming the same fields; `sharing` is the version's own reading. */
+export function checkPublish(
+  spec: {
+    resourceName: string;
+    publish?: PublishMode | undefined;
+    dra?: { driverName?: string | undefined } | undefined;
+  },
+  timeSlicing: boolean,
+  ctx: z.RefinementCtx,
+  sharingPath: (string | number)[],
+): void {
+  if (spec.publish !== "DRA") return;
+  // As the CEL rule: judged whenever the resource name has a '/', even one with its own problems (the API
+  // server runs the spec's rules over a resource name that failed its own), so both name the same fields.
+  if (spec.dra?.driverName === undefined && spec.resourceName.includes("/")) {
+    const problem = checkDefaultDriverName(spec.resourceName);
+    if (problem !== undefined)
+      ctx.addIssue({ code: "custom", path: ["dra", "driverName"], message: problem });
+  }
+  if (timeSlicing) {
+    ctx.addIssue({ code: "custom", path: sharingPath, message: DRA_TIME_SLICING_MESSAGE });
+  }
+}

@@ -1,0 +1,94 @@
+// Keeps the CDI spec of the plugin's devices on disk: every physical device a CDI name can point at,
+// written again on every device change and, after a failed write, with backoff until one succeeds.
+import type { Logger } from "pino";
+import { CdiSpecWriter, cdiSpecFileName, type CdiDevice } from "../cdi/index.js";
+import { backoffDelayMs } from "../kube/backoff.js";
+import type { DeviceBackend } from "./backends/backend.js";
+import type { DeviceSetSnapshot } from "./devices/device-set.js";
+
+/** Backoff of a failed CDI spec write. */
+const CDI_RETRY = { baseMs: 1_000, maxMs: 60_000 };
+
+export interface CdiSpecSyncOptions {
+  /** Where the spec goes (default /var/run/cdi in the runtime). */
+  dir: string;
+  /** The CDI kind, `<vendor>/<class>`, the names Allocate returns are of. */
+  kind: string;
+  backend: DeviceBackend;
+  /** The devices now, for a retry. */
+  devices: () => DeviceSetSnapshot;
+  logger: Logger;
+}
+
+export class CdiSpecSync {
+  /** Writes the spec the CDI names Allocate returns resolve against; undefined when the kind is not valid. */
+  private readonly writer: CdiSpecWriter | undefined;
+  private readonly log: Logger;
+  private retryTimer: NodeJS.Timeout | undefined;
+  /** Failed writes since the last one that succeeded. */
+  private failures = 0;
+  private stopped = false;
+
+  constructor(private readonly opts: CdiSpecSyncOptions) {
+    this.log = opts.logger;
+    this.writer = this.createWriter();
+  }
+
+  private createWriter(): CdiSpecWriter | undefined {
+    try {
+      return new CdiSpecWriter({
+        dir: this.opts.dir,
+        fileName: cdiSpecFileName(this.opts.kind),
+        logger: this.log,
+      });
+    } catch (err) {
+      // An explicit cdi.kind is checked by the schema, but one defaulted from the resource name may be
+      // refused by the CDI parser (a domain starting with a digit): serve anyway, but say loudly that
+      // runtimes will not resolve the names.
+      this.log.error(
+        { err: (err as Error).message, kind: this.opts.kind },
+        "CDI kind is not valid for a CDI spec; no spec is written and CDI names will not resolve",
+      );
+      return undefined;
+    }
+  }
+
+  /** The CDI spec follows the physical devices: every one (healthy or not) that a name can point at. */
+  async write(snap: DeviceSetSnapshot): Promise<void> {
+    const writer = this.writer;
+    if (writer === undefined || this.stopped) return;
+    const devices: CdiDevice[] = snap.physical.map((d) => ({
+      name: d.id,
+      containerEdits: this.opts.backend.cdiContainerEdits(d.id) ?? {},
+    }));
+    clearTimeout(this.retryTimer);
+    try {
+      await writer.write(this.opts.kind, devices);
+      if (this.failures > 0) this.log.info({ path: writer.path }, "CDI spec written");
+      this.failures = 0;
+    } catch (err) {
+      // Containers whose Allocate named these devices cannot start until the spec is there: try again
+      // with backoff (a read-only or full directory may recover), not only on the next device change.
+      this.failures++;
+      const retryInMs = backoffDelayMs(CDI_RETRY, this.failures);
+      this.log.error({ err: String(err), path: writer.path, retryInMs }, "cannot write the CDI spec");
+      if (this.stopped) return;
+      clearTimeout(this.retryTimer);
+      this.retryTimer = setTimeout(() => void this.write(this.opts.devices()), retryInMs);
+      this.retryTimer.unref();
+    }
+  }
+
+  /** No write from now on; a pending retry is dropped. */
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.retryTimer);
+  }
+
+  /** Removes the spec; a failure is logged. */
+  async remove(): Promise<void> {
+    await this.writer?.remove().catch((err: unknown) => {
+      this.log.warn({ err: String(err), path: this.writer?.path }, "cannot remove the CDI spec");
+    });
+  }
+}
