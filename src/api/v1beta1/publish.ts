@@ -2,7 +2,6 @@
 import { z } from "zod";
 import type { CelRule } from "./cel.crd.js";
 import { DNS_SUBDOMAIN, listOf } from "./fields.js";
-import type { DevicePluginConfigSpec } from "./spec.js";
 
 /** How a config offers its devices: the kubelet's device plugin API, or Dynamic Resource Allocation. */
 export const PUBLISH_MODES = ["DevicePlugin", "DRA"] as const;
@@ -63,6 +62,12 @@ export const DRASchema = z
   .strict();
 export type DRA = z.infer<typeof DRASchema>;
 
+/** The fields of a spec that name its DRA driver and DeviceClass. */
+export interface DRANaming {
+  resourceName: string;
+  dra?: DRA | undefined;
+}
+
 /**
  * The driver name a resource name gives when `spec.dra.driverName` is unset: `<name>.<domain>`, as DRA
  * drivers are named (`gpu.nvidia.com` for `nvidia.com/gpu`). It may not be a valid driver name (upper
@@ -81,12 +86,12 @@ export function checkDefaultDriverName(resourceName: string): string | undefined
 }
 
 /** The DRA driver name a spec publishes under. */
-export function draDriverName(spec: Pick<DevicePluginConfigSpec, "resourceName" | "dra">): string {
+export function draDriverName(spec: DRANaming): string {
   return spec.dra?.driverName ?? defaultDriverName(spec.resourceName);
 }
 
 /** The DeviceClass a spec's operator owns. */
-export function draDeviceClassName(spec: Pick<DevicePluginConfigSpec, "resourceName" | "dra">): string {
+export function draDeviceClassName(spec: DRANaming): string {
   return spec.dra?.deviceClass.name ?? draDriverName(spec);
 }
 

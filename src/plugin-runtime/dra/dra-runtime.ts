@@ -21,7 +21,7 @@ import type { PluginRuntimeEvents, RuntimeStatus } from "../runtime.js";
 import { ApiResourceClaimGetter } from "./claims-api.js";
 import { draDeviceName, draDevicesOf, draPoolDevices } from "./devices.js";
 import { DRA_SOCKET_PREFIX, DraPlugin, type DraRegistrationStatus } from "./dra-plugin.js";
-import { NewerInstanceProbe } from "./handover.js";
+import { NewerInstanceProbe } from "../registration/handover.js";
 import { SlicePublisher, type PublishedPool } from "./publisher.js";
 
 export interface DraRuntimeOptions {

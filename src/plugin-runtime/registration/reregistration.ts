@@ -2,7 +2,7 @@
 // keeps ending ListAndWatch soon after it starts, and only while no newer instance serves the resource.
 import type { Logger } from "pino";
 import { backoffDelayMs } from "../../kube/backoff.js";
-import { NewerInstanceProbe } from "../dra/handover.js";
+import { NewerInstanceProbe } from "./handover.js";
 
 /**
  * A ListAndWatch stream the kubelet kept this long was a working registration: when the next one ends,

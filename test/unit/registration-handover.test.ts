@@ -4,7 +4,7 @@ import {
   compareInstances,
   newerInstanceSockets,
   parseInstanceSocket,
-} from "../../src/plugin-runtime/dra/handover.js";
+} from "../../src/plugin-runtime/registration/handover.js";
 import { socketFileName } from "../../src/plugin-runtime/registration/sockets.js";
 
 const name = (startedAtMs: number, sequence = 1): string => socketFileName("dra-", startedAtMs, sequence);

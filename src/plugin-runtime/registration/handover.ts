@@ -10,7 +10,7 @@
 // registers again only while no newer instance serves the resource.
 import { lstat, readdir } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { socketIsLive } from "../registration/sockets.js";
+import { socketIsLive } from "./sockets.js";
 
 /** When an instance started and how it told its sockets apart: the order of instances. */
 export interface InstanceKey {
