@@ -109,16 +109,16 @@ export async function kubectl(args: string[], options: KubectlOptions = {}): Pro
 }
 
 /**
- * Applies the generated CRDs from config/crd/bases/ with server-side apply and waits until both are Established.
+ * Applies the generated CRDs from crds/ with server-side apply and waits until both are Established.
  * Idempotent: files of one run share the CRDs.
  */
 export async function installCrds(fieldManager: string): Promise<void> {
-  const crdDir = join(import.meta.dirname, "..", "..", "config", "crd", "bases");
+  const crdDir = join(import.meta.dirname, "..", "..", "crds");
   // An earlier test may have pointed the conversion webhook at a URL; the files name the Service.
   await replaceClientConfig(async (args) => (await kubectl(args)).stdout, DEVICE_PLUGIN_CONFIG_CRD_NAME, {
     service: { ...CONVERSION_SERVICE },
   });
-  for (const file of readdirSync(crdDir).filter((f) => f.endsWith(".yaml"))) {
+  for (const file of readdirSync(crdDir).filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml")) {
     await kubectl([
       "apply",
       "--server-side",

@@ -17,7 +17,7 @@ import {
 } from "../cluster/helpers.js";
 
 const repoRoot = join(import.meta.dirname, "..", "..");
-const crdDir = join(repoRoot, "config", "crd", "bases");
+const crdDir = join(repoRoot, "crds");
 const invalidDir = join(repoRoot, "test", "fixtures", "invalid");
 const validDir = join(repoRoot, "test", "fixtures", "valid");
 const validAlphaDir = join(repoRoot, "test", "fixtures", "valid-v1alpha1");
@@ -90,7 +90,7 @@ async function readConfig(name: string): Promise<Manifest> {
 }
 
 beforeAll(async () => {
-  const crdFiles = readdirSync(crdDir).filter((f) => f.endsWith(".yaml"));
+  const crdFiles = readdirSync(crdDir).filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml");
   expect(crdFiles).toHaveLength(2);
   await installCrds(FIELD_MANAGER);
   // v1alpha1 objects are stored as v1beta1: creating one goes through the conversion webhook.

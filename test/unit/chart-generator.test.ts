@@ -105,11 +105,23 @@ spec:
 `);
   });
 
-  it("writes the CRDs with config/default's labels, under the header it is given", () => {
+  it("writes no CRDs of its own: the chart's crds/ is the repository's", () => {
     const files = renderChartFiles(tree(CONFIG), "# header\n");
-    const crd = files.get("charts/dpo/crds/dpo.dev_devicepluginconfigs.yaml") ?? "";
-    expect(crd).toMatch(
-      /^# header\n[\s\S]*\nmetadata:\n {2}name: devicepluginconfigs\.dpo\.dev\n {2}labels:\n {4}app\.kubernetes\.io\/part-of: dpo\n/,
+    expect([...files.keys()].filter((path) => !path.startsWith(`${CHART_GENERATED_TEMPLATE_DIR}/`))).toEqual(
+      [],
+    );
+  });
+
+  it("refuses config/default labels that the CRDs do not carry (Helm installs crds/ without them)", () => {
+    const labelled = {
+      ...CONFIG,
+      "config/default/kustomization.yaml": CONFIG["config/default/kustomization.yaml"]!.replace(
+        "      app.kubernetes.io/part-of: dpo\n",
+        "      app.kubernetes.io/part-of: dpo\n      team: gpu\n",
+      ),
+    };
+    expect(() => renderChartFiles(tree(labelled), "# header\n")).toThrow(
+      "devicepluginconfigs.dpo.dev lacks the label team=gpu that config/default gives every object",
     );
   });
 

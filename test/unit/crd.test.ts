@@ -119,7 +119,7 @@ describe("committed manifests", () => {
       "devicenodestates.dpo.dev",
     ]);
     const committed = readFileSync(
-      join(repoRoot, "config", "crd", "bases", "dpo.dev_devicepluginconfigs.yaml"),
+      join(repoRoot, "crds", "dpo.dev_devicepluginconfigs.yaml"),
       "utf8",
     );
     expect(parseAllDocuments(committed)[0]?.toJS()).toEqual(docs[0]);

@@ -3,10 +3,13 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { isMap, parseAllDocuments, parseDocument, type Document } from "yaml";
-import { allCrds, crdFileName, renderCrdYaml, type CustomResourceDefinition } from "../../src/api/crd.js";
+import { allCrds } from "../../src/api/crd.js";
 
 export const CHART_DIR = "charts/dpo";
-/** Helm installs these before the templates and never upgrades or deletes them. */
+/**
+ * Helm installs these before the templates and never upgrades or deletes them: a symlink to the repository's
+ * crds/, with its kustomization.yaml left out by the chart's .helmignore.
+ */
 export const CHART_CRD_DIR = `${CHART_DIR}/crds`;
 /** Templates written from config/; the chart's own templates (the Deployment, ...) sit one level up. */
 export const CHART_GENERATED_TEMPLATE_DIR = `${CHART_DIR}/templates/generated`;
@@ -70,7 +73,7 @@ function defaultSources(kustomization: KustomizationFields): TemplateSource[] {
   }
   return (kustomization.resources ?? [])
     .map((resource) => join("config", resource.replace(/^\.\.\//, "")))
-    .filter((dir) => dir !== "config/crd") // the chart's crds/ directory, from the schemas directly
+    .filter((dir) => dir !== "config/crd") // the chart's crds/, a symlink to the same files
     .map((dir) => ({ dir, defaultLabels: true }));
 }
 
@@ -136,19 +139,20 @@ function renderTemplate(
   return `{{- if ${source.condition} }}\n${header}${body}{{- end }}\n`;
 }
 
-function chartCrd(crd: CustomResourceDefinition, labels: Record<string, string>): CustomResourceDefinition {
-  const labelled = structuredClone(crd);
-  labelled.metadata = { ...labelled.metadata, labels: { ...labels } };
-  return labelled;
-}
-
 /** Repo-relative path → content of every generated file of the chart. */
 export function renderChartFiles(repoRoot: string, generatedHeader: string): Map<string, string> {
   const files = new Map<string, string>();
   const kustomization = readKustomization(repoRoot, DEFAULT_KUSTOMIZATION);
   const labels = defaultLabelPairs(kustomization);
+  // The chart installs crds/ as it is, without the labels kustomize adds: the CRDs must carry them already.
   for (const crd of allCrds()) {
-    files.set(`${CHART_CRD_DIR}/${crdFileName(crd)}`, generatedHeader + renderCrdYaml(chartCrd(crd, labels)));
+    for (const [key, value] of Object.entries(labels)) {
+      if (crd.metadata.labels?.[key] !== value) {
+        throw new Error(
+          `${crd.metadata.name} lacks the label ${key}=${value} that ${DEFAULT_KUSTOMIZATION} gives every object (src/api/crd/definition.ts CRD_LABELS)`,
+        );
+      }
+    }
   }
   const sources: TemplateSource[] = [
     ...defaultSources(kustomization),

@@ -2,6 +2,12 @@
 // API shares.
 import { sortKeys, type StructuralSchema } from "./structural-schema.js";
 
+/**
+ * Labels every dpo CRD carries, as kustomize's config/default gives every other object: Helm installs the
+ * chart's crds/ as they are, so the one committed copy (crds/) carries them itself.
+ */
+export const CRD_LABELS: Readonly<Record<string, string>> = { "app.kubernetes.io/part-of": "dpo" };
+
 export interface PrinterColumn {
   name: string;
   type: "string" | "integer" | "number" | "boolean" | "date";

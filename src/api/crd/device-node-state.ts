@@ -6,7 +6,7 @@ import {
   DeviceNodeStateSpecSchema,
   DeviceNodeStateStatusSchema,
 } from "../v1beta1/devicenodestate.js";
-import { objectSchema, withDescription, type CustomResourceDefinition } from "./definition.js";
+import { CRD_LABELS, objectSchema, withDescription, type CustomResourceDefinition } from "./definition.js";
 import { structuralSchemaOf } from "./structural-schema.js";
 
 /** The DeviceNodeState CRD: one per config and node in the operator's namespace, written by the plugin. */
@@ -14,7 +14,7 @@ export function deviceNodeStateCrd(): CustomResourceDefinition {
   return {
     apiVersion: "apiextensions.k8s.io/v1",
     kind: "CustomResourceDefinition",
-    metadata: { name: `${DEVICE_NODE_STATE_PLURAL}.${GROUP}` },
+    metadata: { name: `${DEVICE_NODE_STATE_PLURAL}.${GROUP}`, labels: { ...CRD_LABELS } },
     spec: {
       group: GROUP,
       names: {

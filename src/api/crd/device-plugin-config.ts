@@ -6,6 +6,7 @@ import { DevicePluginConfigStatusSchema } from "../v1beta1/status.js";
 import { DevicePluginConfigStatusV1alpha1Schema, V1ALPHA1 } from "../v1alpha1/config.js";
 import { DevicePluginConfigSpecV1alpha1Schema } from "../v1alpha1/spec.js";
 import {
+  CRD_LABELS,
   objectSchema,
   withDescription,
   type CustomResourceConversion,
@@ -184,7 +185,7 @@ export function devicePluginConfigCrd(
   return {
     apiVersion: "apiextensions.k8s.io/v1",
     kind: "CustomResourceDefinition",
-    metadata: { name: DEVICE_PLUGIN_CONFIG_CRD_NAME },
+    metadata: { name: DEVICE_PLUGIN_CONFIG_CRD_NAME, labels: { ...CRD_LABELS } },
     spec: {
       group: GROUP,
       names: {
