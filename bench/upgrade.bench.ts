@@ -33,7 +33,7 @@ import {
 } from "../src/operator/render/index.js";
 import type { ClusterHandle } from "../tools/cluster/cluster.js";
 import { waitFor } from "../tools/cluster/wait.js";
-import { KubeletSimulator, type PluginProcessInfo } from "../test/kubelet-sim/node-simulator.js";
+import { KubeletSimulator, type PluginProcessInfo } from "../tools/kubelet-sim/node-simulator.js";
 import {
   plainPluginRevision,
   rollPlainPluginTo,

@@ -25,7 +25,7 @@ import { loadKubeconfig } from "../../src/plugin-runtime/report/api-client.js";
 import { createNodeReporter, type NodeReporter } from "../../src/plugin-runtime/report/index.js";
 import { deviceNodeStateName } from "../../src/plugin-runtime/report/node-state.js";
 import { PluginRuntime } from "../../src/plugin-runtime/runtime.js";
-import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
+import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
 import {
   apiStatusCode,
   injectedCluster,

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { PluginRuntime, type RegistrationMode } from "../../src/plugin-runtime/runtime.js";
-import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
+import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
 import { makeConfig, RESOURCE, tempDir, waitFor } from "./support.js";
 
 const DEVICES = 4;

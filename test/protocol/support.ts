@@ -9,7 +9,7 @@ import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
 import type { DevicePluginConfigSpecInput } from "../../src/api/v1beta1/spec.js";
 import type { DeviceBackend } from "../../src/plugin-runtime/backends/backend.js";
 import { PluginRuntime, type RegistrationMode } from "../../src/plugin-runtime/runtime.js";
-import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
+import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
 
 export { waitFor } from "../../tools/cluster/wait.js";
 

@@ -87,7 +87,7 @@ export interface StartClusterOptions {
   /** For all health gates together. */
   timeoutMs?: number;
   /**
-   * The kubelet simulator (test/kubelet-sim) runs plugin pods and pods asking for extended resources;
+   * The kubelet simulator (tools/kubelet-sim) runs plugin pods and pods asking for extended resources;
    * KWOK runs the rest. Off: KWOK makes every pod Running at once, processes or not.
    */
   kubeletSimulator?: boolean;

@@ -9,7 +9,7 @@ import { dirname, join } from "node:path";
 
 import { pino } from "pino";
 import { parse } from "yaml";
-import { KubeletSimulator } from "../../test/kubelet-sim/node-simulator.js";
+import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
 import { buildOrReuseBinaries, startCluster, type ClusterHandle } from "../cluster/cluster.js";
 import { installDpo } from "../cluster/install-dpo.js";
 import { freePort } from "../cluster/tcp-relay.js";

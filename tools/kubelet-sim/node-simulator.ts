@@ -25,7 +25,7 @@ import { kubeRequest } from "../../src/kube/request.js";
 import { PODS } from "../../src/kube/resources.js";
 import { PLUGIN_CONFIG_KEY } from "../../src/operator/render/configmap.js";
 import type { AllocateResponse } from "../../src/plugin-runtime/proto/index.js";
-import { freePort } from "../../tools/cluster/tcp-relay.js";
+import { freePort } from "../cluster/tcp-relay.js";
 import { DRA_PLUGINS_DIR } from "../../src/kubelet-paths.js";
 import { SimulatedDeviceManager } from "./device-manager.js";
 import { SimulatedDraManager, type DraPreparedPod } from "./dra-manager.js";
