@@ -7,7 +7,7 @@ import { CoreV1Api, type V1Node, type V1Pod } from "@kubernetes/client-node";
 import { inject } from "vitest";
 import { POD_RESOURCES_DIR, POD_RESOURCES_SOCKET_NAME } from "../../src/kubelet-paths.js";
 import { PodResourcesListerClient } from "../../src/plugin-runtime/proto/index.js";
-import { REAL_NODE_LABEL, REAL_NODE_TAINT, restartKubelet } from "../../tools/cluster/node/real-node.js";
+import { REAL_NODE_LABEL, REAL_NODE_TAINT, restartKubelet } from "../../tools/real-node/real-node.js";
 import { LABEL_CONFIG } from "../../src/operator/render/names.js";
 import { kubeConfigFromInjected, kubectl, waitFor } from "../cluster/helpers.js";
 import { NAMESPACE } from "../e2e/support.js";

@@ -19,7 +19,7 @@ import {
   SIMULATED_NODE_SELECTOR,
   simulatedNodeName,
 } from "./nodes.js";
-import { stopRealNode } from "./node/real-node.js";
+import { stopRealNode } from "../real-node/real-node.js";
 import { assertOpensslAvailable, FRONT_PROXY_CLIENT_NAME, generatePki, type Pki } from "./pki.js";
 import {
   logTail,
@@ -104,7 +104,7 @@ export interface StartClusterOptions {
    */
   auditPolicy?: string;
   /**
-   * Lets a real node join (node/real-node.ts): the API server listens beyond loopback, so the node and its
+   * Lets a real node join (tools/real-node): the API server listens beyond loopback, so the node and its
    * pods reach it from their network namespace.
    */
   realNode?: boolean;

@@ -20,9 +20,9 @@ import {
   oldestKubernetesVersion,
   realNodeImages,
   type RealNodeImages,
-} from "../cluster/node/artifacts.js";
-import { realNodeUnsupportedReason } from "../cluster/node/host.js";
-import { REAL_NODE_LABEL, startRealNode, type RealNodeHandle } from "../cluster/node/real-node.js";
+} from "../real-node/artifacts.js";
+import { realNodeUnsupportedReason } from "../real-node/host.js";
+import { REAL_NODE_LABEL, startRealNode, type RealNodeHandle } from "../real-node/real-node.js";
 
 const repo = join(import.meta.dirname, "..", "..");
 const once = process.argv.includes("--once") || process.env["DEMO_ONCE"] === "1";
