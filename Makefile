@@ -86,7 +86,7 @@ test-images: deps
 
 ## containerd 2.x from the Go module proxy and the node's Debian packages (runc, CNI plugins, iptables).
 node-tools:
-	@tools/cluster/node/build.sh >/dev/null
+	@tools/real-node/build.sh >/dev/null
 
 ## What kstatus (Flux) and Argo CD make of DevicePluginConfigs: a Go harness built once into the cache
 ## (tools/gitops-health), used by test/unit/gitops-health.test.ts and test/e2e/gitops-health.test.ts.

@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { createInformer, type Informer } from "../src/kube/informer.js";
 import { kubeRequest } from "../src/kube/request.js";
 import { RESOURCE_SLICES } from "../src/kube/resources.js";
-import { KubeletSimulator } from "../test/kubelet-sim/node-simulator.js";
+import { KubeletSimulator } from "../tools/kubelet-sim/node-simulator.js";
 import type { ClusterHandle } from "../tools/cluster/cluster.js";
 import { waitFor } from "../tools/cluster/wait.js";
 import { percentile } from "../tools/stats.js";

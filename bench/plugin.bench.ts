@@ -11,8 +11,8 @@ import type { AllocationPolicy } from "../src/api/v1beta1/spec.js";
 import { preferredAllocation } from "../src/plugin-runtime/devices/allocation.js";
 import { advertiseDevices, indexAdvertisedDevices } from "../src/plugin-runtime/devices/sharing.js";
 import { DevicePluginClient, type AllocateResponse } from "../src/plugin-runtime/proto/index.js";
-import { SimulatedDeviceManager, type SimulatedResource } from "../test/kubelet-sim/device-manager.js";
-import { imageNodeFlags } from "../test/kubelet-sim/plugin-pod.js";
+import { SimulatedDeviceManager, type SimulatedResource } from "../tools/kubelet-sim/device-manager.js";
+import { imageNodeFlags } from "../tools/kubelet-sim/plugin-pod.js";
 import { waitFor } from "../tools/cluster/wait.js";
 import { formatRatio, percentile } from "../tools/stats.js";
 

@@ -29,7 +29,7 @@ import { DAEMON_SETS, NODES, PODS } from "../src/kube/resources.js";
 import { LABEL_REVISION, pluginObjectName, type RenderContext } from "../src/operator/render/index.js";
 import type { ClusterHandle } from "../tools/cluster/cluster.js";
 import { waitFor } from "../tools/cluster/wait.js";
-import { KubeletSimulator, type PluginProcessInfo } from "../test/kubelet-sim/node-simulator.js";
+import { KubeletSimulator, type PluginProcessInfo } from "../tools/kubelet-sim/node-simulator.js";
 import {
   plainPluginRevision,
   rollPlainPluginTo,

@@ -27,7 +27,7 @@ import { serveConversionFromTest, type TestConversionWebhook } from "../cluster/
 import { startFaultProxy, type FaultPlan, type FaultProxy } from "../cluster/fault-proxy.js";
 import { LABEL_REVISION } from "../../src/operator/render/names.js";
 import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
-import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
+import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { samplesOf } from "../metrics/exposition.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
 

@@ -19,7 +19,7 @@ import {
   uniqueName,
   waitFor,
 } from "../cluster/helpers.js";
-import { KubeletSimulator, type AdmittedPod } from "../kubelet-sim/node-simulator.js";
+import { KubeletSimulator, type AdmittedPod } from "../../tools/kubelet-sim/node-simulator.js";
 import { deviceTable, samplesOf } from "../metrics/exposition.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
 

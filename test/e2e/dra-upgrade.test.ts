@@ -15,8 +15,8 @@ import {
   uniqueName,
   waitFor,
 } from "../cluster/helpers.js";
-import type { DraClaimRef } from "../kubelet-sim/dra-manager.js";
-import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
+import type { DraClaimRef } from "../../tools/kubelet-sim/dra-manager.js";
+import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
 import { configStatusWhere, RolloutWatch } from "./upgrade-support.js";
 

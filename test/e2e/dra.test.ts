@@ -20,7 +20,7 @@ import {
   waitFor,
   createWorkloadNamespace,
 } from "../cluster/helpers.js";
-import { KubeletSimulator, type AdmittedPod } from "../kubelet-sim/node-simulator.js";
+import { KubeletSimulator, type AdmittedPod } from "../../tools/kubelet-sim/node-simulator.js";
 import { installDpo, startOperator, type OperatorProcess } from "./support.js";
 
 const CONFIGS = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };

@@ -27,7 +27,7 @@ import {
   waitFor,
 } from "../cluster/helpers.js";
 import { kubectlTable } from "../cluster/kubectl-table.js";
-import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
+import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { installDpo, startOperator, type OperatorProcess } from "./support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };

@@ -14,8 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { buildGitopsHealth, gitopsHealth, type GitopsHealth } from "../../tools/gitops-health/harness.js";
 import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
-import { oldestKubernetesVersion } from "../../tools/cluster/node/artifacts.js";
-import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
+import { oldestKubernetesVersion } from "../../tools/real-node/artifacts.js";
+import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { installDpo, startOperator, type OperatorProcess } from "./support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };

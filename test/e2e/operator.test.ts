@@ -14,7 +14,7 @@ import {
   pluginDaemonSet,
   waitFor,
 } from "../cluster/helpers.js";
-import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
+import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };

@@ -19,7 +19,7 @@ import {
 } from "../cluster/helpers.js";
 import { serveConversionFromTest, type TestConversionWebhook } from "../cluster/conversion-webhook.js";
 import { kubectlTable } from "../cluster/kubectl-table.js";
-import { KubeletSimulator, type AdmittedPod } from "../kubelet-sim/node-simulator.js";
+import { KubeletSimulator, type AdmittedPod } from "../../tools/kubelet-sim/node-simulator.js";
 import { deviceTable, samplesOf } from "../metrics/exposition.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
 

@@ -8,7 +8,7 @@ import { CustomObjectsApi } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
-import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
+import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, leaderElectionArgs, startOperator, type OperatorProcess } from "./support.js";
 import { configStatus, RolloutWatch } from "./upgrade-support.js";
 

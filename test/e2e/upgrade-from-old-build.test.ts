@@ -31,7 +31,7 @@ import {
   uniqueName,
   waitFor,
 } from "../cluster/helpers.js";
-import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
+import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
 import {
   configStatus,

@@ -30,7 +30,7 @@ import {
   placementOfDaemonSet,
   type UpgradeState,
 } from "../../src/operator/upgrade/rollout.js";
-import type { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
+import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 
 /**
  * A forward rollout as a DaemonSet watch shows it. Between revisions: a node on the revision being

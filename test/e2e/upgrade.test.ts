@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { placementOfDaemonSet } from "../../src/operator/upgrade/rollout.js";
 import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
-import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
+import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
 import { allocateWorkload, configStatusWhere, RolloutWatch } from "./upgrade-support.js";
 

@@ -14,7 +14,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { waitFor } from "../../tools/cluster/wait.js";
-import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
+import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
 
 export const FUZZ_RESOURCE = "hardware-vendor.example/fuzz";
 const repo = join(import.meta.dirname, "..", "..");

@@ -22,7 +22,7 @@ import { pluginConfigHash, renderPluginConfigData } from "../../src/operator/ren
 import { loadKubeconfig } from "../../src/plugin-runtime/report/api-client.js";
 import { createNodeReporter, type NodeReporter } from "../../src/plugin-runtime/report/index.js";
 import { PluginRuntime } from "../../src/plugin-runtime/runtime.js";
-import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
+import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
 import {
   apiStatusCode,
   injectedCluster,

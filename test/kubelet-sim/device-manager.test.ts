@@ -18,9 +18,13 @@ import {
 import { pino } from "pino";
 import { PluginWatcherRegistration } from "../../src/plugin-runtime/registration/plugin-watcher.js";
 import { waitFor } from "../../tools/cluster/wait.js";
-import { SimulatedDeviceManager } from "./device-manager.js";
-import { isExtendedResourceName } from "./kubelet-rules.js";
-import { podResourcesPod, SimulatedPodResourcesServer, type PodResourcesPod } from "./pod-resources.js";
+import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
+import { isExtendedResourceName } from "../../tools/kubelet-sim/kubelet-rules.js";
+import {
+  podResourcesPod,
+  SimulatedPodResourcesServer,
+  type PodResourcesPod,
+} from "../../tools/kubelet-sim/pod-resources.js";
 
 const DEVICE_IDS = ["d-0", "d-1", "d-2", "d-3", "d-4", "d-5"];
 

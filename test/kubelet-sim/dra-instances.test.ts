@@ -3,7 +3,7 @@
 // removed whichever instance deregisters.
 import { afterEach, describe, expect, it } from "vitest";
 import type { PluginInfo } from "../../src/plugin-runtime/proto/index.js";
-import { SimulatedDraManager } from "./dra-manager.js";
+import { SimulatedDraManager } from "../../tools/kubelet-sim/dra-manager.js";
 
 const info = (endpoint: string): PluginInfo => ({
   type: "DRAPlugin",

@@ -14,7 +14,7 @@ import type { DraResourceClaim } from "../../src/plugin-runtime/dra/claim.js";
 import type { DraNodeDevice } from "../../src/plugin-runtime/dra/devices.js";
 import { DraPlugin } from "../../src/plugin-runtime/dra/dra-plugin.js";
 import { injectedCluster, kubeConfigFromInjected, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
-import { KubeletSimulator } from "./node-simulator.js";
+import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 
 const admin = kubeConfigFromInjected();
 const node = firstNode();

@@ -41,7 +41,11 @@ import {
 } from "../cluster/helpers.js";
 import { createInformer } from "../../src/kube/informer.js";
 import { PODS } from "../../src/kube/resources.js";
-import { KubeletSimulator, pluginSockets, type PluginProcessInfo } from "./node-simulator.js";
+import {
+  KubeletSimulator,
+  pluginSockets,
+  type PluginProcessInfo,
+} from "../../tools/kubelet-sim/node-simulator.js";
 
 const repoRoot = join(import.meta.dirname, "..", "..");
 const dpoEntrypoint = join(repoRoot, "dist", "dpo.js");

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { validateDevicePluginConfig } from "../../src/api/validate.js";
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
-import { nodeResourcePatch, type AdvertisedResource } from "./node-status.js";
+import { nodeResourcePatch, type AdvertisedResource } from "../../tools/kubelet-sim/node-status.js";
 import {
   configMapFileAt,
   desiredPluginPods,
@@ -17,7 +17,7 @@ import {
   rewritePluginArgs,
   simulatedPluginConfigText,
   simulatedPluginEnv,
-} from "./plugin-pod.js";
+} from "../../tools/kubelet-sim/plugin-pod.js";
 
 const paths = { configFile: "/sim/config.yaml", devicePluginDir: "/sim/dp", pluginsRegistryDir: "/sim/reg" };
 const defaultsAdded = [

@@ -2,7 +2,7 @@
 // each container asks of the device manager, and the statuses it writes.
 import type { V1Container, V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { reportsDeviceHealthInPodStatus } from "./kubelet-rules.js";
+import { reportsDeviceHealthInPodStatus } from "../../tools/kubelet-sim/kubelet-rules.js";
 import {
   allocatedResourcesStatus,
   containerDeviceRequests,
@@ -10,7 +10,7 @@ import {
   runningPodStatus,
   simulatorRunsPod,
   unexpectedAdmissionMessage,
-} from "./pod-admission.js";
+} from "../../tools/kubelet-sim/pod-admission.js";
 
 function pod(containers: V1Container[], extra: Partial<V1Pod> = {}): V1Pod {
   return { metadata: { name: "p", namespace: "ns", uid: "u" }, spec: { containers }, ...extra };

@@ -11,9 +11,9 @@ import {
   buildOrReuseOldestKubelet,
   oldestKubernetesVersion,
   realNodeImages,
-} from "../../tools/cluster/node/artifacts.js";
-import { realNodeUnsupportedReason } from "../../tools/cluster/node/host.js";
-import { startRealNode } from "../../tools/cluster/node/real-node.js";
+} from "../../tools/real-node/artifacts.js";
+import { realNodeUnsupportedReason } from "../../tools/real-node/host.js";
+import { startRealNode } from "../../tools/real-node/real-node.js";
 import "../cluster/provided-context.js";
 
 const KEEP_STATE_ENV = "DPO_TEST_KEEP_CLUSTER_STATE";

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { DEVICE_PLUGINS_DIR } from "../../src/contract/kubelet-paths.js";
 import { uniqueName, waitFor } from "../cluster/helpers.js";
 import { repo } from "../e2e/support.js";
-import { imageNodeFlags } from "../kubelet-sim/plugin-pod.js";
+import { imageNodeFlags } from "../../tools/kubelet-sim/plugin-pod.js";
 import { core, KubeletAllocatablePoller, realNode, restartRealKubelet, waitForKubelet } from "./support.js";
 
 const RESOURCE = `rereg.example/${uniqueName("dev")}`;

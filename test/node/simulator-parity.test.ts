@@ -20,7 +20,7 @@ import {
   HOST_DEVICE_PLUGINS_DIR,
   HOST_POD_RESOURCES_DIR,
   KubeletSimulator,
-} from "../kubelet-sim/node-simulator.js";
+} from "../../tools/kubelet-sim/node-simulator.js";
 import { advertised, dpoImage, ON_REAL_NODE, realNode, removeConfig, workloadImage } from "./support.js";
 
 const NAME = uniqueName("parity");

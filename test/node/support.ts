@@ -8,7 +8,7 @@ import { inject } from "vitest";
 import { POD_RESOURCES_DIR, POD_RESOURCES_SOCKET_NAME } from "../../src/contract/kubelet-paths.js";
 import { LABEL_CONFIG } from "../../src/contract/names.js";
 import { PodResourcesListerClient } from "../../src/plugin-runtime/proto/index.js";
-import { REAL_NODE_LABEL, REAL_NODE_TAINT, restartKubelet } from "../../tools/cluster/node/real-node.js";
+import { REAL_NODE_LABEL, REAL_NODE_TAINT, restartKubelet } from "../../tools/real-node/real-node.js";
 import { kubeConfigFromInjected, kubectl, waitFor } from "../cluster/helpers.js";
 import { NAMESPACE } from "../e2e/support.js";
 import "../cluster/provided-context.js";

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { kubeConfigFromInjected, uniqueName } from "../cluster/helpers.js";
 import { installDpo, startOperator, type OperatorProcess } from "../e2e/support.js";
-import { HOST_POD_RESOURCES_DIR, KubeletSimulator } from "../kubelet-sim/node-simulator.js";
+import { HOST_POD_RESOURCES_DIR, KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { dpoImage } from "./support.js";
 import { describeRollout, UpgradeScenario } from "./upgrade-scenario.js";
 

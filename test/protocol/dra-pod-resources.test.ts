@@ -9,9 +9,9 @@ import { draDriverName } from "../../src/api/v1beta1/spec.js";
 import { draDeviceName } from "../../src/plugin-runtime/dra/devices.js";
 import { DraRuntime } from "../../src/plugin-runtime/dra/dra-runtime.js";
 import type { ApiRequest, ApiWatchRequest } from "../../src/plugin-runtime/report/api-client.js";
-import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
-import type { PreparedClaim } from "../kubelet-sim/dra-manager.js";
-import { SimulatedPodResourcesServer, type PodResourcesPod } from "../kubelet-sim/pod-resources.js";
+import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
+import type { PreparedClaim } from "../../tools/kubelet-sim/dra-manager.js";
+import { SimulatedPodResourcesServer, type PodResourcesPod } from "../../tools/kubelet-sim/pod-resources.js";
 import { deviceTable, samplesOf } from "../metrics/exposition.js";
 import { makeConfig, tempDir, waitFor } from "./support.js";
 

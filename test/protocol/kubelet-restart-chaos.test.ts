@@ -7,8 +7,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
-import { imageNodeFlags } from "../kubelet-sim/plugin-pod.js";
+import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
+import { imageNodeFlags } from "../../tools/kubelet-sim/plugin-pod.js";
 import { RESOURCE, tempDir, waitFor } from "./support.js";
 import { percentile } from "../../tools/stats.js";
 

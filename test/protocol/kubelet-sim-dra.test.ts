@@ -14,9 +14,9 @@ import type {
 } from "../../src/plugin-runtime/dra/claim.js";
 import type { DraNodeDevice } from "../../src/plugin-runtime/dra/devices.js";
 import { DraPlugin } from "../../src/plugin-runtime/dra/dra-plugin.js";
-import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
-import { SimulatedDraManager, type DeleteResourceSlices } from "../kubelet-sim/dra-manager.js";
-import type { ClaimForPrepare } from "../kubelet-sim/dra-rules.js";
+import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
+import { SimulatedDraManager, type DeleteResourceSlices } from "../../tools/kubelet-sim/dra-manager.js";
+import type { ClaimForPrepare } from "../../tools/kubelet-sim/dra-rules.js";
 import type { V1Pod } from "@kubernetes/client-node";
 import { tempDir, waitFor } from "./support.js";
 

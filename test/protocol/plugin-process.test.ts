@@ -6,8 +6,8 @@ import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { buildPromlint, PROM_CLIENT_DEFAULT_PROBLEMS, promlint } from "../../tools/promlint/harness.js";
-import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
-import { SimulatedPodResourcesServer } from "../kubelet-sim/pod-resources.js";
+import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
+import { SimulatedPodResourcesServer } from "../../tools/kubelet-sim/pod-resources.js";
 import { deviceTable } from "../metrics/exposition.js";
 import { RESOURCE, tempDir, waitFor } from "./support.js";
 

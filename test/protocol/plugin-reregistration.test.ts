@@ -8,7 +8,7 @@ import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { type RegistrationMode } from "../../src/contract/registration.js";
 import { PluginRuntime } from "../../src/plugin-runtime/runtime.js";
-import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
+import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
 import { makeConfig, RESOURCE, tempDir, waitFor } from "./support.js";
 
 const DEVICES = 4;

@@ -9,7 +9,7 @@ import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { reportSourceOf } from "../../src/plugin-runtime/report/writer.js";
 import { PodResourcesListerService } from "../../src/plugin-runtime/proto/index.js";
-import { SimulatedPodResourcesServer, type PodResourcesPod } from "../kubelet-sim/pod-resources.js";
+import { SimulatedPodResourcesServer, type PodResourcesPod } from "../../tools/kubelet-sim/pod-resources.js";
 import { deviceTable, samplesOf } from "../metrics/exposition.js";
 import { makeConfig, RESOURCE, startHarness, tempDir, waitFor, type Harness } from "./support.js";
 

@@ -10,7 +10,7 @@ import type { DevicePluginConfigSpecInput } from "../../src/api/v1beta1/spec.js"
 import { type RegistrationMode } from "../../src/contract/registration.js";
 import type { DeviceBackend } from "../../src/plugin-runtime/backends/backend.js";
 import { PluginRuntime } from "../../src/plugin-runtime/runtime.js";
-import { SimulatedDeviceManager } from "../kubelet-sim/device-manager.js";
+import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
 
 export { waitFor } from "../../tools/cluster/wait.js";
 

@@ -10,9 +10,9 @@ import {
   kubeletMinor,
   podClaimNames,
   type ClaimForPrepare,
-} from "../kubelet-sim/dra-rules.js";
-import { simulatorRunsPod } from "../kubelet-sim/pod-admission.js";
-import { rewritePluginArgs, simulatedPluginEnv } from "../kubelet-sim/plugin-pod.js";
+} from "../../tools/kubelet-sim/dra-rules.js";
+import { simulatorRunsPod } from "../../tools/kubelet-sim/pod-admission.js";
+import { rewritePluginArgs, simulatedPluginEnv } from "../../tools/kubelet-sim/plugin-pod.js";
 
 const BOTH = ["v1.DRAPlugin", "v1beta1.DRAPlugin"];
 

@@ -9,7 +9,7 @@ import {
   renderContainerdConfig,
   renderKubeletConfig,
   renderKubeProxyConfig,
-} from "../../tools/cluster/node/config.js";
+} from "../../tools/real-node/config.js";
 
 const PATHS = {
   root: "/state/containerd/root",

@@ -1,26 +1,37 @@
 // Starts a real local control plane (etcd, kube-apiserver, controller-manager, scheduler, KWOK nodes) for tests and demos.
-import { AppsV1Api, CoreV1Api, KubeConfig, type V1DaemonSet, type V1Node } from "@kubernetes/client-node";
-import { execFile } from "node:child_process";
-import { access, mkdir, readFile, writeFile } from "node:fs/promises";
+import { AppsV1Api, CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { request, type RequestOptions } from "node:https";
 import { createServer } from "node:net";
-import { arch } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { pino, type Logger } from "pino";
 import { stringify } from "yaml";
-import { renderKwokConfig, simulatedKubeletStages } from "./kwok-stages.js";
+import { stopRealNode } from "../real-node/real-node.js";
 import {
-  goArchitecture,
-  renderSimulatedNode,
-  SIMULATED_NODE_LABEL,
-  type SimulatedNodeFacts,
-  SIMULATED_NODE_SELECTOR,
-  simulatedNodeName,
-} from "./nodes.js";
-import { stopRealNode } from "./node/real-node.js";
-import { assertOpensslAvailable, FRONT_PROXY_CLIENT_NAME, generatePki, type Pki } from "./pki.js";
+  assertBinaries,
+  readPinnedVersions,
+  simulatedNodeFacts,
+  type ComponentName,
+  type PinnedVersions,
+} from "./binaries.js";
+import {
+  apiServerArgs,
+  controllerManagerArgs,
+  etcdArgs,
+  kwokArgs,
+  schedulerArgs,
+  type ClusterPorts,
+} from "./component-args.js";
+import {
+  apiServerReady,
+  etcdHealthy,
+  runHealthCheckDaemonSet,
+  untilFirstExit,
+  waitForNodesReady,
+} from "./health-gates.js";
+import { renderKwokConfig, simulatedKubeletStages } from "./kwok-stages.js";
+import { renderSimulatedNode, simulatedNodeName } from "./nodes.js";
+import { assertOpensslAvailable, generatePki, type Pki } from "./pki.js";
 import {
   logTail,
   restartRecordedProcess,
@@ -30,6 +41,18 @@ import {
 } from "./processes.js";
 import { waitFor } from "./wait.js";
 
+export {
+  BINARIES,
+  buildOrReuseBinaries,
+  COMPONENTS,
+  readPinnedVersions,
+  selectedKubernetesVersion,
+  simulatedNodeFacts,
+  type ComponentName,
+  type PinnedVersions,
+} from "./binaries.js";
+export { POD_CIDR, SERVICE_CLUSTER_IP_RANGE, type ClusterPorts } from "./component-args.js";
+export { HEALTH_CHECK_NAMESPACE, PAUSE_IMAGE, waitForNodesReady } from "./health-gates.js";
 export {
   NODE_CAPACITY,
   NODE_INDEX_LABEL,
@@ -43,38 +66,6 @@ export {
 export { aliveRecordedProcesses, readRecordedProcesses, type RecordedProcess } from "./processes.js";
 export { waitFor, type WaitOptions } from "./wait.js";
 
-export const SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24";
-/** Pod IPs KWOK hands out; apart from the service range so the two never look alike. */
-export const POD_CIDR = "10.244.0.0/16";
-/** Where the startup gate runs its DaemonSet; deleted again before startCluster returns. */
-export const HEALTH_CHECK_NAMESPACE = "dpo-cluster-check";
-/** Never pulled: KWOK runs no containers. */
-export const PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1";
-
-export const COMPONENTS = [
-  "etcd",
-  "kube-apiserver",
-  "kube-controller-manager",
-  "kube-scheduler",
-  "kwok",
-] as const;
-export type ComponentName = (typeof COMPONENTS)[number];
-export const BINARIES = [...COMPONENTS, "kubectl"] as const;
-
-export interface PinnedVersions {
-  kubernetes: string;
-  etcd: string;
-  kwok: string;
-}
-
-export interface ClusterPorts {
-  etcdClient: number;
-  etcdPeer: number;
-  apiServer: number;
-  controllerManager: number;
-  scheduler: number;
-}
-
 export interface StartClusterOptions {
   nodes: number;
   /** An empty (or missing) directory this cluster owns: certificates, etcd data, logs, pids. */
@@ -87,7 +78,7 @@ export interface StartClusterOptions {
   /** For all health gates together. */
   timeoutMs?: number;
   /**
-   * The kubelet simulator (test/kubelet-sim) runs plugin pods and pods asking for extended resources;
+   * The kubelet simulator (tools/kubelet-sim) runs plugin pods and pods asking for extended resources;
    * KWOK runs the rest. Off: KWOK makes every pod Running at once, processes or not.
    */
   kubeletSimulator?: boolean;
@@ -104,7 +95,7 @@ export interface StartClusterOptions {
    */
   auditPolicy?: string;
   /**
-   * Lets a real node join (node/real-node.ts): the API server listens beyond loopback, so the node and its
+   * Lets a real node join (tools/real-node): the API server listens beyond loopback, so the node and its
    * pods reach it from their network namespace.
    */
   realNode?: boolean;
@@ -143,60 +134,11 @@ export interface ClusterRecord {
 }
 
 const CLUSTER_RECORD_FILE = "cluster.json";
-const run = promisify(execFile);
-
-/**
- * The Kubernetes release a run uses: `K8S_VERSION` (as k8s-version.sh reads it, so the binaries build.sh
- * printed and the nodes' kubeletVersion agree), else the pinned one.
- */
-export function selectedKubernetesVersion(pinned: string, env: NodeJS.ProcessEnv = process.env): string {
-  const wanted = env.K8S_VERSION?.trim();
-  return wanted ? `v${wanted.replace(/^v/, "")}` : pinned;
-}
-
-/** The versions of versions.env, with the Kubernetes release `K8S_VERSION` picks. */
-export async function readPinnedVersions(): Promise<PinnedVersions> {
-  const text = await readFile(new URL("./versions.env", import.meta.url), "utf8");
-  const value = (key: string): string => {
-    const match = new RegExp(`^${key}=(\\S+)$`, "m").exec(text);
-    if (!match?.[1]) throw new Error(`tools/cluster/versions.env has no ${key}`);
-    return match[1];
-  };
-  return {
-    kubernetes: selectedKubernetesVersion(value("KUBERNETES_VERSION")),
-    etcd: value("ETCD_VERSION"),
-    kwok: value("KWOK_VERSION"),
-  };
-}
-
-/** What every simulated node reports of its kubelet, KWOK and machine, from the pinned versions. */
-export function simulatedNodeFacts(versions: PinnedVersions): SimulatedNodeFacts {
-  return {
-    kubernetesVersion: versions.kubernetes,
-    kwokVersion: versions.kwok,
-    architecture: goArchitecture(arch()),
-  };
-}
-
-/**
- * Runs build.sh, which builds the binaries once per version set and afterwards only prints where
- * they are; its progress goes to this process's stderr.
- */
-export async function buildOrReuseBinaries(): Promise<string> {
-  const build = fileURLToPath(new URL("./build.sh", import.meta.url));
-  const child = run(build, [], { maxBuffer: 1 << 20 });
-  child.child.stderr?.pipe(process.stderr);
-  const { stdout } = await child;
-  const binDir = stdout.trim().split("\n").at(-1);
-  if (!binDir) throw new Error(`${build} printed no binary directory`);
-  return binDir;
-}
 
 export async function readClusterRecord(stateDir: string): Promise<ClusterRecord> {
   return JSON.parse(await readFile(join(stateDir, CLUSTER_RECORD_FILE), "utf8")) as ClusterRecord;
 }
 
-/** Stops the processes recorded in `stateDir`, whichever process started them. */
 /**
  * Restarts kube-apiserver (same port, same flags) and resolves once /readyz says ready again: after its
  * post-start hooks, so custom resources are served too, not only the built-in paths.
@@ -247,6 +189,7 @@ export async function compactEtcd(stateDir: string): Promise<number> {
   return current;
 }
 
+/** Stops the processes recorded in `stateDir`, whichever process started them. */
 export async function stopCluster(stateDir: string, log?: Logger): Promise<void> {
   // A real node's containers and host changes go first, while its containerd still answers.
   await stopRealNode(stateDir, log);
@@ -403,20 +346,6 @@ export async function startCluster(options: StartClusterOptions): Promise<Cluste
   }
 }
 
-async function assertBinaries(binDir: string): Promise<void> {
-  const missing: string[] = [];
-  for (const binary of BINARIES) {
-    try {
-      await access(join(binDir, binary));
-    } catch {
-      missing.push(binary);
-    }
-  }
-  if (missing.length > 0) {
-    throw new Error(`${binDir} lacks ${missing.join(", ")}; build them with tools/cluster/build.sh`);
-  }
-}
-
 /**
  * Listens on port 0 for each port at once, so the kernel hands out distinct free ports; they are
  * released just before the components bind them.
@@ -467,256 +396,4 @@ async function renderAdminKubeconfig(server: string, pki: Pki): Promise<string> 
     contexts: [{ name: "dpo-local", context: { cluster: "dpo-local", user: "dpo-admin" } }],
     "current-context": "dpo-local",
   });
-}
-
-function etcdArgs(stateDir: string, ports: ClusterPorts): string[] {
-  const client = `http://127.0.0.1:${ports.etcdClient}`;
-  const peer = `http://127.0.0.1:${ports.etcdPeer}`;
-  return [
-    "--name=dpo",
-    `--data-dir=${join(stateDir, "etcd")}`,
-    `--listen-client-urls=${client}`,
-    `--advertise-client-urls=${client}`,
-    `--listen-peer-urls=${peer}`,
-    `--initial-advertise-peer-urls=${peer}`,
-    `--initial-cluster=dpo=${peer}`,
-    "--initial-cluster-state=new",
-    // Test data: durability is not worth the fsync latency.
-    "--unsafe-no-fsync=true",
-    "--log-level=warn",
-  ];
-}
-
-function apiServerArgs(stateDir: string, ports: ClusterPorts, pki: Pki, realNode: boolean): string[] {
-  return [
-    `--etcd-servers=http://127.0.0.1:${ports.etcdClient}`,
-    `--bind-address=${realNode ? "0.0.0.0" : "127.0.0.1"}`,
-    "--advertise-address=127.0.0.1",
-    `--secure-port=${ports.apiServer}`,
-    `--cert-dir=${join(stateDir, "certs")}`,
-    `--tls-cert-file=${pki.apiServerCert}`,
-    `--tls-private-key-file=${pki.apiServerKey}`,
-    `--client-ca-file=${pki.caCert}`,
-    `--requestheader-client-ca-file=${pki.frontProxyCaCert}`,
-    `--requestheader-allowed-names=${FRONT_PROXY_CLIENT_NAME}`,
-    "--requestheader-username-headers=X-Remote-User",
-    "--requestheader-group-headers=X-Remote-Group",
-    "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-    `--proxy-client-cert-file=${pki.frontProxyClientCert}`,
-    `--proxy-client-key-file=${pki.frontProxyClientKey}`,
-    "--authorization-mode=Node,RBAC",
-    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-    `--service-account-key-file=${pki.serviceAccountPublicKey}`,
-    `--service-account-signing-key-file=${pki.serviceAccountKey}`,
-    `--service-cluster-ip-range=${SERVICE_CLUSTER_IP_RANGE}`,
-    "--allow-privileged=true",
-    "--enable-admission-plugins=NodeRestriction",
-    // Logs and exec on a real node: node names do not resolve here, and kubelets check client certificates.
-    "--kubelet-preferred-address-types=InternalIP,Hostname",
-    `--kubelet-client-certificate=${pki.kubeletClientCert}`,
-    `--kubelet-client-key=${pki.kubeletClientKey}`,
-    // Nothing reaches the API through the kubernetes Service, and a loopback endpoint is invalid.
-    "--endpoint-reconciler-type=none",
-    "--profiling=false",
-    "--v=1",
-  ];
-}
-
-function controllerManagerArgs(
-  stateDir: string,
-  ports: ClusterPorts,
-  pki: Pki,
-  kubeconfigPath: string,
-  nodeLeaseDurationSeconds?: number,
-): string[] {
-  return [
-    `--kubeconfig=${kubeconfigPath}`,
-    `--authentication-kubeconfig=${kubeconfigPath}`,
-    `--authorization-kubeconfig=${kubeconfigPath}`,
-    "--bind-address=127.0.0.1",
-    `--secure-port=${ports.controllerManager}`,
-    // Longer leases are renewed less often: a node is lost only after a whole lease without renewal.
-    ...(nodeLeaseDurationSeconds === undefined
-      ? []
-      : [`--node-monitor-grace-period=${nodeLeaseDurationSeconds + 10}s`]),
-    `--cert-dir=${join(stateDir, "certs")}`,
-    "--controllers=*",
-    "--use-service-account-credentials=true",
-    `--service-account-private-key-file=${pki.serviceAccountKey}`,
-    `--root-ca-file=${pki.caCert}`,
-    `--cluster-signing-cert-file=${pki.caCert}`,
-    `--cluster-signing-key-file=${pki.caKey}`,
-    `--service-cluster-ip-range=${SERVICE_CLUSTER_IP_RANGE}`,
-    "--cluster-name=dpo-local",
-    // The default 20 QPS makes a 1000-node cluster take minutes to drop its not-ready taints.
-    "--kube-api-qps=200",
-    "--kube-api-burst=400",
-    "--leader-elect=false",
-    "--profiling=false",
-    "--v=1",
-  ];
-}
-
-function schedulerArgs(stateDir: string, ports: ClusterPorts, kubeconfigPath: string): string[] {
-  return [
-    `--kubeconfig=${kubeconfigPath}`,
-    `--authentication-kubeconfig=${kubeconfigPath}`,
-    `--authorization-kubeconfig=${kubeconfigPath}`,
-    "--bind-address=127.0.0.1",
-    `--secure-port=${ports.scheduler}`,
-    `--cert-dir=${join(stateDir, "certs")}`,
-    "--leader-elect=false",
-    "--profiling=false",
-    "--v=1",
-  ];
-}
-
-function kwokArgs(kubeconfigPath: string, configPath: string, nodeLeaseDurationSeconds = 40): string[] {
-  return [
-    `--kubeconfig=${kubeconfigPath}`,
-    `--config=${configPath}`,
-    `--manage-nodes-with-label-selector=${SIMULATED_NODE_SELECTOR}`,
-    // Leases are what the node lifecycle controller watches; without them nodes turn NotReady.
-    `--node-lease-duration-seconds=${nodeLeaseDurationSeconds}`,
-    `--cidr=${POD_CIDR}`,
-  ];
-}
-
-/** Races `work` against the exit of any started component, whose log then explains the failure. */
-async function untilFirstExit<T>(
-  running: RunningProcess[],
-  work: () => Promise<T>,
-  step: string,
-): Promise<T> {
-  const abort = new AbortController();
-  const exits = running.map((child) =>
-    child.exited.then(async (exit) => {
-      if (abort.signal.aborted) return new Promise<never>(() => undefined);
-      throw new Error(
-        `${child.name} exited (code ${exit.code}, signal ${exit.signal}) during "${step}"; ` +
-          `its log ${child.log} ends with:\n${await logTail(child.log)}`,
-      );
-    }),
-  );
-  try {
-    return await Promise.race([work(), ...exits]);
-  } finally {
-    abort.abort();
-  }
-}
-
-async function etcdHealthy(port: number): Promise<boolean> {
-  const response = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2_000) });
-  const body = (await response.json()) as { health?: string };
-  return body.health === "true";
-}
-
-async function apiServerReady(server: string, pki: Pki): Promise<boolean> {
-  const [ca, cert, key] = await Promise.all(
-    [pki.caCert, pki.adminCert, pki.adminKey].map((p) => readFile(p)),
-  );
-  return new Promise<boolean>((resolve, reject) => {
-    const req = request(`${server}/readyz`, { ca, cert, key, timeout: 2_000 }, (response) => {
-      response.resume();
-      response.on("end", () => resolve(response.statusCode === 200));
-    });
-    req.on("timeout", () => req.destroy(new Error("readyz request timed out")));
-    req.on("error", reject);
-    req.end();
-  });
-}
-
-function nodeProblems(node: V1Node | undefined, name: string): string[] {
-  if (!node) return [`${name}: missing`];
-  const ready = node.status?.conditions?.find((condition) => condition.type === "Ready");
-  const problems: string[] = [];
-  if (ready?.status !== "True") problems.push(`${name}: Ready=${ready?.status ?? "none"}`);
-  // The node lifecycle controller removes this taint a moment after Ready; pods schedule only then.
-  for (const taint of node.spec?.taints ?? []) problems.push(`${name}: taint ${taint.key}:${taint.effect}`);
-  return problems;
-}
-
-/** Waits until every node of `nodeNames` is Ready and has no taint left (pods schedule only then). */
-export async function waitForNodesReady(
-  core: CoreV1Api,
-  nodeNames: readonly string[],
-  timeoutMs: number,
-  intervalMs = 200,
-): Promise<void> {
-  await waitFor(
-    `${nodeNames.length} simulated nodes Ready without taints`,
-    async (observe) => {
-      const list = await core.listNode({ labelSelector: SIMULATED_NODE_SELECTOR });
-      const byName = new Map(list.items.map((node) => [node.metadata?.name, node]));
-      const problems = nodeNames.flatMap((name) => nodeProblems(byName.get(name), name));
-      observe(problems);
-      return problems.length === 0;
-    },
-    { timeoutMs, intervalMs },
-  );
-}
-
-/**
- * A DaemonSet reaching Running on every node needs the controller-manager (DaemonSet controller,
- * service-account controller), the scheduler and KWOK together; its foreground deletion needs the
- * garbage collector and KWOK again. One check for all of them.
- */
-async function runHealthCheckDaemonSet(
-  core: CoreV1Api,
-  apps: AppsV1Api,
-  nodeNames: string[],
-  timeoutMs: number,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  const left = (): number => Math.max(deadline - Date.now(), 1_000);
-  const namespace = HEALTH_CHECK_NAMESPACE;
-  const name = "cluster-check";
-  await core.createNamespace({ body: { metadata: { name: namespace } } });
-  // Pods are rejected until the namespace's default ServiceAccount exists; waiting here avoids the
-  // DaemonSet controller's backoff.
-  await waitFor(
-    `ServiceAccount ${namespace}/default`,
-    () => core.readNamespacedServiceAccount({ name: "default", namespace }),
-    { timeoutMs: left(), intervalMs: 100 },
-  );
-  const daemonSet: V1DaemonSet = {
-    metadata: { name, namespace },
-    spec: {
-      selector: { matchLabels: { app: name } },
-      template: {
-        metadata: { labels: { app: name } },
-        spec: {
-          nodeSelector: { [SIMULATED_NODE_LABEL]: "true" },
-          containers: [{ name: "pause", image: PAUSE_IMAGE }],
-        },
-      },
-    },
-  };
-  await apps.createNamespacedDaemonSet({ namespace, body: daemonSet });
-  await waitFor(
-    `DaemonSet ${namespace}/${name} pods Running on ${nodeNames.join(", ")}`,
-    async (observe) => {
-      const pods = await core.listNamespacedPod({ namespace, labelSelector: `app=${name}` });
-      const runningOn = new Set(
-        pods.items.filter((pod) => pod.status?.phase === "Running").map((pod) => pod.spec?.nodeName),
-      );
-      observe(
-        pods.items.map((pod) => `${pod.metadata?.name}@${pod.spec?.nodeName ?? "-"}:${pod.status?.phase}`),
-      );
-      return nodeNames.every((node) => runningOn.has(node));
-    },
-    { timeoutMs: left(), intervalMs: 200 },
-  );
-  await apps.deleteNamespacedDaemonSet({ name, namespace, propagationPolicy: "Foreground" });
-  await waitFor(
-    `DaemonSet ${namespace}/${name} and its pods deleted`,
-    async (observe) => {
-      const pods = await core.listNamespacedPod({ namespace, labelSelector: `app=${name}` });
-      const daemonSets = await apps.listNamespacedDaemonSet({ namespace });
-      observe({ pods: pods.items.length, daemonSets: daemonSets.items.length });
-      return pods.items.length === 0 && daemonSets.items.length === 0;
-    },
-    { timeoutMs: left(), intervalMs: 200 },
-  );
-  await core.deleteNamespace({ name: namespace });
 }

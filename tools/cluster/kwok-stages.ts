@@ -102,12 +102,12 @@ startTime: {{ $now | Quote }}
 `;
 
 /**
- * With the kubelet simulator (test/kubelet-sim), KWOK leaves it the pods a kubelet would have to do
+ * With the kubelet simulator (tools/kubelet-sim), KWOK leaves it the pods a kubelet would have to do
  * real work for: plugin pods, which run a real `dpo plugin` process and are Running only once it
  * started, pods asking for an extended resource, which the device manager must admit through
  * Allocate (or reject with UnexpectedAdmissionError), and pods with DRA ResourceClaims, which start
  * only once their claims were prepared through NodePrepareResources. Keep in step with simulatorRunsPod() in
- * test/kubelet-sim/pod-admission.ts. The keys are gojq expressions evaluated on the pod.
+ * tools/kubelet-sim/pod-admission.ts. The keys are gojq expressions evaluated on the pod.
  */
 export const KUBELET_SIMULATOR_POD_SELECTOR = [
   { key: '.metadata.labels["app.kubernetes.io/name"]', operator: "NotIn", values: ["dpo-plugin"] },

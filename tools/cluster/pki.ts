@@ -11,7 +11,8 @@ const run = promisify(execFile);
 export const API_SERVER_SUBJECT_ALT_NAMES = [
   "IP:127.0.0.1",
   "IP:10.0.0.1",
-  // The host's end of the real node's veth pair (node/config.ts), where the node and its pods reach the server.
+  // The host's end of the real node's veth pair (tools/real-node/config.ts), where the node and its pods
+  // reach the server.
   "IP:10.201.0.1",
   "DNS:localhost",
   "DNS:kubernetes",

@@ -9,7 +9,7 @@ import { dirname, join } from "node:path";
 
 import { pino } from "pino";
 import { parse } from "yaml";
-import { KubeletSimulator } from "../../test/kubelet-sim/node-simulator.js";
+import { KubeletSimulator } from "../kubelet-sim/node-simulator.js";
 import { buildOrReuseBinaries, startCluster, type ClusterHandle } from "../cluster/cluster.js";
 import { installDpo } from "../cluster/install-dpo.js";
 import { freePort } from "../cluster/tcp-relay.js";
@@ -20,9 +20,9 @@ import {
   oldestKubernetesVersion,
   realNodeImages,
   type RealNodeImages,
-} from "../cluster/node/artifacts.js";
-import { realNodeUnsupportedReason } from "../cluster/node/host.js";
-import { REAL_NODE_LABEL, startRealNode, type RealNodeHandle } from "../cluster/node/real-node.js";
+} from "../real-node/artifacts.js";
+import { realNodeUnsupportedReason } from "../real-node/host.js";
+import { REAL_NODE_LABEL, startRealNode, type RealNodeHandle } from "../real-node/real-node.js";
 
 const repo = join(import.meta.dirname, "..", "..");
 const once = process.argv.includes("--once") || process.env["DEMO_ONCE"] === "1";

@@ -6,7 +6,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { EventEmitter } from "node:events";
 import { draV1, draV1beta1, type PluginInfo } from "../../src/plugin-runtime/proto/index.js";
-import type { PluginTypeHandler } from "./device-manager.js";
+import type { PluginTypeHandler } from "./plugin-watcher.js";
 import type { V1Pod } from "@kubernetes/client-node";
 import {
   chooseDraService,

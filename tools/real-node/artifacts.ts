@@ -1,16 +1,17 @@
-// What the real node needs built before it starts: containerd (node/build.sh), the oldest supported kubelet
-// (build.sh with K8S_VERSION), and the image archives of tools/image.
+// What the real node needs built before it starts: containerd (build.sh here), the oldest supported kubelet
+// (tools/cluster/build.sh with K8S_VERSION), and the image archives of tools/image.
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { busyboxImage, dpoImage, imageArchive, imageReference, pauseImage } from "../../image/images.js";
+import { busyboxImage, dpoImage, imageArchive, imageReference, pauseImage } from "../image/images.js";
 
 const run = promisify(execFile);
-const clusterDir = fileURLToPath(new URL("..", import.meta.url));
-const repoRoot = join(clusterDir, "..", "..");
+const realNodeDir = fileURLToPath(new URL(".", import.meta.url));
+const clusterDir = join(realNodeDir, "..", "cluster");
+const repoRoot = join(realNodeDir, "..", "..");
 
 /** Runs a build script that prints the directory (or file) it built as its last line; progress goes to stderr. */
 async function lastLineOf(script: string, env: NodeJS.ProcessEnv = {}): Promise<string> {
@@ -23,7 +24,7 @@ async function lastLineOf(script: string, env: NodeJS.ProcessEnv = {}): Promise<
 }
 
 export function buildOrReuseContainerd(): Promise<string> {
-  return lastLineOf(join(clusterDir, "node", "build.sh"));
+  return lastLineOf(join(realNodeDir, "build.sh"));
 }
 
 /** The oldest supported release (versions.env), as a kubelet binary built like the pinned one. */

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds (or reuses) what the real node runs besides the kubelet (build.sh builds the kubelet and kube-proxy
-# with the control plane): containerd 2.x, its runc shim and ctr from the Go module proxy into the tools cache,
-# and installs from Debian's packages what the node needs on the machine (runc, the CNI plugins, iptables for
-# kube-proxy). Prints the directory that holds containerd's binaries.
+# Builds (or reuses) what the real node runs besides the kubelet (tools/cluster/build.sh builds the kubelet
+# and kube-proxy with the control plane): containerd 2.x, its runc shim and ctr from the Go module proxy into
+# the tools cache, and installs from Debian's packages what the node needs on the machine (runc, the CNI
+# plugins, iptables for kube-proxy). Prints the directory that holds containerd's binaries.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 command -v go >/dev/null 2>&1 || export PATH="$PATH:/usr/local/go/bin"

@@ -1,6 +1,6 @@
 // Wrapper module that builds containerd 2.x (daemon, runc shim, ctr) from the Go module proxy for the real
 // node of the local cluster (../build.sh).
-module dpo.dev/tools/cluster/node/containerd
+module dpo.dev/tools/real-node/containerd
 
 go 1.26.6
 

@@ -7,8 +7,8 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { CoreV1Api, DiscoveryV1Api, KubeConfig, type V1Node } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { imageReference, pauseImage } from "../../image/images.js";
-import { issueClientCertificate, type Pki } from "../pki.js";
+import { imageReference, pauseImage } from "../image/images.js";
+import { issueClientCertificate, type Pki } from "../cluster/pki.js";
 import {
   isRecordedProcessAlive,
   logTail,
@@ -16,8 +16,8 @@ import {
   restartRecordedProcess,
   spawnRecorded,
   type RecordedProcess,
-} from "../processes.js";
-import { waitFor } from "../wait.js";
+} from "../cluster/processes.js";
+import { waitFor } from "../cluster/wait.js";
 import {
   REAL_NODE_NETWORK,
   renderClientKubeconfig,
@@ -62,7 +62,7 @@ export interface RealNodeOptions {
   pki: Pick<Pki, "caCert" | "caKey">;
   /** Holds kubelet and kube-proxy (tools/cluster/build.sh). */
   k8sBinDir: string;
-  /** Holds containerd, containerd-shim-runc-v2 and ctr (node/build.sh). */
+  /** Holds containerd, containerd-shim-runc-v2 and ctr (tools/real-node/build.sh). */
   containerdBinDir: string;
   /** Image archives to import before the kubelet starts; the pause image must be among them. */
   images: readonly string[];

@@ -1,15 +1,13 @@
 // A stand-in for the kubelet's device manager, for tests only: it serves Registration on kubelet.sock in
 // a directory, validates requests like the kubelet, dials plugins back, consumes ListAndWatch and allocates
-// the way pod admission does. It stands in for the kubelet and nothing else.
+// the way pod admission does (device-allocation.ts); with a plugins_registry it also runs the plugin
+// watcher (plugin-watcher.ts). It stands in for the kubelet and nothing else.
 import * as grpc from "@grpc/grpc-js";
 import { EventEmitter } from "node:events";
-import { watch, type FSWatcher } from "node:fs";
 import { mkdir, readdir, lstat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import {
-  DEVICE_PLUGIN_TYPE,
   DevicePluginClient,
-  PluginRegistrationClient,
   RegistrationService,
   KUBELET_SOCKET_NAME,
   type AllocateResponse,
@@ -20,6 +18,8 @@ import {
   type RegisterRequest,
   type RegistrationServer,
 } from "../../src/plugin-runtime/proto/index.js";
+import { DeviceAllocations, type AllocateOptions } from "./device-allocation.js";
+import { callWithDeadline, KUBELET_CHANNEL_OPTIONS } from "./kubelet-grpc.js";
 // The kubelet's rules, implemented here: a test peer sharing the plugin's validation could not catch its bugs.
 import {
   invalidResourceNameMessage,
@@ -28,6 +28,13 @@ import {
   kubeletSpeaksAny,
   unsupportedVersionMessage,
 } from "./kubelet-rules.js";
+import {
+  SimulatedPluginWatcher,
+  type PluginTypeHandler,
+  type WatcherRegistration,
+} from "./plugin-watcher.js";
+
+export type { PluginTypeHandler, WatcherRegistration } from "./plugin-watcher.js";
 
 /** What the device manager knows about one resource, as the kubelet tracks it. */
 export interface SimulatedResource {
@@ -89,57 +96,6 @@ export interface SimulatedDeviceManagerOptions {
   pluginHandlers?: Readonly<Record<string, PluginTypeHandler>>;
 }
 
-/**
- * A plugin watcher handler for another plugin type (the kubelet's PluginHandler): `register` validates
- * and registers, throwing the message the watcher sends back with NotifyRegistrationStatus;
- * `deregister` is called when the registration socket goes away.
- */
-export interface PluginTypeHandler {
-  register(info: PluginInfo, socketPath: string): Promise<void>;
-  deregister(info: PluginInfo, socketPath: string): void;
-}
-
-/** One plugin found by the plugin watcher, for assertions. */
-export interface WatcherRegistration {
-  socket: string;
-  info: PluginInfo | undefined;
-  registered: boolean;
-  error: string;
-}
-
-/** The plugin watcher's deadlines for GetInfo and NotifyRegistrationStatus, and how often it looks again. */
-const WATCHER_GET_INFO_TIMEOUT_MS = 1_000;
-const WATCHER_NOTIFY_TIMEOUT_MS = 5_000;
-const WATCHER_RESYNC_MS = 1_000;
-/**
- * Channel options of every connection the simulated kubelet makes. grpc-js shares one HTTP/2 connection
- * between all clients in a process that dial the same target with the same options (its global
- * subchannel pool), so without this the "kubelet" would ride on the connection of any test client that
- * dials the plugin too, and whatever the plugin does to that client's connection (nghttp2 closes one
- * that resets too many streams) would happen to the kubelet's ListAndWatch as well. The real kubelet is
- * its own process with connections of its own; a local pool per client gives the simulation the same.
- */
-const KUBELET_CHANNEL_OPTIONS: grpc.ChannelOptions = { "grpc.use_local_subchannel_pool": 1 };
-/** The kubelet's deadline on PreStartContainer (pluginapi.KubeletPreStartContainerRPCTimeoutInSecs). */
-const PRE_START_CONTAINER_TIMEOUT_MS = 30_000;
-
-function promisify<Req, Res>(
-  fn: (
-    req: Req,
-    md: grpc.Metadata,
-    opts: Partial<grpc.CallOptions>,
-    cb: (e: grpc.ServiceError | null, r: Res) => void,
-  ) => unknown,
-  req: Req,
-  timeoutMs: number,
-): Promise<Res> {
-  return new Promise((resolve, reject) => {
-    fn(req, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
-      err ? reject(err) : resolve(res),
-    );
-  });
-}
-
 export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   readonly resources = new Map<string, SimulatedResource>();
   /**
@@ -154,27 +110,33 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   readonly registrations: RegisterRequest[] = [];
   /** Register requests the manager refused, with the reason, for assertions. */
   readonly refused: { request: RegisterRequest; reason: string }[] = [];
-  /** Devices allocated per owner (a pod's uid), by resource: what release() gives back. */
-  private readonly owners = new Map<string, Map<string, Set<string>>>();
-  /**
-   * Devices allocated per owner and container, by resource, in allocation order: the kubelet's
-   * podDevices, which its PodResources API answers from (GetDevices(podUID, containerName)).
-   */
-  private readonly containers = new Map<string, Map<string, Map<string, string[]>>>();
+  private readonly allocations = new DeviceAllocations(this.resources);
   /** Every PreStartContainer call made, in order, for assertions. */
-  readonly preStartCalls: { resourceName: string; deviceIds: string[] }[] = [];
+  readonly preStartCalls = this.allocations.preStartCalls;
   /** Every registration attempt through plugins_registry, in order (only with pluginsRegistryDir). */
   readonly watcherRegistrations: WatcherRegistration[] = [];
-  /** Registration sockets the plugin watcher handled: socket path → resource registered, or undefined. */
-  private readonly watchedSockets = new Map<string, string | undefined>();
-  private registryWatcher: FSWatcher | undefined;
-  private registryTimer: NodeJS.Timeout | undefined;
-  private scanning: Promise<void> | undefined;
-  private rescan = false;
+  private readonly watcher: SimulatedPluginWatcher | undefined;
 
   constructor(private readonly opts: SimulatedDeviceManagerOptions) {
     super();
     this.gracePeriodMs = opts.gracePeriodMs ?? 5 * 60_000;
+    this.watcher =
+      opts.pluginsRegistryDir === undefined
+        ? undefined
+        : new SimulatedPluginWatcher({
+            dir: opts.pluginsRegistryDir,
+            devicePlugins: {
+              register: (info, socketPath) => this.registerFromWatcher(info, socketPath),
+              registered: (resourceName) => {
+                const resource = this.resources.get(resourceName);
+                if (resource !== undefined) this.emit("registered", resource);
+              },
+              deregister: (resourceName, endpoint) => this.deregisterFromWatcher(resourceName, endpoint),
+            },
+            handlers: opts.pluginHandlers,
+            registrations: this.watcherRegistrations,
+            serving: () => this.server !== undefined,
+          });
   }
 
   get socketPath(): string {
@@ -202,7 +164,7 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
       ),
     );
     this.server = server;
-    await this.startPluginWatcher();
+    await this.watcher?.start();
   }
 
   /**
@@ -213,9 +175,7 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
    */
   async restart(options: { forgetDevices?: boolean } = {}): Promise<void> {
     await this.stopServing();
-    // A restarted plugin watcher knows no socket: it finds every one in plugins_registry again.
-    this.watchedSockets.clear();
-    this.otherSockets.clear();
+    this.watcher?.forget();
     this.closeReplaced();
     for (const r of this.resources.values()) {
       this.disconnect(r);
@@ -244,8 +204,7 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
 
   async stop(): Promise<void> {
     await this.stopServing();
-    await this.scanning;
-    await Promise.all(this.watcherAttempts.values());
+    await this.watcher?.settled();
     this.closeReplaced();
     for (const r of this.resources.values()) {
       clearTimeout(r.removalTimer);
@@ -261,9 +220,7 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
    * one a plugin registered, or one it still has devices allocated from.
    */
   isDevicePluginResource(resourceName: string): boolean {
-    return (
-      this.resources.has(resourceName) || [...this.owners.values()].some((held) => held.has(resourceName))
-    );
+    return this.resources.has(resourceName) || this.allocations.holds(resourceName);
   }
 
   /**
@@ -271,26 +228,17 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
    * longer active (UpdateAllocatedDevices). Devices allocated without an owner stay allocated.
    */
   release(owner: string): void {
-    this.containers.delete(owner);
-    const held = this.owners.get(owner);
-    if (held === undefined) return;
-    this.owners.delete(owner);
-    for (const [resourceName, ids] of held) {
-      const r = this.resources.get(resourceName);
-      if (r !== undefined) for (const id of ids) r.allocated.delete(id);
-    }
+    this.allocations.release(owner);
   }
 
   /** Devices allocated to `owner`, by resource. */
   allocatedTo(owner: string): Map<string, string[]> {
-    return new Map([...(this.owners.get(owner) ?? [])].map(([resource, ids]) => [resource, [...ids]]));
+    return this.allocations.allocatedTo(owner);
   }
 
   /** Devices allocated to one container of `owner`, by resource (the kubelet's GetDevices). */
   containerDevices(owner: string, container: string): Map<string, string[]> {
-    return new Map(
-      [...(this.containers.get(owner)?.get(container) ?? [])].map(([resource, ids]) => [resource, [...ids]]),
-    );
+    return this.allocations.containerDevices(owner, container);
   }
 
   /**
@@ -331,99 +279,13 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
     return { capacity: r.devices.length, allocatable: healthy };
   }
 
-  /**
-   * Admits and starts one container that requests `count` devices, the way the kubelet does
-   * (devicesToAllocate in pkg/kubelet/cm/devicemanager/manager.go, without NUMA alignment): devices
-   * `reuse`d from an init container of the same pod come first; if they do not cover the request and
-   * the plugin offers GetPreferredAllocation, it is asked with `must_include` = the devices already
-   * chosen, `available` = the free devices plus those, `allocation_size` = the whole request, and the
-   * part of its answer that is free is taken; the rest is filled from the free devices. Then Allocate,
-   * then PreStartContainer with the container's devices when the plugin's options ask for it (30 s).
-   */
-  async allocate(
+  /** Admits and starts one container that requests `count` devices (see DeviceAllocations.allocate). */
+  allocate(
     resourceName: string,
     count: number,
-    options: { reuse?: readonly string[]; owner?: string; container?: string } = {},
+    options: AllocateOptions = {},
   ): Promise<{ deviceIds: string[]; response: AllocateResponse }> {
-    const r = this.resources.get(resourceName);
-    // The kubelet's own errors (devicesToAllocate), which pod admission turns into UnexpectedAdmissionError.
-    if (r === undefined) throw new Error(`cannot allocate unregistered device ${resourceName}`);
-    // A plugin whose stream ended has every device marked unhealthy until it registers again.
-    const healthy = new Set(
-      r.connected ? r.devices.filter((d) => d.health === "Healthy").map((d) => d.ID) : [],
-    );
-    if (healthy.size === 0) {
-      throw new Error(`no healthy devices present; cannot allocate unhealthy devices ${resourceName}`);
-    }
-    const reuse = options.reuse ?? [];
-    const notReusable = reuse.filter((id) => !r.allocated.has(id) || !healthy.has(id));
-    if (notReusable.length > 0) {
-      throw new Error(`cannot reuse ${notReusable.join(", ")}: not allocated to the pod, or unhealthy`);
-    }
-    const chosen: string[] = [];
-    const take = (ids: Iterable<string>): boolean => {
-      for (const id of ids) {
-        if (chosen.length >= count) break;
-        if (!chosen.includes(id)) chosen.push(id);
-      }
-      return chosen.length >= count;
-    };
-    if (!take(reuse)) {
-      const available = [...healthy].filter((id) => !r.allocated.has(id));
-      const needed = count - chosen.length;
-      if (available.length < needed) {
-        throw new Error(
-          `requested number of devices unavailable for ${resourceName}. Requested: ${needed}, Available: ${available.length}`,
-        );
-      }
-      if (r.options.getPreferredAllocationAvailable) {
-        const preferred = await promisify(
-          r.client.getPreferredAllocation.bind(r.client),
-          {
-            containerRequests: [
-              {
-                availableDeviceIDs: [...available, ...chosen],
-                mustIncludeDeviceIDs: [...chosen],
-                allocationSize: count,
-              },
-            ],
-          },
-          10_000,
-        );
-        const free = new Set(available);
-        take((preferred.containerResponses[0]?.deviceIDs ?? []).filter((id) => free.has(id)));
-      }
-      take(available);
-    }
-    const response = await promisify(
-      r.client.allocate.bind(r.client),
-      { containerRequests: [{ devicesIds: chosen }] },
-      10_000,
-    );
-    for (const id of chosen) r.allocated.add(id);
-    if (options.owner !== undefined) {
-      const held = this.owners.get(options.owner) ?? new Map<string, Set<string>>();
-      this.owners.set(options.owner, held);
-      const ids = held.get(resourceName) ?? new Set<string>();
-      held.set(resourceName, ids);
-      for (const id of chosen) ids.add(id);
-      if (options.container !== undefined) {
-        const byContainer = this.containers.get(options.owner) ?? new Map<string, Map<string, string[]>>();
-        this.containers.set(options.owner, byContainer);
-        const resources = byContainer.get(options.container) ?? new Map<string, string[]>();
-        byContainer.set(options.container, resources);
-        resources.set(resourceName, [...(resources.get(resourceName) ?? []), ...chosen]);
-      }
-    }
-    if (r.options.preStartRequired) {
-      this.preStartCalls.push({ resourceName, deviceIds: [...chosen] });
-      await promisify(
-        r.client.preStartContainer.bind(r.client),
-        { devicesIds: chosen },
-        PRE_START_CONTAINER_TIMEOUT_MS,
-      );
-    }
-    return { deviceIds: chosen, response };
+    return this.allocations.allocate(resourceName, count, options);
   }
 
   private async register(req: RegisterRequest): Promise<void> {
@@ -454,7 +316,7 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
       client.close();
       throw new Error(`cannot dial ${endpoint}: ${err.message}`);
     });
-    const options = await promisify(client.getDevicePluginOptions.bind(client), {}, 10_000);
+    const options = await callWithDeadline(client.getDevicePluginOptions.bind(client), {}, 10_000);
 
     const previous = this.resources.get(resourceName);
     if (
@@ -548,183 +410,32 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
     this.emit("devices", promoted);
   }
 
-  private async startPluginWatcher(): Promise<void> {
-    const dir = this.opts.pluginsRegistryDir;
-    if (dir === undefined || this.registryTimer !== undefined) return;
-    await mkdir(dir, { recursive: true });
-    try {
-      this.registryWatcher = watch(dir, () => this.scanRegistrySoon());
-      this.registryWatcher.on("error", () => {
-        this.registryWatcher?.close();
-        this.registryWatcher = undefined;
-      });
-    } catch {
-      // Polling alone still finds every socket, a second later.
+  /** The plugin watcher's DevicePlugin handler: the kubelet's ValidatePlugin, then the endpoint connected. */
+  private async registerFromWatcher(info: PluginInfo, socketPath: string): Promise<string> {
+    if (!kubeletSpeaksAny(info.supportedVersions)) {
+      throw new Error(
+        `manager version, ${KUBELET_DEVICE_PLUGIN_VERSIONS.join(",")}, is not among plugin supported versions [${info.supportedVersions.join(" ")}]`,
+      );
     }
-    // The kubelet's reconciler looks again every second; so does the simulation, for missed events.
-    this.registryTimer = setInterval(() => this.scanRegistrySoon(), WATCHER_RESYNC_MS);
-    this.registryTimer.unref();
-    this.scanRegistrySoon();
-    await this.scanning;
+    if (!isExtendedResourceName(info.name)) {
+      throw new Error(`invalid name of device plugin socket: ${invalidResourceNameMessage(info.name)}`);
+    }
+    const endpoint = info.endpoint === "" ? socketPath : info.endpoint;
+    await this.connectPlugin(info.name, endpoint, endpoint);
+    return endpoint;
   }
 
-  private scanRegistrySoon(): void {
-    if (this.server === undefined) return;
-    if (this.scanning !== undefined) {
-      this.rescan = true;
-      return;
-    }
-    this.scanning = (async () => {
-      do {
-        this.rescan = false;
-        await this.scanRegistry().catch(() => undefined);
-      } while (this.rescan && this.server !== undefined);
-    })().finally(() => {
-      this.scanning = undefined;
-    });
-  }
-
-  /** One pass of the plugin watcher: register new sockets, deregister sockets that went away. */
-  private async scanRegistry(): Promise<void> {
-    const dir = this.opts.pluginsRegistryDir;
-    if (dir === undefined) return;
-    const present = new Set<string>();
-    for (const name of await readdir(dir).catch(() => [] as string[])) {
-      const path = join(dir, name);
-      if ((await lstat(path).catch(() => undefined))?.isSocket()) present.add(path);
-    }
-    for (const [path, resourceName] of this.watchedSockets) {
-      if (present.has(path)) continue;
-      this.watchedSockets.delete(path);
-      const endpoint = this.watcherEndpoints.get(path);
-      this.watcherEndpoints.delete(path);
-      if (resourceName === undefined) continue;
-      // DeRegisterPlugin: before v1.37 the kubelet looks the client up by resource name, so the plugin
-      // serving the resource now is disconnected, whoever's socket went (kubernetes #121994); from
-      // v1.37 by name and socket.
-      const current = this.resources.get(resourceName);
-      const gone = this.opts.oneEndpointPerResource
-        ? current
-        : [current, ...this.replaced].find(
-            (r) => r?.resourceName === resourceName && r.endpoint === endpoint,
-          );
-      if (gone?.connected) this.endpointEnded(gone);
-    }
-    for (const [path, other] of this.otherSockets) {
-      if (present.has(path)) continue;
-      this.otherSockets.delete(path);
-      other.handler.deregister(other.info, path);
-    }
-    for (const path of present) {
-      if (this.server === undefined) return;
-      // A socket whose registration failed is tried again on the next pass, as the kubelet retries.
-      if (
-        this.watchedSockets.get(path) !== undefined ||
-        this.otherSockets.has(path) ||
-        this.watcherAttempts.has(path)
-      )
-        continue;
-      // Attempts run side by side: one plugin that is slow to answer must not hold up the others.
-      const attempt = this.registerThroughWatcher(path)
-        .catch(() => undefined)
-        .finally(() => this.watcherAttempts.delete(path));
-      this.watcherAttempts.set(path, attempt);
-    }
-  }
-
-  /** Registration attempts through the plugin watcher in flight, by registration socket. */
-  private readonly watcherAttempts = new Map<string, Promise<void>>();
-
-  private readonly watcherEndpoints = new Map<string, string>();
-  /** Registration sockets registered with another type's handler. */
-  private readonly otherSockets = new Map<string, { info: PluginInfo; handler: PluginTypeHandler }>();
-
-  private async registerThroughWatcher(socketPath: string): Promise<void> {
-    const client = new PluginRegistrationClient(
-      `unix://${socketPath}`,
-      grpc.credentials.createInsecure(),
-      KUBELET_CHANNEL_OPTIONS,
-    );
-    const attempt: WatcherRegistration = {
-      socket: socketPath,
-      info: undefined,
-      registered: false,
-      error: "",
-    };
-    try {
-      let info: PluginInfo;
-      try {
-        info = await promisify(client.getInfo.bind(client), {}, WATCHER_GET_INFO_TIMEOUT_MS);
-      } catch (err) {
-        // Nothing to notify: the socket does not answer (yet). It is asked again on the next pass.
-        this.watchedSockets.set(socketPath, undefined);
-        attempt.error = `GetInfo: ${(err as Error).message}`;
-        this.watcherRegistrations.push(attempt);
-        return;
-      }
-      attempt.info = info;
-      if (info.type !== DEVICE_PLUGIN_TYPE) {
-        await this.registerOtherType(client, info, socketPath, attempt);
-        return;
-      }
-      try {
-        if (!kubeletSpeaksAny(info.supportedVersions)) {
-          throw new Error(
-            `manager version, ${KUBELET_DEVICE_PLUGIN_VERSIONS.join(",")}, is not among plugin supported versions [${info.supportedVersions.join(" ")}]`,
-          );
-        }
-        if (!isExtendedResourceName(info.name)) {
-          throw new Error(`invalid name of device plugin socket: ${invalidResourceNameMessage(info.name)}`);
-        }
-        const endpoint = info.endpoint === "" ? socketPath : info.endpoint;
-        await this.connectPlugin(info.name, endpoint, endpoint);
-        this.watchedSockets.set(socketPath, info.name);
-        this.watcherEndpoints.set(socketPath, endpoint);
-        attempt.registered = true;
-      } catch (err) {
-        this.watchedSockets.set(socketPath, undefined);
-        attempt.error = (err as Error).message;
-      }
-      this.watcherRegistrations.push(attempt);
-      await promisify(
-        client.notifyRegistrationStatus.bind(client),
-        { pluginRegistered: attempt.registered, error: attempt.error },
-        WATCHER_NOTIFY_TIMEOUT_MS,
-      ).catch(() => undefined);
-      const resource = attempt.registered ? this.resources.get(info.name) : undefined;
-      if (resource !== undefined) this.emit("registered", resource);
-    } finally {
-      client.close();
-    }
-  }
-
-  /** The plugin watcher's part for a socket of another type: its handler, or the kubelet's refusal. */
-  private async registerOtherType(
-    client: PluginRegistrationClient,
-    info: PluginInfo,
-    socketPath: string,
-    attempt: WatcherRegistration,
-  ): Promise<void> {
-    const handler = this.opts.pluginHandlers?.[info.type];
-    try {
-      if (handler === undefined) {
-        throw new Error(
-          `RegisterPlugin error -- no handler registered for plugin type: ${info.type} at socket ${socketPath}`,
-        );
-      }
-      await handler.register(info, socketPath);
-      this.otherSockets.set(socketPath, { info, handler });
-      attempt.registered = true;
-    } catch (err) {
-      this.watchedSockets.set(socketPath, undefined);
-      attempt.error = (err as Error).message;
-    }
-    this.watcherRegistrations.push(attempt);
-    await promisify(
-      client.notifyRegistrationStatus.bind(client),
-      { pluginRegistered: attempt.registered, error: attempt.error },
-      WATCHER_NOTIFY_TIMEOUT_MS,
-    ).catch(() => undefined);
+  /**
+   * DeRegisterPlugin: before v1.37 the kubelet looks the client up by resource name, so the plugin
+   * serving the resource now is disconnected, whoever's socket went (kubernetes #121994); from v1.37 by
+   * name and socket.
+   */
+  private deregisterFromWatcher(resourceName: string, endpoint: string | undefined): void {
+    const current = this.resources.get(resourceName);
+    const gone = this.opts.oneEndpointPerResource
+      ? current
+      : [current, ...this.replaced].find((r) => r?.resourceName === resourceName && r.endpoint === endpoint);
+    if (gone?.connected) this.endpointEnded(gone);
   }
 
   /** The stream is gone: every device is unhealthy until the plugin registers again or the grace period ends. */
@@ -745,10 +456,7 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   }
 
   private async stopServing(): Promise<void> {
-    clearInterval(this.registryTimer);
-    this.registryTimer = undefined;
-    this.registryWatcher?.close();
-    this.registryWatcher = undefined;
+    this.watcher?.stop();
     const server = this.server;
     this.server = undefined;
     if (!server) return;

@@ -1,5 +1,6 @@
 // The kubelet's own rules for device-plugin registration, written for the simulator from the kubelet's
 // sources (v1.34) and sharing no code with the plugin, so the simulator can catch the plugin's mistakes.
+import semver from "semver";
 
 /** `pluginapi.SupportedVersions` of the kubelet's device manager. */
 export const KUBELET_DEVICE_PLUGIN_VERSIONS: readonly string[] = ["v1beta1"];
@@ -63,4 +64,15 @@ export function isExtendedResourceName(name: string): boolean {
 export function reportsDeviceHealthInPodStatus(kubeletVersion: string): boolean {
   const match = /^v?1\.(\d+)\./.exec(kubeletVersion.trim());
   return match?.[1] === undefined || Number(match[1]) >= 36;
+}
+
+/**
+ * Whether a kubelet of this version keeps one device-plugin endpoint per socket: v1.37.0 and later
+ * (kubernetes PR #135437). Written here from the kubelet's history, not shared with the operator's
+ * own check, so a mistake there shows up against this one. A version that cannot be read gets the
+ * older behaviour, the one that loses devices.
+ */
+export function endpointPerSocket(kubeletVersion: string): boolean {
+  const version = semver.coerce(kubeletVersion, { includePrerelease: false });
+  return version !== null && semver.gte(version, "1.37.0");
 }
