@@ -64,6 +64,10 @@ export function apiServerArgs(stateDir: string, ports: ClusterPorts, pki: Pki, r
     `--kubelet-client-key=${pki.kubeletClientKey}`,
     // Nothing reaches the API through the kubernetes Service, and a loopback endpoint is invalid.
     "--endpoint-reconciler-type=none",
+    // A webhook Service (the operator's conversion webhook, run by its Deployment on the real node) is
+    // called at one of its endpoints, a pod address routed into the node's network, rather than at its
+    // cluster IP: no kube-proxy runs beside the API server.
+    ...(realNode ? ["--enable-aggregator-routing=true"] : []),
     "--profiling=false",
     "--v=1",
   ];
