@@ -3,7 +3,7 @@
 import type { Logger } from "pino";
 import { CdiSpecWriter, cdiSpecFileName, type CdiDevice } from "../cdi/index.js";
 import { backoffDelayMs } from "../kube/backoff.js";
-import type { DeviceBackend } from "./backends/backend.js";
+import type { DeviceBackend } from "./devices/backend.js";
 import type { DeviceSetSnapshot } from "./devices/device-set.js";
 
 /** Backoff of a failed CDI spec write. */

@@ -8,7 +8,7 @@ import type { Logger } from "pino";
 import type { DevicePluginConfig } from "../api/v1beta1/config.js";
 import { DEFAULT_CDI_DIR } from "../cdi/index.js";
 import type { RegistrationMode } from "../contract/registration.js";
-import type { DeviceBackend } from "./backends/backend.js";
+import type { DeviceBackend } from "./devices/backend.js";
 import { createBackend } from "./backends/index.js";
 import { CdiSpecSync } from "./cdi-spec-sync.js";
 import { DeviceSet, type DeviceSetSnapshot } from "./devices/device-set.js";

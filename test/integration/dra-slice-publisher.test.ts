@@ -3,7 +3,7 @@
 // a restart that continues the generation without deleting, more than 128 devices, and a conflict.
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { draTypedAttributes } from "../../src/plugin-runtime/dra/attributes.js";
+import { draTypedAttributes } from "../../src/plugin-runtime/devices/attributes.js";
 import { SlicePublisher } from "../../src/plugin-runtime/dra/publisher.js";
 import {
   resourceSliceName,

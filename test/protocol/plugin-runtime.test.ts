@@ -6,7 +6,7 @@ import { rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { pino } from "pino";
-import type { DeviceBackend, DeviceListener } from "../../src/plugin-runtime/backends/backend.js";
+import type { DeviceBackend, DeviceListener } from "../../src/plugin-runtime/devices/backend.js";
 import { DevFSDeviceBackend } from "../../src/plugin-runtime/backends/devfs.js";
 import { MockDeviceBackend } from "../../src/plugin-runtime/backends/mock.js";
 import { resourceEnvName } from "../../src/plugin-runtime/devices/env.js";

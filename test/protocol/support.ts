@@ -8,7 +8,7 @@ import { validateDevicePluginConfig } from "../../src/api/validate.js";
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
 import type { DevicePluginConfigSpecInput } from "../../src/api/v1beta1/spec.js";
 import { type RegistrationMode } from "../../src/contract/registration.js";
-import type { DeviceBackend } from "../../src/plugin-runtime/backends/backend.js";
+import type { DeviceBackend } from "../../src/plugin-runtime/devices/backend.js";
 import { PluginRuntime } from "../../src/plugin-runtime/runtime.js";
 import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
 

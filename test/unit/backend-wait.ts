@@ -4,7 +4,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino, type Logger } from "pino";
-import type { DeviceBackend } from "../../src/plugin-runtime/backends/backend.js";
+import type { DeviceBackend } from "../../src/plugin-runtime/devices/backend.js";
 import type { PhysicalDevice } from "../../src/plugin-runtime/devices/types.js";
 
 export interface DeviceListSeen {

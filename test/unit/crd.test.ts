@@ -118,10 +118,7 @@ describe("committed manifests", () => {
       "devicepluginconfigs.dpo.dev",
       "devicenodestates.dpo.dev",
     ]);
-    const committed = readFileSync(
-      join(repoRoot, "crds", "dpo.dev_devicepluginconfigs.yaml"),
-      "utf8",
-    );
+    const committed = readFileSync(join(repoRoot, "crds", "dpo.dev_devicepluginconfigs.yaml"), "utf8");
     expect(parseAllDocuments(committed)[0]?.toJS()).toEqual(docs[0]);
   });
 });

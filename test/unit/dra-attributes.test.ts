@@ -13,7 +13,7 @@ import {
   type DraAttributeInput,
   type DraAttributeOptions,
   type DraTypedAttributes,
-} from "../../src/plugin-runtime/dra/attributes.js";
+} from "../../src/plugin-runtime/devices/attributes.js";
 
 describe("attributeIdBase", () => {
   it.each([

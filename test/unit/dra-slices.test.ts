@@ -1,7 +1,7 @@
 // The node's ResourceSlices, pure: names, the desired objects (128 devices a slice, healthy only,
 // sorted) and the plan from what the API server holds (generation never backwards, 409-safe updates).
 import { describe, expect, it } from "vitest";
-import { quantityAmount } from "../../src/plugin-runtime/dra/attributes.js";
+import { quantityAmount } from "../../src/plugin-runtime/devices/attributes.js";
 import {
   desiredSlices,
   planSlices,

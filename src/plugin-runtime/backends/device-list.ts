@@ -3,7 +3,7 @@
 import type { Logger } from "pino";
 import type { CdiDeviceNode } from "../../cdi/spec.js";
 import type { ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";
-import type { DeviceListener } from "./backend.js";
+import type { DeviceListener } from "../devices/backend.js";
 
 /** Reason given to a device whose file or sysfs entry disappeared, while it is kept for the grace period. */
 export const REASON_DEVICE_REMOVED = "DeviceRemoved";

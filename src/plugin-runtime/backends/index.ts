@@ -1,13 +1,13 @@
 // Picks and builds the backend a DevicePluginConfig asks for; the one place that knows every backend.
 import type { Logger } from "pino";
 import type { DevicePluginConfigSpec } from "../../api/v1beta1/spec.js";
-import type { DeviceBackend } from "./backend.js";
+import type { DeviceBackend } from "../devices/backend.js";
 import { DevFSDeviceBackend } from "./devfs.js";
 import { MockDeviceBackend } from "./mock.js";
 import { NVIDIADeviceBackend } from "./nvidia.js";
 import { PCIDeviceBackend } from "./pci.js";
 
-export type { DeviceBackend, DeviceListener } from "./backend.js";
+export type { DeviceBackend, DeviceListener } from "../devices/backend.js";
 export { UnknownDevicesError, REASON_DEVICE_REMOVED } from "./device-list.js";
 export { MockDeviceBackend, MOCK_DEVICE_IDS_ENV, REASON_MARKED_UNHEALTHY } from "./mock.js";
 export { DevFSDeviceBackend, REASON_WRONG_FILE_TYPE } from "./devfs.js";

@@ -3,7 +3,7 @@
 import type { Logger } from "pino";
 import type { CdiContainerEdits } from "../../cdi/spec.js";
 import type { ContainerAllocation, PhysicalDevice } from "../devices/types.js";
-import type { DeviceBackend, DeviceListener } from "./backend.js";
+import type { DeviceBackend, DeviceListener } from "../devices/backend.js";
 import { DeviceListPublisher, UnknownDevicesError } from "./device-list.js";
 import { DirectoryWatcher, SerialRunner } from "./watch.js";
 

@@ -1,7 +1,7 @@
 // The node's current devices as the kubelet sees them: backend snapshots expanded by the sharing policy,
 // versioned, with change notifications for ListAndWatch streams and the node report.
 import type { Sharing } from "../../api/v1beta1/spec.js";
-import type { DeviceBackend } from "../backends/backend.js";
+import type { DeviceBackend } from "./backend.js";
 import { advertiseDevices } from "./sharing.js";
 import type { AdvertisedDevice, PhysicalDevice } from "./types.js";
 

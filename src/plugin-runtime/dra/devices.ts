@@ -2,9 +2,9 @@
 // ResourceSlice will publish and allocation results carry), its health, and the CDI edits it needs.
 import { createHash } from "node:crypto";
 import type { CdiContainerEdits } from "../../cdi/spec.js";
-import type { DeviceBackend } from "../backends/backend.js";
+import type { DeviceBackend } from "../devices/backend.js";
 import type { Health, PhysicalDevice } from "../devices/types.js";
-import { draTypedAttributes } from "./attributes.js";
+import { draTypedAttributes } from "../devices/attributes.js";
 import type { PoolDevice } from "./slices.js";
 
 /** One device of this node, as the DRA plugin prepares it. */

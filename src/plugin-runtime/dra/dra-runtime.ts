@@ -10,7 +10,7 @@ import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import { draDriverName } from "../../api/v1beta1/spec.js";
 import { DEFAULT_CDI_DIR } from "../../cdi/index.js";
 import { DRA_PLUGINS_DIR, PLUGINS_REGISTRY_DIR } from "../../contract/kubelet-paths.js";
-import type { DeviceBackend } from "../backends/backend.js";
+import type { DeviceBackend } from "../devices/backend.js";
 import { createBackend } from "../backends/index.js";
 import { DeviceSet, type DeviceSetSnapshot } from "../devices/device-set.js";
 import { PluginMetrics } from "../metrics.js";

@@ -4,7 +4,7 @@ import { createHash } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
 import { configLabelValue, DRA_MANAGED_BY, LABEL_CONFIG, LABEL_MANAGED_BY } from "../../contract/names.js";
 import type { Health } from "../devices/types.js";
-import { quantityAmount, type DraAttributeValue, type DraCapacityValue } from "./attributes.js";
+import { quantityAmount, type DraAttributeValue, type DraCapacityValue } from "../devices/attributes.js";
 
 export const RESOURCE_SLICE_API_VERSION = "resource.k8s.io/v1";
 export const RESOURCE_SLICE_KIND = "ResourceSlice";

@@ -9,7 +9,7 @@ import { API_VERSION as CONFIG_API_VERSION, KIND as CONFIG_KIND } from "../../ap
 import { configLabelValue, LABEL_CONFIG } from "../../contract/names.js";
 import { deviceNodeStateName } from "../../contract/node-state.js";
 import type { AdvertisedDevice, Health, PhysicalDevice } from "../devices/types.js";
-import { draTypedAttributes } from "../dra/attributes.js";
+import { draTypedAttributes } from "../devices/attributes.js";
 
 export const DEVICE_NODE_STATE_API_VERSION = "dpo.dev/v1beta1";
 /** Node label of a DeviceNodeState, so `kubectl get dnstate -l dpo.dev/node=<node>` finds a node's reports. */

@@ -3,7 +3,7 @@
 import * as grpc from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { AllocationPolicy, Sharing } from "../../api/v1beta1/spec.js";
-import type { DeviceBackend } from "../backends/backend.js";
+import type { DeviceBackend } from "../devices/backend.js";
 import { UnknownDevicesError } from "../backends/device-list.js";
 import { refuseMalformed, tolerantDefinition } from "./malformed.js";
 import { checkAllocateRequest, preferredAllocation } from "../devices/allocation.js";

@@ -1,7 +1,7 @@
 // The interface every hardware backend implements: discovery, health events, allocation details and
 // an optional pre-start hook. The gRPC server never talks to hardware; it talks to this.
 import type { CdiContainerEdits } from "../../cdi/spec.js";
-import type { ContainerAllocation, PhysicalDevice } from "../devices/types.js";
+import type { ContainerAllocation, PhysicalDevice } from "./types.js";
 
 /** Called with the complete, current device list whenever discovery or health changes. */
 export type DeviceListener = (devices: readonly PhysicalDevice[]) => void;
