@@ -19,14 +19,14 @@ import {
   WorkQueue,
   createInformer,
   kubeLeaseStore,
-  kubeRequest,
+  KubeObjectClient,
   observeKubeRequests,
   runWorkers,
   sleep,
   stripManagedFields,
   systemClock,
   waitForCacheSync,
-  isNotFound,
+  servesGroupVersion,
   type Informer,
   type InformerRestartReason,
   type ResourceRef,
@@ -234,23 +234,7 @@ export class Operator {
       configMaps: this.configMaps,
       reports: this.reports,
       applier: new ServerSideApplier(kc, { fieldManager: MANAGED_BY, force: true }),
-      deleteObject: (path, preconditions) =>
-        kubeRequest(kc, {
-          method: "DELETE",
-          path,
-          query: { propagationPolicy: "Background" },
-          ...(preconditions === undefined
-            ? {}
-            : { body: { apiVersion: "v1", kind: "DeleteOptions", preconditions } }),
-        }).then(() => undefined),
-      createObject: (path, body) =>
-        kubeRequest(kc, { method: "POST", path, query: { fieldManager: MANAGED_BY }, body }).then(
-          () => undefined,
-        ),
-      updateObject: (path, body) =>
-        kubeRequest(kc, { method: "PUT", path, query: { fieldManager: MANAGED_BY }, body }).then(
-          () => undefined,
-        ),
+      objects: new KubeObjectClient(kc, { fieldManager: MANAGED_BY, propagationPolicy: "Background" }),
       events: (this.events = new EventRecorder(kc, {
         component: MANAGED_BY,
         instance: opts.leaderElection.identity,
@@ -305,10 +289,9 @@ export class Operator {
    */
   private async probeDra(): Promise<boolean> {
     try {
-      await kubeRequest(this.opts.kubeConfig, { method: "GET", path: "/apis/resource.k8s.io/v1" });
+      return await servesGroupVersion(this.opts.kubeConfig, RESOURCE_SLICES);
+    } catch {
       return true;
-    } catch (err) {
-      return !isNotFound(err);
     }
   }
 
