@@ -6,7 +6,7 @@ import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import type { Informer, ReconcileResult } from "../../kube/index.js";
 import { configLabelValue } from "../../contract/names.js";
 import { revisionObjectName } from "../render/index.js";
-import { revisionOfDaemonSet } from "../upgrade/rollout.js";
+import { revisionOfDaemonSet } from "../upgrade/daemonset-state.js";
 import {
   aggregateStatus,
   findResourceNameConflicts,

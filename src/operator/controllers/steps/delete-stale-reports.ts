@@ -2,7 +2,7 @@
 // findStaleReports', in ../stale-reports.ts).
 import type { DevicePluginConfig } from "../../../api/v1beta1/config.js";
 import { DEVICE_NODE_STATES, isConflict, isNotFound } from "../../../kube/index.js";
-import { revisionOfDaemonSet } from "../../upgrade/rollout.js";
+import { revisionOfDaemonSet } from "../../upgrade/daemonset-state.js";
 import {
   CLEANUP_ERROR_RETRY_MS,
   CLEANUP_RETRY_MS,
