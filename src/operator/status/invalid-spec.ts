@@ -1,9 +1,7 @@
 // The status of a config whose stored spec no longer validates: nothing is applied until it is fixed.
 import type { DevicePluginConfigStatus } from "../../api/v1beta1/status.js";
 import { previousStatusOf } from "./aggregate.js";
-import { withTransitionTimes } from "./conditions.js";
-
-const MAX_MESSAGE = 1024;
+import { boundConditionMessage, withTransitionTimes } from "./conditions.js";
 
 /**
  * Ready False and Stalled True with reason InvalidSpec and the validation errors (bounded), Reconciling
@@ -16,7 +14,7 @@ export function invalidSpecStatus(
 ): DevicePluginConfigStatus {
   const generation = stored.metadata?.generation ?? 0;
   const previous = previousStatusOf(stored);
-  const bounded = message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 1)}…` : message;
+  const bounded = boundConditionMessage(message);
   return {
     ...previous,
     observedGeneration: generation,
