@@ -15,12 +15,12 @@ import {
 } from "../status/index.js";
 import {
   INDEX_BY_CONFIG,
-  ownedDaemonSets,
   soonest,
   type CachedDeviceClass,
   type ConfigReconcilerDeps,
   type StepDeps,
 } from "./reconciler-deps.js";
+import { ownedDaemonSets } from "./owned-objects.js";
 import { deleteStaleReports } from "./steps/delete-stale-reports.js";
 import { deleteSlices, reconcileDraObjects, resourceApiServed } from "./steps/dra-objects.js";
 import {

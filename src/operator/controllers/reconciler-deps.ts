@@ -1,5 +1,5 @@
-// What the config reconciler and its steps work with: the informer caches, the writers, and the cache
-// reads and retry times they share.
+// What the config reconciler and its steps work with: the informer caches, the writers, and the retry
+// times they share.
 import type { KubernetesObject, V1ConfigMap, V1DaemonSet, V1Node, V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
@@ -10,12 +10,10 @@ import type {
   ReconcileResult,
   ServerSideApplier,
 } from "../../kube/index.js";
-import { configLabelValue } from "../../contract/names.js";
 import type { RenderContext } from "../render/index.js";
 import type { SlimResourceSlice } from "../status/index.js";
 import type { OperatorMetrics } from "../metrics.js";
 import type { DeviceClass } from "./dra.js";
-import { ownerConfigName, ownerUid } from "./mapping.js";
 
 /** A DevicePluginConfig as the API server returns it: spec not yet checked, status as last written. */
 export type StoredConfig = KubernetesObject & { spec?: unknown; status?: unknown };
@@ -67,21 +65,6 @@ export const WRITE_CONFLICT_RETRY_MS = 500;
 /** When to come back for the deletes a bounded batch left over, or after a delete failed. */
 export const CLEANUP_RETRY_MS = 1_000;
 export const CLEANUP_ERROR_RETRY_MS = 10_000;
-
-/** The config's DaemonSets (by label, and owned by this very config: a namesake's leftovers are not). */
-export function ownedDaemonSets(deps: ConfigReconcilerDeps, name: string): V1DaemonSet[] {
-  const uid = deps.configs.get(name)?.metadata?.uid;
-  return deps.daemonSets
-    .byIndex(INDEX_BY_CONFIG, configLabelValue(name))
-    .filter((ds) => ownerConfigName(ds.metadata) === name && (uid === undefined || ownerUid(ds) === uid));
-}
-
-/** The config's ConfigMaps (by label, and owned by the config of that name). */
-export function ownedConfigMaps(deps: ConfigReconcilerDeps, name: string): V1ConfigMap[] {
-  return deps.configMaps
-    .byIndex(INDEX_BY_CONFIG, configLabelValue(name))
-    .filter((cm) => ownerConfigName(cm.metadata) === name);
-}
 
 /** The earlier of two times to come back; undefined is never. Pure. */
 export function soonerRetry(a: number | undefined, b: number | undefined): number | undefined {

@@ -1,11 +1,34 @@
 // What the planner is told about each node, read from the cluster objects once per pass: which
 // revisions' DaemonSets hold it, its plugin pods and reports, and the devices it advertises. Pure.
 import type { V1DaemonSet, V1Node, V1Pod } from "@kubernetes/client-node";
+import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
+import type { RenderContext } from "../render/index.js";
 import { parseCountQuantity, unhealthyAdvertisedCount } from "../status/node-health.js";
 import { placementOfDaemonSet, revisionOfDaemonSet, type UpgradeState } from "./daemonset-state.js";
 import type { NodeObservation } from "./planner.js";
-import type { RolloutInput } from "./rollout.js";
+
+/** What one rollout pass reads: the config and the cluster objects of its plugin (decideRollout's input). */
+export interface RolloutInput {
+  config: DevicePluginConfig;
+  render: RenderContext;
+  /** The config's DaemonSets (being deleted or not). */
+  daemonSets: readonly V1DaemonSet[];
+  /** The nodes the config targets (nodeSelector and tolerations). */
+  nodes: readonly V1Node[];
+  /** The config's plugin pods. */
+  pods: readonly V1Pod[];
+  /** The config's DeviceNodeStates. */
+  reports: readonly DeviceNodeState[];
+  /**
+   * DRA mode: the devices each node's ResourceSlices of the driver publish (publishedDevicesByNode), the
+   * count the gate waits on instead of Node.status.allocatable. A node with no slice counts 0. The
+   * plugin leaves unhealthy devices out of its slices, as the kubelet leaves them out of allocatable, so
+   * the gate's rule (back to the baseline, less the unhealthy) is the same.
+   */
+  publishedDevices?: ReadonlyMap<string, number> | undefined;
+  now: number;
+}
 
 /** An upgrade under way: nodes move from the base DaemonSet to the target, or back. */
 export interface Move {

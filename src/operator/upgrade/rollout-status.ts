@@ -1,6 +1,6 @@
 // The upgrade's part of the config status, from the planner's plan: phase, revisions, counts, the nodes
 // in flight or failed (bounded), and the node problems. Pure.
-import type { V1DaemonSet } from "@kubernetes/client-node";
+import type { V1DaemonSet, V1Pod } from "@kubernetes/client-node";
 import {
   MAX_UPGRADE_NODES,
   type NodeProblem,
@@ -9,7 +9,6 @@ import {
 } from "../../api/v1beta1/status.js";
 import { ownedBy, podIsPresent } from "./observe.js";
 import type { Plan } from "./planner.js";
-import type { RolloutInput } from "./rollout.js";
 
 /** How a DaemonSet of a version without revisions shows in the status. */
 export const LEGACY_REVISION = "legacy";
@@ -65,12 +64,12 @@ export function upgradeStatus(plan: Plan, from: string, to: string): UpgradeStat
 export function steadyStatus(
   revision: string,
   plan: Plan,
-  input: RolloutInput,
+  pods: readonly V1Pod[],
   ds: V1DaemonSet | undefined,
 ): UpgradeStatus {
   const targeted = new Set(Object.keys(plan.modes));
   const withPod = new Set(
-    input.pods
+    pods
       .filter((p) => ds !== undefined && ownedBy(p, ds) && podIsPresent(p) && !p.metadata?.deletionTimestamp)
       .map((p) => p.spec?.nodeName ?? ""),
   );

@@ -6,16 +6,10 @@
 // to copies of the DaemonSets and says what to write, in an order that leaves a state the next pass
 // continues from if it stops anywhere. Writes carry the resourceVersion they were planned from, so a
 // stale cache or a second leader gets a conflict instead of acting twice.
-import type { V1DaemonSet, V1Node, V1Pod } from "@kubernetes/client-node";
+import type { V1DaemonSet } from "@kubernetes/client-node";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
-import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
 import type { NodeProblem, UpgradeStatus } from "../../api/v1beta1/status.js";
-import {
-  pluginRevision,
-  renderPluginDaemonSet,
-  type NodePlacement,
-  type RenderContext,
-} from "../render/index.js";
+import { pluginRevision, renderPluginDaemonSet, type NodePlacement } from "../render/index.js";
 import {
   ANNOTATION_UPGRADE_STATE,
   byCreation,
@@ -29,9 +23,11 @@ import {
   withState,
   type UpgradeState,
 } from "./daemonset-state.js";
-import { availableDevices, moveView, observeNode, type Move } from "./observe.js";
+import { availableDevices, moveView, observeNode, type Move, type RolloutInput } from "./observe.js";
 import { planRollout, type Plan, type RolloutSpec, type UpgradeMode } from "./planner.js";
 import { displayRevision, problemsOf, steadyStatus, tooOldNodes, upgradeStatus } from "./rollout-status.js";
+
+export type { RolloutInput } from "./observe.js";
 
 /** While an upgrade moves, come back this often: deadlines pass without any object changing. */
 export const UPGRADE_POLL_MS = 2_000;
@@ -48,27 +44,6 @@ export interface RolloutEvent {
   type: "Normal" | "Warning";
   reason: string;
   message: string;
-}
-
-export interface RolloutInput {
-  config: DevicePluginConfig;
-  render: RenderContext;
-  /** The config's DaemonSets (being deleted or not). */
-  daemonSets: readonly V1DaemonSet[];
-  /** The nodes the config targets (nodeSelector and tolerations). */
-  nodes: readonly V1Node[];
-  /** The config's plugin pods. */
-  pods: readonly V1Pod[];
-  /** The config's DeviceNodeStates. */
-  reports: readonly DeviceNodeState[];
-  /**
-   * DRA mode: the devices each node's ResourceSlices of the driver publish (publishedDevicesByNode), the
-   * count the gate waits on instead of Node.status.allocatable. A node with no slice counts 0. The
-   * plugin leaves unhealthy devices out of its slices, as the kubelet leaves them out of allocatable, so
-   * the gate's rule (back to the baseline, less the unhealthy) is the same.
-   */
-  publishedDevices?: ReadonlyMap<string, number> | undefined;
-  now: number;
 }
 
 export interface RolloutDecision {
@@ -163,7 +138,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
         daemonSet: withState(withPlacement(forUpdate(current), { except: tooOld }), undefined),
       });
     }
-    return decided(plan, steadyStatus(revision, plan, input, current), false);
+    return decided(plan, steadyStatus(revision, plan, input.pods, current), false);
   }
 
   const baseRevision = revisionOfDaemonSet(base);
@@ -208,7 +183,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     if (!samePlacement(placementOfDaemonSet(base), want) || hasState) {
       writes.push({ kind: "Update", daemonSet: withState(withPlacement(forUpdate(base), want), undefined) });
     }
-    return decided(plan, steadyStatus(revision, plan, input, base), false);
+    return decided(plan, steadyStatus(revision, plan, input.pods, base), false);
   }
 
   // An upgrade from the base's revision to the current one.

@@ -7,9 +7,9 @@ import {
   CLEANUP_ERROR_RETRY_MS,
   CLEANUP_RETRY_MS,
   INDEX_BY_CONFIG,
-  ownedDaemonSets,
   type StepDeps,
 } from "../reconciler-deps.js";
+import { ownedDaemonSets } from "../owned-objects.js";
 import { findStaleReports } from "../stale-reports.js";
 
 /** Stale DeviceNodeStates deleted per reconcile: a drained node pool must not stall the other configs. */

@@ -17,13 +17,8 @@ import { LABEL_REVISION, renderPluginConfigMap } from "../../render/index.js";
 import { pluginRunsOnNode } from "../../status/selection.js";
 import { decideRollout, type RolloutDecision } from "../../upgrade/rollout.js";
 import { containsDesired } from "../drift.js";
-import {
-  INDEX_BY_CONFIG,
-  WRITE_CONFLICT_RETRY_MS,
-  ownedConfigMaps,
-  ownedDaemonSets,
-  type StepDeps,
-} from "../reconciler-deps.js";
+import { INDEX_BY_CONFIG, WRITE_CONFLICT_RETRY_MS, type StepDeps } from "../reconciler-deps.js";
+import { ownedDaemonSets, ownedConfigMaps } from "../owned-objects.js";
 
 export interface WorkloadOutcome {
   /** Why a write failed for good (Forbidden, Invalid): for the status, not a retry. */
