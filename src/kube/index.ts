@@ -1,4 +1,5 @@
-// The controller machinery on @kubernetes/client-node: informers, work queue, leader election, apply, errors.
+// The controller machinery on @kubernetes/client-node: informers, work queue, leader election, apply, the
+// object client, errors.
 export * from "./apply.js";
 export * from "./backoff.js";
 export * from "./clock.js";
@@ -7,6 +8,7 @@ export * from "./errors.js";
 export * from "./indexed-cache.js";
 export * from "./informer.js";
 export * from "./leader.js";
+export * from "./objects.js";
 export * from "./request.js";
 export * from "./resources.js";
 export * from "./watch.js";

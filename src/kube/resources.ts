@@ -10,9 +10,14 @@ export interface ResourceRef {
   namespaced: boolean;
 }
 
+/** Path of `ref`'s group and version, e.g. /apis/apps/v1 or /api/v1: its discovery document. */
+export function groupVersionPath(ref: Pick<ResourceRef, "group" | "version">): string {
+  return ref.group === "" ? `/api/${ref.version}` : `/apis/${ref.group}/${ref.version}`;
+}
+
 /** Collection path of `ref`, in `namespace` when given (all namespaces otherwise). */
 export function collectionPath(ref: ResourceRef, namespace?: string): string {
-  const root = ref.group === "" ? `/api/${ref.version}` : `/apis/${ref.group}/${ref.version}`;
+  const root = groupVersionPath(ref);
   if (namespace !== undefined && !ref.namespaced) {
     throw new Error(`${ref.plural} is cluster-scoped: it has no namespace ${namespace}`);
   }
@@ -20,12 +25,14 @@ export function collectionPath(ref: ResourceRef, namespace?: string): string {
   return `${root}${scope}/${ref.plural}`;
 }
 
-/** Path of one object of `ref`. */
-export function objectPath(ref: ResourceRef, name: string, namespace?: string): string {
+/** Path of one object of `ref`, or of its `subresource` (status, scale, ...) when given. */
+export function objectPath(ref: ResourceRef, name: string, namespace?: string, subresource?: string): string {
   if (ref.namespaced && namespace === undefined) {
     throw new Error(`${ref.plural} is namespaced: ${name} needs a namespace`);
   }
-  return `${collectionPath(ref, namespace)}/${encodeURIComponent(name)}`;
+  if (name === "") throw new Error(`${ref.plural}: an object path needs a name`);
+  const object = `${collectionPath(ref, namespace)}/${encodeURIComponent(name)}`;
+  return subresource === undefined ? object : `${object}/${encodeURIComponent(subresource)}`;
 }
 
 export const NODES: ResourceRef = { group: "", version: "v1", plural: "nodes", namespaced: false };

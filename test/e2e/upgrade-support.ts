@@ -29,7 +29,7 @@ import {
   ANNOTATION_UPGRADE_STATE,
   placementOfDaemonSet,
   type UpgradeState,
-} from "../../src/operator/upgrade/rollout.js";
+} from "../../src/operator/upgrade/daemonset-state.js";
 import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 
 /**

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
-import { placementOfDaemonSet } from "../../src/operator/upgrade/rollout.js";
+import { placementOfDaemonSet } from "../../src/operator/upgrade/daemonset-state.js";
 import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";

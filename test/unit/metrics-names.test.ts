@@ -188,7 +188,7 @@ describe("plugin metrics", () => {
 describe("operator metrics", () => {
   it("exposes every dpo_operator_ and dpo_webhook_ metric with its type, help, label names and buckets", async () => {
     const m = new OperatorMetrics();
-    // The label sets the operator records (manager.ts, controllers/config-reconciler.ts).
+    // The label sets the operator records (manager.ts, controllers/steps/).
     m.reconciles.inc({ result: "ok" });
     m.reconcileDuration.observe({}, 0.02);
     m.applies.inc({ kind: "DaemonSet" });

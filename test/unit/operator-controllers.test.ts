@@ -1,8 +1,22 @@
-// Pure pieces of the operator's controller: drift detection and which node updates matter.
+// Pure pieces of the operator's controller: drift detection, which node updates matter, and which configs
+// an event concerns.
 import type { V1Node } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { containsDesired } from "../../src/operator/controllers/drift.js";
-import { nodeChangeMatters, ownerConfigName } from "../../src/operator/controllers/mapping.js";
+import {
+  configForLabel,
+  configForSlice,
+  configUpdateMatters,
+  configsForConfig,
+  configsForDeviceClass,
+  configsForNode,
+  nodeChangeMatters,
+  ownerConfigName,
+  specDeviceClassName,
+  type ConfigLookup,
+} from "../../src/operator/controllers/mapping.js";
+import type { StoredConfig } from "../../src/operator/controllers/config-reconciler.js";
+import { configLabelValue } from "../../src/contract/names.js";
 
 describe("containsDesired", () => {
   it.each([
@@ -80,5 +94,92 @@ describe("ownerConfigName", () => {
     ).toBe("foo");
     expect(ownerConfigName({ ownerReferences: [] })).toBeUndefined();
     expect(ownerConfigName(undefined)).toBeUndefined();
+  });
+});
+
+describe("which configs an event concerns", () => {
+  const stored = (name: string, spec: Record<string, unknown>, extra: object = {}): StoredConfig => ({
+    metadata: { name, generation: 1, ...extra },
+    spec,
+  });
+  const longName = `c-${"x".repeat(70)}`;
+  const all = [
+    stored("gpu", { resourceName: "v.example/gpu", nodeSelector: { gpu: "true" } }),
+    stored("gpu-late", { resourceName: "v.example/gpu", nodeSelector: { other: "true" } }),
+    stored("fpga", { resourceName: "v.example/fpga", nodeSelector: { fpga: "true" } }),
+    stored("dra", { resourceName: "v.example/dra", publish: "DRA" }),
+    stored(longName, { resourceName: "v.example/long" }),
+  ];
+  const configs: ConfigLookup = {
+    get: (name) => all.find((c) => c.metadata?.name === name),
+    list: () => all,
+  };
+  const node = (labels: Record<string, string>): V1Node => ({ metadata: { name: "n", labels } });
+  /** The configs without a nodeSelector select every node. */
+  const rest = ["dra", "dra", longName, longName];
+
+  it.each<[string, V1Node | undefined, V1Node | undefined, string[]]>([
+    // Each config that selects the node, then the configs of its resource name (itself too: the queue
+    // holds a name once).
+    ["a GPU node added", undefined, node({ gpu: "true" }), ["gpu", "gpu", "gpu-late", ...rest]],
+    ["an FPGA node deleted", node({ fpga: "true" }), undefined, ["fpga", "fpga", ...rest]],
+    ["a node that only the empty selectors match", undefined, node({}), rest],
+    [
+      "a node relabelled from FPGA to GPU: both sides",
+      node({ fpga: "true" }),
+      node({ gpu: "true" }),
+      ["gpu", "gpu", "gpu-late", "fpga", "fpga", ...rest],
+    ],
+  ])("%s", (_name, old, cur, want) => {
+    expect(configsForNode(configs, old, cur)).toEqual(want);
+  });
+
+  it("a config change concerns the config and those sharing its resource name", () => {
+    expect(configsForConfig(configs, all[0]!)).toEqual(["gpu", "gpu", "gpu-late"]);
+    expect(configsForConfig(configs, stored("gone", {}))).toEqual(["gone"]);
+  });
+
+  it("a label value finds its config, also through a long name's hashed value", () => {
+    expect(configForLabel(configs, "gpu")).toBe("gpu");
+    expect(configLabelValue(longName)).not.toBe(longName);
+    expect(configForLabel(configs, configLabelValue(longName))).toBe(longName);
+    expect(configForLabel(configs, "nobody")).toBeUndefined();
+    expect(configForLabel(configs, undefined)).toBeUndefined();
+  });
+
+  it("a slice concerns the config of its label, or the deleted config its label names", () => {
+    const slice = (label?: string) =>
+      ({ metadata: { name: "s", labels: label ? { "dpo.dev/config": label } : {} }, spec: {} }) as never;
+    expect(configForSlice(configs, slice("gpu"))).toBe("gpu");
+    expect(configForSlice(configs, slice("deleted"))).toBe("deleted");
+    expect(configForSlice(configs, slice())).toBeUndefined();
+  });
+
+  it("a DeviceClass concerns its owner and the configs that want its name", () => {
+    expect(specDeviceClassName(all[3]!)).toBe("dra.v.example");
+    expect(specDeviceClassName(all[0]!)).toBeUndefined();
+    const owned = {
+      apiVersion: "dpo.dev/v1beta1",
+      kind: "DevicePluginConfig",
+      name: "fpga",
+      uid: "u",
+    };
+    expect(configsForDeviceClass(configs, { metadata: { name: "dra.v.example" } })).toEqual(["dra"]);
+    expect(configsForDeviceClass(configs, { metadata: { name: "other", ownerReferences: [owned] } })).toEqual(
+      ["fpga"],
+    );
+  });
+
+  it.each<[string, object, object, boolean]>([
+    ["our own status write", { status: { a: 1 } }, { status: { mine: true } }, false],
+    ["someone else's status", { status: { a: 1 } }, { status: { theirs: true } }, true],
+    ["a spec change (generation)", { metadata: { generation: 2 } }, {}, true],
+    ["a label change", { metadata: { generation: 1, labels: { a: "b" } } }, {}, true],
+    ["deletion", { metadata: { generation: 1, deletionTimestamp: "2026-01-01T00:00:00Z" } }, {}, true],
+    ["nothing", {}, {}, false],
+  ])("config update: %s", (_name, oldPatch, curPatch, want) => {
+    const base = { metadata: { name: "gpu", generation: 1 }, spec: {} };
+    const isOwn = (_name: string, status: unknown) => JSON.stringify(status) === '{"mine":true}';
+    expect(configUpdateMatters({ ...base, ...oldPatch }, { ...base, ...curPatch }, isOwn)).toBe(want);
   });
 });

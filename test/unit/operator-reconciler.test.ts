@@ -6,7 +6,16 @@ import { describe, expect, it } from "vitest";
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { deviceNodeStateName } from "../../src/contract/node-state.js";
-import { ForbiddenError, NotFoundError, TransientError, type Informer } from "../../src/kube/index.js";
+import {
+  ForbiddenError,
+  NotFoundError,
+  TransientError,
+  objectPath,
+  type Informer,
+  type ObjectClient,
+  type ObjectKey,
+  type ResourceRef,
+} from "../../src/kube/index.js";
 import {
   ConfigReconciler,
   type ConfigReconcilerDeps,
@@ -101,22 +110,25 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
         return Promise.resolve({ ...obj, metadata: { ...obj.metadata, resourceVersion: String(++rv) } });
       },
     } as never,
-    createObject: (_path, obj) => {
-      if (failApply) return Promise.reject(failApply);
-      applied.push({ kind: "DaemonSet", name: (obj as KubernetesObject).metadata!.name! });
-      return Promise.resolve();
-    },
-    updateObject: (_path, obj) => {
-      if (failApply) return Promise.reject(failApply);
-      applied.push({ kind: "DaemonSet", name: (obj as KubernetesObject).metadata!.name! });
-      return Promise.resolve();
-    },
-    deleteObject: (path) => {
-      const err = failDelete?.(path);
-      if (err) return Promise.reject(err);
-      deleted.push(path);
-      return Promise.resolve();
-    },
+    objects: {
+      create: (_ref: ResourceRef, obj: KubernetesObject) => {
+        if (failApply) return Promise.reject(failApply);
+        applied.push({ kind: "DaemonSet", name: obj.metadata!.name! });
+        return Promise.resolve(obj);
+      },
+      update: (_ref: ResourceRef, obj: KubernetesObject) => {
+        if (failApply) return Promise.reject(failApply);
+        applied.push({ kind: "DaemonSet", name: obj.metadata!.name! });
+        return Promise.resolve(obj);
+      },
+      delete: (ref: ResourceRef, key: ObjectKey) => {
+        const path = objectPath(ref, key.name, ref.namespaced ? key.namespace : undefined);
+        const err = failDelete?.(path);
+        if (err) return Promise.reject(err);
+        deleted.push(path);
+        return Promise.resolve();
+      },
+    } as Partial<ObjectClient> as ObjectClient,
     events: {
       record: (_obj: unknown, type: string, reason: string) => {
         events.push(`${type}/${reason}`);

@@ -13,10 +13,10 @@ import { deviceNodeStateName } from "../../src/contract/node-state.js";
 import { pluginConfigHash } from "../../src/operator/render/configmap.js";
 import {
   aggregateStatus,
-  DEGRADED_REASON_ORDER,
   previousStatusOf,
   type AggregateStatusInput,
 } from "../../src/operator/status/aggregate.js";
+import { DEGRADED_REASON_ORDER } from "../../src/operator/status/degraded.js";
 import { statusEqual } from "../../src/operator/status/conditions.js";
 
 const RESOURCE = "hardware-vendor.example/foo";

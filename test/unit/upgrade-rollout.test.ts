@@ -11,12 +11,14 @@ import {
 } from "../../src/operator/render/index.js";
 import {
   ANNOTATION_UPGRADE_STATE,
-  decideRollout,
   parseUpgradeState,
   placementOfDaemonSet,
+  type UpgradeState,
+} from "../../src/operator/upgrade/daemonset-state.js";
+import {
+  decideRollout,
   type RolloutDecision,
   type RolloutInput,
-  type UpgradeState,
 } from "../../src/operator/upgrade/rollout.js";
 
 const ctx = {

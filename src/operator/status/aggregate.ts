@@ -14,18 +14,15 @@ import {
 } from "../../api/v1beta1/status.js";
 import { LABEL_CONFIG, configLabelValue } from "../../contract/names.js";
 import { pluginConfigHash } from "../render/configmap.js";
-import { ANNOTATION_CONFIG_HASH, pluginObjectName } from "../render/names.js";
+import { pluginObjectName } from "../render/names.js";
 import type { UpgradeMode } from "../upgrade/planner.js";
-import { withTransitionTimes, type ConditionDraft } from "./conditions.js";
+import { boundConditionMessage, withTransitionTimes, type ConditionDraft } from "./conditions.js";
+import { dominantReason, problemCountsMessage } from "./degraded.js";
 import { draPublishingCondition, FEATURE_REASONS, surgeUpgradesCondition } from "./features.js";
-import {
-  PROBLEM_PRIORITY,
-  evaluateNode,
-  kubeletTruth,
-  type DeviceTruth,
-  type NodeHealth,
-} from "./node-health.js";
+import { evaluateNode, kubeletTruth, type DeviceTruth, type NodeHealth } from "./node-health.js";
+import { rolloutOf, upgradeRollout, type Rollout } from "./rollout-progress.js";
 import { pluginRunsOnNode } from "./selection.js";
+import { transitionEvents, type StatusEvent } from "./transition-events.js";
 
 export interface AggregateStatusInput {
   /** The config as parsed (defaults applied); its metadata.generation becomes observedGeneration. */
@@ -78,12 +75,6 @@ export interface AggregateStatusInput {
   now: Date;
 }
 
-export interface StatusEvent {
-  type: "Normal" | "Warning";
-  reason: string;
-  message: string;
-}
-
 export interface AggregateStatusResult {
   status: DevicePluginConfigStatus;
   events: StatusEvent[];
@@ -91,13 +82,6 @@ export interface AggregateStatusResult {
 
 /** How many not-ready nodes the Ready message names. */
 const NOT_READY_NAMED = 5;
-const MAX_CONDITION_MESSAGE = 1024;
-
-function boundMessage(message: string): string {
-  return message.length <= MAX_CONDITION_MESSAGE
-    ? message
-    : `${message.slice(0, MAX_CONDITION_MESSAGE - 1)}…`;
-}
 
 /** The status stored on a config, or undefined when there is none or it is not ours to read. */
 export function previousStatusOf(config: { status?: unknown }): DevicePluginConfigStatus | undefined {
@@ -119,123 +103,6 @@ function groupBy<T>(items: readonly T[], key: (item: T) => string | undefined): 
 
 function byName(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-interface Rollout {
-  reconciling: boolean;
-  reason: string;
-  message: string;
-}
-
-/** Where the DaemonSet is on its way to running the current config on every node it targets. */
-function rolloutOf(
-  daemonSet: V1DaemonSet | undefined,
-  name: string,
-  configHash: string,
-  upgrade?: UpgradeStatus,
-): Rollout {
-  if (daemonSet === undefined) {
-    return {
-      reconciling: true,
-      reason: "DaemonSetPending",
-      message: `waiting for DaemonSet ${name} to exist`,
-    };
-  }
-  // A cache that has not caught up with the last apply still holds the previous template.
-  if (daemonSet.spec?.template.metadata?.annotations?.[ANNOTATION_CONFIG_HASH] !== configHash) {
-    return {
-      reconciling: true,
-      reason: "Progressing",
-      message: `DaemonSet ${name} does not carry the current plugin config yet`,
-    };
-  }
-  const generation = daemonSet.metadata?.generation;
-  const observed = daemonSet.status?.observedGeneration;
-  if (daemonSet.status === undefined || (generation !== undefined && (observed ?? 0) < generation)) {
-    return {
-      reconciling: true,
-      reason: "Progressing",
-      message: `waiting for the DaemonSet controller to observe generation ${generation ?? "?"} of DaemonSet ${name}`,
-    };
-  }
-  if (upgrade !== undefined) return upgradeRollout(upgrade);
-  const desired = daemonSet.status.desiredNumberScheduled ?? 0;
-  const updated = daemonSet.status.updatedNumberScheduled ?? 0;
-  if (updated < desired) {
-    return {
-      reconciling: true,
-      reason: "RollingOut",
-      message: `${updated}/${desired} plugin pods run the current template`,
-    };
-  }
-  return {
-    reconciling: false,
-    reason: "RolloutComplete",
-    message: `${desired}/${desired} plugin pods run the current template`,
-  };
-}
-
-/** Reconciling from the plugin upgrade: true while nodes move, or while pods of the revision are missing. */
-function upgradeRollout(upgrade: UpgradeStatus): Rollout {
-  switch (upgrade.phase) {
-    case "Progressing":
-    case "Paused":
-    case "RollingBack":
-      return {
-        reconciling: true,
-        reason: `Upgrade${upgrade.phase}`,
-        message: `${upgrade.summary} nodes run plugin revision ${upgrade.updateRevision}${upgrade.phase === "RollingBack" ? `; rolling back to ${upgrade.currentRevision}` : ""}${upgrade.message ? `: ${upgrade.message}` : ""}`,
-      };
-    case "Complete":
-      return upgrade.updated < upgrade.total
-        ? {
-            reconciling: true,
-            reason: "RollingOut",
-            message: `${upgrade.summary} nodes have a plugin pod of revision ${upgrade.updateRevision}`,
-          }
-        : {
-            reconciling: false,
-            reason: "RolloutComplete",
-            message: `${upgrade.summary} nodes have a plugin pod of revision ${upgrade.updateRevision}`,
-          };
-    default:
-      return {
-        reconciling: false,
-        reason: `Upgrade${upgrade.phase}`,
-        message: upgrade.message ?? upgrade.phase,
-      };
-  }
-}
-
-/**
- * Every problem reason, the more fundamental first: a kubelet too old for the plugin and a node whose
- * upgrade failed (the rollout's problems), then a node's own (PROBLEM_PRIORITY).
- */
-export const DEGRADED_REASON_ORDER: readonly ProblemReason[] = [
-  "KubeletTooOld",
-  "UpgradeFailed",
-  ...PROBLEM_PRIORITY,
-];
-
-/** The reason most problem nodes share; ties go to the more fundamental reason. */
-function dominantReason(counts: ReadonlyMap<ProblemReason, number>): ProblemReason | undefined {
-  let best: ProblemReason | undefined;
-  for (const reason of DEGRADED_REASON_ORDER) {
-    const count = counts.get(reason) ?? 0;
-    if (count > 0 && (best === undefined || count > (counts.get(best) ?? 0))) best = reason;
-  }
-  return best;
-}
-
-function problemCountsMessage(
-  counts: ReadonlyMap<ProblemReason, number>,
-  total: number,
-  matched: number,
-): string {
-  const parts = DEGRADED_REASON_ORDER.filter((r) => (counts.get(r) ?? 0) > 0)
-    .sort((a, b) => (counts.get(b) ?? 0) - (counts.get(a) ?? 0))
-    .map((r) => `${r} ${counts.get(r)}`);
-  return `${total} of ${matched} nodes have problems: ${parts.join(", ")}`;
 }
 
 /**
@@ -275,7 +142,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
     upgrade !== undefined && (upgrade.phase === "Failed" || upgrade.phase === "RolledBack")
       ? {
           reason: upgrade.phase === "Failed" ? "UpgradeFailed" : "UpgradeRolledBack",
-          message: boundMessage(
+          message: boundConditionMessage(
             upgrade.message ?? `the upgrade to revision ${upgrade.updateRevision} failed`,
           ),
         }
@@ -294,12 +161,12 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
       : input.applyError !== undefined
         ? {
             reason: "ApplyFailed",
-            message: boundMessage(`applying the plugin objects failed: ${input.applyError}`),
+            message: boundConditionMessage(`applying the plugin objects failed: ${input.applyError}`),
           }
         : resourceApiUnavailable !== undefined
           ? { reason: resourceApiUnavailable.reason, message: resourceApiUnavailable.message }
           : input.deviceClassConflict !== undefined
-            ? { reason: "DeviceClassConflict", message: boundMessage(input.deviceClassConflict) }
+            ? { reason: "DeviceClassConflict", message: boundConditionMessage(input.deviceClassConflict) }
             : upgradeStalled;
 
   const truth = input.deviceTruth ?? kubeletTruth(resourceName);
@@ -472,60 +339,4 @@ function featureConditions(
     });
   }
   return [surge, dra].filter((c) => c !== undefined);
-}
-
-function conditionOf(conditions: readonly Condition[] | undefined, type: string): Condition | undefined {
-  return conditions?.find((c) => c.type === type);
-}
-
-/**
- * Events for what changed since the previous status: Stalled turning True; Ready turning True, or False
- * from True; and, once the plugin has settled, Degraded turning True or False and each listed node with
- * a problem (node and reason) it did not have before. While the plugin rolls out, restarting pods make
- * passing problems, so Degraded and node events wait; the first settled status after a rollout is
- * compared with a clean slate, so a problem that outlives the rollout is reported once.
- */
-function transitionEvents(
-  previous: DevicePluginConfigStatus | undefined,
-  conditions: readonly Condition[],
-  listed: readonly NodeProblem[],
-  reconciling: boolean,
-): StatusEvent[] {
-  const events: StatusEvent[] = [];
-  const before = (type: string): string => conditionOf(previous?.conditions, type)?.status ?? "Unknown";
-  const now = (type: string): Condition | undefined => conditionOf(conditions, type);
-
-  const stalled = now("Stalled");
-  if (stalled?.status === "True" && before("Stalled") !== "True") {
-    events.push({ type: "Warning", reason: stalled.reason, message: stalled.message });
-  }
-  const ready = now("Ready");
-  if (ready?.status === "True" && before("Ready") !== "True") {
-    events.push({ type: "Normal", reason: "Ready", message: ready.message });
-  } else if (ready?.status === "False" && before("Ready") === "True") {
-    events.push({ type: "Warning", reason: "NotReady", message: `${ready.reason}: ${ready.message}` });
-  }
-  if (reconciling) return events;
-
-  const wasSettled = previous !== undefined && before("Reconciling") === "False";
-  const degradedBefore = wasSettled ? before("Degraded") : "Unknown";
-  const degraded = now("Degraded");
-  if (degraded?.status === "True" && degradedBefore !== "True") {
-    events.push({ type: "Warning", reason: "Degraded", message: `${degraded.reason}: ${degraded.message}` });
-  } else if (degraded?.status === "False" && degradedBefore === "True") {
-    events.push({ type: "Normal", reason: "Recovered", message: degraded.message });
-  }
-  const known = new Set(
-    (wasSettled ? (previous?.problems ?? []) : []).map((p) => `${p.node}\u0000${p.reason}`),
-  );
-  for (const problem of listed) {
-    if (known.has(`${problem.node}\u0000${problem.reason}`)) continue;
-    const devices = problem.devices && problem.devices.length > 0 ? ` [${problem.devices.join(", ")}]` : "";
-    events.push({
-      type: "Warning",
-      reason: problem.reason,
-      message: `node ${problem.node}: ${problem.message ?? problem.reason}${devices}`,
-    });
-  }
-  return events;
 }

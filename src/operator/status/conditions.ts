@@ -1,6 +1,15 @@
 // Condition bookkeeping: RFC 3339 times, carrying lastTransitionTime over, and order-aware status equality.
 import type { Condition, DevicePluginConfigStatus } from "../../api/v1beta1/status.js";
 
+/** The longest condition message the operator writes; longer ones end in an ellipsis. */
+export const MAX_CONDITION_MESSAGE = 1024;
+
+export function boundConditionMessage(message: string): string {
+  return message.length <= MAX_CONDITION_MESSAGE
+    ? message
+    : `${message.slice(0, MAX_CONDITION_MESSAGE - 1)}…`;
+}
+
 /** A condition before its transition time is known. */
 export type ConditionDraft = Omit<Condition, "lastTransitionTime">;
 

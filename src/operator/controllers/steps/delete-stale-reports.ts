@@ -1,0 +1,77 @@
+// Reconcile step: delete the config's DeviceNodeStates that nothing else will remove (the decision is
+// findStaleReports', in ../stale-reports.ts).
+import type { DevicePluginConfig } from "../../../api/v1beta1/config.js";
+import { DEVICE_NODE_STATES, isConflict, isNotFound } from "../../../kube/index.js";
+import { revisionOfDaemonSet } from "../../upgrade/daemonset-state.js";
+import {
+  CLEANUP_ERROR_RETRY_MS,
+  CLEANUP_RETRY_MS,
+  INDEX_BY_CONFIG,
+  type StepDeps,
+} from "../reconciler-deps.js";
+import { ownedDaemonSets } from "../owned-objects.js";
+import { findStaleReports } from "../stale-reports.js";
+
+/** Stale DeviceNodeStates deleted per reconcile: a drained node pool must not stall the other configs. */
+const STALE_REPORT_DELETES_PER_RECONCILE = 20;
+
+/**
+ * Deletes (a bounded batch of) the config's DeviceNodeStates whose node left the cluster or is no longer
+ * one the plugin runs on: no plugin is left to update or remove them, and they would stay forever. Also
+ * those under a name an earlier plugin version used, once the report under the current name exists:
+ * the new plugin does not know the old name, so nothing else would remove them.
+ * Returns when to come back, if there is more to do.
+ */
+export async function deleteStaleReports(
+  deps: StepDeps,
+  config: DevicePluginConfig,
+): Promise<number | undefined> {
+  const name = config.metadata.name;
+  // Revisions are judged only against a synced cache that shows at least one DaemonSet: before the
+  // first one exists, every report would look like one of a revision that is gone.
+  const daemonSets = deps.daemonSets.hasSynced() ? ownedDaemonSets(deps, name) : [];
+  const { stale, remaining } = findStaleReports({
+    configName: name,
+    spec: config.spec,
+    reports: deps.reports.byIndex(INDEX_BY_CONFIG, name),
+    node: (nodeName) => deps.nodes.get(nodeName),
+    nodesSynced: deps.nodes.hasSynced(),
+    limit: STALE_REPORT_DELETES_PER_RECONCILE,
+    revisions: daemonSets.length > 0 ? new Set(daemonSets.map(revisionOfDaemonSet)) : undefined,
+    now: deps.now().getTime(),
+  });
+  let retryMs = remaining > 0 ? CLEANUP_RETRY_MS : undefined;
+  for (const { report, reason, replacedBy } of stale) {
+    const reportName = report.metadata.name;
+    const uid = typeof report.metadata["uid"] === "string" ? report.metadata["uid"] : undefined;
+    try {
+      await deps.objects.delete(
+        DEVICE_NODE_STATES,
+        { name: reportName, namespace: deps.render.namespace },
+        { uid },
+      );
+      deps.logger.info(
+        {
+          config: name,
+          node: report.spec.nodeName,
+          report: reportName,
+          reason,
+          ...(replacedBy !== undefined ? { replacedBy } : {}),
+        },
+        reason === "Superseded"
+          ? "deleted DeviceNodeState superseded by the report under its current name"
+          : "deleted stale DeviceNodeState",
+      );
+    } catch (err) {
+      // 404: someone else deleted it. 409: the uid precondition failed, so it is a new report that the
+      // next reconcile judges afresh. Both are done as far as this one is concerned.
+      if (isNotFound(err) || isConflict(err)) continue;
+      deps.logger.warn(
+        { config: name, node: report.spec.nodeName, report: reportName, err: String(err) },
+        "could not delete stale DeviceNodeState; retrying later",
+      );
+      retryMs = CLEANUP_ERROR_RETRY_MS;
+    }
+  }
+  return retryMs;
+}

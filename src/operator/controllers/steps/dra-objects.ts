@@ -1,0 +1,167 @@
+// Reconcile step: the DRA objects of a config (spec.publish: DRA), its DeviceClass and the ResourceSlices
+// nobody else removes, and the device counts its slices publish. The decisions are ../dra.ts'.
+import type { DevicePluginConfig } from "../../../api/v1beta1/config.js";
+import { draDeviceClassName, draDriverName } from "../../../api/v1beta1/spec.js";
+import {
+  DEVICE_CLASSES,
+  RESOURCE_SLICES,
+  isAlreadyExists,
+  isConflict,
+  isNotFound,
+} from "../../../kube/index.js";
+import { configLabelValue } from "../../../contract/names.js";
+import { publishedDevicesByNode, type DeviceTruth } from "../../status/index.js";
+import { decideDeviceClass, findSlicesToDelete, ownedByConfig } from "../dra.js";
+import {
+  CLEANUP_ERROR_RETRY_MS,
+  CLEANUP_RETRY_MS,
+  INDEX_BY_CONFIG,
+  INDEX_BY_DRIVER,
+  WRITE_CONFLICT_RETRY_MS,
+  soonerRetry,
+  type StepDeps,
+} from "../reconciler-deps.js";
+
+/** ResourceSlices deleted per reconcile (config gone, left DRA, node no longer targeted). */
+const SLICE_DELETES_PER_RECONCILE = 50;
+
+/** What the DRA side of a reconcile found: the status's device truth and a DeviceClass conflict. */
+export interface DraOutcome {
+  truth?: DeviceTruth;
+  /** Devices per node that the slices publish, for the upgrade gate; once the slice cache is complete. */
+  publishedDevices?: ReadonlyMap<string, number>;
+  deviceClassConflict?: string;
+  retryMs?: number;
+}
+
+/**
+ * Whether the API server serves resource.k8s.io/v1: the operator hands over the DRA informers once it
+ * has found the group served (manager.ts), and never otherwise.
+ */
+export function resourceApiServed(deps: StepDeps): boolean {
+  return deps.slices !== undefined && deps.deviceClasses !== undefined;
+}
+
+/**
+ * The DRA side of a config: its DeviceClass created, kept current, or left alone when another owns the
+ * name; classes it owns under another name (or at all, once it left DRA) deleted; its stale
+ * ResourceSlices deleted; and, for a DRA config, the published devices per node for the status and the
+ * upgrade gate. `mayOwnClass` is false while the config yields to another for its resource name.
+ */
+export async function reconcileDraObjects(
+  deps: StepDeps,
+  config: DevicePluginConfig,
+  mayOwnClass: boolean,
+): Promise<DraOutcome> {
+  const { slices, deviceClasses } = deps;
+  const name = config.metadata.name;
+  const isDra = config.spec.publish === "DRA";
+  const outcome: DraOutcome = {};
+  if (slices === undefined || deviceClasses === undefined) {
+    if (isDra)
+      outcome.truth = { kind: "ResourceSlices", driver: draDriverName(config.spec), published: new Map() };
+    return outcome;
+  }
+  const retry = (ms: number | undefined) => {
+    const sooner = soonerRetry(outcome.retryMs, ms);
+    if (sooner !== undefined) outcome.retryMs = sooner;
+  };
+  const wanted = isDra && mayOwnClass ? draDeviceClassName(config.spec) : undefined;
+  if (wanted !== undefined && deviceClasses.hasSynced()) {
+    const action = decideDeviceClass(config, deviceClasses.get(wanted));
+    try {
+      if (action.kind === "Create") {
+        await deps.objects.create(DEVICE_CLASSES, action.object);
+        deps.logger.info({ config: name, deviceClass: wanted }, "created the DeviceClass");
+      } else if (action.kind === "Update") {
+        await deps.objects.update(DEVICE_CLASSES, action.object);
+        deps.logger.info({ config: name, deviceClass: wanted }, "put the DeviceClass back as rendered");
+      } else if (action.kind === "Conflict") {
+        outcome.deviceClassConflict = action.message;
+      }
+    } catch (err) {
+      // Lost a race with the cache (someone created or changed it meanwhile): judge again soon.
+      if (!(isAlreadyExists(err) || isConflict(err) || isNotFound(err))) throw err;
+      retry(WRITE_CONFLICT_RETRY_MS);
+    }
+  }
+  // Classes this very config owns but no longer wants: a renamed class, or all of them off DRA.
+  for (const cls of deviceClasses.list()) {
+    const clsName = cls.metadata?.name ?? "";
+    if (clsName === wanted || !ownedByConfig(cls, config.metadata.uid) || cls.metadata?.deletionTimestamp)
+      continue;
+    try {
+      await deps.objects.delete(DEVICE_CLASSES, { name: clsName }, { uid: cls.metadata?.uid || undefined });
+      deps.logger.info(
+        { config: name, deviceClass: clsName },
+        "deleted a DeviceClass the config no longer wants",
+      );
+    } catch (err) {
+      if (!isNotFound(err) && !isConflict(err)) throw err;
+    }
+  }
+  retry(await deleteSlices(deps, name, config));
+  if (isDra) {
+    const driver = draDriverName(config.spec);
+    const published = slices.hasSynced()
+      ? publishedDevicesByNode(slices.byIndex(INDEX_BY_DRIVER, driver), driver)
+      : new Map<string, number>();
+    outcome.truth = { kind: "ResourceSlices", driver, published };
+    // Before the slice cache is complete, the gate would read every node as empty: leave it to Node
+    // allocatable (which holds nothing in DRA mode, so it waits) rather than record zero baselines.
+    if (slices.hasSynced()) outcome.publishedDevices = published;
+  }
+  return outcome;
+}
+
+/**
+ * Deletes (a bounded batch of) the ResourceSlices labelled with the config that nobody else removes
+ * (see findSlicesToDelete); `config` undefined: the config is gone. Returns when to come back.
+ */
+export async function deleteSlices(
+  deps: StepDeps,
+  name: string,
+  config: DevicePluginConfig | undefined,
+): Promise<number | undefined> {
+  const slices = deps.slices;
+  if (slices === undefined || !slices.hasSynced()) return undefined;
+  const label = configLabelValue(name);
+  // A config gone, but another with the same label value (a long, hashed name) still there: not ours.
+  if (
+    config === undefined &&
+    deps.configs.list().some((c) => configLabelValue(c.metadata?.name ?? "") === label)
+  ) {
+    return undefined;
+  }
+  const { slices: doomed, remaining } = findSlicesToDelete({
+    configLabel: label,
+    config,
+    slices: slices.byIndex(INDEX_BY_CONFIG, label),
+    node: (n) => deps.nodes.get(n),
+    nodesSynced: deps.nodes.hasSynced(),
+    limit: SLICE_DELETES_PER_RECONCILE,
+  });
+  let retryMs = remaining > 0 ? CLEANUP_RETRY_MS : undefined;
+  for (const { slice, reason } of doomed) {
+    const sliceName = slice.metadata.name ?? "";
+    try {
+      await deps.objects.delete(
+        RESOURCE_SLICES,
+        { name: sliceName },
+        { uid: slice.metadata.uid || undefined },
+      );
+      deps.logger.info(
+        { config: name, slice: sliceName, node: slice.spec.nodeName, reason },
+        "deleted ResourceSlice",
+      );
+    } catch (err) {
+      if (isNotFound(err) || isConflict(err)) continue;
+      deps.logger.warn(
+        { config: name, slice: sliceName, err: String(err) },
+        "could not delete ResourceSlice; retrying later",
+      );
+      retryMs = CLEANUP_ERROR_RETRY_MS;
+    }
+  }
+  return retryMs;
+}

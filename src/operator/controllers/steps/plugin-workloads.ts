@@ -1,0 +1,162 @@
+// Reconcile step: the plugin's ConfigMap and DaemonSets, moved one rollout step (upgrade/rollout.ts
+// decides the writes), or removed while the config yields its resource name to another.
+import type { V1Node } from "@kubernetes/client-node";
+import { API_VERSION, KIND, type DevicePluginConfig } from "../../../api/v1beta1/config.js";
+import {
+  CONFIG_MAPS,
+  DAEMON_SETS,
+  isAlreadyExists,
+  isConflict,
+  isForbidden,
+  isInvalid,
+  isNotFound,
+  type ApplyObject,
+} from "../../../kube/index.js";
+import { configLabelValue } from "../../../contract/names.js";
+import { LABEL_REVISION, renderPluginConfigMap } from "../../render/index.js";
+import { pluginRunsOnNode } from "../../status/selection.js";
+import { decideRollout, type RolloutDecision } from "../../upgrade/rollout.js";
+import { containsDesired } from "../drift.js";
+import { INDEX_BY_CONFIG, WRITE_CONFLICT_RETRY_MS, type StepDeps } from "../reconciler-deps.js";
+import { ownedDaemonSets, ownedConfigMaps } from "../owned-objects.js";
+
+export interface WorkloadOutcome {
+  /** Why a write failed for good (Forbidden, Invalid): for the status, not a retry. */
+  applyError?: string;
+  decision: RolloutDecision;
+  retryMs?: number;
+}
+
+/**
+ * Moves the plugin DaemonSets one step (see upgrade/rollout.ts): the current revision's ConfigMap
+ * first, then the rollout's writes in order, then ConfigMaps of revisions that are gone. A write that
+ * loses a race (409) stops the pass and comes back soon; Forbidden and Invalid do not heal by retrying
+ * and are returned for the status.
+ */
+export async function applyPluginWorkloads(
+  deps: StepDeps,
+  config: DevicePluginConfig,
+  nodes: readonly V1Node[],
+  publishedDevices: ReadonlyMap<string, number> | undefined,
+): Promise<WorkloadOutcome> {
+  const name = config.metadata.name;
+  const ns = deps.render.namespace;
+  const decision = decideRollout({
+    config,
+    render: deps.render,
+    daemonSets: ownedDaemonSets(deps, name),
+    nodes: nodes.filter((n) => pluginRunsOnNode(n, config.spec)),
+    pods: deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name)),
+    reports: deps.reports.byIndex(INDEX_BY_CONFIG, name),
+    publishedDevices,
+    now: deps.now().getTime(),
+  });
+  const configMap = renderPluginConfigMap(config, deps.render, decision.revision) as ApplyObject;
+  const fail = (kind: string, objectName: string, err: unknown) => {
+    deps.metrics.applyErrors.inc({ kind });
+    return `${kind} ${ns}/${objectName}: ${(err as Error).message}`;
+  };
+  try {
+    if (!containsDesired(configMap, deps.configMaps.get(configMap.metadata.name, ns))) {
+      await deps.applier.apply(configMap);
+      deps.metrics.applies.inc({ kind: "ConfigMap" });
+      deps.logger.info({ config: name, kind: "ConfigMap", name: configMap.metadata.name }, "applied");
+    }
+  } catch (err) {
+    if (isForbidden(err) || isInvalid(err)) {
+      return { applyError: fail("ConfigMap", configMap.metadata.name, err), decision };
+    }
+    throw err;
+  }
+  for (const write of decision.writes) {
+    const dsName = write.kind === "Delete" ? write.name : (write.daemonSet.metadata?.name ?? "");
+    try {
+      if (write.kind === "Create") {
+        await deps.objects.create(DAEMON_SETS, write.daemonSet);
+      } else if (write.kind === "Update") {
+        await deps.objects.update(DAEMON_SETS, write.daemonSet);
+      } else {
+        await deps.objects.delete(DAEMON_SETS, { name: dsName, namespace: ns }, { uid: write.uid });
+      }
+      deps.metrics.applies.inc({ kind: "DaemonSet" });
+      deps.logger.info({ config: name, daemonSet: dsName, write: write.kind }, "plugin DaemonSet written");
+    } catch (err) {
+      if (isConflict(err) || isAlreadyExists(err) || isNotFound(err)) {
+        deps.logger.debug(
+          { config: name, daemonSet: dsName, write: write.kind, err: String(err) },
+          "lost a race writing a plugin DaemonSet; planning again from the cache",
+        );
+        return { decision, retryMs: WRITE_CONFLICT_RETRY_MS };
+      }
+      if (isForbidden(err) || isInvalid(err)) return { applyError: fail("DaemonSet", dsName, err), decision };
+      throw err;
+    }
+  }
+  const involved = {
+    apiVersion: API_VERSION,
+    kind: KIND,
+    metadata: { name, uid: config.metadata.uid },
+  };
+  for (const e of decision.events) void deps.events.record(involved, e.type, e.reason, e.message);
+  await deleteUnusedConfigMaps(deps, name, decision.liveRevisions, decision.writes);
+  return {
+    decision,
+    ...(decision.requeueAfterMs !== undefined ? { retryMs: decision.requeueAfterMs } : {}),
+  };
+}
+
+/** ConfigMaps of revisions no DaemonSet runs any more (deleted by this pass, or earlier). */
+async function deleteUnusedConfigMaps(
+  deps: StepDeps,
+  name: string,
+  live: ReadonlySet<string>,
+  writes: RolloutDecision["writes"],
+): Promise<void> {
+  const deleted = new Set(writes.flatMap((w) => (w.kind === "Delete" ? [w.revision] : [])));
+  for (const cm of ownedConfigMaps(deps, name)) {
+    const revision = cm.metadata?.labels?.[LABEL_REVISION] ?? "";
+    if (live.has(revision) && !deleted.has(revision)) continue;
+    const cmName = cm.metadata?.name ?? "";
+    try {
+      await deps.objects.delete(
+        CONFIG_MAPS,
+        { name: cmName, namespace: deps.render.namespace },
+        { uid: cm.metadata?.uid || undefined },
+      );
+      deps.logger.info(
+        { config: name, configMap: cmName },
+        "deleted the ConfigMap of a revision that is gone",
+      );
+    } catch (err) {
+      if (!isNotFound(err) && !isConflict(err)) throw err;
+    }
+  }
+}
+
+/** A config that lost a resource-name conflict must not run: delete its DaemonSets and ConfigMaps. */
+export async function removePluginWorkloads(deps: StepDeps, name: string): Promise<void> {
+  const namespace = deps.render.namespace;
+  const targets = [
+    ...ownedDaemonSets(deps, name).map((ds) => ({
+      ref: DAEMON_SETS,
+      kind: "DaemonSet",
+      name: ds.metadata?.name ?? "",
+    })),
+    ...ownedConfigMaps(deps, name).map((cm) => ({
+      ref: CONFIG_MAPS,
+      kind: "ConfigMap",
+      name: cm.metadata?.name ?? "",
+    })),
+  ];
+  for (const target of targets) {
+    try {
+      await deps.objects.delete(target.ref, { name: target.name, namespace });
+      deps.logger.info(
+        { config: name, kind: target.kind, name: target.name },
+        "deleted: the config yields to an older one for its resource name",
+      );
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+}

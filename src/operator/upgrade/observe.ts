@@ -1,0 +1,165 @@
+// What the planner is told about each node, read from the cluster objects once per pass: which
+// revisions' DaemonSets hold it, its plugin pods and reports, and the devices it advertises. Pure.
+import type { V1DaemonSet, V1Node, V1Pod } from "@kubernetes/client-node";
+import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
+import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
+import type { RenderContext } from "../render/index.js";
+import { parseCountQuantity, unhealthyAdvertisedCount } from "../status/node-health.js";
+import { placementOfDaemonSet, revisionOfDaemonSet, type UpgradeState } from "./daemonset-state.js";
+import type { NodeObservation } from "./planner.js";
+
+/** What one rollout pass reads: the config and the cluster objects of its plugin (decideRollout's input). */
+export interface RolloutInput {
+  config: DevicePluginConfig;
+  render: RenderContext;
+  /** The config's DaemonSets (being deleted or not). */
+  daemonSets: readonly V1DaemonSet[];
+  /** The nodes the config targets (nodeSelector and tolerations). */
+  nodes: readonly V1Node[];
+  /** The config's plugin pods. */
+  pods: readonly V1Pod[];
+  /** The config's DeviceNodeStates. */
+  reports: readonly DeviceNodeState[];
+  /**
+   * DRA mode: the devices each node's ResourceSlices of the driver publish (publishedDevicesByNode), the
+   * count the gate waits on instead of Node.status.allocatable. A node with no slice counts 0. The
+   * plugin leaves unhealthy devices out of its slices, as the kubelet leaves them out of allocatable, so
+   * the gate's rule (back to the baseline, less the unhealthy) is the same.
+   */
+  publishedDevices?: ReadonlyMap<string, number> | undefined;
+  now: number;
+}
+
+/** An upgrade under way: nodes move from the base DaemonSet to the target, or back. */
+export interface Move {
+  base: V1DaemonSet;
+  target: V1DaemonSet;
+  state: UpgradeState;
+  /** Moving nodes back off `target` (an abandoned revision, or after a failure). */
+  forceRollback: boolean;
+}
+
+/** What the gate compares with a node's baseline: allocatable, or in DRA mode the published devices. */
+export function availableDevices(node: V1Node, input: RolloutInput): number {
+  if (input.publishedDevices !== undefined) return input.publishedDevices.get(node.metadata?.name ?? "") ?? 0;
+  return parseCountQuantity(node.status?.allocatable?.[input.config.spec.resourceName]) ?? 0;
+}
+
+/** Whether the pod is one of the DaemonSet's (by owner uid). */
+export function ownedBy(pod: V1Pod, ds: V1DaemonSet): boolean {
+  const uid = ds.metadata?.uid;
+  return uid !== undefined && (pod.metadata?.ownerReferences ?? []).some((o) => o.uid === uid);
+}
+
+function podIsLive(pod: V1Pod): boolean {
+  return !pod.metadata?.deletionTimestamp && pod.status?.phase === "Running";
+}
+
+/** A pod that has not finished: it still holds its node, running or not. */
+export function podIsPresent(pod: V1Pod): boolean {
+  return pod.status?.phase !== "Succeeded" && pod.status?.phase !== "Failed";
+}
+
+/** The report of `revision` on the node that a live pod of that revision wrote, if it says Registered. */
+function registeredReport(
+  reports: readonly DeviceNodeState[],
+  revision: string,
+  livePods: readonly V1Pod[],
+): DeviceNodeState | undefined {
+  if (livePods.length === 0) return undefined;
+  const uids = new Set(livePods.map((p) => p.metadata?.uid));
+  return reports.find(
+    (r) =>
+      (r.spec.revision ?? "") === revision &&
+      r.status?.registration.state === "Registered" &&
+      // A report without a pod uid comes from a version that did not write one: its pod is alive.
+      (r.status.podUID === undefined || uids.has(r.status.podUID)),
+  );
+}
+
+/**
+ * A move's objects read once per pass, not once per node: the two node lists as sets, and the pods
+ * and reports by node (at thousands of nodes, per-node scans of every pod would be quadratic).
+ */
+interface MoveView {
+  move: Move;
+  /** Nodes the base leaves out, and nodes the target runs on. */
+  except: ReadonlySet<string>;
+  only: ReadonlySet<string>;
+  pods: ReadonlyMap<string, V1Pod[]>;
+  reports: ReadonlyMap<string, DeviceNodeState[]>;
+}
+
+function groupByNode<T>(items: readonly T[], nodeOf: (item: T) => string | undefined): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const node = nodeOf(item);
+    if (node === undefined) continue;
+    const group = groups.get(node);
+    if (group === undefined) groups.set(node, [item]);
+    else group.push(item);
+  }
+  return groups;
+}
+
+export function moveView(move: Move, input: RolloutInput): MoveView {
+  const base = placementOfDaemonSet(move.base);
+  const target = placementOfDaemonSet(move.target);
+  return {
+    move,
+    except: new Set("except" in base ? base.except : []),
+    only: new Set("only" in target ? target.only : []),
+    pods: groupByNode(input.pods, (p) => p.spec?.nodeName),
+    reports: groupByNode(input.reports, (r) => r.spec.nodeName),
+  };
+}
+
+/** What the planner needs to know about one node, read from the objects. */
+export function observeNode(node: V1Node, view: MoveView | undefined, input: RolloutInput): NodeObservation {
+  const name = node.metadata?.name ?? "";
+  const kubeletVersion = node.status?.nodeInfo?.kubeletVersion ?? "";
+  const allocatable = availableDevices(node, input);
+  if (view === undefined) {
+    return {
+      name,
+      kubeletVersion,
+      inOld: true,
+      inNew: false,
+      oldPodPresent: false,
+      newRegistered: false,
+      oldRegistered: false,
+      allocatable,
+      unhealthy: 0,
+    };
+  }
+  const { move } = view;
+  const pods = view.pods.get(name) ?? [];
+  const reports = view.reports.get(name) ?? [];
+  const oldPods = pods.filter((p) => ownedBy(p, move.base));
+  const newPods = pods.filter((p) => ownedBy(p, move.target));
+  const newReport = registeredReport(reports, revisionOfDaemonSet(move.target), newPods.filter(podIsLive));
+  const oldReport = registeredReport(reports, revisionOfDaemonSet(move.base), oldPods.filter(podIsLive));
+  const judged = newReport ?? oldReport;
+  const record = move.state.nodes[name] ?? {};
+  // The gate wants the node back at its baseline, but a spec that itself advertises fewer devices
+  // (fewer mock devices, fewer replicas) can never get there: the registered plugin's own count, as it
+  // reports it, is then the most the kubelet should advertise, and the gate holds at that.
+  const baseline =
+    record.baseline !== undefined && judged?.status !== undefined
+      ? Math.min(record.baseline, judged.status.advertised)
+      : record.baseline;
+  return {
+    name,
+    kubeletVersion,
+    inOld: !view.except.has(name),
+    inNew: view.only.has(name),
+    oldPodPresent: oldPods.some(podIsPresent),
+    newRegistered: newReport !== undefined,
+    oldRegistered: oldReport !== undefined,
+    allocatable,
+    unhealthy: judged?.status ? unhealthyAdvertisedCount(judged.status) : 0,
+    ...(record.startedAt !== undefined ? { startedAt: record.startedAt } : {}),
+    ...(baseline !== undefined ? { baseline } : {}),
+    ...(record.failed === true ? { failed: true } : {}),
+  };
+}
