@@ -2,9 +2,11 @@
 // test/unit/layers.test.ts, which also proves that each kind of rule fires.
 //
 // A layer imports only from layers of a lower rank, never from one beside it:
-//   0  api, contract, observability, version   the CRD schemas; what the operator and the plugin must
-//                                               agree on; metrics, health endpoints and logs; the build's version
-//   1  kube, cdi                                the controller machinery on the API server; CDI specs
+//   0  api, observability, version             the CRD schemas; metrics, health endpoints and logs; the build's
+//                                               version
+//   1  contract, kube, cdi                      what the operator and the plugin must agree on (names, formats
+//                                               and counts of the API's objects); the controller machinery on
+//                                               the API server; CDI specs
 //   2  operator, plugin-runtime, webhook        the three programs' logic, none importing another's
 //   3  cli                                      the entry points, which wire the programs together
 // log.ts sits in observability, beside the metrics and health endpoints the same processes serve.
@@ -14,9 +16,9 @@
 /** @type {Record<string, { rank: number; path: string }>} */
 const LAYERS = {
   api: { rank: 0, path: "^src/api/" },
-  contract: { rank: 0, path: "^src/contract/" },
   observability: { rank: 0, path: "^src/observability/" },
   version: { rank: 0, path: "^src/version\\.ts$" },
+  contract: { rank: 1, path: "^src/contract/" },
   kube: { rank: 1, path: "^src/kube/" },
   cdi: { rank: 1, path: "^src/cdi/" },
   operator: { rank: 2, path: "^src/operator/" },
@@ -27,15 +29,6 @@ const LAYERS = {
 
 const layerPaths = Object.values(LAYERS).map((layer) => layer.path);
 
-/**
- * Cycles between two subfolders of one program, older than this check. Each pair may keep its cycle, but
- * neither folder may be in a cycle with any other; untangling one means deleting its line here.
- */
-const KNOWN_FOLDER_CYCLES = [["src/operator/status", "src/operator/upgrade"]];
-
-const exactFolder = (/** @type {string} */ folder) => `^${folder}$`;
-const knownCycleFolders = KNOWN_FOLDER_CYCLES.flat();
-
 /** @type {import("dependency-cruiser").IForbiddenRuleType[]} */
 const folderCycleRules = [
   {
@@ -43,23 +36,9 @@ const folderCycleRules = [
     severity: "error",
     comment: "Folders, at every depth, import each other in one direction only.",
     scope: "folder",
-    from: { path: "^src/", pathNot: knownCycleFolders.map(exactFolder) },
+    from: { path: "^src/" },
     to: { circular: true },
   },
-  ...knownCycleFolders.map((folder) => ({
-    name: "no-folder-cycles",
-    severity: /** @type {const} */ ("error"),
-    comment: `${folder} keeps its known cycle (KNOWN_FOLDER_CYCLES) and joins no other.`,
-    scope: /** @type {const} */ ("folder"),
-    from: { path: exactFolder(folder) },
-    to: {
-      circular: true,
-      pathNot: KNOWN_FOLDER_CYCLES.filter((pair) => pair.includes(folder))
-        .flat()
-        .filter((other) => other !== folder)
-        .map(exactFolder),
-    },
-  })),
 ];
 
 /** @type {import("dependency-cruiser").IForbiddenRuleType[]} */

@@ -18,3 +18,24 @@ export const QUANTITY_SUFFIX_FACTOR: Readonly<Record<string, number>> = {
   P: 1e15,
   E: 1e18,
 };
+
+/**
+ * A count from a resource quantity, as the kubelet writes extended resources ("4", and "2k" for 2000);
+ * undefined when absent or not a whole number.
+ */
+export function parseCountQuantity(quantity: string | undefined): number | undefined {
+  if (quantity === undefined) return undefined;
+  const match = /^\+?(\d+(?:\.\d+)?)(?:[eE]([+-]?\d+)|(k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei))?$/.exec(
+    quantity.trim(),
+  );
+  if (!match) return undefined;
+  const [, mantissa, exponent, suffix] = match;
+  const factor =
+    exponent !== undefined
+      ? 10 ** Number(exponent)
+      : suffix !== undefined
+        ? QUANTITY_SUFFIX_FACTOR[suffix]!
+        : 1;
+  const value = Number(mantissa) * factor;
+  return Number.isSafeInteger(value) ? value : undefined;
+}

@@ -1,6 +1,8 @@
 // The name of the DeviceNodeState a plugin writes for its (config, node, revision): the plugin finds its
-// report again by it after a restart, and the operator tells a current report from a superseded one.
+// report again by it after a restart, and the operator tells a current report from a superseded one. And how
+// its devices count: every replica of an unhealthy physical device is an unhealthy advertised device.
 import { createHash } from "node:crypto";
+import type { DeviceNodeStateStatus } from "../api/v1beta1/devicenodestate.js";
 import { MAX_NAME_LENGTH } from "./names.js";
 
 /**
@@ -60,4 +62,9 @@ export function hasCurrentName(report: {
     currentNames.set(key, name);
   }
   return report.metadata.name === name;
+}
+
+/** How many advertised devices are unhealthy: every replica of an unhealthy physical device. */
+export function unhealthyAdvertisedCount(report: DeviceNodeStateStatus): number {
+  return report.devices.reduce((sum, d) => (d.health === "Unhealthy" ? sum + d.replicas : sum), 0);
 }

@@ -71,7 +71,7 @@ metadata:
 
 describe("renderChartFiles", () => {
   it("writes config/default's objects with its labels and Helm's, comments kept, the Deployment left to its template", () => {
-    const files = renderChartFiles(tree(CONFIG), "# header\n");
+    const files = renderChartFiles(tree(CONFIG));
     expect(files.get(`${CHART_GENERATED_TEMPLATE_DIR}/manager.yaml`))
       .toBe(`# Generated from config/manager by \`make manifests\`; do not edit.
 # Why this Service exists.
@@ -91,7 +91,7 @@ spec:
   });
 
   it("renders the cert-manager component's and the samples' objects only when their value is on, without config/default's labels", () => {
-    const files = renderChartFiles(tree(CONFIG), "# header\n");
+    const files = renderChartFiles(tree(CONFIG));
     const certManager = files.get(`${CHART_GENERATED_TEMPLATE_DIR}/components-cert-manager.yaml`) ?? "";
     expect(certManager.startsWith("{{- if .Values.webhook.certManager.enabled }}\n")).toBe(true);
     expect(certManager.endsWith("{{- end }}\n")).toBe(true);
@@ -106,7 +106,7 @@ spec:
   });
 
   it("writes no CRDs of its own: the chart's crds/ is the repository's", () => {
-    const files = renderChartFiles(tree(CONFIG), "# header\n");
+    const files = renderChartFiles(tree(CONFIG));
     expect([...files.keys()].filter((path) => !path.startsWith(`${CHART_GENERATED_TEMPLATE_DIR}/`))).toEqual(
       [],
     );
@@ -120,7 +120,7 @@ spec:
         "      app.kubernetes.io/part-of: dpo\n      team: gpu\n",
       ),
     };
-    expect(() => renderChartFiles(tree(labelled), "# header\n")).toThrow(
+    expect(() => renderChartFiles(tree(labelled))).toThrow(
       "devicepluginconfigs.dpo.dev lacks the label team=gpu that config/default gives every object",
     );
   });
@@ -143,6 +143,6 @@ spec:
     ],
     ["config/manager/kustomization.yaml", `${KUSTOMIZATION}resources: [../rbac]\n`, "not a YAML file"],
   ])("refuses what it would not apply: %s with %j", (path, text, named) => {
-    expect(() => renderChartFiles(tree({ ...CONFIG, [path]: text }), "")).toThrow(named);
+    expect(() => renderChartFiles(tree({ ...CONFIG, [path]: text }))).toThrow(named);
   });
 });

@@ -2,12 +2,11 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import type { DeviceNodeStateStatus } from "../../src/api/v1beta1/devicenodestate.js";
-import { deviceNodeStateName } from "../../src/contract/node-state.js";
+import { parseCountQuantity } from "../../src/api/quantity.js";
+import { deviceNodeStateName, unhealthyAdvertisedCount } from "../../src/contract/node-state.js";
 import {
   choosePluginPod,
   chooseReport,
-  parseCountQuantity,
-  unhealthyAdvertisedCount,
   unhealthyAdvertisedIds,
 } from "../../src/operator/status/node-health.js";
 

@@ -140,7 +140,7 @@ function renderTemplate(
 }
 
 /** Repo-relative path → content of every generated file of the chart. */
-export function renderChartFiles(repoRoot: string, generatedHeader: string): Map<string, string> {
+export function renderChartFiles(repoRoot: string): Map<string, string> {
   const files = new Map<string, string>();
   const kustomization = readKustomization(repoRoot, DEFAULT_KUSTOMIZATION);
   const labels = defaultLabelPairs(kustomization);

@@ -40,6 +40,6 @@ export function renderManifestFiles(): Map<string, string> {
   }
   files.set(`${CRD_DIR}/kustomization.yaml`, kustomization(names));
   files.set(`${KUSTOMIZE_CRD_DIR}/kustomization.yaml`, kustomization([`../../${CRD_DIR}`]));
-  for (const [path, text] of renderChartFiles(repoRoot, GENERATED_HEADER)) files.set(path, text);
+  for (const [path, text] of renderChartFiles(repoRoot)) files.set(path, text);
   return files;
 }

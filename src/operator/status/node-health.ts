@@ -1,10 +1,10 @@
 // One node's view for a config: the kubelet's advertised counts, the plugin pod and the plugin's report,
 // and the one problem (if any) they add up to.
 import type { V1Node, V1Pod } from "@kubernetes/client-node";
-import { QUANTITY_SUFFIX_FACTOR } from "../../api/quantity.js";
+import { parseCountQuantity } from "../../api/quantity.js";
 import type { DeviceNodeState, DeviceNodeStateStatus } from "../../api/v1beta1/devicenodestate.js";
 import { MAX_PROBLEM_DEVICES, type NodeProblem, type ProblemReason } from "../../api/v1beta1/status.js";
-import { hasCurrentName } from "../../contract/node-state.js";
+import { hasCurrentName, unhealthyAdvertisedCount } from "../../contract/node-state.js";
 import { replicaId } from "../../contract/replica-id.js";
 import { ANNOTATION_CONFIG_HASH } from "../render/names.js";
 import { timestampMillis } from "./conflicts.js";
@@ -22,27 +22,6 @@ export const PROBLEM_PRIORITY: readonly ProblemReason[] = [
 ];
 
 const MAX_MESSAGE = 1024;
-
-/**
- * A count from a resource quantity, as the kubelet writes extended resources ("4", and "2k" for 2000);
- * undefined when absent or not a whole number.
- */
-export function parseCountQuantity(quantity: string | undefined): number | undefined {
-  if (quantity === undefined) return undefined;
-  const match = /^\+?(\d+(?:\.\d+)?)(?:[eE]([+-]?\d+)|(k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei))?$/.exec(
-    quantity.trim(),
-  );
-  if (!match) return undefined;
-  const [, mantissa, exponent, suffix] = match;
-  const factor =
-    exponent !== undefined
-      ? 10 ** Number(exponent)
-      : suffix !== undefined
-        ? QUANTITY_SUFFIX_FACTOR[suffix]!
-        : 1;
-  const value = Number(mantissa) * factor;
-  return Number.isSafeInteger(value) ? value : undefined;
-}
 
 export function podIsReady(pod: V1Pod): boolean {
   return (
@@ -98,11 +77,6 @@ export function chooseReport(reports: readonly DeviceNodeState[], pod?: V1Pod): 
     if (at !== bt) return bt - at;
     return a.metadata.name < b.metadata.name ? -1 : 1;
   })[0];
-}
-
-/** How many advertised devices are unhealthy: every replica of an unhealthy physical device. */
-export function unhealthyAdvertisedCount(report: DeviceNodeStateStatus): number {
-  return report.devices.reduce((sum, d) => (d.health === "Unhealthy" ? sum + d.replicas : sum), 0);
 }
 
 /**

@@ -4,7 +4,8 @@ import type { V1DaemonSet, V1Node, V1Pod } from "@kubernetes/client-node";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
 import type { RenderContext } from "../render/index.js";
-import { parseCountQuantity, unhealthyAdvertisedCount } from "../status/node-health.js";
+import { parseCountQuantity } from "../../api/quantity.js";
+import { unhealthyAdvertisedCount } from "../../contract/node-state.js";
 import { placementOfDaemonSet, revisionOfDaemonSet, type UpgradeState } from "./daemonset-state.js";
 import type { NodeObservation } from "./planner.js";
 
