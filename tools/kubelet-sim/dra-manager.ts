@@ -6,6 +6,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { EventEmitter } from "node:events";
 import { draV1, draV1beta1, type PluginInfo } from "../../src/plugin-runtime/proto/index.js";
+import { callWithDeadline, KUBELET_CHANNEL_OPTIONS } from "./kubelet-grpc.js";
 import type { PluginTypeHandler } from "./plugin-watcher.js";
 import type { V1Pod } from "@kubernetes/client-node";
 import {
@@ -21,7 +22,6 @@ import {
 
 /** The kubelet's deadline for one NodePrepare/NodeUnprepare call (defaultClientCallTimeout). */
 const DRA_CALL_TIMEOUT_MS = 45_000;
-const CHANNEL_OPTIONS: grpc.ChannelOptions = { "grpc.use_local_subchannel_pool": 1 };
 
 /** One registered DRA driver, as the kubelet's DRAPluginManager keeps it. */
 export interface SimulatedDraDriver {
@@ -76,20 +76,6 @@ export interface DraManagerEvents {
 }
 
 type Client = draV1.DRAPluginClient | draV1beta1.DRAPluginClient;
-type Unary<Req, Res> = (
-  req: Req,
-  md: grpc.Metadata,
-  opts: Partial<grpc.CallOptions>,
-  cb: (e: grpc.ServiceError | null, r: Res) => void,
-) => unknown;
-
-function call<Req, Res>(fn: Unary<Req, Res>, req: Req): Promise<Res> {
-  return new Promise((resolve, reject) => {
-    fn(req, new grpc.Metadata(), { deadline: Date.now() + DRA_CALL_TIMEOUT_MS }, (err, res) =>
-      err ? reject(err) : resolve(res),
-    );
-  });
-}
 
 /** One registered instance of a driver and the kubelet's connection to it. */
 interface Instance {
@@ -227,7 +213,7 @@ export class SimulatedDraManager extends EventEmitter<DraManagerEvents> implemen
       return Promise.reject(new Error(`endpoint ${endpoint} already registered for plugin ${info.name}`));
     }
     const Ctor = chosen.service === DRA_V1_SERVICE ? draV1.DRAPluginClient : draV1beta1.DRAPluginClient;
-    const client = new Ctor(`unix://${endpoint}`, grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
+    const client = new Ctor(`unix://${endpoint}`, grpc.credentials.createInsecure(), KUBELET_CHANNEL_OPTIONS);
     const driver: SimulatedDraDriver = {
       driverName: info.name,
       endpoint,
@@ -278,9 +264,10 @@ export class SimulatedDraManager extends EventEmitter<DraManagerEvents> implemen
     };
     this.calls.push(record);
     const started = performance.now();
-    const res = await call<draV1.NodePrepareResourcesRequest, draV1.NodePrepareResourcesResponse>(
+    const res = await callWithDeadline<draV1.NodePrepareResourcesRequest, draV1.NodePrepareResourcesResponse>(
       client.nodePrepareResources.bind(client),
       { claims: claims.map((c) => ({ ...c })) },
+      DRA_CALL_TIMEOUT_MS,
     );
     record.ms = performance.now() - started;
     return new Map(
@@ -308,9 +295,13 @@ export class SimulatedDraManager extends EventEmitter<DraManagerEvents> implemen
       service: driver.service,
       claims: uids(claims),
     });
-    const res = await call<draV1.NodeUnprepareResourcesRequest, draV1.NodeUnprepareResourcesResponse>(
+    const res = await callWithDeadline<
+      draV1.NodeUnprepareResourcesRequest,
+      draV1.NodeUnprepareResourcesResponse
+    >(
       client.nodeUnprepareResources.bind(client),
       { claims: claims.map((c) => ({ ...c })) },
+      DRA_CALL_TIMEOUT_MS,
     );
     return new Map(Object.entries(res.claims).map(([uid, r]) => [uid, r.error]));
   }
