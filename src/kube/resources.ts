@@ -35,6 +35,13 @@ export function objectPath(ref: ResourceRef, name: string, namespace?: string, s
   return subresource === undefined ? object : `${object}/${encodeURIComponent(subresource)}`;
 }
 
+export const CUSTOM_RESOURCE_DEFINITIONS: ResourceRef = {
+  group: "apiextensions.k8s.io",
+  version: "v1",
+  plural: "customresourcedefinitions",
+  namespaced: false,
+};
+export const SECRETS: ResourceRef = { group: "", version: "v1", plural: "secrets", namespaced: true };
 export const NODES: ResourceRef = { group: "", version: "v1", plural: "nodes", namespaced: false };
 export const PODS: ResourceRef = { group: "", version: "v1", plural: "pods", namespaced: true };
 export const CONFIG_MAPS: ResourceRef = { group: "", version: "v1", plural: "configmaps", namespaced: true };

@@ -8,6 +8,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { sleep, systemClock } from "../kube/clock.js";
 import { isConflict, isForbidden, isNotFound, kubeRequest, type EventRecorder } from "../kube/index.js";
+import { collectionPath, CUSTOM_RESOURCE_DEFINITIONS, objectPath, SECRETS } from "../kube/resources.js";
 import {
   planCertificates,
   SECRET_KEYS,
@@ -91,7 +92,7 @@ export class WebhookCertificates {
   }
 
   private get secretPath(): string {
-    return `/api/v1/namespaces/${this.opts.namespace}/secrets/${this.opts.secretName}`;
+    return objectPath(SECRETS, this.opts.secretName, this.opts.namespace);
   }
 
   /** One pass: read, (as the writer) issue or renew and patch the CRDs, then serve what the Secret holds. */
@@ -151,7 +152,7 @@ export class WebhookCertificates {
     try {
       return await kubeRequest<SecretObject>(this.opts.kubeConfig, {
         method: "POST",
-        path: `/api/v1/namespaces/${namespace}/secrets`,
+        path: collectionPath(SECRETS, namespace),
         body: { apiVersion: "v1", kind: "Secret", metadata: { name: secretName, namespace }, type: "Opaque" },
       });
     } catch (err) {
@@ -210,7 +211,7 @@ export class WebhookCertificates {
       if (crd.spec?.conversion?.webhook?.clientConfig?.caBundle === bundle) continue;
       await kubeRequest(kc, {
         method: "PATCH",
-        path: `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`,
+        path: objectPath(CUSTOM_RESOURCE_DEFINITIONS, crd.metadata.name),
         contentType: "application/merge-patch+json",
         body: { spec: { conversion: { webhook: { clientConfig: { caBundle: bundle } } } } },
       });
@@ -223,7 +224,7 @@ export class WebhookCertificates {
     try {
       return await kubeRequest<CrdObject>(this.opts.kubeConfig, {
         method: "GET",
-        path: `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`,
+        path: objectPath(CUSTOM_RESOURCE_DEFINITIONS, name),
       });
     } catch (err) {
       if (isNotFound(err)) {

@@ -7,6 +7,7 @@ import type { Logger } from "pino";
 import { sleep, systemClock } from "../../kube/clock.js";
 import type { EventRecorder } from "../../kube/events.js";
 import { kubeRequest } from "../../kube/request.js";
+import { CUSTOM_RESOURCE_DEFINITIONS, groupVersionPath, objectPath } from "../../kube/resources.js";
 import { planMigration, type CrdView, type MigrationOutcome } from "./plan.js";
 import { migrateStorage } from "./storage-migration.js";
 
@@ -66,7 +67,7 @@ export class StorageMigrationRunner {
       try {
         const crd = await kubeRequest<CrdObject>(this.opts.kubeConfig, {
           method: "GET",
-          path: `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${this.opts.crdName}`,
+          path: objectPath(CUSTOM_RESOURCE_DEFINITIONS, this.opts.crdName),
           signal,
         });
         const plan = planMigration(crd);
@@ -125,7 +126,7 @@ export class StorageMigrationRunner {
     const { group, names } = crd.spec;
     const list = await kubeRequest<ApiResourceList>(this.opts.kubeConfig, {
       method: "GET",
-      path: `/apis/${group}/${storageVersion}`,
+      path: groupVersionPath({ group, version: storageVersion }),
       signal,
     });
     const resource = list.resources?.find((r) => r.name === names.plural);

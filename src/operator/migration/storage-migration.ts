@@ -8,6 +8,7 @@ import { sleep, systemClock, type Clock } from "../../kube/clock.js";
 import { ConflictError, GoneError, InvalidError, NotFoundError, TransientError } from "../../kube/errors.js";
 import type { EventRecorder, InvolvedObject } from "../../kube/events.js";
 import { kubeRequest } from "../../kube/request.js";
+import { collectionPath, CUSTOM_RESOURCE_DEFINITIONS, objectPath } from "../../kube/resources.js";
 import {
   compareKeys,
   DEFAULT_RETRY,
@@ -35,7 +36,6 @@ import {
 export const STORAGE_MIGRATION_FIELD_MANAGER = "dpo-storage-migration";
 
 const CRD_API_VERSION = "apiextensions.k8s.io/v1";
-const CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const DEFAULT_PAGE_SIZE = 500;
 const MERGE_PATCH = "application/merge-patch+json";
 const JSON_PATCH = "application/json-patch+json";
@@ -100,7 +100,7 @@ class StorageMigration {
     this.clock = opts.clock ?? systemClock;
     this.retry = opts.retry ?? DEFAULT_RETRY;
     this.pageSize = opts.pageSize ?? DEFAULT_PAGE_SIZE;
-    this.crdPath = `${CRD_PATH}/${encodeURIComponent(opts.crdName)}`;
+    this.crdPath = objectPath(CUSTOM_RESOURCE_DEFINITIONS, opts.crdName);
   }
 
   async run(): Promise<MigrationOutcome> {
@@ -148,7 +148,12 @@ class StorageMigration {
 
   /** Rewrites the objects page by page past the resume point, recording progress after each page. */
   private async rewriteAll(plan: NeededPlan, run: RunProgress): Promise<void> {
-    const listPath = `/apis/${plan.group}/${plan.storageVersion}/${plan.plural}`;
+    const listPath = collectionPath({
+      group: plan.group,
+      version: plan.storageVersion,
+      plural: plan.plural,
+      namespaced: plan.namespaced,
+    });
     let continueToken: string | undefined;
     let page = 0;
     while (!this.opts.signal?.aborted) {
@@ -267,7 +272,7 @@ class StorageMigration {
       await this.withRetry("trim storedVersions", () =>
         kubeRequest(this.kc, {
           method: "PATCH",
-          path: `${this.crdPath}/status`,
+          path: objectPath(CUSTOM_RESOURCE_DEFINITIONS, this.opts.crdName, undefined, "status"),
           query: { fieldManager: STORAGE_MIGRATION_FIELD_MANAGER },
           body: storedVersionsPatch(storedVersions, storageVersion),
           contentType: JSON_PATCH,
@@ -320,13 +325,15 @@ class StorageMigration {
     plan: NeededPlan,
     metadata: { name?: string; namespace?: string },
   ): Promise<RewriteResult> {
-    const version = plan.storageVersion;
-    const name = encodeURIComponent(metadata.name ?? "");
-    const path =
-      plan.namespaced && metadata.namespace
-        ? `/apis/${plan.group}/${version}/namespaces/${encodeURIComponent(metadata.namespace)}/${plan.plural}/${name}`
-        : `/apis/${plan.group}/${version}/${plan.plural}/${name}`;
     try {
+      // A listed object always has a name (and a namespace where the resource is namespaced); one without
+      // fails here, as this object's failure.
+      const namespace = plan.namespaced ? metadata.namespace : undefined;
+      const path = objectPath(
+        { group: plan.group, version: plan.storageVersion, plural: plan.plural, namespaced: plan.namespaced },
+        metadata.name ?? "",
+        namespace,
+      );
       await this.withRetry(
         `rewrite ${objectKey(metadata)}`,
         () =>
