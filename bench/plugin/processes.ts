@@ -19,7 +19,7 @@ export interface Launch {
 }
 
 /** How the process ended: its exit, or the error that kept it from starting (no `unshare`, say). */
-export function exitOf(child: ChildProcess): Promise<string> {
+function exitOf(child: ChildProcess): Promise<string> {
   return new Promise((resolve) => {
     child.once("exit", (code, signal) => resolve(`code ${code}, signal ${signal}`));
     child.once("error", (err) => resolve(err.message));
