@@ -1,0 +1,235 @@
+// The operator's latencies: a config's creation to its DaemonSet, and a node's capacity change to the
+// config's status, the report writers started in between.
+import {
+  PatchStrategy,
+  Watch,
+  setHeaderOptions,
+  type CustomObjectsApi,
+  type KubeConfig,
+} from "@kubernetes/client-node";
+import type { ReportFleet } from "../../tools/cluster/report-fleet.js";
+import { waitFor } from "../../tools/cluster/wait.js";
+import { percentile } from "../../tools/stats.js";
+import { CAPACITY_CHANGES, CREATES, GROUP, RESOURCE } from "./knobs.js";
+import { capacityDaemonSet, startReportFleet } from "./report-fleet.js";
+import type { Row } from "./report.js";
+import type { BenchClients, RunState } from "./under-test.js";
+
+/** Step 1: config create → DaemonSet exists, for CREATES configs one after another. */
+export async function measureCreates(
+  kc: KubeConfig,
+  custom: CustomObjectsApi,
+  nodeCount: number,
+  rows: Row[],
+): Promise<void> {
+  // 1. Config create → DaemonSet exists. The API server sets a custom resource's storage up on its
+  // first write (about 2 s here): the cluster's cost, not the operator's, so a throwaway config goes first.
+  // The operator has just patched the CRD (its conversion webhook's caBundle): the API server swaps the
+  // resource's storage, and a request that reaches the old one is answered 503 "apiserver is shutting
+  // down" with Retry-After: 1 (apiextensions-apiserver drains it). client-go retries those; so does this.
+  const warmupStarted = performance.now();
+  const warmup = await waitFor(
+    "the first DevicePluginConfig write (retried on 503 while the CRD's storage is swapped)",
+    async (observe) => {
+      try {
+        await custom.createClusterCustomObject({
+          ...GROUP,
+          body: {
+            apiVersion: "dpo.dev/v1beta1",
+            kind: "DevicePluginConfig",
+            metadata: { name: "bench-warmup" },
+            spec: {
+              resourceName: "warmup.example/dev",
+              backend: { type: "Mock", mock: { devices: 1 } },
+              nodeSelector: { "bench.example/none": "true" },
+            },
+          },
+        });
+        return { failed: undefined as Error | undefined };
+      } catch (error) {
+        // waitFor retries what a probe throws: any other error ends the wait here and is thrown below.
+        if ((error as { code?: number }).code !== 503) {
+          return { failed: error instanceof Error ? error : new Error(String(error)) };
+        }
+        observe(String(error).split("\n")[0]);
+        return false;
+      }
+    },
+    { timeoutMs: 30_000, intervalMs: 1_000 },
+  );
+  if (warmup.failed !== undefined) throw warmup.failed;
+  console.error(
+    `bench-operator: first DevicePluginConfig write took ${(performance.now() - warmupStarted).toFixed(0)} ms`,
+  );
+  await custom.deleteClusterCustomObject({ ...GROUP, name: "bench-warmup" });
+  const createLatencies: number[] = [];
+  for (let i = 0; i < CREATES; i++) {
+    const name = `bench-create-${i}`;
+    let resolveSeen: (t: number) => void = () => undefined;
+    const seen = new Promise<number>((resolve) => (resolveSeen = resolve));
+    const watch = await new Watch(kc).watch(
+      "/apis/apps/v1/namespaces/dpo-system/daemonsets",
+      { labelSelector: `dpo.dev/config=${name}` },
+      (type) => {
+        if (type === "ADDED") resolveSeen(performance.now());
+      },
+      () => undefined,
+    );
+    const t0 = performance.now();
+    await custom.createClusterCustomObject({
+      ...GROUP,
+      body: {
+        apiVersion: "dpo.dev/v1beta1",
+        kind: "DevicePluginConfig",
+        metadata: { name },
+        spec: {
+          resourceName: `create-${i}.example/dev`,
+          backend: { type: "Mock", mock: { devices: 1 } },
+          nodeSelector: { "bench.example/none": "true" },
+        },
+      },
+    });
+    const created = performance.now();
+    createLatencies.push((await seen) - t0);
+    if (process.env["BENCH_VERBOSE"]) {
+      const total = (createLatencies.at(-1) ?? 0).toFixed(0);
+      console.error(`create ${i}: ${total} ms (the create call ${(created - t0).toFixed(0)} ms)`);
+    }
+    watch.abort();
+  }
+  rows.push({
+    metric: `${nodeCount} nodes: config create → DaemonSet exists (${CREATES} configs)`,
+    value: `p50 ${percentile(createLatencies, 50).toFixed(0)} ms, p99 ${percentile(createLatencies, 99).toFixed(0)} ms`,
+    target: nodeCount >= 1000 ? "p99 ≤ 2 s" : "p99 ≤ 1 s",
+    ok: percentile(createLatencies, 99) <= (nodeCount >= 1000 ? 2_000 : 1_000),
+  });
+}
+
+/**
+ * Step 2: one config on every node, its report writers started (set in `state.fleet`, which it returns),
+ * then CAPACITY_CHANGES node capacity changes → CR status.
+ */
+export async function measureCapacityChanges(
+  state: RunState,
+  { kubeconfigPath, kc, core, apps, custom, kubectl }: BenchClients,
+  nodeCount: number,
+  rows: Row[],
+): Promise<ReportFleet> {
+  // 2. Node capacity change → CR status. One config targeting every node.
+  await custom.createClusterCustomObject({
+    ...GROUP,
+    body: {
+      apiVersion: "dpo.dev/v1beta1",
+      kind: "DevicePluginConfig",
+      metadata: { name: "bench-capacity" },
+      spec: { resourceName: RESOURCE, backend: { type: "Mock", mock: { devices: 4 } } },
+    },
+  });
+  const nodeNames = (await core.listNode()).items.map((n) => n.metadata!.name!);
+  let total = 0;
+  for (let i = 0; i < nodeNames.length; i += 50) {
+    await Promise.all(
+      nodeNames
+        .slice(i, i + 50)
+        .map((name) =>
+          core.patchNodeStatus(
+            { name, body: { status: { capacity: { [RESOURCE]: "4" }, allocatable: { [RESOURCE]: "4" } } } },
+            setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+          ),
+        ),
+    );
+  }
+  total = nodeNames.length * 4;
+  const capacityOf = async (): Promise<number | undefined> => {
+    const c = (await custom.getClusterCustomObject({ ...GROUP, name: "bench-capacity" })) as {
+      status?: { devices?: { capacity?: number } };
+    };
+    return c.status?.devices?.capacity;
+  };
+  await waitFor(
+    `status to count ${total} devices`,
+    async (observe) => {
+      const cap = await capacityOf();
+      observe(cap);
+      return cap === total;
+    },
+    { timeoutMs: 300_000, intervalMs: 500 },
+  );
+
+  // The plugins: the DaemonSet's pods Running on every node (KWOK), then a report writer per node with
+  // a token bound to that pod, under the plugin's Role and the own-node admission policy (config/).
+  await waitFor(
+    "the DaemonSet pods to settle",
+    async (observe) => {
+      const ds = await capacityDaemonSet(apps);
+      observe(`${ds.status?.numberReady}/${ds.status?.desiredNumberScheduled} ready`);
+      return ds.status?.numberReady === nodeCount;
+    },
+    { timeoutMs: 600_000, intervalMs: 2_000 },
+  );
+  const fleetStarted = Date.now();
+  const fleet = await startReportFleet(kc, kubeconfigPath, kubectl, core, apps);
+  state.fleet = fleet;
+  const fleetStart = Date.now() - fleetStarted;
+  await waitFor(
+    `status to show ${nodeCount} nodes ready`,
+    async (observe) => {
+      const c = (await custom.getClusterCustomObject({ ...GROUP, name: "bench-capacity" })) as {
+        status?: { nodes?: { ready?: number; desired?: number }; problemsOmitted?: number };
+      };
+      observe({ nodes: c.status?.nodes, problemsOmitted: c.status?.problemsOmitted });
+      return c.status?.nodes?.ready === nodeCount;
+    },
+    { timeoutMs: 300_000, intervalMs: 1_000 },
+  );
+  rows.push({
+    metric: `${nodeCount} nodes: report writers started (pod-bound tokens, first reports written)`,
+    value: `${fleet.nodes.length} writers, ${fleet.requests()} requests, ${fleet.failures()} failed, in ${(fleetStart / 1000).toFixed(0)} s`,
+    target: "(reported)",
+    ok: true,
+  });
+
+  const changeLatencies: number[] = [];
+  const perNode = new Map<string, number>();
+  for (let i = 0; i < CAPACITY_CHANGES; i++) {
+    const node = nodeNames[(i * 7919) % nodeNames.length]!;
+    const current = perNode.get(node) ?? 4;
+    const next = current === 4 ? 5 : 4;
+    const want = total + (next - current);
+    perNode.set(node, next);
+    let resolveSeen: (t: number) => void = () => undefined;
+    const seen = new Promise<number>((resolve) => (resolveSeen = resolve));
+    const watch = await new Watch(kc).watch(
+      "/apis/dpo.dev/v1beta1/devicepluginconfigs",
+      { fieldSelector: "metadata.name=bench-capacity" },
+      (_type, obj: { status?: { devices?: { capacity?: number } } }) => {
+        if (obj.status?.devices?.capacity === want) resolveSeen(performance.now());
+      },
+      () => undefined,
+    );
+    const t0 = performance.now();
+    await core.patchNodeStatus(
+      {
+        name: node,
+        body: {
+          status: { capacity: { [RESOURCE]: String(next) }, allocatable: { [RESOURCE]: String(next) } },
+        },
+      },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
+    changeLatencies.push((await seen) - t0);
+    watch.abort();
+    total = want;
+    // Changes are spaced beyond the 500 ms status coalescing window, as kubelet updates of one node are.
+    await new Promise((r) => setTimeout(r, 600));
+  }
+  // Up to 1000 nodes within 1 s and 2 s; beyond, the issue's 5 s.
+  const target = nodeCount > 1000 ? 5_000 : nodeCount >= 1000 ? 2_000 : 1_000;
+  rows.push({
+    metric: `${nodeCount} nodes: node capacity change → CR status (${CAPACITY_CHANGES} changes)`,
+    value: `p50 ${percentile(changeLatencies, 50).toFixed(0)} ms, p99 ${percentile(changeLatencies, 99).toFixed(0)} ms`,
+    target: `p99 ≤ ${target / 1000} s`,
+    ok: percentile(changeLatencies, 99) <= target,
+  });
+  return fleet;
+}
