@@ -44,29 +44,7 @@ export async function flapStorm(
   const failuresBefore = fleet.failures();
   const started = performance.now();
   const startedWallMs = Date.now();
-  await Promise.all(
-    flappers.map(
-      (node, j) =>
-        new Promise<void>((resolve) => {
-          let flips = 0;
-          const flip = (): void => {
-            fleet.flip(node);
-            if (++flips >= FLAP_SECONDS) {
-              clearInterval(timer);
-              resolve();
-            }
-          };
-          let timer: NodeJS.Timeout | undefined;
-          setTimeout(
-            () => {
-              flip();
-              if (flips < FLAP_SECONDS) timer = setInterval(flip, 1_000);
-            },
-            Math.floor((j * 1_000) / flappers.length),
-          );
-        }),
-    ),
-  );
+  await fleet.flapStorm(flappers, FLAP_SECONDS);
   const stormEnded = performance.now();
   const stormMs = stormEnded - started;
   await waitFor(

@@ -222,29 +222,7 @@ describe(`${NODES} report writers and the operator`, () => {
     const flappers = nodeNames.filter((_, i) => i % Math.floor(NODES / FLAPPERS) === 0).slice(0, FLAPPERS);
     const started = performance.now();
     const startedWallMs = Date.now();
-    await Promise.all(
-      flappers.map(
-        (node, j) =>
-          new Promise<void>((resolve) => {
-            let flips = 0;
-            const flip = (): void => {
-              fleet!.flip(node);
-              if (++flips >= STORM_SECONDS) {
-                clearInterval(timer);
-                resolve();
-              }
-            };
-            let timer: NodeJS.Timeout | undefined;
-            setTimeout(
-              () => {
-                flip();
-                timer = setInterval(flip, 1_000);
-              },
-              Math.floor((j * 1_000) / flappers.length),
-            );
-          }),
-      ),
-    );
+    await fleet!.flapStorm(flappers, STORM_SECONDS);
     const stormMs = performance.now() - started;
     // An even number of flips: every device is healthy again, and the status must say so.
     await waitFor(

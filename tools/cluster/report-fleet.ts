@@ -184,6 +184,36 @@ export class ReportFleet {
     return runtime.flip(index);
   }
 
+  /**
+   * A flap storm: each of `nodes` flips device 0 once a second, `flips` times, the nodes' flips spread evenly
+   * over each second. Resolves after the last flip.
+   */
+  async flapStorm(nodes: readonly string[], flips: number): Promise<void> {
+    await Promise.all(
+      nodes.map(
+        (node, j) =>
+          new Promise<void>((resolve) => {
+            let done = 0;
+            let timer: NodeJS.Timeout | undefined;
+            const flip = (): void => {
+              this.flip(node);
+              if (++done >= flips) {
+                clearInterval(timer);
+                resolve();
+              }
+            };
+            setTimeout(
+              () => {
+                flip();
+                if (done < flips) timer = setInterval(flip, 1_000);
+              },
+              Math.floor((j * 1_000) / nodes.length),
+            );
+          }),
+      ),
+    );
+  }
+
   /** Unhealthy devices on all nodes, as the runtimes have them now. */
   unhealthy(): number {
     let n = 0;
