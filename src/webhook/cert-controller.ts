@@ -7,8 +7,17 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { sleep, systemClock } from "../kube/clock.js";
-import { isConflict, isForbidden, isNotFound, kubeRequest, type EventRecorder } from "../kube/index.js";
-import { collectionPath, CUSTOM_RESOURCE_DEFINITIONS, objectPath, SECRETS } from "../kube/resources.js";
+import {
+  collectionPath,
+  CUSTOM_RESOURCE_DEFINITIONS,
+  isConflict,
+  isForbidden,
+  isNotFound,
+  kubeRequest,
+  objectPath,
+  SECRETS,
+  type EventRecorder,
+} from "../kube/index.js";
 import {
   planCertificates,
   SECRET_KEYS,
