@@ -8,6 +8,7 @@ import {
   type CustomObjectsApi,
   type KubeConfig,
   type V1DaemonSet,
+  type V1Node,
   type V1Pod,
 } from "@kubernetes/client-node";
 import { validateDevicePluginConfig } from "../../src/api/validate.js";
@@ -22,26 +23,34 @@ import {
   pluginObjectName,
   pluginSelectorLabels,
   renderPluginConfigMap,
+  nodeKeys,
   renderPluginDaemonSet,
+  type NodeKeys,
   type RenderContext,
 } from "../../src/operator/render/index.js";
 import {
   ANNOTATION_UPGRADE_STATE,
-  placementOfDaemonSet,
-  type UpgradeState,
+  byCreation,
+  legacyPlacement,
+  parseUpgradeState,
+  revisionOfDaemonSet,
 } from "../../src/operator/upgrade/daemonset-state.js";
+import { nodeLabels, parseNodeRecord, runsRevision } from "../../src/operator/upgrade/node-labels.js";
 import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 
 /**
- * A forward rollout as a DaemonSet watch shows it. Between revisions: a node on the revision being
- * moved to but still on the base (a surge in progress), or off the base and not yet on the new one (a
- * replace in progress). Checked as events arrive: at most `limit` nodes between revisions, no node
- * moved back, and no node's recorded start rewritten (what a second acting leader, or one acting on a
- * stale cache, would do). Once the base is gone or another DaemonSet became the base, the rollout is
+ * A forward rollout as watches of the config's DaemonSets and of the Nodes show it. Which revisions run on
+ * a node is read the way the DaemonSet controller reads it: the nodes' revision labels that each
+ * DaemonSet's affinity selects (or, for a DaemonSet an older operator placed, its node-name lists).
+ * Between revisions: a node on the revision being moved to but still on the base (a surge in progress),
+ * or off the base and not yet on the new one (a replace in progress). Checked as events arrive: at most
+ * `limit` nodes between revisions, no node moved back, and no node's recorded start rewritten (what a
+ * second acting leader, or one acting on a stale cache, would do). Once the base is gone, the rollout is
  * over and nothing more is checked.
  */
 export class RolloutWatch {
   readonly daemonSets = new Map<string, V1DaemonSet>();
+  readonly nodes = new Map<string, V1Node>();
   maxBetween = 0;
   readonly violations: string[] = [];
   /** Nodes seen on the new revision while still on the base, and off the base before the new one. */
@@ -51,76 +60,100 @@ export class RolloutWatch {
   private readonly left = new Set<string>();
   private readonly startedAt = new Map<string, number>();
   private baseName: string | undefined;
-  private abort: (() => void) | undefined;
+  private over = false;
+  private keys: NodeKeys | undefined;
+  private readonly aborts: (() => void)[] = [];
 
   constructor(private readonly limit: number) {}
 
-  /** Starts watching the config's DaemonSets in `namespace`. */
+  /** Starts watching the config's DaemonSets in `namespace`, and every Node. */
   async start(kc: KubeConfig, namespace: string, configName: string): Promise<void> {
-    const request = await new Watch(kc).watch(
+    this.keys = nodeKeys(configName);
+    const watch = new Watch(kc);
+    const nodes = await watch.watch(
+      "/api/v1/nodes",
+      {},
+      (type, node: V1Node) => {
+        if (type === "DELETED") this.nodes.delete(node.metadata!.name!);
+        else this.nodes.set(node.metadata!.name!, node);
+        this.check();
+      },
+      () => undefined,
+    );
+    this.aborts.push(() => nodes.abort());
+    const request = await watch.watch(
       `/apis/apps/v1/namespaces/${namespace}/daemonsets`,
       { labelSelector: `dpo.dev/config=${configName}` },
       (type, ds: V1DaemonSet) => this.onEvent(type, ds),
       () => undefined,
     );
-    this.abort = () => request.abort();
+    this.aborts.push(() => request.abort());
   }
 
   stop(): void {
-    this.abort?.();
+    for (const abort of this.aborts) abort();
   }
 
   onEvent(type: string, ds: V1DaemonSet): void {
     const name = ds.metadata!.name!;
     if (type === "DELETED") this.daemonSets.delete(name);
     else this.daemonSets.set(name, ds);
-    let except: Set<string> | undefined;
-    let exceptFrom: string | undefined;
-    let only = new Set<string>();
-    for (const d of this.daemonSets.values()) {
-      const p = placementOfDaemonSet(d);
-      if ("except" in p) {
-        except = new Set(p.except);
-        exceptFrom = d.metadata?.name;
-      } else {
-        only = new Set([...only, ...p.only]);
+    this.check();
+  }
+
+  private check(): void {
+    if (this.over || this.keys === undefined) return;
+    const live = [...this.daemonSets.values()].sort(byCreation);
+    // The base carries no upgrade state; the revision nodes move to does.
+    const base = live.find((ds) => ds.metadata?.annotations?.[ANNOTATION_UPGRADE_STATE] === undefined);
+    if (base === undefined) return;
+    this.baseName ??= base.metadata?.name;
+    if (base.metadata?.name !== this.baseName) {
+      this.over = true;
+      return;
+    }
+    const target = live.find((ds) => ds !== base);
+    if (target === undefined) return;
+    const from = revisionOfDaemonSet(base);
+    const to = revisionOfDaemonSet(target);
+    const legacyBase = legacyPlacement(base);
+    const legacyTarget = legacyPlacement(target);
+    const legacyRecords = parseUpgradeState(target, from).legacyNodes;
+    const between: string[] = [];
+    for (const [n, node] of this.nodes) {
+      const labels = nodeLabels(node, this.keys);
+      const onOld =
+        legacyBase !== undefined
+          ? "except" in legacyBase && !legacyBase.except.includes(n)
+          : runsRevision(labels, from, true);
+      const onNew =
+        legacyTarget !== undefined
+          ? "only" in legacyTarget && legacyTarget.only.includes(n)
+          : runsRevision(labels, to, false);
+      if (onNew) {
+        this.joined.add(n);
+        if (onOld) this.surged.add(n);
       }
-      this.checkStarts(d);
+      if (!onOld) {
+        this.left.add(n);
+        if (!onNew) this.replaced.add(n);
+      }
+      if (this.joined.has(n) && !onNew)
+        this.violations.push(`${n}: left the new revision during a forward rollout`);
+      if (this.left.has(n) && onOld) this.violations.push(`${n}: rejoined the base during a forward rollout`);
+      if (onOld === onNew) between.push(n);
+      const started = parseNodeRecord(node, this.keys, from, to)?.startedAt ?? legacyRecords[n]?.startedAt;
+      if (started !== undefined) {
+        const before = this.startedAt.get(n);
+        if (before !== undefined && before !== started) {
+          this.violations.push(`${n}: start rewritten ${before} → ${started}`);
+        }
+        this.startedAt.set(n, started);
+      }
     }
-    this.baseName ??= exceptFrom;
-    if (except === undefined || exceptFrom !== this.baseName) return;
-    for (const n of only) {
-      this.joined.add(n);
-      if (!except.has(n)) this.surged.add(n);
-    }
-    for (const n of except) {
-      this.left.add(n);
-      if (!only.has(n)) this.replaced.add(n);
-    }
-    for (const n of this.joined) {
-      if (!only.has(n)) this.violations.push(`${n}: left the new revision during a forward rollout`);
-    }
-    for (const n of this.left) {
-      if (!except.has(n)) this.violations.push(`${n}: rejoined the base during a forward rollout`);
-    }
-    const between = [...new Set([...except, ...only])].filter((n) => except.has(n) !== only.has(n));
     this.maxBetween = Math.max(this.maxBetween, between.length);
     if (between.length > this.limit) {
       this.violations.push(`${between.length} nodes between revisions: ${between.join(", ")}`);
-    }
-  }
-
-  private checkStarts(ds: V1DaemonSet): void {
-    const raw = ds.metadata?.annotations?.[ANNOTATION_UPGRADE_STATE];
-    if (raw === undefined) return;
-    const state = JSON.parse(raw) as UpgradeState;
-    for (const [node, rec] of Object.entries(state.nodes)) {
-      if (rec.startedAt === undefined) continue;
-      const before = this.startedAt.get(node);
-      if (before !== undefined && before !== rec.startedAt) {
-        this.violations.push(`${node}: start rewritten ${before} → ${rec.startedAt}`);
-      }
-      this.startedAt.set(node, rec.startedAt);
     }
   }
 }

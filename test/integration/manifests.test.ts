@@ -146,7 +146,9 @@ describe("config/default", () => {
         "Service/dpo-webhook",
         "ServiceAccount/dpo-operator",
         "ServiceAccount/dpo-plugin",
+        "ValidatingAdmissionPolicy/dpo-operator-node-labels",
         "ValidatingAdmissionPolicy/dpo-plugin-own-node",
+        "ValidatingAdmissionPolicyBinding/dpo-operator-node-labels",
         "ValidatingAdmissionPolicyBinding/dpo-plugin-own-node",
         "ValidatingAdmissionPolicy/dpo-plugin-own-node-slices",
         "ValidatingAdmissionPolicyBinding/dpo-plugin-own-node-slices",
@@ -586,7 +588,9 @@ describe("config/rbac applied for real: what each ServiceAccount can do", () => 
     ["request tokens", ["create", "serviceaccounts", "--subresource=token", "-n", "@ns"], false],
     ["create DaemonSets elsewhere", ["create", "daemonsets.apps", "-n", "default"], false],
     ["take a Lease elsewhere", ["update", "leases.coordination.k8s.io", "-n", "kube-system"], false],
-    ["patch nodes", ["patch", "nodes"], false],
+    // Revision labels during an upgrade (ADR 0004); the admission policy dpo-operator-node-labels limits
+    // the patch to them (test/integration/operator-node-policy.test.ts).
+    ["patch nodes", ["patch", "nodes"], true],
     ["patch node status", ["patch", "nodes", "--subresource=status"], false],
     ["create DeviceClasses", ["create", "deviceclasses.resource.k8s.io"], true],
     ["update DeviceClasses", ["update", "deviceclasses.resource.k8s.io"], true],

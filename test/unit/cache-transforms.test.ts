@@ -24,6 +24,7 @@ function fullNode(name: string, resourceVersion: string): V1Node {
       annotations: {
         "node.alpha.kubernetes.io/ttl": "0",
         "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+        "upgrade.dpo.dev/foo": '{"from":"a","to":"b","startedAt":1}',
       },
       managedFields: [
         {
@@ -85,6 +86,8 @@ describe("slimNodeForCache", () => {
         resourceVersion: "7",
         creationTimestamp: "2026-01-01T00:00:00Z",
         labels: { "feature.example/foo": "true", "kubernetes.io/hostname": "n1" },
+        // The upgrade's record of the node (ADR 0004), and no other annotation.
+        annotations: { "upgrade.dpo.dev/foo": '{"from":"a","to":"b","startedAt":1}' },
       },
       spec: { unschedulable: true, taints: [{ key: "gpu", value: "yes", effect: "NoSchedule" }] },
       status: {

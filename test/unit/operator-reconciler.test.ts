@@ -121,6 +121,12 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
         applied.push({ kind: "DaemonSet", name: obj.metadata!.name! });
         return Promise.resolve(obj);
       },
+      patch: (ref: ResourceRef, key: ObjectKey) => {
+        if (failApply) return Promise.reject(failApply);
+        // Node labels of an upgrade (ADR 0004): a node whose kubelet is too old runs no revision.
+        applied.push({ kind: ref.plural === "nodes" ? "Node" : ref.plural, name: key.name });
+        return Promise.resolve({});
+      },
       delete: (ref: ResourceRef, key: ObjectKey) => {
         const path = objectPath(ref, key.name, ref.namespaced ? key.namespace : undefined);
         const err = failDelete?.(path);

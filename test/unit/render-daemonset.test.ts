@@ -13,7 +13,7 @@ import { devfsHostDirectories } from "../../src/operator/render/backends.js";
 import { renderPluginConfigMap } from "../../src/operator/render/configmap.js";
 import type { RenderContext } from "../../src/operator/render/context.js";
 import { PLUGIN_FLAGS } from "../../src/cli/plugin.js";
-import { NO_NODE_LABEL, pluginRevision, renderPluginDaemonSet } from "../../src/operator/render/daemonset.js";
+import { pluginRevision, renderPluginDaemonSet } from "../../src/operator/render/daemonset.js";
 
 const ctx: RenderContext = {
   namespace: "dpo-system",
@@ -314,10 +314,14 @@ describe("renderPluginDaemonSet", () => {
     // The API server refuses a selector that does not match the template's labels.
     expect(ds.spec?.template.metadata?.labels).toMatchObject(ds.spec!.selector.matchLabels!);
     expect(ds.spec?.template.metadata?.labels).toEqual(ds.metadata?.labels);
-    // The operator moves nodes between revisions: a node-list change must never restart pods.
+    // The operator moves nodes between revisions: a role change must never restart pods.
     expect(ds.spec?.updateStrategy).toEqual({ type: "OnDelete" });
     expect(ds.spec?.revisionHistoryLimit).toBe(2);
-    expect(podSpec(ds)).not.toHaveProperty("affinity");
+    // By default the base: every node without a revision label runs it.
+    expect(
+      podSpec(ds).affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution
+        ?.nodeSelectorTerms?.[0],
+    ).toEqual({ matchExpressions: [{ key: "revision.dpo.dev/example-foo", operator: "DoesNotExist" }] });
     expect(podSpec(ds).terminationGracePeriodSeconds).toBe(10);
     expect(podSpec(ds).serviceAccountName).toBe("dpo-plugin");
     expect(podSpec(ds).priorityClassName).toBe("system-node-critical");
@@ -433,43 +437,50 @@ describe("renderPluginDaemonSet", () => {
     expect(
       pluginRevision(config({ upgrade: { paused: true, maxUnavailable: "50%", strategy: "Replace" } }), ctx),
     ).toBe(base);
-    // The node list is where the revision runs, not what it runs.
-    const only = renderPluginDaemonSet(config(), ctx, { placement: { only: ["b", "a"] } });
-    expect(only.metadata?.labels?.["dpo.dev/revision"]).toBe(base);
+    // The role is where the revision runs, not what it runs.
+    const moving = renderPluginDaemonSet(config(), ctx, { role: "moving" });
+    expect(moving.metadata?.labels?.["dpo.dev/revision"]).toBe(base);
   });
 
   it.each([
-    { placement: { except: [] as string[] }, want: undefined },
     {
-      placement: { only: [] as string[] },
-      want: [{ matchExpressions: [{ key: NO_NODE_LABEL, operator: "Exists" }] }],
-    },
-    {
-      placement: { only: ["node-b", "node-a", "node-b"] },
-      want: [
-        { matchFields: [{ key: "metadata.name", operator: "In", values: ["node-a"] }] },
-        { matchFields: [{ key: "metadata.name", operator: "In", values: ["node-b"] }] },
+      role: "base" as const,
+      want: (rev: string) => [
+        { matchExpressions: [{ key: "revision.dpo.dev/example-foo", operator: "DoesNotExist" }] },
+        { matchExpressions: [{ key: "revision.dpo.dev/example-foo", operator: "In", values: [rev] }] },
+        { matchExpressions: [{ key: "surge.dpo.dev/example-foo", operator: "In", values: [rev] }] },
       ],
     },
     {
-      placement: { except: ["node-b", "node-a"] },
-      want: [
-        {
-          matchFields: [
-            { key: "metadata.name", operator: "NotIn", values: ["node-a"] },
-            { key: "metadata.name", operator: "NotIn", values: ["node-b"] },
-          ],
-        },
+      role: "moving" as const,
+      want: (rev: string) => [
+        { matchExpressions: [{ key: "revision.dpo.dev/example-foo", operator: "In", values: [rev] }] },
+        { matchExpressions: [{ key: "surge.dpo.dev/example-foo", operator: "In", values: [rev] }] },
       ],
     },
-  ])("places the revision by node name: %j", ({ placement, want }) => {
-    const ds = renderPluginDaemonSet(config(), ctx, { placement });
-    expect(
-      podSpec(ds).affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms,
-    ).toEqual(want);
-    // matchFields takes exactly one value per requirement (the API server's rule).
-    for (const term of want ?? [])
-      for (const f of "matchFields" in term ? term.matchFields : []) expect(f.values).toHaveLength(1);
+  ])(
+    "places the $role revision by the nodes' revision labels, whatever the number of nodes",
+    ({ role, want }) => {
+      const ds = renderPluginDaemonSet(config(), ctx, { role });
+      expect(
+        podSpec(ds).affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms,
+      ).toEqual(want(pluginRevision(config(), ctx)));
+    },
+  );
+
+  it("keys the node labels by the config label value, bounded for a long config name", () => {
+    const long = `${"n".repeat(70)}.example.com`;
+    const ds = renderPluginDaemonSet(config({}, long), ctx, { role: "moving" });
+    const terms =
+      podSpec(ds).affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms ??
+      [];
+    for (const term of terms) {
+      for (const e of term.matchExpressions ?? []) {
+        const [prefix, name] = e.key.split("/");
+        expect(prefix).toMatch(/^(revision|surge)\.dpo\.dev$/);
+        expect(name!.length).toBeLessThanOrEqual(63);
+      }
+    }
   });
 
   it("renders the same object every time", () => {

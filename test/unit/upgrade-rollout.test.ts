@@ -5,16 +5,19 @@ import { DevicePluginConfigSchema, type DevicePluginConfig } from "../../src/api
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigSpecInput } from "../../src/api/v1beta1/spec.js";
 import {
+  nodeKeys,
   pluginRevision,
   renderPluginDaemonSet,
-  type NodePlacement,
+  type PlacementRole,
 } from "../../src/operator/render/index.js";
 import {
   ANNOTATION_UPGRADE_STATE,
   parseUpgradeState,
-  placementOfDaemonSet,
+  roleOfDaemonSet,
+  type LegacyNodeRecord,
   type UpgradeState,
 } from "../../src/operator/upgrade/daemonset-state.js";
+import { serializeNodeRecord, type NodeRecord } from "../../src/operator/upgrade/node-labels.js";
 import {
   decideRollout,
   type RolloutDecision,
@@ -42,9 +45,27 @@ function config(spec: Partial<DevicePluginConfigSpecInput> = {}): DevicePluginCo
 const OLD = config({ plugin: { logLevel: "info" } });
 const NEW = config({ plugin: { logLevel: "debug" } });
 
-function node(name: string, kubeletVersion = "v1.37.0", allocatable = 4): V1Node {
+const KEYS = nodeKeys("foo");
+
+interface NodeOptions {
+  kubeletVersion?: string;
+  allocatable?: number;
+  /** The revision and surge labels; absent by default (a node no upgrade touched). */
+  revision?: string;
+  surge?: string;
+  record?: Omit<NodeRecord, "from" | "to"> & { from?: string; to?: string };
+}
+
+function node(name: string, kubeletVersion = "v1.37.0", allocatable = 4, options: NodeOptions = {}): V1Node {
+  const labels: Record<string, string> = {};
+  if (options.revision !== undefined) labels[KEYS.revision] = options.revision;
+  if (options.surge !== undefined) labels[KEYS.surge] = options.surge;
+  const annotations: Record<string, string> = {};
+  if (options.record !== undefined) {
+    annotations[KEYS.upgrade] = serializeNodeRecord({ from: oldRev, to: newRev, ...options.record });
+  }
   return {
-    metadata: { name },
+    metadata: { name, resourceVersion: `rv-${name}`, labels, annotations },
     status: { allocatable: { [RESOURCE]: String(allocatable) }, nodeInfo: { kubeletVersion } as never },
   };
 }
@@ -52,12 +73,12 @@ function node(name: string, kubeletVersion = "v1.37.0", allocatable = 4): V1Node
 /** A DaemonSet as the API server returns it: uid, resourceVersion, creation time. */
 function stored(
   c: DevicePluginConfig,
-  placement: NodePlacement,
-  state?: UpgradeState,
+  role: PlacementRole,
+  state?: Partial<UpgradeState>,
   created = "2026-11-01T00:00:00Z",
 ): V1DaemonSet {
   const ds = renderPluginDaemonSet(c, ctx, {
-    placement,
+    role,
     ...(state ? { annotations: { [ANNOTATION_UPGRADE_STATE]: JSON.stringify(state) } } : {}),
   });
   const revision = pluginRevision(c, ctx);
@@ -67,6 +88,44 @@ function stored(
     resourceVersion: "7",
     creationTimestamp: new Date(created),
   };
+  return ds;
+}
+
+/** A DaemonSet an older operator placed by node name: exactly `only`, or every node but `except`. */
+function legacyStored(
+  c: DevicePluginConfig,
+  placement: { only: string[] } | { except: string[] },
+  nodes?: Record<string, LegacyNodeRecord>,
+  created = "2026-11-01T00:00:00Z",
+): V1DaemonSet {
+  const ds = stored(c, "only" in placement ? "moving" : "base", undefined, created);
+  const terms =
+    "only" in placement
+      ? placement.only.length === 0
+        ? [{ matchExpressions: [{ key: "dpo.dev/no-node-matches-this", operator: "Exists" }] }]
+        : placement.only.map((n) => ({
+            matchFields: [{ key: "metadata.name", operator: "In", values: [n] }],
+          }))
+      : [
+          {
+            matchFields: placement.except.map((n) => ({
+              key: "metadata.name",
+              operator: "NotIn",
+              values: [n],
+            })),
+          },
+        ];
+  const spec = ds.spec!.template.spec!;
+  if ("except" in placement && placement.except.length === 0) delete spec.affinity;
+  else
+    spec.affinity = {
+      nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms } },
+    };
+  if (nodes !== undefined) {
+    ds.metadata!.annotations = {
+      [ANNOTATION_UPGRADE_STATE]: JSON.stringify({ from: oldRev, rollingBack: false, nodes }),
+    };
+  }
   return ds;
 }
 
@@ -113,23 +172,52 @@ function decide(input: Partial<RolloutInput> & { config: DevicePluginConfig }): 
   return decideRollout({ render: ctx, daemonSets: [], nodes: [], pods: [], reports: [], now: NOW, ...input });
 }
 
+/** Revisions by name in what the tests print. */
+function revName(rev: string | null | undefined): string {
+  if (rev === null || rev === undefined) return "-";
+  return rev === oldRev ? "OLD" : rev === newRev ? "NEW" : rev === "" ? "legacy" : rev;
+}
+
+/**
+ * The writes, one line each: `Create NEW moving`, `Update OLD base`, `Delete OLD`, and node patches
+ * `Node a revision=NEW surge=-` naming only the labels they change, with `+record` when the patch writes
+ * the node's upgrade record.
+ */
 function written(d: RolloutDecision): string[] {
   return d.writes.map((w) => {
-    if (w.kind === "Delete") return `Delete ${w.revision}`;
-    const p = placementOfDaemonSet(w.daemonSet);
-    const where =
-      "only" in p ? `only [${[...p.only].sort().join(",")}]` : `except [${[...p.except].sort().join(",")}]`;
-    return `${w.kind} ${w.daemonSet.metadata?.labels?.["dpo.dev/revision"] ?? "legacy"} ${where}`;
+    if (w.kind === "Delete") return `Delete ${revName(w.revision)}`;
+    if (w.kind === "PatchNode") {
+      const labels = w.patch.body.metadata.labels ?? {};
+      const parts = [`Node ${w.patch.node}`];
+      if (KEYS.revision in labels) parts.push(`revision=${revName(labels[KEYS.revision])}`);
+      if (KEYS.surge in labels) parts.push(`surge=${revName(labels[KEYS.surge])}`);
+      if (w.patch.body.metadata.annotations?.[KEYS.upgrade] !== undefined) parts.push("+record");
+      return parts.join(" ");
+    }
+    const rev = w.daemonSet.metadata?.labels?.["dpo.dev/revision"];
+    return `${w.kind} ${revName(rev ?? "")} ${roleOfDaemonSet(w.daemonSet)}`;
   });
+}
+
+/** The record a node patch writes. */
+function recordWritten(d: RolloutDecision, name: string): NodeRecord | undefined {
+  for (const w of d.writes) {
+    if (w.kind !== "PatchNode" || w.patch.node !== name) continue;
+    const text = w.patch.body.metadata.annotations?.[KEYS.upgrade];
+    if (typeof text === "string") return JSON.parse(text) as NodeRecord;
+  }
+  return undefined;
 }
 
 const oldRev = pluginRevision(OLD, ctx);
 const newRev = pluginRevision(NEW, ctx);
 
+const FRESH = { from: oldRev, rollingBack: false };
+
 describe("decideRollout", () => {
-  it("creates the current revision on every node when nothing runs, leaving out kubelets too old", () => {
+  it("creates the current revision as the base, labelling kubelets too old to run no revision", () => {
     const d = decide({ config: OLD, nodes: [node("a"), node("b", "v1.27.3")] });
-    expect(written(d)).toEqual([`Create ${oldRev} except [b]`]);
+    expect(written(d)).toEqual(["Node b revision=none", "Create OLD base"]);
     expect(d.problems).toEqual([expect.objectContaining({ node: "b", reason: "KubeletTooOld" })]);
     expect(d.status).toMatchObject({
       phase: "Complete",
@@ -140,30 +228,35 @@ describe("decideRollout", () => {
   });
 
   it("writes nothing when the current revision already runs everywhere", () => {
-    const ds = stored(OLD, { except: [] });
+    const ds = stored(OLD, "base");
     const d = decide({ config: OLD, daemonSets: [ds], nodes: [node("a")], pods: [pod(ds, "a")] });
     expect(d.writes).toEqual([]);
     expect(d.status).toMatchObject({ phase: "Complete", updated: 1, total: 1, summary: "1/1" });
   });
 
+  it("writes nothing for nodes an earlier upgrade left labelled with the base", () => {
+    const ds = stored(OLD, "base");
+    const d = decide({
+      config: OLD,
+      daemonSets: [ds],
+      nodes: [node("a", "v1.37.0", 4, { revision: oldRev })],
+    });
+    expect(d.writes).toEqual([]);
+  });
+
   it("starts an upgrade with the new revision on no node, its state naming the base", () => {
-    const ds = stored(OLD, { except: [] });
+    const ds = stored(OLD, "base");
     const d = decide({ config: NEW, daemonSets: [ds], nodes: [node("a"), node("b")] });
-    expect(written(d)).toEqual([`Create ${newRev} only []`]);
+    expect(written(d)).toEqual(["Create NEW moving"]);
     const created = d.writes[0]!.kind === "Create" ? d.writes[0]!.daemonSet : undefined;
-    expect(parseUpgradeState(created, oldRev)).toEqual({ from: oldRev, rollingBack: false, nodes: {} });
+    expect(parseUpgradeState(created, oldRev)).toEqual({ ...FRESH, legacyNodes: {} });
     expect(d.events.map((e) => e.reason)).toEqual(["UpgradeStarted"]);
     expect(d.status).toMatchObject({ phase: "Progressing", summary: "0/2" });
   });
 
-  it("surges one node at a time: the new revision joins it, records first, the old one stays", () => {
-    const base = stored(OLD, { except: [] });
-    const next = stored(
-      NEW,
-      { only: [] },
-      { from: oldRev, rollingBack: false, nodes: {} },
-      "2026-11-02T00:00:00Z",
-    );
+  it("surges one node at a time: one patch adds the new revision and the node's record, the old one stays", () => {
+    const base = stored(OLD, "base");
+    const next = stored(NEW, "moving", FRESH, "2026-11-02T00:00:00Z");
     const p = pod(base, "a");
     const d = decide({
       config: NEW,
@@ -172,70 +265,75 @@ describe("decideRollout", () => {
       pods: [p, pod(base, "b")],
       reports: [report(OLD, p)],
     });
-    expect(written(d)).toEqual([`Update ${newRev} only [a]`]);
-    const update = d.writes[0]!.kind === "Update" ? d.writes[0]!.daemonSet : undefined;
-    expect(parseUpgradeState(update, oldRev).nodes).toEqual({ a: { startedAt: NOW, baseline: 4 } });
-    // Replaced, not PUT from scratch: the write carries the resourceVersion it was planned from.
-    expect(update?.metadata?.resourceVersion).toBe("7");
+    expect(written(d)).toEqual(["Node a surge=NEW +record"]);
+    expect(recordWritten(d, "a")).toEqual({ from: oldRev, to: newRev, startedAt: NOW, baseline: 4 });
+    // Planned from what the cache showed: the patch carries that resourceVersion, so a stale cache
+    // gets a conflict instead of starting the node twice.
+    const patch = d.writes[0]!.kind === "PatchNode" ? d.writes[0]!.patch : undefined;
+    expect(patch?.body.metadata.resourceVersion).toBe("rv-a");
     expect(d.status).toMatchObject({ phase: "Progressing", inFlight: ["a"], updated: 0 });
   });
 
   it("takes the old revision off a surged node once the kubelet advertises the new one", () => {
-    const state = { from: oldRev, rollingBack: false, nodes: { a: { startedAt: NOW - 5_000, baseline: 4 } } };
-    const base = stored(OLD, { except: [] });
-    const next = stored(NEW, { only: ["a"] }, state, "2026-11-02T00:00:00Z");
+    const base = stored(OLD, "base");
+    const next = stored(NEW, "moving", FRESH, "2026-11-02T00:00:00Z");
     const newPod = pod(next, "a");
     const d = decide({
       config: NEW,
       daemonSets: [base, next],
-      nodes: [node("a"), node("b")],
+      nodes: [
+        node("a", "v1.37.0", 4, { surge: newRev, record: { startedAt: NOW - 5_000, baseline: 4 } }),
+        node("b"),
+      ],
       pods: [pod(base, "a"), newPod, pod(base, "b")],
       reports: [report(NEW, newPod)],
     });
-    expect(written(d)).toEqual([`Update ${oldRev} except [a]`]);
+    expect(written(d)).toEqual(["Node a revision=NEW surge=-"]);
   });
 
   it("replaces on a kubelet before per-socket endpoints: the old revision leaves first", () => {
-    const base = stored(OLD, { except: [] });
-    const next = stored(
-      NEW,
-      { only: [] },
-      { from: oldRev, rollingBack: false, nodes: {} },
-      "2026-11-02T00:00:00Z",
-    );
+    const base = stored(OLD, "base");
+    const next = stored(NEW, "moving", FRESH, "2026-11-02T00:00:00Z");
     const d = decide({
       config: NEW,
       daemonSets: [base, next],
       nodes: [node("a", "v1.34.1")],
       pods: [pod(base, "a")],
     });
-    expect(written(d)).toEqual([`Update ${newRev} only []`, `Update ${oldRev} except [a]`]);
+    expect(written(d)).toEqual(["Node a revision=none +record"]);
     expect(d.modes).toEqual({ a: "Replace" });
+    // Once the old pod is gone, the new revision comes.
+    const after = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      nodes: [node("a", "v1.34.1", 0, { revision: "none", record: { startedAt: NOW - 1_000, baseline: 4 } })],
+      pods: [],
+    });
+    expect(written(after)).toEqual(["Node a revision=NEW"]);
   });
 
   it("hands the status each targeted node's mode, in a steady state too, leaving out kubelets too old", () => {
     const d = decide({
       config: OLD,
-      daemonSets: [stored(OLD, { except: [] })],
+      daemonSets: [stored(OLD, "base")],
       nodes: [node("a", "v1.37.2"), node("b", "v1.35.4"), node("c", "v1.28.9")],
     });
     expect(d.modes).toEqual({ a: "Surge", b: "Replace" });
     expect(d.problems.map((p) => `${p.node}/${p.reason}`)).toEqual(["c/KubeletTooOld"]);
   });
 
-  it("ends the upgrade: the old revision is deleted, then the new one runs every node", () => {
-    const state = { from: oldRev, rollingBack: false, nodes: { a: { startedAt: NOW - 5_000, baseline: 4 } } };
-    const base = stored(OLD, { except: ["a"] });
-    const next = stored(NEW, { only: ["a"] }, state, "2026-11-02T00:00:00Z");
+  it("ends the upgrade: the old revision is deleted, then the new one becomes the base; no node is written", () => {
+    const base = stored(OLD, "base");
+    const next = stored(NEW, "moving", FRESH, "2026-11-02T00:00:00Z");
     const newPod = pod(next, "a");
     const d = decide({
       config: NEW,
       daemonSets: [base, next],
-      nodes: [node("a")],
+      nodes: [node("a", "v1.37.0", 4, { revision: newRev, record: { startedAt: NOW - 5_000, baseline: 4 } })],
       pods: [newPod],
       reports: [report(NEW, newPod)],
     });
-    expect(written(d)).toEqual([`Delete ${oldRev}`, `Update ${newRev} except []`]);
+    expect(written(d)).toEqual(["Delete OLD", "Update NEW base"]);
     const promoted = d.writes[1]!.kind === "Update" ? d.writes[1]!.daemonSet : undefined;
     expect(promoted?.metadata?.annotations?.[ANNOTATION_UPGRADE_STATE]).toBeUndefined();
     expect(d.events.map((e) => e.reason)).toEqual(["UpgradeComplete"]);
@@ -243,21 +341,18 @@ describe("decideRollout", () => {
     expect(d.status).toMatchObject({ phase: "Complete", currentRevision: newRev, updateRevision: newRev });
   });
 
-  it("is not Complete while the old revision still places a pod on an upgraded node", () => {
-    // The new plugin passed the gate on every node, but the old DaemonSet still places its pod there:
-    // that write comes first, the status names the old revision as the current one, and it comes back.
-    const state = { from: oldRev, rollingBack: false, nodes: { a: { startedAt: NOW - 5_000, baseline: 4 } } };
-    const base = stored(OLD, { except: [] });
-    const next = stored(NEW, { only: ["a"] }, state, "2026-11-02T00:00:00Z");
+  it("is not Complete while the old revision's pod is still on an upgraded node", () => {
+    const base = stored(OLD, "base");
+    const next = stored(NEW, "moving", FRESH, "2026-11-02T00:00:00Z");
     const newPod = pod(next, "a");
     const d = decide({
       config: NEW,
       daemonSets: [base, next],
-      nodes: [node("a")],
-      pods: [newPod],
+      nodes: [node("a", "v1.37.0", 4, { revision: newRev, record: { startedAt: NOW - 5_000, baseline: 4 } })],
+      pods: [newPod, pod(base, "a", "Running")],
       reports: [report(NEW, newPod)],
     });
-    expect(written(d)).not.toContain(`Delete ${oldRev}`);
+    expect(written(d)).toEqual([]);
     expect(d.status).toMatchObject({
       phase: "Progressing",
       currentRevision: oldRev,
@@ -268,57 +363,76 @@ describe("decideRollout", () => {
   });
 
   it("fails a node past its deadline and rolls it back: the old revision returns beside the new one", () => {
-    const state = {
-      from: oldRev,
-      rollingBack: false,
-      nodes: { a: { startedAt: NOW - 301_000, baseline: 4 } },
-    };
-    const base = stored(OLD, { except: [] });
-    const next = stored(NEW, { only: ["a"] }, state, "2026-11-02T00:00:00Z");
+    const base = stored(OLD, "base");
+    const next = stored(NEW, "moving", FRESH, "2026-11-02T00:00:00Z");
     const newPod = pod(next, "a");
     const d = decide({
       config: NEW,
       daemonSets: [base, next],
-      nodes: [node("a"), node("b")],
+      nodes: [
+        node("a", "v1.37.0", 4, { surge: newRev, record: { startedAt: NOW - 301_000, baseline: 4 } }),
+        node("b"),
+      ],
       pods: [pod(base, "a"), newPod, pod(base, "b")],
       reports: [report(NEW, newPod, false)],
     });
-    const update = d.writes[0]!.kind === "Update" ? d.writes[0]!.daemonSet : undefined;
-    expect(parseUpgradeState(update, oldRev)).toMatchObject({
-      rollingBack: true,
-      nodes: { a: { failed: true } },
-    });
+    // The failure lands on the node first; the rollback's phase on the moving revision after.
+    expect(written(d)).toEqual(["Node a +record", "Update NEW moving"]);
+    expect(recordWritten(d, "a")).toMatchObject({ failed: true });
+    const update = d.writes[1]!.kind === "Update" ? d.writes[1]!.daemonSet : undefined;
+    expect(parseUpgradeState(update, oldRev)).toMatchObject({ rollingBack: true });
     expect(d.status.phase).toBe("RollingBack");
     expect(d.problems).toEqual([expect.objectContaining({ node: "a", reason: "UpgradeFailed" })]);
     expect(d.events.map((e) => e.reason)).toEqual(["NodeUpgradeFailed"]);
   });
 
+  it("rolls back an upgraded node beside the new revision, then takes the new one off", () => {
+    const base = stored(OLD, "base");
+    const next = stored(NEW, "moving", { ...FRESH, rollingBack: true }, "2026-11-02T00:00:00Z");
+    const newPod = pod(next, "a");
+    const done = { startedAt: NOW - 5_000, baseline: 4 };
+    const d = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      nodes: [node("a", "v1.37.0", 4, { revision: newRev, record: done })],
+      pods: [newPod],
+      reports: [report(NEW, newPod)],
+    });
+    expect(written(d)).toEqual(["Node a surge=OLD"]);
+    const oldPod = pod(base, "a");
+    const after = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      nodes: [node("a", "v1.37.0", 4, { revision: newRev, surge: oldRev, record: done })],
+      pods: [newPod, oldPod],
+      reports: [report(NEW, newPod), report(OLD, oldPod)],
+    });
+    expect(written(after)).toEqual(["Node a revision=OLD surge=-"]);
+  });
+
   it("returns the nodes of a revision the spec moved past to the base before anything else, then deletes it", () => {
     const third = config({ plugin: { logLevel: "warn" } });
-    const state = { from: oldRev, rollingBack: false, nodes: { a: { startedAt: NOW - 5_000, baseline: 4 } } };
-    const base = stored(OLD, { except: ["a"] });
-    const abandoned = stored(NEW, { only: ["a"] }, state, "2026-11-02T00:00:00Z");
+    const base = stored(OLD, "base");
+    const abandoned = stored(NEW, "moving", FRESH, "2026-11-02T00:00:00Z");
+    const record = { startedAt: NOW - 5_000, baseline: 4 };
     const d = decide({
       config: third,
       daemonSets: [base, abandoned],
-      nodes: [node("a")],
+      nodes: [node("a", "v1.37.0", 4, { revision: newRev, record })],
       pods: [pod(abandoned, "a")],
     });
-    // The rollback is persisted on the abandoned revision first, then the node rejoins the base.
-    expect(written(d)).toEqual([`Update ${newRev} only [a]`, `Update ${oldRev} except []`]);
+    expect(written(d)).toEqual(["Node a surge=OLD", "Update NEW moving"]);
     expect(d.status.phase).toBe("RollingBack");
 
-    const back = stored(OLD, { except: [] });
-    const oldPod = pod(back, "a");
-    const emptied = stored(NEW, { only: [] }, { ...state, rollingBack: true }, "2026-11-02T00:00:00Z");
+    const oldPod = pod(base, "a");
     const after = decide({
       config: third,
-      daemonSets: [back, emptied],
-      nodes: [node("a")],
+      daemonSets: [base, stored(NEW, "moving", { ...FRESH, rollingBack: true }, "2026-11-02T00:00:00Z")],
+      nodes: [node("a", "v1.37.0", 4, { revision: oldRev, record })],
       pods: [oldPod],
       reports: [report(OLD, oldPod)],
     });
-    expect(written(after)).toEqual([`Delete ${newRev}`]);
+    expect(written(after)).toEqual(["Delete NEW"]);
   });
 
   it("adopts a DaemonSet from before revisions: OnDelete, so taking nodes off it restarts nothing", () => {
@@ -330,44 +444,147 @@ describe("decideRollout", () => {
         template: { spec: { containers: [] } },
       },
     };
-    const next = stored(NEW, { only: [] }, { from: "", rollingBack: false, nodes: {} });
+    const next = stored(NEW, "moving", { from: "", rollingBack: false });
     const d = decide({ config: NEW, daemonSets: [legacy, next], nodes: [node("a", "v1.33.0")] });
     const base = d.writes.find((w) => w.kind === "Update" && w.daemonSet.metadata?.uid === "legacy");
     expect(base?.kind === "Update" && base.daemonSet.spec?.updateStrategy).toEqual({ type: "OnDelete" });
     expect(d.status.currentRevision).toBe("legacy");
   });
 
-  it("never crashes on an unreadable state annotation: it starts from a fresh one", () => {
-    const ds = stored(NEW, { only: [] });
+  it("never crashes on an unreadable state annotation or node record: it starts from fresh ones", () => {
+    const ds = stored(NEW, "moving");
     ds.metadata!.annotations = { [ANNOTATION_UPGRADE_STATE]: "{not json" };
-    expect(parseUpgradeState(ds, oldRev)).toEqual({ from: oldRev, rollingBack: false, nodes: {} });
+    expect(parseUpgradeState(ds, oldRev)).toEqual({ ...FRESH, legacyNodes: {} });
     ds.metadata!.annotations = {
       [ANNOTATION_UPGRADE_STATE]: JSON.stringify({ from: "other", nodes: { a: {} } }),
     };
-    expect(parseUpgradeState(ds, oldRev).nodes).toEqual({});
+    expect(parseUpgradeState(ds, oldRev).legacyNodes).toEqual({});
+    const base = stored(OLD, "base");
+    const broken = node("a", "v1.37.0", 4, { surge: newRev });
+    broken.metadata!.annotations = { [KEYS.upgrade]: "{not json" };
+    const next = stored(NEW, "moving", FRESH, "2026-11-02T00:00:00Z");
+    const d = decide({ config: NEW, daemonSets: [base, next], nodes: [broken] });
+    // Moved without a readable record: the deadline runs from now; no baseline while both run.
+    expect(recordWritten(d, "a")).toEqual({ from: oldRev, to: newRev, startedAt: NOW });
+  });
+});
+
+describe("decideRollout under DaemonSets an older operator placed by node name", () => {
+  it("labels every node as the node lists place it, carries the records over, then rewrites both DaemonSets", () => {
+    const base = legacyStored(OLD, { except: ["b", "c"] });
+    const next = legacyStored(
+      NEW,
+      { only: ["a", "b"] },
+      {
+        a: { startedAt: NOW - 1_000, baseline: 4 },
+        b: { startedAt: NOW - 2_000, baseline: 4 },
+        c: { startedAt: NOW - 3_000, baseline: 4 },
+      },
+      "2026-11-02T00:00:00Z",
+    );
+    const d = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      // a surges (both), b is on the new one only, c is a Replace in its gap (neither, its old pod still
+      // stopping), d is untouched.
+      nodes: [node("a"), node("b"), node("c", "v1.34.1"), node("d")],
+      pods: [pod(base, "a"), pod(next, "a"), pod(next, "b"), pod(base, "c"), pod(base, "d")],
+    });
+    const lines = written(d);
+    expect(lines).toEqual([
+      "Node a surge=NEW +record",
+      "Node b revision=NEW +record",
+      "Node c revision=none +record",
+      "Update NEW moving",
+      "Update OLD base",
+    ]);
+    expect(recordWritten(d, "b")).toEqual({ from: oldRev, to: newRev, startedAt: NOW - 2_000, baseline: 4 });
+    // What the state annotation says from now on is the phase alone.
+    const moving = d.writes[3]!.kind === "Update" ? d.writes[3]!.daemonSet : undefined;
+    expect(JSON.parse(moving!.metadata!.annotations![ANNOTATION_UPGRADE_STATE]!)).toEqual(FRESH);
+  });
+});
+
+describe("decideRollout puts back what a hand edit changed on the DaemonSet it renders", () => {
+  type Edit = { field: string; edit: (ds: V1DaemonSet) => void };
+  const edits: Edit[] = [
+    { field: "image", edit: (ds) => (ds.spec!.template.spec!.containers[0]!.image = "evil:latest") },
+    { field: "args", edit: (ds) => (ds.spec!.template.spec!.containers[0]!.args = ["--log-level=trace"]) },
+    {
+      field: "securityContext",
+      edit: (ds) => (ds.spec!.template.spec!.containers[0]!.securityContext = { privileged: true }),
+    },
+    {
+      field: "volumes",
+      edit: (ds) => ds.spec!.template.spec!.volumes!.push({ name: "extra", hostPath: { path: "/" } }),
+    },
+    {
+      field: "tolerations",
+      edit: (ds) => (ds.spec!.template.spec!.tolerations = [{ operator: "Exists" }]),
+    },
+    { field: "placement", edit: (ds) => delete ds.spec!.template.spec!.affinity },
+    { field: "updateStrategy", edit: (ds) => (ds.spec!.updateStrategy = { type: "RollingUpdate" }) },
+    { field: "labels", edit: (ds) => (ds.metadata!.labels!["dpo.dev/config"] = "other") },
+  ];
+
+  it.each(edits)("steady: an edited $field is put back in one write", ({ edit }) => {
+    const ds = stored(OLD, "base");
+    const rendered = structuredClone(ds);
+    edit(ds);
+    const d = decide({ config: OLD, daemonSets: [ds], nodes: [node("a")] });
+    expect(written(d)).toEqual(["Update OLD base"]);
+    const put = d.writes[0]!.kind === "Update" ? d.writes[0]!.daemonSet : undefined;
+    expect(put?.spec).toEqual(rendered.spec);
+    expect(put?.metadata?.labels).toEqual(rendered.metadata?.labels);
+    expect(put?.metadata?.resourceVersion).toBe("7");
+  });
+
+  it.each(edits)("during an upgrade: an edited $field of the moving revision is put back", ({ edit }) => {
+    const base = stored(OLD, "base");
+    const next = stored(NEW, "moving", FRESH, "2026-11-02T00:00:00Z");
+    const rendered = structuredClone(next);
+    edit(next);
+    const d = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      nodes: [node("a", "v1.37.0", 4, { surge: newRev, record: { startedAt: NOW - 1_000, baseline: 4 } })],
+      pods: [pod(base, "a")],
+    });
+    expect(written(d)).toEqual(["Update NEW moving"]);
+    const put = d.writes[0]!.kind === "Update" ? d.writes[0]!.daemonSet : undefined;
+    expect(put?.spec).toEqual(rendered.spec);
+  });
+
+  it("keeps annotations and fields others added", () => {
+    const ds = stored(OLD, "base");
+    ds.metadata!.annotations = { "example.com/owner": "team-a" };
+    ds.spec!.template.spec!.containers[0]!.terminationMessagePath = "/dev/termination-log";
+    const d = decide({ config: OLD, daemonSets: [ds], nodes: [node("a")] });
+    expect(d.writes).toEqual([]);
   });
 });
 
 describe("decideRollout's gate", () => {
   it("holds at what the new plugin advertises when the spec itself advertises fewer devices", () => {
     // 6 devices before the node was touched; the new spec has 4, and the kubelet advertises those 4.
-    const state = { from: oldRev, rollingBack: false, nodes: { a: { startedAt: NOW - 5_000, baseline: 6 } } };
-    const base = stored(OLD, { except: [] });
-    const next = stored(NEW, { only: ["a"] }, state, "2026-11-02T00:00:00Z");
+    const base = stored(OLD, "base");
+    const next = stored(NEW, "moving", FRESH, "2026-11-02T00:00:00Z");
     const newPod = pod(next, "a");
+    const surging = (allocatable: number) =>
+      node("a", "v1.37.0", allocatable, { surge: newRev, record: { startedAt: NOW - 5_000, baseline: 6 } });
     const d = decide({
       config: NEW,
       daemonSets: [base, next],
-      nodes: [node("a", "v1.37.0", 4)],
+      nodes: [surging(4)],
       pods: [pod(base, "a"), newPod],
       reports: [report(NEW, newPod)],
     });
-    expect(written(d)).toEqual([`Update ${oldRev} except [a]`]);
+    expect(written(d)).toEqual(["Node a revision=NEW surge=-"]);
     // Below what the plugin itself advertises, the gate still waits.
     const short = decide({
       config: NEW,
       daemonSets: [base, next],
-      nodes: [node("a", "v1.37.0", 3)],
+      nodes: [surging(3)],
       pods: [pod(base, "a"), newPod],
       reports: [report(NEW, newPod)],
     });
@@ -380,14 +597,22 @@ describe("decideRollout's gate in DRA mode: the published ResourceSlices instead
   const DRA_NEW = config({ publish: "DRA", plugin: { logLevel: "debug" } });
   const draOld = pluginRevision(DRA_OLD, ctx);
   const draNew = pluginRevision(DRA_NEW, ctx);
-  const base = stored(DRA_OLD, { except: [] });
-  const surged = (nodes: UpgradeState["nodes"]) =>
-    stored(
-      DRA_NEW,
-      { only: Object.keys(nodes) },
-      { from: draOld, rollingBack: false, nodes },
-      "2026-11-02T00:00:00Z",
-    );
+  const base = stored(DRA_OLD, "base");
+  const next = stored(DRA_NEW, "moving", { from: draOld, rollingBack: false }, "2026-11-02T00:00:00Z");
+  const draNode = (name: string, allocatable: number, surging: boolean): V1Node => {
+    const n = node(name, "v1.37.0", allocatable, surging ? { surge: draNew } : {});
+    if (surging) {
+      n.metadata!.annotations = {
+        [KEYS.upgrade]: serializeNodeRecord({
+          from: draOld,
+          to: draNew,
+          startedAt: NOW - 5_000,
+          baseline: 4,
+        }),
+      };
+    }
+    return n;
+  };
   /** A registered new plugin on `a`, with `unhealthy` of its 4 devices unhealthy. */
   const newReport = (p: V1Pod, unhealthy = 0): DeviceNodeState => {
     const r = report(DRA_NEW, p);
@@ -402,11 +627,10 @@ describe("decideRollout's gate in DRA mode: the published ResourceSlices instead
   };
 
   it("records the baseline from the node's published devices, not from a Node that advertises none", () => {
-    const next = surged({});
     const d = decide({
       config: DRA_NEW,
       daemonSets: [base, next],
-      nodes: [node("a", "v1.37.0", 0), node("b", "v1.37.0", 0)],
+      nodes: [draNode("a", 0, false), draNode("b", 0, false)],
       pods: [pod(base, "a"), pod(base, "b")],
       reports: [],
       publishedDevices: new Map([
@@ -414,9 +638,8 @@ describe("decideRollout's gate in DRA mode: the published ResourceSlices instead
         ["b", 4],
       ]),
     });
-    expect(written(d)).toEqual([`Update ${draNew} only [a]`]);
-    const update = d.writes[0]!.kind === "Update" ? d.writes[0]!.daemonSet : undefined;
-    expect(parseUpgradeState(update, draOld).nodes).toEqual({ a: { startedAt: NOW, baseline: 4 } });
+    expect(written(d)).toEqual([`Node a surge=${draNew} +record`]);
+    expect(recordWritten(d, "a")).toEqual({ from: draOld, to: draNew, startedAt: NOW, baseline: 4 });
   });
 
   it.each<{
@@ -462,12 +685,11 @@ describe("decideRollout's gate in DRA mode: the published ResourceSlices instead
       moves: false,
     },
   ])("$case", ({ published, allocatable, unhealthy, moves }) => {
-    const next = surged({ a: { startedAt: NOW - 5_000, baseline: 4 } });
     const newPod = pod(next, "a");
     const d = decide({
       config: DRA_NEW,
       daemonSets: [base, next],
-      nodes: [node("a", "v1.37.0", allocatable), node("b", "v1.37.0", 0)],
+      nodes: [draNode("a", allocatable, true), draNode("b", 0, false)],
       pods: [pod(base, "a"), newPod, pod(base, "b")],
       reports: [newReport(newPod, unhealthy)],
       publishedDevices: new Map(
@@ -479,6 +701,6 @@ describe("decideRollout's gate in DRA mode: the published ResourceSlices instead
             ],
       ),
     });
-    expect(written(d)).toEqual(moves ? [`Update ${draOld} except [a]`] : []);
+    expect(written(d)).toEqual(moves ? [`Node a revision=${draNew} surge=-`] : []);
   });
 });

@@ -14,6 +14,7 @@ import type {
   V1PodSpec,
   V1PodStatus,
 } from "@kubernetes/client-node";
+import { NODE_UPGRADE_PREFIX } from "../render/index.js";
 
 /** Copies the keys of `source` that are present, so the slim object has no `undefined` members. */
 function pick<T extends object, K extends keyof T>(
@@ -34,8 +35,9 @@ function pick<T extends object, K extends keyof T>(
 
 /**
  * The Node as the operator's cache holds it. Kept, and why:
- * - metadata name, uid, resourceVersion (cache identity, update detection), labels (nodeSelector),
- *   creation and deletion timestamps;
+ * - metadata name, uid, resourceVersion (cache identity, update detection), labels (nodeSelector, the
+ *   plugin revisions a node runs), creation and deletion timestamps, and of the annotations only the
+ *   upgrade records under `upgrade.dpo.dev/` (ADR 0004);
  * - spec.taints and spec.unschedulable (which nodes a DaemonSet targets; nodeChangeMatters);
  * - status.capacity and status.allocatable (the kubelet's advertised devices);
  * - status.conditions without heartbeat times or messages (the Ready condition);
@@ -51,6 +53,10 @@ export function slimNodeForCache(node: V1Node): V1Node {
     "deletionTimestamp",
     "labels",
   ]);
+  const records = Object.entries(node.metadata?.annotations ?? {}).filter(([k]) =>
+    k.startsWith(NODE_UPGRADE_PREFIX),
+  );
+  if (metadata !== undefined && records.length > 0) metadata.annotations = Object.fromEntries(records);
   const spec = pick<V1NodeSpec, keyof V1NodeSpec>(node.spec, ["taints", "unschedulable"]);
   const conditions = node.status?.conditions?.map(
     (c): V1NodeCondition =>

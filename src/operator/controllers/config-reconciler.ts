@@ -11,6 +11,7 @@ import {
   aggregateStatus,
   findResourceNameConflicts,
   invalidSpecStatus,
+  pluginRunsOnNode,
   type SlimResourceSlice,
 } from "../status/index.js";
 import {
@@ -22,6 +23,7 @@ import {
 } from "./reconciler-deps.js";
 import { ownedDaemonSets } from "./owned-objects.js";
 import { deleteStaleReports } from "./steps/delete-stale-reports.js";
+import { stripNodeLabels } from "./steps/node-label-cleanup.js";
 import { deleteSlices, reconcileDraObjects, resourceApiServed } from "./steps/dra-objects.js";
 import {
   applyPluginWorkloads,
@@ -71,7 +73,8 @@ export class ConfigReconciler {
       // gone brings its label's name back to this queue (manager.ts), so the sweep also happens after a
       // restart that missed the delete.
       this.statusWrites.forget(name);
-      return soonest({}, await deleteSlices(deps, name, undefined));
+      const slicesRetry = await deleteSlices(deps, name, undefined);
+      return soonest(soonest({}, slicesRetry), await stripNodeLabels(deps, name, () => false));
     }
     if (stored.metadata?.deletionTimestamp) {
       // Being deleted (foreground cascade): re-applying the DaemonSet would fight the garbage collector.
@@ -91,6 +94,12 @@ export class ConfigReconciler {
     let workloads: WorkloadOutcome | undefined;
     if (conflictWith !== undefined) await removePluginWorkloads(deps, name);
     else workloads = await applyPluginWorkloads(deps, config, nodes, dra.publishedDevices);
+    // Nodes the plugin does not run on (any more) keep none of its labels.
+    const labelsRetry = await stripNodeLabels(
+      deps,
+      name,
+      (n) => conflictWith === undefined && pluginRunsOnNode(n, config.spec),
+    );
     const staleRetryMs = await deleteStaleReports(deps, config);
 
     const decision = workloads?.decision;
@@ -117,7 +126,10 @@ export class ConfigReconciler {
       now: deps.now(),
     });
     const written = await this.statusWrites.write(stored, status, events, previous);
-    return soonest(soonest(soonest(written, staleRetryMs), workloads?.retryMs), dra.retryMs);
+    return soonest(
+      soonest(soonest(soonest(written, staleRetryMs), workloads?.retryMs), dra.retryMs),
+      labelsRetry,
+    );
   }
 
   /**

@@ -5,6 +5,7 @@ import { draDeviceClassName } from "../../api/v1beta1/spec.js";
 import { configLabelValue, LABEL_CONFIG } from "../../contract/names.js";
 import type { SlimResourceSlice } from "../status/published-devices.js";
 import { nodeMatchesSelector } from "../status/selection.js";
+import { configsLabelledOnNode } from "../upgrade/node-labels.js";
 import type { CachedDeviceClass, StoredConfig } from "./reconciler-deps.js";
 
 /** The owner reference to a DevicePluginConfig on an object, if any. */
@@ -122,6 +123,10 @@ export function configsForNode(
       concerned.push(...configsForConfig(configs, config));
     }
   }
+  // The configs the node's revision labels name, a deleted one's included (for names up to 63 characters
+  // the label is the name), whose reconcile takes the labels off.
+  for (const value of cur ? configsLabelledOnNode(cur) : [])
+    concerned.push(configForLabel(configs, value) ?? value);
   return concerned;
 }
 

@@ -1,7 +1,6 @@
 // Renders the plugin DaemonSet of a DevicePluginConfig: one `dpo plugin` pod on every node the config targets.
 import { createHash } from "node:crypto";
 import type {
-  V1Affinity,
   V1Container,
   V1DaemonSet,
   V1PodTemplateSpec,
@@ -23,6 +22,7 @@ import {
 import { backendPodNeeds, type HostPathMount } from "./backends.js";
 import { PLUGIN_CONFIG_DIR, PLUGIN_CONFIG_PATH, pluginConfigHash } from "./configmap.js";
 import type { RenderContext } from "./context.js";
+import { placementAffinity, type PlacementRole } from "./placement.js";
 import {
   ANNOTATION_CONFIG_HASH,
   configOwnerReference,
@@ -99,55 +99,11 @@ const REVISION_LENGTH = 10;
 /** Stands for the revision's ConfigMap name while the revision (which names it) is computed. */
 const CONFIG_MAP_PLACEHOLDER = "config";
 
-/**
- * Which nodes a revision's DaemonSet runs on, on top of the config's nodeSelector and tolerations:
- * exactly `only` (a revision that nodes are moving to or from during an upgrade), or every node but
- * `except` (the revision all other nodes run).
- */
-export type NodePlacement = { only: readonly string[] } | { except: readonly string[] };
-
 export interface RenderDaemonSetOptions {
-  /** Default: every node (`{ except: [] }`). */
-  placement?: NodePlacement;
+  /** Default: `base`, the revision every node no upgrade has touched runs (see placement.ts). */
+  role?: PlacementRole;
   /** Extra annotations on the DaemonSet itself (the upgrade's state), never on its pods. */
   annotations?: Readonly<Record<string, string>>;
-}
-
-/**
- * A label that no node carries: a required term on it matches nothing. A revision whose node list is
- * empty uses it, because a node affinity needs at least one term and an In list at least one value.
- */
-export const NO_NODE_LABEL = "dpo.dev/no-node-matches-this";
-
-/**
- * The node affinity of a placement. The DaemonSet controller decides with it where the revision's pods
- * run. Node names go in `matchFields` on `metadata.name`, which takes exactly one value per
- * requirement: `only` is one term per node (terms are ORed), `except` one term with a NotIn
- * requirement per node (requirements are ANDed). Sorted, so the same set renders the same template.
- */
-export function placementAffinity(placement: NodePlacement): V1Affinity | undefined {
-  const term = (
-    field: { key: string; operator: string; values?: string[] }[],
-    kind: "matchFields" | "matchExpressions",
-  ) => ({ [kind]: field });
-  let terms;
-  if ("only" in placement) {
-    const nodes = [...new Set(placement.only)].sort();
-    terms =
-      nodes.length === 0
-        ? [term([{ key: NO_NODE_LABEL, operator: "Exists" }], "matchExpressions")]
-        : nodes.map((n) => term([{ key: "metadata.name", operator: "In", values: [n] }], "matchFields"));
-  } else {
-    const nodes = [...new Set(placement.except)].sort();
-    if (nodes.length === 0) return undefined;
-    terms = [
-      term(
-        nodes.map((n) => ({ key: "metadata.name", operator: "NotIn", values: [n] })),
-        "matchFields",
-      ),
-    ];
-  }
-  return { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms } } };
 }
 
 /** The revision of a config's plugin: a hash of its pod template, which is everything its pods run. */
@@ -164,8 +120,9 @@ function revisionOf(template: V1PodTemplateSpec): string {
 
 /**
  * The DaemonSet of the config's current revision, named `dpo-<config>-<revision>`. `OnDelete`: a
- * change of the node list changes the template, and must never restart the pods already running; the
- * operator moves nodes between revisions itself (ADR 0003).
+ * change of its role (moving to base) or a drift correction changes the template, and must never restart
+ * the pods already running; the operator moves nodes between revisions itself, through node labels
+ * (ADR 0003, ADR 0004).
  */
 export function renderPluginDaemonSet(
   config: DevicePluginConfig,
@@ -179,12 +136,12 @@ export function renderPluginDaemonSet(
   const podLabels = { ...labels, [LABEL_REVISION]: revision };
   const podSpec = base.spec!;
   const container = podSpec.containers[0]!;
-  const affinity = placementAffinity(options.placement ?? { except: [] });
+  const affinity = placementAffinity(config.metadata.name, revision, options.role ?? "base");
   const template: V1PodTemplateSpec = {
     metadata: { ...base.metadata, labels: podLabels },
     spec: {
       ...podSpec,
-      ...(affinity ? { affinity } : {}),
+      affinity,
       containers: [
         { ...container, env: [...(container.env ?? []), { name: "DPO_REVISION", value: revision }] },
       ],

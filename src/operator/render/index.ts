@@ -4,3 +4,5 @@ export * from "./configmap.js";
 export * from "./context.js";
 export * from "./daemonset.js";
 export * from "./names.js";
+export * from "./placement.js";
+export * from "./drift.js";

@@ -1,13 +1,20 @@
 // What a plugin DaemonSet says about an upgrade, and the copies of it the rollout writes back: its
-// revision, its node placement, and the upgrade state in its annotation. Pure.
+// revision, its role (base or moving, ADR 0004), and the upgrade's phase in its annotation. Pure. A
+// DaemonSet an older operator wrote places nodes by name instead (ADR 0003); it is read here as such
+// (legacyPlacement) so that an upgrade it was running carries on, and rewritten once its nodes carry labels.
 import type { V1DaemonSet } from "@kubernetes/client-node";
-import { LABEL_REVISION, NO_NODE_LABEL, placementAffinity, type NodePlacement } from "../render/index.js";
+import {
+  LABEL_REVISION,
+  NODE_REVISION_PREFIX,
+  placementAffinity,
+  type PlacementRole,
+} from "../render/index.js";
 
-/** The DaemonSet annotation holding an upgrade's state (on the revision nodes move to). */
+/** The DaemonSet annotation holding an upgrade's phase (on the revision nodes move to). */
 export const ANNOTATION_UPGRADE_STATE = "dpo.dev/upgrade-state";
 
-/** What is remembered per node during an upgrade; see the planner's Record and Mark actions. */
-export interface NodeRecord {
+/** What an older operator remembered per node in the state annotation; read only, to carry it over. */
+export interface LegacyNodeRecord {
   startedAt?: number;
   baseline?: number;
   failed?: boolean;
@@ -17,27 +24,46 @@ export interface UpgradeState {
   /** The revision the nodes move from (the base's); a state for another base is stale. */
   from: string;
   rollingBack: boolean;
-  nodes: Record<string, NodeRecord>;
+  /** Per-node records an older operator kept here; today's keeps them on the Nodes. Never written. */
+  legacyNodes: Record<string, LegacyNodeRecord>;
 }
+
+/** The node lists of an older operator: exactly `only`, or every node but `except`. */
+export type NodePlacement = { only: readonly string[] } | { except: readonly string[] };
 
 /** The revision of a DaemonSet: its label, or "" for one rendered before revisions existed. */
 export function revisionOfDaemonSet(ds: V1DaemonSet): string {
   return ds.metadata?.labels?.[LABEL_REVISION] ?? "";
 }
 
+/** The marker term an older operator gave a revision whose node list was empty. */
+const LEGACY_NO_NODE_LABEL = "dpo.dev/no-node-matches-this";
+
+function affinityTerms(ds: V1DaemonSet) {
+  return ds.spec?.template.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution
+    ?.nodeSelectorTerms;
+}
+
+/** Whether the DaemonSet selects nodes by the revision labels (this operator's placement). */
+function labelPlaced(ds: V1DaemonSet): boolean {
+  return (affinityTerms(ds) ?? []).some((t) =>
+    (t.matchExpressions ?? []).some((e) => e.key.startsWith(NODE_REVISION_PREFIX)),
+  );
+}
+
 /**
- * The placement a DaemonSet's node affinity says. Anything this operator did not render (no affinity,
- * or one it cannot read) is `except: []`: every node, which is what such a DaemonSet runs on.
+ * The node lists of a DaemonSet an older operator placed by node name, or undefined for one this operator
+ * placed by labels. Anything else (no affinity, one it cannot read) is `except: []`: every node, which is
+ * what such a DaemonSet runs on.
  */
-export function placementOfDaemonSet(ds: V1DaemonSet): NodePlacement {
-  const terms =
-    ds.spec?.template.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution
-      ?.nodeSelectorTerms;
+export function legacyPlacement(ds: V1DaemonSet): NodePlacement | undefined {
+  if (labelPlaced(ds)) return undefined;
+  const terms = affinityTerms(ds);
   if (terms === undefined || terms.length === 0) return { except: [] };
   const only: string[] = [];
   let except: string[] | undefined;
   for (const term of terms) {
-    if (term.matchExpressions?.some((e) => e.key === NO_NODE_LABEL)) continue;
+    if (term.matchExpressions?.some((e) => e.key === LEGACY_NO_NODE_LABEL)) continue;
     const fields = term.matchFields ?? [];
     if (fields.length === 1 && fields[0]!.operator === "In") {
       only.push(...(fields[0]!.values ?? []));
@@ -50,15 +76,36 @@ export function placementOfDaemonSet(ds: V1DaemonSet): NodePlacement {
   return except !== undefined && only.length === 0 ? { except } : { only };
 }
 
+/** The role a DaemonSet plays: base (runs untouched nodes) or moving, from either placement form. */
+export function roleOfDaemonSet(ds: V1DaemonSet): PlacementRole {
+  const legacy = legacyPlacement(ds);
+  if (legacy !== undefined) return "except" in legacy ? "base" : "moving";
+  const base = (affinityTerms(ds) ?? []).some((t) =>
+    (t.matchExpressions ?? []).some(
+      (e) => e.key.startsWith(NODE_REVISION_PREFIX) && e.operator === "DoesNotExist",
+    ),
+  );
+  return base ? "base" : "moving";
+}
+
+/** Whether the DaemonSet already has the label placement of `role` and never rolls its pods itself. */
+export function hasRole(ds: V1DaemonSet, configName: string, role: PlacementRole): boolean {
+  const want = placementAffinity(configName, revisionOfDaemonSet(ds), role);
+  return (
+    JSON.stringify(ds.spec?.template.spec?.affinity ?? null) === JSON.stringify(want) &&
+    ds.spec?.updateStrategy?.type === "OnDelete"
+  );
+}
+
 /** The state annotation, or a fresh state when it is missing or unreadable (never a crash). */
 export function parseUpgradeState(ds: V1DaemonSet | undefined, from: string): UpgradeState {
   const raw = ds?.metadata?.annotations?.[ANNOTATION_UPGRADE_STATE];
-  const fresh: UpgradeState = { from, rollingBack: false, nodes: {} };
+  const fresh: UpgradeState = { from, rollingBack: false, legacyNodes: {} };
   if (raw === undefined) return fresh;
   try {
-    const parsed = JSON.parse(raw) as Partial<UpgradeState>;
+    const parsed = JSON.parse(raw) as Partial<UpgradeState> & { nodes?: Record<string, LegacyNodeRecord> };
     if (typeof parsed !== "object" || parsed === null || parsed.from !== from) return fresh;
-    const nodes: Record<string, NodeRecord> = {};
+    const nodes: Record<string, LegacyNodeRecord> = {};
     for (const [name, rec] of Object.entries(parsed.nodes ?? {})) {
       if (typeof rec !== "object" || rec === null) continue;
       nodes[name] = {
@@ -67,20 +114,15 @@ export function parseUpgradeState(ds: V1DaemonSet | undefined, from: string): Up
         ...(rec.failed === true ? { failed: true } : {}),
       };
     }
-    return { from, rollingBack: parsed.rollingBack === true, nodes };
+    return { from, rollingBack: parsed.rollingBack === true, legacyNodes: nodes };
   } catch {
     return fresh;
   }
 }
 
-/** Canonical text of a state: nodes in name order, so an unchanged state never causes a write. */
+/** The text of a state as this operator writes it: the phase only, the per-node records live on Nodes. */
 export function serializeUpgradeState(state: UpgradeState): string {
-  const nodes = Object.fromEntries(
-    Object.keys(state.nodes)
-      .sort()
-      .map((n) => [n, state.nodes[n]]),
-  );
-  return JSON.stringify({ from: state.from, rollingBack: state.rollingBack, nodes });
+  return JSON.stringify({ from: state.from, rollingBack: state.rollingBack });
 }
 
 export function byCreation(a: V1DaemonSet, b: V1DaemonSet): number {
@@ -97,11 +139,9 @@ export function forUpdate(ds: V1DaemonSet): V1DaemonSet {
   return copy;
 }
 
-export function withPlacement(ds: V1DaemonSet, placement: NodePlacement): V1DaemonSet {
-  const podSpec = ds.spec!.template.spec!;
-  const affinity = placementAffinity(placement);
-  if (affinity) podSpec.affinity = affinity;
-  else delete podSpec.affinity;
+/** The DaemonSet with the label placement of `role`; OnDelete, so the change restarts no pod. */
+export function withRole(ds: V1DaemonSet, configName: string, role: PlacementRole): V1DaemonSet {
+  ds.spec!.template.spec!.affinity = placementAffinity(configName, revisionOfDaemonSet(ds), role);
   // A DaemonSet of a version before revisions rolls its pods on a template change: never again.
   ds.spec!.updateStrategy = { type: "OnDelete" };
   return ds;
@@ -114,10 +154,4 @@ export function withState(ds: V1DaemonSet, state: UpgradeState | undefined): V1D
   ds.metadata = { ...ds.metadata, annotations };
   if (Object.keys(annotations).length === 0) delete ds.metadata.annotations;
   return ds;
-}
-
-export function samePlacement(a: NodePlacement, b: NodePlacement): boolean {
-  const norm = (p: NodePlacement) =>
-    JSON.stringify("only" in p ? { only: [...p.only].sort() } : { except: [...p.except].sort() });
-  return norm(a) === norm(b);
 }

@@ -1,12 +1,19 @@
 // What the planner is told about each node, read from the cluster objects once per pass: which
-// revisions' DaemonSets hold it, its plugin pods and reports, and the devices it advertises. Pure.
+// revisions run on it (its labels, or the node lists of DaemonSets an older operator placed), its record
+// of the upgrade, its plugin pods and reports, and the devices it advertises. Pure.
 import type { V1DaemonSet, V1Node, V1Pod } from "@kubernetes/client-node";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
-import type { RenderContext } from "../render/index.js";
+import { nodeKeys, type NodeKeys, type RenderContext } from "../render/index.js";
 import { parseCountQuantity } from "../../api/quantity.js";
 import { unhealthyAdvertisedCount } from "../../contract/node-state.js";
-import { placementOfDaemonSet, revisionOfDaemonSet, type UpgradeState } from "./daemonset-state.js";
+import {
+  legacyPlacement,
+  revisionOfDaemonSet,
+  type LegacyNodeRecord,
+  type UpgradeState,
+} from "./daemonset-state.js";
+import { nodeLabels, parseNodeRecord, runsRevision, type NodeRecord } from "./node-labels.js";
 import type { NodeObservation } from "./planner.js";
 
 /** What one rollout pass reads: the config and the cluster objects of its plugin (decideRollout's input). */
@@ -79,14 +86,17 @@ function registeredReport(
 }
 
 /**
- * A move's objects read once per pass, not once per node: the two node lists as sets, and the pods
- * and reports by node (at thousands of nodes, per-node scans of every pod would be quadratic).
+ * A move's objects read once per pass, not once per node: where each revision runs, and the pods and
+ * reports by node (at thousands of nodes, per-node scans of every pod would be quadratic).
  */
-interface MoveView {
+export interface MoveView {
   move: Move;
-  /** Nodes the base leaves out, and nodes the target runs on. */
-  except: ReadonlySet<string>;
-  only: ReadonlySet<string>;
+  keys: NodeKeys;
+  baseRevision: string;
+  targetRevision: string;
+  /** The node lists of a DaemonSet an older operator placed by name; undefined where labels place it. */
+  legacyExcept: ReadonlySet<string> | undefined;
+  legacyOnly: ReadonlySet<string> | undefined;
   pods: ReadonlyMap<string, V1Pod[]>;
   reports: ReadonlyMap<string, DeviceNodeState[]>;
 }
@@ -104,15 +114,45 @@ function groupByNode<T>(items: readonly T[], nodeOf: (item: T) => string | undef
 }
 
 export function moveView(move: Move, input: RolloutInput): MoveView {
-  const base = placementOfDaemonSet(move.base);
-  const target = placementOfDaemonSet(move.target);
+  const base = legacyPlacement(move.base);
+  const target = legacyPlacement(move.target);
   return {
     move,
-    except: new Set("except" in base ? base.except : []),
-    only: new Set("only" in target ? target.only : []),
+    keys: nodeKeys(input.config.metadata.name),
+    baseRevision: revisionOfDaemonSet(move.base),
+    targetRevision: revisionOfDaemonSet(move.target),
+    legacyExcept: base === undefined ? undefined : new Set("except" in base ? base.except : []),
+    legacyOnly: target === undefined ? undefined : new Set("only" in target ? target.only : []),
     pods: groupByNode(input.pods, (p) => p.spec?.nodeName),
     reports: groupByNode(input.reports, (r) => r.spec.nodeName),
   };
+}
+
+/** Which of the move's revisions run on the node: its labels, or an older operator's node lists. */
+export function membershipOf(node: V1Node, view: MoveView): { old: boolean; new: boolean } {
+  const name = node.metadata?.name ?? "";
+  const labels = nodeLabels(node, view.keys);
+  return {
+    old:
+      view.legacyExcept !== undefined
+        ? !view.legacyExcept.has(name)
+        : runsRevision(labels, view.baseRevision, true),
+    new:
+      view.legacyOnly !== undefined
+        ? view.legacyOnly.has(name)
+        : runsRevision(labels, view.targetRevision, false),
+  };
+}
+
+/**
+ * The node's record of the move: its annotation, or what an older operator kept for it in the moving
+ * DaemonSet's state (carried over to the node by the first write).
+ */
+export function recordOf(node: V1Node, view: MoveView): NodeRecord | undefined {
+  const fromNode = parseNodeRecord(node, view.keys, view.baseRevision, view.targetRevision);
+  if (fromNode !== undefined) return fromNode;
+  const legacy: LegacyNodeRecord | undefined = view.move.state.legacyNodes[node.metadata?.name ?? ""];
+  return legacy === undefined ? undefined : { from: view.baseRevision, to: view.targetRevision, ...legacy };
 }
 
 /** What the planner needs to know about one node, read from the objects. */
@@ -141,7 +181,8 @@ export function observeNode(node: V1Node, view: MoveView | undefined, input: Rol
   const newReport = registeredReport(reports, revisionOfDaemonSet(move.target), newPods.filter(podIsLive));
   const oldReport = registeredReport(reports, revisionOfDaemonSet(move.base), oldPods.filter(podIsLive));
   const judged = newReport ?? oldReport;
-  const record = move.state.nodes[name] ?? {};
+  const record: Partial<NodeRecord> = recordOf(node, view) ?? {};
+  const membership = membershipOf(node, view);
   // The gate wants the node back at its baseline, but a spec that itself advertises fewer devices
   // (fewer mock devices, fewer replicas) can never get there: the registered plugin's own count, as it
   // reports it, is then the most the kubelet should advertise, and the gate holds at that.
@@ -152,8 +193,8 @@ export function observeNode(node: V1Node, view: MoveView | undefined, input: Rol
   return {
     name,
     kubeletVersion,
-    inOld: !view.except.has(name),
-    inNew: view.only.has(name),
+    inOld: membership.old,
+    inNew: membership.new,
     oldPodPresent: oldPods.some(podIsPresent),
     newRegistered: newReport !== undefined,
     oldRegistered: oldReport !== undefined,

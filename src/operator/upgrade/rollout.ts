@@ -1,29 +1,47 @@
 // From a config and the cluster objects of its plugin, the writes that move its upgrade forward: pure.
-// One DaemonSet per plugin revision (ADR 0003). The "base" DaemonSet runs every targeted node but a list
-// (`except`); a revision that nodes are moving to, or back from, runs exactly a list of nodes (`only`)
-// and carries the upgrade's state in an annotation (daemonset-state.ts). The planner (planner.ts) decides
-// the moves from the observations read out of the objects (observe.ts); this module applies its actions
-// to copies of the DaemonSets and says what to write, in an order that leaves a state the next pass
+// One DaemonSet per plugin revision (ADR 0003); labels on each Node say which revisions run there (ADR
+// 0004). The "base" DaemonSet runs every targeted node without a revision label and those whose labels
+// name it; a revision that nodes are moving to, or back from, runs the nodes whose labels name it and
+// carries the upgrade's phase in an annotation (daemonset-state.ts). The planner (planner.ts) decides the
+// moves from the observations read out of the objects (observe.ts); this module turns its actions into
+// Node patches (node-labels.ts) and DaemonSet writes, in an order that leaves a state the next pass
 // continues from if it stops anywhere. Writes carry the resourceVersion they were planned from, so a
 // stale cache or a second leader gets a conflict instead of acting twice.
 import type { V1DaemonSet } from "@kubernetes/client-node";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import type { NodeProblem, UpgradeStatus } from "../../api/v1beta1/status.js";
-import { pluginRevision, renderPluginDaemonSet, type NodePlacement } from "../render/index.js";
+import {
+  containsDesired,
+  nodeKeys,
+  podSpecHoldsRendered,
+  type PodSpecLike,
+  pluginRevision,
+  renderPluginDaemonSet,
+  type PlacementRole,
+} from "../render/index.js";
 import {
   ANNOTATION_UPGRADE_STATE,
   byCreation,
   forUpdate,
+  hasRole,
   parseUpgradeState,
-  placementOfDaemonSet,
   revisionOfDaemonSet,
-  samePlacement,
   serializeUpgradeState,
-  withPlacement,
+  withRole,
   withState,
   type UpgradeState,
 } from "./daemonset-state.js";
-import { availableDevices, moveView, observeNode, type Move, type RolloutInput } from "./observe.js";
+import { encodeMembership, nodeLabels, nodePatch, type NodePatch, type NodeRecord } from "./node-labels.js";
+import {
+  availableDevices,
+  membershipOf,
+  moveView,
+  observeNode,
+  recordOf,
+  type Move,
+  type MoveView,
+  type RolloutInput,
+} from "./observe.js";
 import { planRollout, type Plan, type RolloutSpec, type UpgradeMode } from "./planner.js";
 import { displayRevision, problemsOf, steadyStatus, tooOldNodes, upgradeStatus } from "./rollout-status.js";
 
@@ -38,7 +56,9 @@ export type RolloutWrite =
   /** Replace the DaemonSet (PUT with the resourceVersion it was planned from). */
   | { kind: "Update"; daemonSet: V1DaemonSet }
   /** Delete the DaemonSet, if it still has this uid. */
-  | { kind: "Delete"; name: string; uid: string | undefined; revision: string };
+  | { kind: "Delete"; name: string; uid: string | undefined; revision: string }
+  /** Patch a Node's revision labels and upgrade record (with the resourceVersion it was planned from). */
+  | { kind: "PatchNode"; patch: NodePatch };
 
 export interface RolloutEvent {
   type: "Normal" | "Warning";
@@ -76,9 +96,10 @@ function rolloutSpecOf(config: DevicePluginConfig): RolloutSpec {
 }
 
 /**
- * Decides the writes for the config's plugin DaemonSets. Cases, from the DaemonSets alone:
- * - none: create the current revision on every targeted node;
- * - only the current revision: keep it on every targeted node but kubelets too old;
+ * Decides the writes for the config's plugin DaemonSets and its nodes' labels. Cases, from the
+ * DaemonSets alone:
+ * - none: create the current revision as the base;
+ * - only the current revision: it is the base, on every targeted node but kubelets too old;
  * - a revision other than the base and the current one holds nodes (an upgrade that the spec moved
  *   past): move its nodes back to the base first, then delete it;
  * - the base is another revision: create the current one with no nodes, then move nodes node by node;
@@ -89,25 +110,24 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
   const revision = pluginRevision(config, render);
   const spec = rolloutSpecOf(config);
   const live = input.daemonSets.filter((ds) => !ds.metadata?.deletionTimestamp).sort(byCreation);
-  const bases = live.filter((ds) => "except" in placementOfDaemonSet(ds));
+  // The base is the revision without an upgrade's state: a moving one is created with it, beside the
+  // base, and loses it only when it becomes the base, once the old one is deleted. Told by that, not by
+  // the placement, so a hand edit of a DaemonSet's affinity cannot change its role (it is put back
+  // instead); not by age either, since creation times have a resolution of one second.
+  const base = live.find((ds) => !hasState(ds)) ?? live[0];
   const current = live.find((ds) => revisionOfDaemonSet(ds) === revision);
-  // The base is the revision every other node runs: the current one if it is a base, else the oldest.
-  const base = current !== undefined && "except" in placementOfDaemonSet(current) ? current : bases[0];
-  const onlys = live.filter((ds) => ds !== base && "only" in placementOfDaemonSet(ds));
-  const abandoned = onlys.filter((ds) => revisionOfDaemonSet(ds) !== revision);
+  const abandoned = live.filter((ds) => ds !== base && revisionOfDaemonSet(ds) !== revision);
   const liveRevisions = new Set([revision, ...live.map(revisionOfDaemonSet)]);
 
   // Too-old kubelets are never targeted, by any revision; the planner says which they are.
-  const observe = (move: Move | undefined): Plan => {
-    const view = move === undefined ? undefined : moveView(move, input);
-    return planRollout({
+  const observe = (view: MoveView | undefined, move: Move | undefined): Plan =>
+    planRollout({
       nodes: input.nodes.map((n) => observeNode(n, view, input)),
       spec,
       now,
       rollingBack: move === undefined ? false : move.state.rollingBack || move.forceRollback,
       publish: config.spec.publish,
     });
-  };
 
   const writes: RolloutWrite[] = [];
   const events: RolloutEvent[] = [];
@@ -123,20 +143,19 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     ...(requeue ? { requeueAfterMs: UPGRADE_POLL_MS } : {}),
   });
 
-  if (base === undefined) {
-    // Nothing runs yet (or only node lists without a base, which a partial delete could leave).
-    const plan = observe(undefined);
-    const tooOld = tooOldNodes(plan);
+  if (base === undefined || revisionOfDaemonSet(base) === revision) {
+    // Steady: the current revision is (or becomes) the base, on every targeted node but kubelets too
+    // old, which carry the no-revision label. Labels first, so a DaemonSet placed by node name keeps
+    // its nodes until the labels that place it from now on are there.
+    const plan = observe(undefined, undefined);
+    writes.push(...steadyNodePatches(input, revision, tooOldNodes(plan)));
     if (current === undefined) {
-      writes.push({
-        kind: "Create",
-        daemonSet: renderPluginDaemonSet(config, render, { placement: { except: tooOld } }),
-      });
+      writes.push({ kind: "Create", daemonSet: renderPluginDaemonSet(config, render, { role: "base" }) });
     } else {
-      writes.push({
-        kind: "Update",
-        daemonSet: withState(withPlacement(forUpdate(current), { except: tooOld }), undefined),
-      });
+      const rendered = renderPluginDaemonSet(config, render, { role: "base" });
+      if (drifted(current, rendered) || hasState(current)) {
+        writes.push({ kind: "Update", daemonSet: withState(asRendered(current, rendered), undefined) });
+      }
     }
     return decided(plan, steadyStatus(revision, plan, input.pods, current), false);
   }
@@ -145,16 +164,11 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
   if (abandoned.length > 0) {
     // A revision the spec moved past still holds nodes: they return to the base first.
     const target = abandoned[0]!;
-    const move: Move = {
-      base,
-      target,
-      state: parseUpgradeState(target, baseRevision),
-      forceRollback: true,
-    };
-    const plan = observe(move);
-    applyPlan(plan, move, input, writes);
-    const targetPlacement = placementOfDaemonSet(target);
-    const empty = "only" in targetPlacement && targetPlacement.only.length === 0;
+    const move: Move = { base, target, state: parseUpgradeState(target, baseRevision), forceRollback: true };
+    const view = moveView(move, input);
+    const plan = observe(view, move);
+    applyPlan(plan, view, input, writes, undefined);
+    const empty = input.nodes.every((n) => !membershipOf(n, view).new);
     if (empty && plan.inFlight.length === 0) {
       // Every node is back: the state on the abandoned revision no longer matters, it goes whole.
       const kept = writes.filter(
@@ -175,24 +189,13 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     return decided(plan, status, true);
   }
 
-  if (baseRevision === revision) {
-    // Steady: the current revision is the base; keep its node list to the targeted nodes.
-    const plan = observe(undefined);
-    const want = { except: tooOldNodes(plan) };
-    const hasState = base.metadata?.annotations?.[ANNOTATION_UPGRADE_STATE] !== undefined;
-    if (!samePlacement(placementOfDaemonSet(base), want) || hasState) {
-      writes.push({ kind: "Update", daemonSet: withState(withPlacement(forUpdate(base), want), undefined) });
-    }
-    return decided(plan, steadyStatus(revision, plan, input.pods, base), false);
-  }
-
   // An upgrade from the base's revision to the current one.
   if (current === undefined) {
-    const state: UpgradeState = { from: baseRevision, rollingBack: false, nodes: {} };
+    const state: UpgradeState = { from: baseRevision, rollingBack: false, legacyNodes: {} };
     writes.push({
       kind: "Create",
       daemonSet: renderPluginDaemonSet(config, render, {
-        placement: { only: [] },
+        role: "moving",
         annotations: { [ANNOTATION_UPGRADE_STATE]: serializeUpgradeState(state) },
       }),
     });
@@ -201,7 +204,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
       reason: "UpgradeStarted",
       message: `upgrading the plugin from revision ${displayRevision(baseRevision)} to ${revision}, ${spec.strategy} strategy, at most ${String(spec.maxUnavailable)} node(s) at a time`,
     });
-    const plan = observe(undefined);
+    const plan = observe(undefined, undefined);
     const status = upgradeStatus(plan, baseRevision, revision);
     status.updated = 0;
     status.summary = `0/${plan.total}`;
@@ -215,9 +218,10 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     state: parseUpgradeState(current, baseRevision),
     forceRollback: false,
   };
-  const plan = observe(move);
+  const view = moveView(move, input);
+  const plan = observe(view, move);
   const newlyFailed = plan.actions.filter((a) => a.kind === "MarkFailed").map((a) => a.node);
-  applyPlan(plan, move, input, writes);
+  applyPlan(plan, view, input, writes, renderPluginDaemonSet(config, render, { role: "moving" }));
   for (const node of newlyFailed) {
     events.push({
       type: "Warning",
@@ -238,7 +242,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     });
     writes.push({
       kind: "Update",
-      daemonSet: withState(withPlacement(forUpdate(current), { except: tooOldNodes(plan) }), undefined),
+      daemonSet: withState(withRole(forUpdate(current), config.metadata.name, "base"), undefined),
     });
     events.push({
       type: "Normal",
@@ -261,60 +265,153 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
 }
 
 /**
- * Applies the plan's actions to copies of the two DaemonSets and their state, and queues the writes:
- * the target first (it holds the records and the failures, which must land before any list edit they
- * decide), then the base.
+ * Whether a DaemonSet no longer holds what the operator renders for it: a hand edit of its template
+ * (image, args, securityContext, volumes, tolerations, placement) or of its labels. Fields the API server
+ * or other controllers add do not count (containsDesired).
  */
-function applyPlan(plan: Plan, move: Move, input: RolloutInput, writes: RolloutWrite[]): void {
-  const basePlacement = placementOfDaemonSet(move.base);
-  const targetPlacement = placementOfDaemonSet(move.target);
-  const except = new Set("except" in basePlacement ? basePlacement.except : []);
-  const only = new Set("only" in targetPlacement ? targetPlacement.only : []);
-  const state: UpgradeState = structuredClone(move.state);
-  const allocatable = new Map(input.nodes.map((n) => [n.metadata?.name ?? "", availableDevices(n, input)]));
+function drifted(ds: V1DaemonSet, rendered: V1DaemonSet): boolean {
+  return (
+    !containsDesired(rendered.spec, ds.spec) ||
+    !podSpecHoldsRendered(
+      rendered.spec?.template.spec as PodSpecLike | undefined,
+      ds.spec?.template.spec as PodSpecLike | undefined,
+    ) ||
+    !containsDesired(rendered.metadata?.labels, ds.metadata?.labels) ||
+    ds.spec?.updateStrategy?.type !== "OnDelete"
+  );
+}
+
+/**
+ * The cached DaemonSet with the rendered spec and labels put back, for a PUT with its resourceVersion.
+ * Annotations others added stay. OnDelete: putting the template back restarts no pod (a pod started from
+ * the edited template keeps running until it restarts, as a pod of the edit would with any DaemonSet).
+ */
+function asRendered(ds: V1DaemonSet, rendered: V1DaemonSet): V1DaemonSet {
+  const copy = forUpdate(ds);
+  copy.spec = structuredClone(rendered.spec!);
+  copy.metadata = { ...copy.metadata, labels: { ...copy.metadata?.labels, ...rendered.metadata?.labels } };
+  return copy;
+}
+
+function hasState(ds: V1DaemonSet): boolean {
+  return ds.metadata?.annotations?.[ANNOTATION_UPGRADE_STATE] !== undefined;
+}
+
+/**
+ * With no upgrade under way, every targeted node runs the one revision: nodes whose labels name another
+ * (or none, or a surge) get the labels of the base, kubelets too old the no-revision label. Nodes without
+ * a label run the base already and are not written.
+ */
+function steadyNodePatches(input: RolloutInput, revision: string, tooOld: readonly string[]): RolloutWrite[] {
+  const keys = nodeKeys(input.config.metadata.name);
+  const skipped = new Set(tooOld);
+  const writes: RolloutWrite[] = [];
+  for (const node of input.nodes) {
+    const want = { old: !skipped.has(node.metadata?.name ?? ""), new: false };
+    const patch = nodePatch(
+      node,
+      keys,
+      encodeMembership(nodeLabels(node, keys), want, revision, revision),
+      undefined,
+    );
+    if (patch !== undefined) writes.push({ kind: "PatchNode", patch });
+  }
+  return writes;
+}
+
+/**
+ * Applies the plan's actions to the nodes' membership and records, and queues the writes: one patch per
+ * node that changes, in the order the plan first names the node (every MarkFailed first, so a rollback's
+ * moves never land without the failure that decided them), then the DaemonSets: the moving one's phase
+ * and placement, then the base's placement. A DaemonSet an older operator placed by name is rewritten
+ * only after every node carries the labels that place it from then on.
+ */
+function applyPlan(
+  plan: Plan,
+  view: MoveView,
+  input: RolloutInput,
+  writes: RolloutWrite[],
+  renderedTarget: V1DaemonSet | undefined,
+): void {
+  const { move, keys } = view;
+  const configName = input.config.metadata.name;
+  const byName = new Map(input.nodes.map((n) => [n.metadata?.name ?? "", n]));
+  const wanted = new Map<string, { membership: { old: boolean; new: boolean }; record?: NodeRecord }>();
+  const entry = (name: string) => {
+    let e = wanted.get(name);
+    if (e === undefined) {
+      const node = byName.get(name)!;
+      const record = recordOf(node, view);
+      e = {
+        membership: membershipOf(node, view),
+        ...(record !== undefined ? { record: { ...record } } : {}),
+      };
+      wanted.set(name, e);
+    }
+    return e;
+  };
+  const recordFor = (e: { record?: NodeRecord }): NodeRecord =>
+    (e.record ??= { from: view.baseRevision, to: view.targetRevision });
   for (const action of plan.actions) {
-    const rec = (state.nodes[action.node] ??= {});
+    const e = entry(action.node);
     switch (action.kind) {
       case "AddToNew":
-        only.add(action.node);
+        e.membership.new = true;
         break;
       case "RemoveFromNew":
-        only.delete(action.node);
+        e.membership.new = false;
         break;
       case "AddToOld":
-        except.delete(action.node);
+        e.membership.old = true;
         break;
       case "RemoveFromOld":
-        except.add(action.node);
+        e.membership.old = false;
         break;
       case "RecordStart":
-        rec.startedAt = input.now;
+        recordFor(e).startedAt = input.now;
         break;
       case "RecordBaseline":
-        rec.baseline = allocatable.get(action.node) ?? 0;
+        recordFor(e).baseline = availableDevices(byName.get(action.node)!, input);
         break;
       case "MarkFailed":
-        rec.failed = true;
+        recordFor(e).failed = true;
         break;
     }
   }
-  // Kubelets too old for any revision leave the base too.
-  for (const node of tooOldNodes(plan)) except.add(node);
-  state.rollingBack = plan.phase === "RollingBack" || plan.phase === "RolledBack";
+  // Kubelets too old for any revision run neither.
+  for (const name of tooOldNodes(plan))
+    if (byName.has(name)) entry(name).membership = { old: false, new: false };
+  // Under an older operator's placement every node's membership must move into labels before its
+  // DaemonSets change; records it kept in its state annotation move onto their nodes.
+  const migrating = view.legacyExcept !== undefined || view.legacyOnly !== undefined;
+  if (migrating) for (const name of byName.keys()) entry(name);
+  for (const [name, e] of wanted) {
+    const node = byName.get(name)!;
+    const labels = encodeMembership(
+      nodeLabels(node, keys),
+      e.membership,
+      view.baseRevision,
+      view.targetRevision,
+    );
+    const patch = nodePatch(node, keys, labels, e.record);
+    if (patch !== undefined) writes.push({ kind: "PatchNode", patch });
+  }
 
-  const targetWant: NodePlacement = { only: [...only] };
-  const stateText = serializeUpgradeState(state);
-  if (
-    !samePlacement(targetPlacement, targetWant) ||
-    move.target.metadata?.annotations?.[ANNOTATION_UPGRADE_STATE] !== stateText
-  ) {
-    writes.push({
-      kind: "Update",
-      daemonSet: withState(withPlacement(forUpdate(move.target), targetWant), state),
-    });
-  }
-  const baseWant: NodePlacement = { except: [...except] };
-  if (!samePlacement(basePlacement, baseWant) || move.base.spec?.updateStrategy?.type !== "OnDelete") {
-    writes.push({ kind: "Update", daemonSet: withPlacement(forUpdate(move.base), baseWant) });
-  }
+  const state: UpgradeState = {
+    from: view.baseRevision,
+    rollingBack: plan.phase === "RollingBack" || plan.phase === "RolledBack",
+    legacyNodes: {},
+  };
+  // The moving revision is the current spec's (not an abandoned one): its template is put back if edited.
+  // The base's is an older spec's, which cannot be rendered again; only its placement is kept.
+  const dsWrite = (ds: V1DaemonSet, role: PlacementRole, withPhase: boolean, rendered?: V1DaemonSet) => {
+    const phaseChanged =
+      withPhase && ds.metadata?.annotations?.[ANNOTATION_UPGRADE_STATE] !== serializeUpgradeState(state);
+    const edited = rendered !== undefined && drifted(ds, rendered);
+    if (!phaseChanged && !edited && hasRole(ds, configName, role)) return;
+    const copy = withRole(edited ? asRendered(ds, rendered) : forUpdate(ds), configName, role);
+    writes.push({ kind: "Update", daemonSet: withPhase ? withState(copy, state) : copy });
+  };
+  dsWrite(move.target, "moving", true, renderedTarget);
+  dsWrite(move.base, "base", false);
 }

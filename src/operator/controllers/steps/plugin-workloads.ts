@@ -10,13 +10,15 @@ import {
   isForbidden,
   isInvalid,
   isNotFound,
+  NODES,
   type ApplyObject,
 } from "../../../kube/index.js";
 import { configLabelValue } from "../../../contract/names.js";
-import { LABEL_REVISION, renderPluginConfigMap } from "../../render/index.js";
+import { containsDesired, LABEL_REVISION, renderPluginConfigMap } from "../../render/index.js";
 import { pluginRunsOnNode } from "../../status/selection.js";
+import type { NodePatch } from "../../upgrade/node-labels.js";
 import { decideRollout, type RolloutDecision } from "../../upgrade/rollout.js";
-import { containsDesired } from "../drift.js";
+
 import { INDEX_BY_CONFIG, WRITE_CONFLICT_RETRY_MS, type StepDeps } from "../reconciler-deps.js";
 import { ownedDaemonSets, ownedConfigMaps } from "../owned-objects.js";
 
@@ -41,6 +43,7 @@ export async function applyPluginWorkloads(
 ): Promise<WorkloadOutcome> {
   const name = config.metadata.name;
   const ns = deps.render.namespace;
+  const pending = pendingNodeWrites(deps, name);
   const decision = decideRollout({
     config,
     render: deps.render,
@@ -68,7 +71,17 @@ export async function applyPluginWorkloads(
     }
     throw err;
   }
+  if (pending > 0 && decision.writes.some((w) => w.kind === "PatchNode")) {
+    // The cache has not yet shown every Node this config's last pass wrote: a plan from it could start a
+    // node twice or count fewer nodes in flight than there are. Wait for the watch to catch up.
+    return { decision, retryMs: CACHE_CATCH_UP_RETRY_MS };
+  }
   for (const write of decision.writes) {
+    if (write.kind === "PatchNode") {
+      const outcome = await patchNode(deps, name, write.patch);
+      if (outcome === undefined) continue;
+      return { decision, ...outcome };
+    }
     const dsName = write.kind === "Delete" ? write.name : (write.daemonSet.metadata?.name ?? "");
     try {
       if (write.kind === "Create") {
@@ -103,6 +116,79 @@ export async function applyPluginWorkloads(
     decision,
     ...(decision.requeueAfterMs !== undefined ? { retryMs: decision.requeueAfterMs } : {}),
   };
+}
+
+/** When to look again while the Node cache catches up with this operator's own writes. */
+const CACHE_CATCH_UP_RETRY_MS = 100;
+
+/**
+ * The Nodes each config's passes wrote, with the resourceVersion each write was planned from, per
+ * operator (keyed by its Node informer): the expectations of client-go's controllers.
+ */
+const written = new WeakMap<object, Map<string, Map<string, string>>>();
+
+function expectations(deps: StepDeps, config: string): Map<string, string> {
+  let perConfig = written.get(deps.nodes);
+  if (perConfig === undefined) {
+    perConfig = new Map<string, Map<string, string>>();
+    written.set(deps.nodes, perConfig);
+  }
+  let nodes = perConfig.get(config);
+  if (nodes === undefined) {
+    nodes = new Map<string, string>();
+    perConfig.set(config, nodes);
+  }
+  return nodes;
+}
+
+/**
+ * How many Nodes this config's passes wrote that the cache still shows as they were before the write
+ * (same resourceVersion); those it has caught up on, or that are gone, are forgotten.
+ */
+function pendingNodeWrites(deps: StepDeps, config: string): number {
+  const nodes = expectations(deps, config);
+  for (const [node, plannedFrom] of nodes) {
+    const cached = deps.nodes.get(node);
+    if (cached === undefined || cached.metadata?.resourceVersion !== plannedFrom) nodes.delete(node);
+  }
+  return nodes.size;
+}
+
+/**
+ * One Node patch of the rollout: its revision labels and upgrade record. A conflict (the Node changed
+ * since the cache showed it) stops the pass and comes back soon; the patch is planned again from a
+ * fresh view. Forbidden (the RBAC or the admission policy that limits the operator's Node writes) is
+ * for the status.
+ */
+async function patchNode(
+  deps: StepDeps,
+  config: string,
+  patch: NodePatch,
+): Promise<{ retryMs: number } | { applyError: string } | undefined> {
+  try {
+    await deps.objects.patch(NODES, { name: patch.node }, "merge", patch.body);
+    if (patch.resourceVersion !== undefined)
+      expectations(deps, config).set(patch.node, patch.resourceVersion);
+    deps.metrics.applies.inc({ kind: "Node" });
+    deps.logger.info(
+      { config, node: patch.node, labels: patch.body.metadata.labels },
+      "node labels for the plugin's revisions written",
+    );
+    return undefined;
+  } catch (err) {
+    if (isConflict(err) || isNotFound(err)) {
+      deps.logger.debug(
+        { config, node: patch.node, err: String(err) },
+        "lost a race writing a node's revision labels; planning again from the cache",
+      );
+      return { retryMs: WRITE_CONFLICT_RETRY_MS };
+    }
+    if (isForbidden(err) || isInvalid(err)) {
+      deps.metrics.applyErrors.inc({ kind: "Node" });
+      return { applyError: `Node ${patch.node}: ${(err as Error).message}` };
+    }
+    throw err;
+  }
 }
 
 /** ConfigMaps of revisions no DaemonSet runs any more (deleted by this pass, or earlier). */

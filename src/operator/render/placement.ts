@@ -1,0 +1,52 @@
+// Where each revision of a config's plugin runs during an upgrade (ADR 0004): two labels on each Node name
+// the revisions the node runs, and each revision's DaemonSet selects the nodes whose labels name it. The
+// DaemonSets never change while nodes move, and no object grows with the number of nodes.
+import type { V1Affinity, V1NodeSelectorTerm } from "@kubernetes/client-node";
+import { configLabelValue } from "../../contract/names.js";
+
+/** `revision.dpo.dev/<config>`: the revision the node runs; absent until an upgrade first touches the node. */
+export const NODE_REVISION_PREFIX = "revision.dpo.dev/";
+/** `surge.dpo.dev/<config>`: a second revision the node runs beside the first while it surges. */
+export const NODE_SURGE_PREFIX = "surge.dpo.dev/";
+/** `upgrade.dpo.dev/<config>`: what an upgrade remembers about the node (start, baseline, failure). */
+export const NODE_UPGRADE_PREFIX = "upgrade.dpo.dev/";
+/** The revision label's value on a node that runs no revision: a Replace in its gap, or a kubelet too old. */
+export const NO_REVISION = "none";
+
+/** The keys one config uses on Nodes; the name part is the config label value (at most 63 characters). */
+export interface NodeKeys {
+  revision: string;
+  surge: string;
+  upgrade: string;
+}
+
+export function nodeKeys(configName: string): NodeKeys {
+  const name = configLabelValue(configName);
+  return {
+    revision: NODE_REVISION_PREFIX + name,
+    surge: NODE_SURGE_PREFIX + name,
+    upgrade: NODE_UPGRADE_PREFIX + name,
+  };
+}
+
+/**
+ * The role of a revision's DaemonSet: the `base` runs every targeted node no upgrade has touched (no
+ * revision label) as well as the nodes whose labels name it; a `moving` revision (the one nodes move to,
+ * or one they return from) runs only the nodes whose labels name it.
+ */
+export type PlacementRole = "base" | "moving";
+
+/**
+ * The node affinity of a revision in a role. Terms are ORed: the revision label names it, or the surge
+ * label does, or (the base only) the node has no revision label. The config's nodeSelector still applies
+ * on top (it is the pod's nodeSelector).
+ */
+export function placementAffinity(configName: string, revision: string, role: PlacementRole): V1Affinity {
+  const keys = nodeKeys(configName);
+  const terms: V1NodeSelectorTerm[] = [
+    ...(role === "base" ? [{ matchExpressions: [{ key: keys.revision, operator: "DoesNotExist" }] }] : []),
+    { matchExpressions: [{ key: keys.revision, operator: "In", values: [revision] }] },
+    { matchExpressions: [{ key: keys.surge, operator: "In", values: [revision] }] },
+  ];
+  return { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms } } };
+}

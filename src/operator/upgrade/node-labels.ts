@@ -1,0 +1,192 @@
+// What a Node says about a config's upgrade, and the patch that makes it say what the planner decided
+// (ADR 0004). Two labels name the revisions the node runs: `revision.dpo.dev/<config>` (absent on a node
+// no upgrade has touched, which runs the base) and `surge.dpo.dev/<config>` (a second revision beside the
+// first while the node surges). One annotation, `upgrade.dpo.dev/<config>`, keeps the node's record of
+// the upgrade under way: when it started, what it advertised before, whether it failed. Every value is
+// bounded, so a Node gains at most three short entries per config, whatever the size of the cluster. Pure.
+import type { V1Node } from "@kubernetes/client-node";
+import { NO_REVISION, NODE_REVISION_PREFIX, NODE_SURGE_PREFIX, type NodeKeys } from "../render/index.js";
+
+/** The revisions a node runs, as its labels say. */
+export interface NodeLabels {
+  /** undefined: no label, the node runs the base. */
+  revision: string | undefined;
+  surge: string | undefined;
+}
+
+/** Whether the node runs the old (base) revision and the new (moving) one. */
+export interface Membership {
+  old: boolean;
+  new: boolean;
+}
+
+/** A node's record of one upgrade, from `from` to `to`; a record of another upgrade is stale. */
+export interface NodeRecord {
+  from: string;
+  to: string;
+  startedAt?: number;
+  baseline?: number;
+  failed?: boolean;
+}
+
+export function nodeLabels(node: V1Node, keys: NodeKeys): NodeLabels {
+  const labels = node.metadata?.labels ?? {};
+  return { revision: labels[keys.revision], surge: labels[keys.surge] };
+}
+
+/** Whether the labels make the DaemonSet of `revision` run on the node (see placementAffinity). */
+export function runsRevision(labels: NodeLabels, revision: string, isBase: boolean): boolean {
+  return (
+    labels.revision === revision || labels.surge === revision || (isBase && labels.revision === undefined)
+  );
+}
+
+/**
+ * The labels that make a node run what `want` says, for an upgrade from `base` to `moving`, changing as
+ * little as possible: a node that runs the base without a label keeps having none, a surging node keeps
+ * the revision it had and gains the other as its surge label.
+ */
+export function encodeMembership(
+  current: NodeLabels,
+  want: Membership,
+  base: string,
+  moving: string,
+): NodeLabels {
+  const onBase = current.revision === undefined || current.revision === base;
+  if (want.old && want.new) {
+    if (current.revision === moving) return { revision: moving, surge: base };
+    return { revision: onBase ? current.revision : base, surge: moving };
+  }
+  if (want.old) return { revision: onBase ? current.revision : base, surge: undefined };
+  if (want.new) return { revision: moving, surge: undefined };
+  return { revision: NO_REVISION, surge: undefined };
+}
+
+/** The node's record of the upgrade from `from` to `to`, or undefined when it has none (or another's). */
+export function parseNodeRecord(
+  node: V1Node,
+  keys: NodeKeys,
+  from: string,
+  to: string,
+): NodeRecord | undefined {
+  const raw = node.metadata?.annotations?.[keys.upgrade];
+  if (raw === undefined) return undefined;
+  try {
+    const parsed = JSON.parse(raw) as Partial<NodeRecord>;
+    if (typeof parsed !== "object" || parsed === null || parsed.from !== from || parsed.to !== to) {
+      return undefined;
+    }
+    return {
+      from,
+      to,
+      ...(typeof parsed.startedAt === "number" ? { startedAt: parsed.startedAt } : {}),
+      ...(typeof parsed.baseline === "number" ? { baseline: parsed.baseline } : {}),
+      ...(parsed.failed === true ? { failed: true } : {}),
+    };
+  } catch {
+    // Unreadable (edited by hand): the node has no record, and the planner treats it as it would a
+    // node moved outside the planner.
+    return undefined;
+  }
+}
+
+/** The annotation text of a record: fixed key order, so an unchanged record never causes a write. */
+export function serializeNodeRecord(record: NodeRecord): string {
+  return JSON.stringify({
+    from: record.from,
+    to: record.to,
+    ...(record.startedAt !== undefined ? { startedAt: record.startedAt } : {}),
+    ...(record.baseline !== undefined ? { baseline: record.baseline } : {}),
+    ...(record.failed === true ? { failed: true } : {}),
+  });
+}
+
+/**
+ * A JSON merge patch of a Node's labels and annotation, carrying the resourceVersion it was planned from:
+ * the API server refuses it (409) if the Node changed since, so a stale cache never moves a node twice.
+ */
+export interface NodePatch {
+  node: string;
+  resourceVersion: string | undefined;
+  body: {
+    metadata: {
+      resourceVersion?: string;
+      labels?: Record<string, string | null>;
+      annotations?: Record<string, string | null>;
+    };
+  };
+}
+
+/**
+ * The patch that gives the node `labels` and (when defined) `record`, or undefined when it has them. A
+ * record is only ever replaced, never removed: the last upgrade's stays on the node, stale by its
+ * `from`/`to`, until the next upgrade that touches the node writes its own.
+ */
+export function nodePatch(
+  node: V1Node,
+  keys: NodeKeys,
+  labels: NodeLabels,
+  record: NodeRecord | undefined,
+): NodePatch | undefined {
+  const name = node.metadata?.name ?? "";
+  const have = nodeLabels(node, keys);
+  const labelChanges: Record<string, string | null> = {};
+  if (have.revision !== labels.revision) labelChanges[keys.revision] = labels.revision ?? null;
+  if (have.surge !== labels.surge) labelChanges[keys.surge] = labels.surge ?? null;
+  const annotationChanges: Record<string, string | null> = {};
+  if (record !== undefined) {
+    const text = serializeNodeRecord(record);
+    if (node.metadata?.annotations?.[keys.upgrade] !== text) annotationChanges[keys.upgrade] = text;
+  }
+  const hasLabels = Object.keys(labelChanges).length > 0;
+  const hasAnnotations = Object.keys(annotationChanges).length > 0;
+  if (!hasLabels && !hasAnnotations) return undefined;
+  const resourceVersion = node.metadata?.resourceVersion;
+  return {
+    node: name,
+    resourceVersion,
+    body: {
+      metadata: {
+        ...(resourceVersion !== undefined ? { resourceVersion } : {}),
+        ...(hasLabels ? { labels: labelChanges } : {}),
+        ...(hasAnnotations ? { annotations: annotationChanges } : {}),
+      },
+    },
+  };
+}
+
+/** The config label values a Node carries revision or surge labels of (a config's name, or its bound). */
+export function configsLabelledOnNode(node: V1Node): string[] {
+  const found = new Set<string>();
+  for (const key of Object.keys(node.metadata?.labels ?? {})) {
+    for (const prefix of [NODE_REVISION_PREFIX, NODE_SURGE_PREFIX]) {
+      if (key.startsWith(prefix)) found.add(key.slice(prefix.length));
+    }
+  }
+  return [...found];
+}
+
+/**
+ * The patch that takes a config's labels and record off a Node (the config is gone, or no longer
+ * targets the node), or undefined when it carries none.
+ */
+export function stripPatch(node: V1Node, keys: NodeKeys): NodePatch | undefined {
+  const labels = node.metadata?.labels ?? {};
+  const annotations = node.metadata?.annotations ?? {};
+  const labelChanges: Record<string, null> = {};
+  for (const key of [keys.revision, keys.surge]) if (key in labels) labelChanges[key] = null;
+  const annotationChanges: Record<string, null> = keys.upgrade in annotations ? { [keys.upgrade]: null } : {};
+  if (Object.keys(labelChanges).length === 0 && Object.keys(annotationChanges).length === 0) return undefined;
+  const resourceVersion = node.metadata?.resourceVersion;
+  return {
+    node: node.metadata?.name ?? "",
+    resourceVersion,
+    body: {
+      metadata: {
+        ...(resourceVersion !== undefined ? { resourceVersion } : {}),
+        ...(Object.keys(labelChanges).length > 0 ? { labels: labelChanges } : {}),
+        ...(Object.keys(annotationChanges).length > 0 ? { annotations: annotationChanges } : {}),
+      },
+    },
+  };
+}

@@ -1,0 +1,113 @@
+// config/rbac and config/policy on a real API server: the operator's ServiceAccount may patch a Node's
+// revision labels and upgrade annotation (ADR 0004), and nothing else on it: no other label or
+// annotation, no taint, no cordon. Administrators are not limited by the policy.
+import { CoreV1Api, type V1Node } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { KubeObjectClient } from "../../src/kube/objects.js";
+import { NODES } from "../../src/kube/resources.js";
+import { nodeKeys } from "../../src/operator/render/index.js";
+import { issuedToken } from "../../tools/cluster/kubeconfig.js";
+import { refusal } from "../cluster/plugin-identity.js";
+import {
+  injectedCluster,
+  kubeConfigFromInjected,
+  kubeConfigWithToken,
+  uniqueName,
+} from "../cluster/helpers.js";
+import { installDpo, NAMESPACE, OPERATOR_SA } from "../e2e/support.js";
+
+const admin = kubeConfigFromInjected();
+const core = admin.makeApiClient(CoreV1Api);
+const node = firstNode();
+const config = uniqueName("node-policy");
+const keys = nodeKeys(config);
+let asOperator: KubeObjectClient;
+
+function firstNode(): string {
+  const [a] = injectedCluster().nodeNames;
+  if (a === undefined) throw new Error("the test cluster needs a node");
+  return a;
+}
+
+function patch(client: KubeObjectClient, body: unknown): Promise<V1Node> {
+  return client.patch<V1Node>(NODES, { name: node }, "merge", body);
+}
+
+beforeAll(async () => {
+  await installDpo();
+  const answer = await core.createNamespacedServiceAccountToken({
+    name: OPERATOR_SA,
+    namespace: NAMESPACE,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
+  asOperator = new KubeObjectClient(kubeConfigWithToken(issuedToken(answer, OPERATOR_SA)), {
+    fieldManager: "dpo-operator",
+  });
+});
+
+afterAll(async () => {
+  const adminClient = new KubeObjectClient(admin, { fieldManager: "test" });
+  await patch(adminClient, {
+    metadata: {
+      labels: { [keys.revision]: null, [keys.surge]: null, "example.com/pool": null },
+      annotations: { [keys.upgrade]: null },
+    },
+  }).catch(() => undefined);
+});
+
+describe("the operator's Node writes", () => {
+  it("may set and remove its revision and surge labels and its upgrade annotation", async () => {
+    const record = JSON.stringify({ from: "a", to: "b", startedAt: 1 });
+    const written = await patch(asOperator, {
+      metadata: {
+        labels: { [keys.revision]: "none", [keys.surge]: "b" },
+        annotations: { [keys.upgrade]: record },
+      },
+    });
+    expect(written.metadata?.labels?.[keys.revision]).toBe("none");
+    expect(written.metadata?.annotations?.[keys.upgrade]).toBe(record);
+    const cleared = await patch(asOperator, { metadata: { labels: { [keys.surge]: null } } });
+    expect(cleared.metadata?.labels?.[keys.surge]).toBeUndefined();
+  });
+
+  it.each([
+    { what: "another label", body: { metadata: { labels: { "example.com/pool": "a" } } }, says: "labels" },
+    {
+      what: "a node-role label",
+      body: { metadata: { labels: { "node-role.kubernetes.io/control-plane": "" } } },
+      says: "labels",
+    },
+    {
+      what: "another annotation",
+      body: { metadata: { annotations: { "example.com/note": "x" } } },
+      says: "annotations",
+    },
+    {
+      what: "a taint",
+      body: { spec: { taints: [{ key: "example.com/drain", effect: "NoSchedule" }] } },
+      says: "spec",
+    },
+    { what: "a cordon", body: { spec: { unschedulable: true } }, says: "spec" },
+    { what: "a finalizer", body: { metadata: { finalizers: ["example.com/hold"] } }, says: "finalizers" },
+  ])("is refused for $what, with a message naming what it may change", async ({ body, says }) => {
+    const error = await refusal(patch(asOperator, body));
+    expect(error.code).toBe(403);
+    expect(error.message).toContain("dpo-operator-node-labels");
+    expect(error.message).toContain(says);
+  });
+
+  it("is refused for a label of another kind even beside its own", async () => {
+    const error = await refusal(
+      patch(asOperator, { metadata: { labels: { [keys.revision]: "x", "example.com/pool": "b" } } }),
+    );
+    expect(error.code).toBe(403);
+    const now = await core.readNode({ name: node });
+    expect(now.metadata?.labels?.[keys.revision]).not.toBe("x");
+  });
+
+  it("does not limit an administrator", async () => {
+    const adminClient = new KubeObjectClient(admin, { fieldManager: "test" });
+    const written = await patch(adminClient, { metadata: { labels: { "example.com/pool": "a" } } });
+    expect(written.metadata?.labels?.["example.com/pool"]).toBe("a");
+  });
+});
