@@ -23,6 +23,7 @@ import {
 import { backendPodNeeds, type HostPathMount } from "./backends.js";
 import { PLUGIN_CONFIG_DIR, PLUGIN_CONFIG_PATH, pluginConfigHash } from "./configmap.js";
 import type { RenderContext } from "./context.js";
+import { pluginImagePullSecrets } from "./pull-secrets.js";
 import {
   ANNOTATION_CONFIG_HASH,
   configOwnerReference,
@@ -354,6 +355,7 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
     ],
   };
 
+  const imagePullSecrets = pluginImagePullSecrets(ctx);
   return {
     metadata: {
       labels,
@@ -361,6 +363,7 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
     },
     spec: {
       serviceAccountName: ctx.pluginServiceAccount,
+      ...(imagePullSecrets ? { imagePullSecrets } : {}),
       automountServiceAccountToken: true,
       enableServiceLinks: false,
       ...(spec.plugin.priorityClassName !== "" ? { priorityClassName: spec.plugin.priorityClassName } : {}),

@@ -4,3 +4,4 @@ export * from "./configmap.js";
 export * from "./context.js";
 export * from "./daemonset.js";
 export * from "./names.js";
+export * from "./pull-secrets.js";
