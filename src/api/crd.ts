@@ -38,7 +38,10 @@ export interface CrdOptions {
 
 /** Every CRD of the API, in a fixed order. */
 export function allCrds(options: CrdOptions = {}): CustomResourceDefinition[] {
-  const service = { ...CONVERSION_SERVICE, namespace: options.webhookNamespace ?? CONVERSION_SERVICE.namespace };
+  const service = {
+    ...CONVERSION_SERVICE,
+    namespace: options.webhookNamespace ?? CONVERSION_SERVICE.namespace,
+  };
   return [devicePluginConfigCrd({ service }), deviceNodeStateCrd()];
 }
 

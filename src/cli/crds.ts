@@ -1,7 +1,7 @@
 // `dpo crds`: prints the CustomResourceDefinitions generated from the API schemas, for `dpo crds | kubectl apply -f -`;
 // `dpo crds apply` applies them server-side itself (the chart's CRD upgrade hook runs it: the image has no kubectl).
 import { allCrds, renderCrdsYamlStream } from "../api/crd.js";
-import { ServerSideApplier, type ApplyObject } from "../kube/apply.js";
+import { ServerSideApplier } from "../kube/apply.js";
 import { formatFlagHelp, resolveFlags, UsageError, type FlagSpec } from "./flags.js";
 import { loadKubeConfig } from "./kubeconfig.js";
 
@@ -71,7 +71,7 @@ async function applyCrds(
   });
   for (const crd of allCrds({ webhookNamespace })) {
     try {
-      await applier.apply(crd as unknown as ApplyObject);
+      await applier.apply(crd);
     } catch (err) {
       throw new Error(`applying CustomResourceDefinition ${crd.metadata.name}: ${(err as Error).message}`, {
         cause: err,

@@ -31,7 +31,7 @@ describe("dpo crds", () => {
   it("prints with the default namespace exactly what the committed files hold", () => {
     let text = "";
     const sink = { write: (chunk: string) => (text += chunk) } as unknown as NodeJS.WritableStream;
-    runCrdsCommand([], sink, {});
+    expect(runCrdsCommand([], sink, {})).toBe(0);
     expect(text).toBe(renderCrdsYamlStream());
   });
 
@@ -46,7 +46,11 @@ describe("dpo crds", () => {
     ["an unknown argument", ["print"], "crds takes no arguments but 'apply', got: print"],
     ["a second argument", ["apply", "now"], "crds takes no arguments but 'apply', got: apply now"],
     ["an unknown flag", ["--namespace", "x"], "Unknown option '--namespace'"],
-    ["a bad namespace", ["--webhook-namespace", "Gpu_Ops"], "--webhook-namespace: 'Gpu_Ops' is not a namespace name"],
+    [
+      "a bad namespace",
+      ["--webhook-namespace", "Gpu_Ops"],
+      "--webhook-namespace: 'Gpu_Ops' is not a namespace name",
+    ],
   ])("refuses %s, saying which", (_what, args, message) => {
     expect(() => runCrdsCommand(args, process.stdout, {})).toThrow(message);
   });

@@ -58,7 +58,9 @@ describe("renderPluginDaemonSet with the operator's plugin image pull Secrets", 
     expect(none.spec?.template.spec).not.toHaveProperty("imagePullSecrets");
     expect(renderPluginDaemonSet(config(), ctx).spec?.template.spec).not.toHaveProperty("imagePullSecrets");
     // Upgrading an operator that gains the flag, unset, must not roll every plugin.
-    expect(pluginRevision(config(), { ...ctx, pluginImagePullSecrets: [] })).toBe(pluginRevision(config(), ctx));
+    expect(pluginRevision(config(), { ...ctx, pluginImagePullSecrets: [] })).toBe(
+      pluginRevision(config(), ctx),
+    );
     // Setting it does: the pods must be recreated to pull with the Secrets.
     expect(pluginRevision(config(), { ...ctx, pluginImagePullSecrets: ["regcred"] })).not.toBe(
       pluginRevision(config(), ctx),
