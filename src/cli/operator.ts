@@ -274,6 +274,7 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
         address: webhookAddr,
         namespace,
         secretName: v["webhook-secret"]!,
+        serviceName: service,
         certDir: v["webhook-cert-dir"] || undefined,
         hosts: [
           `${service}.${namespace}.svc`,
