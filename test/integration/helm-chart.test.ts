@@ -440,6 +440,24 @@ describe("charts/dpo on the API server", () => {
       { timeoutMs: 60_000 },
     );
 
+    // The CRD of crds/ names the webhook Service in dpo-system; the operator points it at its own namespace.
+    await waitFor(
+      `the CRD's conversion webhook to name the Service in ${INSTALL_NAMESPACE}`,
+      async (observe) => {
+        const { stdout } = await kubectl([
+          "get",
+          "crd",
+          "devicepluginconfigs.dpo.dev",
+          "-o",
+          "jsonpath={.spec.conversion.webhook.clientConfig.service}",
+        ]);
+        observe(stdout);
+        const service = JSON.parse(stdout || "{}") as { namespace?: string; name?: string };
+        return service.namespace === INSTALL_NAMESPACE && service.name === "dpo-webhook";
+      },
+      { timeoutMs: 60_000 },
+    );
+
     const daemonSet = await waitFor(
       `a DaemonSet in ${INSTALL_NAMESPACE} for the sample example-mock`,
       async (observe) => {
