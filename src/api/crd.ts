@@ -3,7 +3,7 @@
 import { stringify } from "yaml";
 import type { CustomResourceDefinition } from "./crd/definition.js";
 import { deviceNodeStateCrd } from "./crd/device-node-state.js";
-import { devicePluginConfigCrd } from "./crd/device-plugin-config.js";
+import { CONVERSION_SERVICE, devicePluginConfigCrd } from "./crd/device-plugin-config.js";
 
 export type {
   CustomResourceConversion,
@@ -28,9 +28,21 @@ export {
   type StructuralSchema,
 } from "./crd/structural-schema.js";
 
+export interface CrdOptions {
+  /**
+   * The namespace of the conversion webhook's Service the DevicePluginConfig CRD names (default
+   * dpo-system, where config/default installs the operator; the chart's CRD hook gives its release's).
+   */
+  webhookNamespace?: string;
+}
+
 /** Every CRD of the API, in a fixed order. */
-export function allCrds(): CustomResourceDefinition[] {
-  return [devicePluginConfigCrd(), deviceNodeStateCrd()];
+export function allCrds(options: CrdOptions = {}): CustomResourceDefinition[] {
+  const service = {
+    ...CONVERSION_SERVICE,
+    namespace: options.webhookNamespace ?? CONVERSION_SERVICE.namespace,
+  };
+  return [devicePluginConfigCrd({ service }), deviceNodeStateCrd()];
 }
 
 /** The conventional file name, `<group>_<plural>.yaml`. */
@@ -44,8 +56,8 @@ export function renderCrdYaml(crd: CustomResourceDefinition): string {
 }
 
 /** Every CRD as one YAML stream, for `dpo crds | kubectl apply -f -`. */
-export function renderCrdsYamlStream(): string {
-  return allCrds()
+export function renderCrdsYamlStream(options: CrdOptions = {}): string {
+  return allCrds(options)
     .map((crd) => `---\n${renderCrdYaml(crd)}`)
     .join("");
 }

@@ -8,7 +8,7 @@ Commands:
   operator   run the controller that turns DevicePluginConfigs into plugin DaemonSets (dpo operator --help)
   plugin     run the device-plugin runtime on a node (dpo plugin --help)
   probe      print what a config's backend discovers on this machine: dpo probe --config FILE
-  crds       print the dpo.dev CustomResourceDefinitions
+  crds       print the dpo.dev CustomResourceDefinitions, or apply them server-side: dpo crds [apply]
   validate   check DevicePluginConfig manifests (v1beta1 or v1alpha1): dpo validate FILE...
   convert    print manifests in another API version: dpo convert --to v1beta1|v1alpha1 FILE...
   version    print version, git commit and supported kubelet API versions

@@ -7,6 +7,7 @@ import { createLogger, type LogLevelName } from "../observability/log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
 import { collectProcessMetrics } from "../observability/metrics.js";
 import { Operator } from "../operator/manager.js";
+import { parseImagePullSecretNames } from "../operator/render/pull-secrets.js";
 import { shareConnections } from "../kube/connections.js";
 import { buildInfo } from "../version.js";
 import { startConversionWebhook, type RunningWebhook } from "../webhook/index.js";
@@ -69,6 +70,13 @@ export const OPERATOR_FLAGS: readonly FlagSpec[] = [
     env: "DPO_PLUGIN_SERVICE_ACCOUNT",
     description: "ServiceAccount of the plugin pods.",
     default: "dpo-plugin",
+  },
+  {
+    name: "plugin-image-pull-secrets",
+    env: "DPO_PLUGIN_IMAGE_PULL_SECRETS",
+    description:
+      "Secrets in the namespace that plugin pods pull their image with, comma-separated (the chart's imagePullSecrets).",
+    default: "",
   },
   {
     name: "registration",
@@ -159,6 +167,14 @@ function positiveNumber(flag: string, value: string | undefined): number {
   return n;
 }
 
+function imagePullSecretsFlag(value: string): string[] {
+  try {
+    return parseImagePullSecretNames(value, "--plugin-image-pull-secrets");
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
 function loadKubeConfig(path: string | undefined): KubeConfig {
   const kc = new KubeConfig();
   if (path) kc.loadFromFile(path);
@@ -174,6 +190,7 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
   }
   const { values: v, positionals } = resolveFlags(OPERATOR_FLAGS, argv, process.env);
   if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+  const pluginImagePullSecrets = imagePullSecretsFlag(v["plugin-image-pull-secrets"] ?? "");
   const metricsAddr = parseListenAddress("metrics-addr", v["metrics-addr"] ?? "0");
   const healthAddr = parseListenAddress("health-addr", v["health-addr"] ?? "0");
   const namespace = v["namespace"]!;
@@ -191,6 +208,7 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
       operatorImage: v["plugin-image"]!,
       pluginServiceAccount: v["plugin-service-account"]!,
       registrationMode: v["registration"] as RegistrationMode,
+      pluginImagePullSecrets,
     },
     leaderElection: {
       enabled: v["leader-elect"] === "true",
@@ -256,6 +274,7 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
         address: webhookAddr,
         namespace,
         secretName: v["webhook-secret"]!,
+        serviceName: service,
         certDir: v["webhook-cert-dir"] || undefined,
         hosts: [
           `${service}.${namespace}.svc`,

@@ -35,9 +35,19 @@ interface SecretObject {
   data?: Record<string, string>;
 }
 
+interface ServiceReference {
+  namespace: string;
+  name: string;
+}
+
 interface CrdObject {
   metadata: { name: string };
-  spec?: { conversion?: { strategy?: string; webhook?: { clientConfig?: { caBundle?: string } } } };
+  spec?: {
+    conversion?: {
+      strategy?: string;
+      webhook?: { clientConfig?: { caBundle?: string; service?: Partial<ServiceReference> } };
+    };
+  };
 }
 
 export interface WebhookCertificatesOptions {
@@ -46,6 +56,12 @@ export interface WebhookCertificatesOptions {
   secretName: string;
   /** CRDs whose conversion webhook is this one. */
   crdNames: readonly string[];
+  /**
+   * The Service this webhook is reached through. A CRD whose clientConfig names another Service (the
+   * chart's crds/ name dpo-system, whatever namespace the release is in) is pointed at this one; one
+   * with a URL instead (a local run) is left as it is.
+   */
+  service?: ServiceReference;
   settings: CertificateSettings;
   logger: Logger;
   /** Whether this replica issues, renews and patches (the others only read). */
@@ -217,14 +233,29 @@ export class WebhookCertificates {
     }
     const bundle = Buffer.from(plan.caBundle, "utf8").toString("base64");
     for (const crd of converting) {
-      if (crd.spec?.conversion?.webhook?.clientConfig?.caBundle === bundle) continue;
+      const clientConfig = crd.spec?.conversion?.webhook?.clientConfig;
+      const service = serviceToSet(clientConfig?.service, this.opts.service);
+      if (clientConfig?.caBundle === bundle && service === undefined) continue;
+      // A merge patch: the Service's path and port stay as the CRD has them.
       await kubeRequest(kc, {
         method: "PATCH",
         path: objectPath(CUSTOM_RESOURCE_DEFINITIONS, crd.metadata.name),
         contentType: "application/merge-patch+json",
-        body: { spec: { conversion: { webhook: { clientConfig: { caBundle: bundle } } } } },
+        body: {
+          spec: {
+            conversion: { webhook: { clientConfig: { caBundle: bundle, ...(service ? { service } : {}) } } },
+          },
+        },
       });
-      logger.info({ crd: crd.metadata.name }, "conversion webhook caBundle updated");
+      if (service) {
+        logger.info(
+          { crd: crd.metadata.name, from: clientConfig?.service, to: service },
+          "conversion webhook Service updated",
+        );
+      }
+      if (clientConfig?.caBundle !== bundle) {
+        logger.info({ crd: crd.metadata.name }, "conversion webhook caBundle updated");
+      }
     }
     return files;
   }
@@ -243,6 +274,16 @@ export class WebhookCertificates {
       throw err;
     }
   }
+}
+
+/** The Service a CRD's clientConfig should name instead of the one it names; undefined when it names it already or a URL. */
+export function serviceToSet(
+  named: Partial<ServiceReference> | undefined,
+  own: ServiceReference | undefined,
+): ServiceReference | undefined {
+  if (named === undefined || own === undefined) return undefined;
+  if (named.namespace === own.namespace && named.name === own.name) return undefined;
+  return { namespace: own.namespace, name: own.name };
 }
 
 /**

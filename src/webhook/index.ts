@@ -25,6 +25,8 @@ export interface ConversionWebhookOptions {
   address: { host: string; port: number };
   namespace: string;
   secretName: string;
+  /** The Service in `namespace` the API server reaches the webhook through, which the CRDs are kept naming. */
+  serviceName?: string;
   /** With cert-manager: serve tls.crt/tls.key from here and leave the Secret and caBundle alone. */
   certDir?: string;
   hosts: string[];
@@ -100,6 +102,7 @@ export async function startConversionWebhook(opts: ConversionWebhookOptions): Pr
     namespace: opts.namespace,
     secretName: opts.secretName,
     crdNames: [DEVICE_PLUGIN_CONFIG_CRD_NAME],
+    ...(opts.serviceName ? { service: { namespace: opts.namespace, name: opts.serviceName } } : {}),
     settings: {
       hosts: opts.hosts,
       caValidityMs: opts.caValidityMs,

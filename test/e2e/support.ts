@@ -72,9 +72,12 @@ export async function startOperator(
     pluginImage?: string;
     /** Where the operator reaches the API server (a proxy in front of it); the cluster's own by default. */
     apiServer?: string;
+    /** The operator's namespace, where its ServiceAccount is (a Helm release's); dpo-system by default. */
+    namespace?: string;
   } = {},
 ): Promise<OperatorProcess> {
-  const kubeconfig = await serviceAccountKubeconfig(OPERATOR_SA, NAMESPACE, options.apiServer);
+  const namespace = options.namespace ?? NAMESPACE;
+  const kubeconfig = await serviceAccountKubeconfig(OPERATOR_SA, namespace, options.apiServer);
   const child = spawn(
     process.execPath,
     [
@@ -83,7 +86,7 @@ export async function startOperator(
       "--kubeconfig",
       kubeconfig,
       "--namespace",
-      NAMESPACE,
+      namespace,
       "--metrics-addr",
       "127.0.0.1:0",
       "--health-addr",

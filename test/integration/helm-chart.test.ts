@@ -1,116 +1,61 @@
 // The Helm chart (charts/dpo) against config/ and a real API server: helm lint, the same objects as kustomize
-// renders, a server-side dry run, and an install whose operator (run here, under the chart's ServiceAccount)
-// becomes Ready and reconciles a sample, and an uninstall that leaves only the CRDs.
-import { execFile } from "node:child_process";
+// renders, a server-side dry run, an install into a namespace of the user's choice whose operator (run here,
+// under the chart's ServiceAccount) becomes Ready and reconciles a sample, an uninstall that leaves only the
+// CRDs and that namespace, and the CRD upgrade hook's command run with the hook's own RBAC.
+// test/integration/helm-values.test.ts renders each value.
+import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
-import type { V1Deployment, V1Service } from "@kubernetes/client-node";
+import type { V1Container, V1Job, V1Service } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments, stringify } from "yaml";
-import { diffRenderings, objectKey, withoutLabels, type KubeObject } from "../../tools/manifests/compare.js";
+import { diffRenderings, objectKey, type KubeObject } from "../../tools/manifests/compare.js";
 import { setClientConfig, SERVICE_CLIENT_CONFIG } from "../cluster/conversion-webhook.js";
+import { kubeConfigFromInjected, kubectl, pluginDaemonSet, waitFor } from "../cluster/helpers.js";
 import {
-  injectedCluster,
-  kubeConfigFromInjected,
-  kubectl,
-  pluginDaemonSet,
-  waitFor,
-  type KubectlResult,
-} from "../cluster/helpers.js";
-import { OPERATOR_SA, startOperator, type OperatorProcess } from "../e2e/support.js";
+  dpoEntrypoint,
+  OPERATOR_SA,
+  serviceAccountKubeconfig,
+  startOperator,
+  type OperatorProcess,
+} from "../e2e/support.js";
+import {
+  chartDir,
+  CONFIG_NAMESPACE as NAMESPACE,
+  configDir,
+  find,
+  helm,
+  HELM_OWN_LABELS,
+  managerContainer,
+  onCluster,
+  RELEASE,
+  renderChart,
+  renderKustomize,
+  repoRoot,
+  useHelmHome,
+  withoutHelmLabels,
+} from "./helm-support.js";
 
-const repoRoot = join(import.meta.dirname, "..", "..");
-const chartDir = join(repoRoot, "charts", "dpo");
-const configDir = join(repoRoot, "config");
-const NAMESPACE = "dpo-system";
 const FIELD_MANAGER = "dpo-helm-chart-test";
-/** The release under test; Helm keeps its record in `default`, the chart puts dpo in dpo-system. */
-const RELEASE = "dpo-chart-test";
-const RELEASE_NAMESPACE = "default";
+/** The namespace a user chose for the release: Helm's record, the operator and its plugins all live there. */
+const INSTALL_NAMESPACE = "gpu-operators";
 const packageVersion = (
   JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as { version: string }
 ).version;
 
+useHelmHome();
+
 /**
- * The labels Helm adds and kustomize does not: which chart rendered an object, and that Helm manages it.
- * The comparison with config/ ignores these and nothing else.
+ * config/default's objects but its Namespace, which the chart leaves to the user (the release's own, which
+ * `helm uninstall` must not delete): the objects the chart renders into that namespace.
  */
-const HELM_OWN_LABELS = ["helm.sh/chart", "app.kubernetes.io/managed-by"] as const;
-
-let helmHome = "";
-
-/** Runs the helm built next to kubectl, with its config, cache and data in a directory of this run. */
-async function helm(args: string[], options: { allowFailure?: boolean } = {}): Promise<KubectlResult> {
-  const executable = join(injectedCluster().binDir, "helm");
-  const env = {
-    ...process.env,
-    HELM_CONFIG_HOME: join(helmHome, "config"),
-    HELM_CACHE_HOME: join(helmHome, "cache"),
-    HELM_DATA_HOME: join(helmHome, "data"),
-  };
-  const result = await new Promise<KubectlResult>((resolve, reject) => {
-    execFile(executable, args, { env, timeout: 180_000, maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
-      if (error && typeof error.code !== "number") {
-        reject(new Error(`cannot run ${executable}: ${error.message}`, { cause: error }));
-        return;
-      }
-      resolve({ stdout, stderr, exitCode: typeof error?.code === "number" ? error.code : 0 });
-    });
-  });
-  if (result.exitCode !== 0 && !options.allowFailure) {
-    throw new Error(`helm ${args.join(" ")} exited with ${result.exitCode}: ${result.stderr.trim()}`);
-  }
-  return result;
+function withoutNamespace(objects: KubeObject[]): KubeObject[] {
+  const namespaces = objects.filter((o) => o.kind === "Namespace").map(objectKey);
+  expect(namespaces).toEqual([`Namespace ${NAMESPACE}`]);
+  return objects.filter((o) => o.kind !== "Namespace");
 }
-
-/** Cluster flags for helm: the test cluster's admin kubeconfig, never $KUBECONFIG. */
-function onCluster(): string[] {
-  return ["--kubeconfig", injectedCluster().kubeconfigPath];
-}
-
-function parseObjects(text: string): KubeObject[] {
-  return parseAllDocuments(text)
-    .map((doc) => doc.toJS() as KubeObject | null)
-    .filter((object): object is KubeObject => object !== null);
-}
-
-/** `helm template` of the chart, CRDs included, with `--set` values. */
-async function renderChart(values: string[] = []): Promise<{ text: string; objects: KubeObject[] }> {
-  const sets = values.flatMap((value) => ["--set", value]);
-  const { stdout } = await helm(["template", RELEASE, chartDir, "--include-crds", ...sets]);
-  return { text: stdout, objects: parseObjects(stdout) };
-}
-
-async function renderKustomize(dir: string): Promise<KubeObject[]> {
-  return parseObjects((await kubectl(["kustomize", dir])).stdout);
-}
-
-function withoutHelmLabels(objects: KubeObject[]): KubeObject[] {
-  return objects.map((object) => withoutLabels(object, HELM_OWN_LABELS));
-}
-
-function find<T>(objects: KubeObject[], kind: string, name: string): T {
-  const found = objects.find((o) => o.kind === kind && o.metadata.name === name);
-  if (!found) throw new Error(`no ${kind}/${name} among ${objects.map(objectKey).join(", ")}`);
-  return found as T;
-}
-
-function managerContainer(objects: KubeObject[]) {
-  const deployment = find<V1Deployment>(objects, "Deployment", "dpo-operator");
-  const container = deployment.spec?.template.spec?.containers.find((c) => c.name === "manager");
-  if (!container) throw new Error("the operator Deployment has no 'manager' container");
-  return { deployment, container };
-}
-
-beforeAll(async () => {
-  helmHome = await mkdtemp(join(tmpdir(), "dpo-helm-home-"));
-});
-
-afterAll(async () => {
-  if (helmHome !== "") await rm(helmHome, { recursive: true, force: true });
-});
 
 describe("charts/dpo rendered", () => {
   it("passes helm lint with the defaults, and strictly with every option on", async () => {
@@ -122,16 +67,16 @@ describe("charts/dpo rendered", () => {
         "--strict",
         chartDir,
         "--set",
-        "samples.enabled=true,webhook.certManager.enabled=true,metrics.serviceMonitor.enabled=true",
+        "samples.enabled=true,webhook.certManager.enabled=true,metrics.serviceMonitor.enabled=true,crds.upgrade=true",
       ],
       { allowFailure: true },
     );
     expect(everything.exitCode, everything.stdout + everything.stderr).toBe(0);
   });
 
-  it("renders with default values the objects config/default renders, equal but for Helm's own labels", async () => {
+  it("renders with default values the objects config/default renders but its Namespace, equal but for Helm's own labels", async () => {
     const chart = (await renderChart()).objects;
-    const kustomize = await renderKustomize(join(configDir, "default"));
+    const kustomize = withoutNamespace(await renderKustomize(join(configDir, "default")));
     expect(diffRenderings(kustomize, withoutHelmLabels(chart))).toEqual([]);
     // The labels set aside above are there, on every object Helm renders (crds/ are copied as they are).
     for (const object of chart.filter((o) => o.kind !== "CustomResourceDefinition")) {
@@ -146,7 +91,7 @@ describe("charts/dpo rendered", () => {
   });
 
   it("tells one field, one object and one label apart in that comparison", async () => {
-    const kustomize = await renderKustomize(join(configDir, "default"));
+    const kustomize = withoutNamespace(await renderKustomize(join(configDir, "default")));
     const chart = withoutHelmLabels((await renderChart()).objects);
     const changed = structuredClone(chart);
     const { container } = managerContainer(changed);
@@ -175,7 +120,7 @@ describe("charts/dpo rendered", () => {
           components: [relative(overlayDir, join(configDir, "components", "cert-manager"))],
         }),
       );
-      const kustomize = await renderKustomize(overlayDir);
+      const kustomize = withoutNamespace(await renderKustomize(overlayDir));
       const chart = (await renderChart(["webhook.certManager.enabled=true"])).objects;
       // Helm never templates crds/, so this one annotation is the user's (NOTES.txt and docs/deploy.md say so).
       expect(diffRenderings(kustomize, withoutHelmLabels(chart))).toEqual([
@@ -184,7 +129,7 @@ describe("charts/dpo rendered", () => {
       ]);
       const notes = readFileSync(join(chartDir, "templates", "NOTES.txt"), "utf8");
       expect(notes).toContain(
-        `kubectl annotate crd devicepluginconfigs.dpo.dev cert-manager.io/inject-ca-from=${NAMESPACE}/dpo-webhook`,
+        "kubectl annotate crd devicepluginconfigs.dpo.dev cert-manager.io/inject-ca-from={{ .Release.Namespace }}/dpo-webhook",
       );
     } finally {
       await rm(overlayDir, { recursive: true, force: true });
@@ -272,6 +217,22 @@ describe("charts/dpo rendered", () => {
 describe("charts/dpo on the API server", () => {
   /** The chart as installed below: default values plus the samples. */
   const INSTALL_VALUES = ["samples.enabled=true"];
+  /** Every value that renders more objects or fields of built-in kinds (no ServiceMonitor, no cert-manager). */
+  const EVERY_BUILT_IN_VALUE = [
+    ...INSTALL_VALUES,
+    "crds.upgrade=true",
+    "imagePullSecrets[0]=regcred",
+    "priorityClassName=system-cluster-critical",
+    "podLabels.team=gpu",
+    "podAnnotations.example\\.com/owner=gpu-team",
+    "serviceAccount.annotations.example\\.com/role=dpo",
+    "logLevel=debug",
+    "extraArgs[0]=--concurrency=8",
+    "topologySpreadConstraints[0].maxSkew=1",
+    "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+    "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+    "topologySpreadConstraints[0].labelSelector.matchLabels.app\\.kubernetes\\.io/name=dpo-operator",
+  ];
   let rendered: { text: string; objects: KubeObject[] } = { text: "", objects: [] };
   let operator: OperatorProcess | undefined;
   let installed = false;
@@ -279,6 +240,7 @@ describe("charts/dpo on the API server", () => {
   /** The chart's objects but its CRDs, which Helm keeps: what an uninstall must remove. */
   const removable = (): KubeObject[] => rendered.objects.filter((o) => o.kind !== "CustomResourceDefinition");
   const manifest = (objects: KubeObject[]): string => objects.map((o) => stringify(o)).join("---\n");
+  const isHook = (o: KubeObject): boolean => o.metadata.annotations?.["helm.sh/hook"] !== undefined;
 
   /** Those of `objects` the API server still has (Terminating included), as `kind/name`. */
   async function stillThere(objects: KubeObject[]): Promise<string[]> {
@@ -300,8 +262,26 @@ describe("charts/dpo on the API server", () => {
     );
   }
 
+  /** Server-side dry run of a rendering: every object checked against the API server's schemas. */
+  async function dryRun(text: string): Promise<{ exitCode: number; stderr: string; applied: string[] }> {
+    const result = await kubectl(
+      [
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "--force-conflicts",
+        `--field-manager=${FIELD_MANAGER}`,
+        "-f",
+        "-",
+      ],
+      { input: text, allowFailure: true },
+    );
+    const applied = result.stdout.split("\n").filter((line) => line.includes("(server dry run)"));
+    return { exitCode: result.exitCode, stderr: result.stderr, applied };
+  }
+
   beforeAll(async () => {
-    rendered = await renderChart(INSTALL_VALUES);
+    rendered = await renderChart(INSTALL_VALUES, INSTALL_NAMESPACE);
     // The CRDs for real, so the dry run can resolve the samples' kind; the webhook's clientConfig back to
     // what the files name first (an earlier test may have pointed it at a URL).
     await setClientConfig(SERVICE_CLIENT_CONFIG);
@@ -316,48 +296,60 @@ describe("charts/dpo on the API server", () => {
       "crd/devicepluginconfigs.dpo.dev",
       "crd/devicenodestates.dpo.dev",
     ]);
+    // The user's namespace, made before the chart as the NOTES say (a dry run creates none either).
+    const existing = await kubectl(["get", "namespace", INSTALL_NAMESPACE], { allowFailure: true });
+    if (existing.exitCode !== 0) await kubectl(["create", "namespace", INSTALL_NAMESPACE]);
   });
 
   afterAll(async () => {
     await operator?.stop();
     if (installed) {
       await helm(
-        ["uninstall", RELEASE, "--namespace", RELEASE_NAMESPACE, "--ignore-not-found", ...onCluster()],
-        {
-          allowFailure: true,
-        },
+        ["uninstall", RELEASE, "--namespace", INSTALL_NAMESPACE, "--ignore-not-found", ...onCluster()],
+        { allowFailure: true },
       );
     }
+    await setClientConfig(SERVICE_CLIENT_CONFIG);
+    await kubectl(["delete", "namespace", INSTALL_NAMESPACE, "--ignore-not-found", "--wait=false"], {
+      allowFailure: true,
+    });
   });
 
-  it("is accepted by the API server as a whole (server-side apply, dry run)", async () => {
-    // A dry run creates no Namespace, and nothing can be created in a missing one.
-    const existing = await kubectl(["get", "namespace", NAMESPACE], { allowFailure: true });
-    if (existing.exitCode !== 0) await kubectl(["create", "namespace", NAMESPACE]);
-    const result = await kubectl(
+  it("is accepted by the API server as a whole, with every value of built-in kinds set (server-side apply, dry run)", async () => {
+    const plain = await dryRun(rendered.text);
+    expect(plain.exitCode, plain.stderr).toBe(0);
+    expect(plain.applied).toHaveLength(rendered.objects.length);
+
+    const everything = await renderChart(EVERY_BUILT_IN_VALUE, INSTALL_NAMESPACE);
+    // The hook objects are there too: helm template renders hooks.
+    expect(everything.objects.filter(isHook).map(objectKey).sort()).toEqual(
       [
-        "apply",
-        "--server-side",
-        "--dry-run=server",
-        "--force-conflicts",
-        `--field-manager=${FIELD_MANAGER}`,
-        "-f",
-        "-",
-      ],
-      { input: rendered.text, allowFailure: true },
+        "ClusterRole dpo-crd-upgrade",
+        "ClusterRoleBinding dpo-crd-upgrade",
+        `Job ${INSTALL_NAMESPACE}/dpo-crd-upgrade`,
+        `ServiceAccount ${INSTALL_NAMESPACE}/dpo-crd-upgrade`,
+      ].sort(),
     );
-    expect(result.exitCode, result.stderr).toBe(0);
-    const applied = result.stdout.split("\n").filter((line) => line.includes("(server dry run)"));
-    expect(applied).toHaveLength(rendered.objects.length);
+    const all = await dryRun(everything.text);
+    expect(all.exitCode, all.stderr).toBe(0);
+    expect(all.applied).toHaveLength(everything.objects.length);
+
+    // And it can fail: a field the schema does not have is refused, naming it.
+    const broken = everything.text.replace("enableServiceLinks: false", "enableServiceLink: false");
+    expect(broken).not.toBe(everything.text);
+    const refused = await dryRun(broken);
+    expect(refused.exitCode).not.toBe(0);
+    expect(refused.stderr).toContain("enableServiceLink");
   });
 
-  it("installs with helm; the operator, run with the chart's ServiceAccount and flags, gets Ready and renders a sample's DaemonSet", async () => {
+  it("installs with helm into the user's namespace; the operator, run with the chart's ServiceAccount and flags, gets Ready there and renders a sample's DaemonSet", async () => {
     // Earlier files install config/default with kubectl; Helm adopts nothing it did not create, so start
     // from a cluster without dpo's objects (the CRDs, which Helm skips when present, stay).
-    await kubectl(["delete", "--ignore-not-found", "--wait=false", "-f", "-"], {
-      input: manifest(removable()),
-    });
-    await waitUntilGone(removable(), "objects of an earlier dpo install to go before helm install");
+    const earlier = (await renderKustomize(join(configDir, "default"))).filter(
+      (o) => o.kind !== "CustomResourceDefinition",
+    );
+    await kubectl(["delete", "--ignore-not-found", "--wait=false", "-f", "-"], { input: manifest(earlier) });
+    await waitUntilGone(earlier, "objects of an earlier dpo install to go before helm install");
 
     // Set first: whatever happens below, afterAll uninstalls what the release holds by then.
     installed = true;
@@ -370,7 +362,8 @@ describe("charts/dpo on the API server", () => {
         RELEASE,
         chartDir,
         "--namespace",
-        RELEASE_NAMESPACE,
+        INSTALL_NAMESPACE,
+        "--create-namespace",
         "--wait",
         "--timeout",
         "2m",
@@ -385,25 +378,36 @@ describe("charts/dpo on the API server", () => {
         RELEASE,
         chartDir,
         "--namespace",
-        RELEASE_NAMESPACE,
+        INSTALL_NAMESPACE,
         ...INSTALL_VALUES.flatMap((value) => ["--set", value]),
         ...onCluster(),
       ],
       { allowFailure: true },
     );
     expect(withSamples.exitCode, withSamples.stderr).toBe(0);
-    // Helm owns every object of the chart: its release annotations are on each.
+    // Helm owns every object of the chart: its release annotations are on each, and every namespaced one
+    // is in the user's namespace.
     const { stdout } = await kubectl(["get", "-f", "-", "-o", "json"], { input: manifest(removable()) });
     const live = JSON.parse(stdout) as { items: KubeObject[] };
     expect(live.items.map(objectKey).sort()).toEqual(removable().map(objectKey).sort());
     for (const object of live.items) {
       expect(object.metadata.annotations?.["meta.helm.sh/release-name"], objectKey(object)).toBe(RELEASE);
+      expect(object.metadata.annotations?.["meta.helm.sh/release-namespace"], objectKey(object)).toBe(
+        INSTALL_NAMESPACE,
+      );
+      if (object.metadata.namespace !== undefined) {
+        expect(object.metadata.namespace, objectKey(object)).toBe(INSTALL_NAMESPACE);
+      }
     }
+    expect(live.items.map(objectKey)).toContain(`Deployment ${INSTALL_NAMESPACE}/dpo-operator`);
+    const dpoSystem = await kubectl(["get", "namespace", NAMESPACE, "--ignore-not-found", "-o", "name"]);
+    expect(dpoSystem.stdout.trim()).toBe("");
 
     // No container runtime here: the Deployment's pods exist (KWOK runs them) but run nothing, so the
     // operator runs as a local process, with a token of the chart's ServiceAccount (TokenRequest) and the
     // container's own flags and environment, but for its listen addresses.
     const { deployment, container } = managerContainer(rendered.objects);
+    expect(deployment.metadata?.namespace).toBe(INSTALL_NAMESPACE);
     expect(deployment.spec?.template.spec?.serviceAccountName).toBe(OPERATOR_SA);
     const flags = (container.args ?? []).filter(
       (arg) => arg !== "operator" && !/^--(metrics|health|webhook)-addr=/.test(arg),
@@ -419,10 +423,11 @@ describe("charts/dpo on the API server", () => {
       MALLOC_ARENA_MAX: "2",
       MALLOC_MMAP_THRESHOLD_: "131072",
     });
+    // POD_NAMESPACE, from the downward API in the cluster, is the Deployment's namespace.
     operator = await startOperator(
       [...flags, "--webhook-addr", "127.0.0.1:0"],
-      { ...env, POD_NAMESPACE: deployment.metadata?.namespace ?? "" },
-      { pluginImage },
+      { ...env, POD_NAMESPACE: INSTALL_NAMESPACE },
+      { pluginImage, namespace: INSTALL_NAMESPACE },
     );
     const metricsPort = operator.metricsPort;
     await waitFor(
@@ -435,10 +440,28 @@ describe("charts/dpo on the API server", () => {
       { timeoutMs: 60_000 },
     );
 
-    const daemonSet = await waitFor(
-      "a DaemonSet for the sample example-mock",
+    // The CRD of crds/ names the webhook Service in dpo-system; the operator points it at its own namespace.
+    await waitFor(
+      `the CRD's conversion webhook to name the Service in ${INSTALL_NAMESPACE}`,
       async (observe) => {
-        const found = await pluginDaemonSet(kubeConfigFromInjected(), NAMESPACE, "example-mock");
+        const { stdout } = await kubectl([
+          "get",
+          "crd",
+          "devicepluginconfigs.dpo.dev",
+          "-o",
+          "jsonpath={.spec.conversion.webhook.clientConfig.service}",
+        ]);
+        observe(stdout);
+        const service = JSON.parse(stdout || "{}") as { namespace?: string; name?: string };
+        return service.namespace === INSTALL_NAMESPACE && service.name === "dpo-webhook";
+      },
+      { timeoutMs: 60_000 },
+    );
+
+    const daemonSet = await waitFor(
+      `a DaemonSet in ${INSTALL_NAMESPACE} for the sample example-mock`,
+      async (observe) => {
+        const found = await pluginDaemonSet(kubeConfigFromInjected(), INSTALL_NAMESPACE, "example-mock");
         // The config's conditions say why there is none (a refused write shows up as Stalled).
         const conditions = await kubectl([
           "get",
@@ -460,26 +483,25 @@ describe("charts/dpo on the API server", () => {
     operator = undefined;
   }, 420_000);
 
-  it("helm uninstall leaves nothing of the chart behind but its CRDs", async () => {
+  it("helm uninstall leaves nothing of the chart behind but its CRDs, and the user's namespace in place", async () => {
     expect(installed).toBe(true);
     await helm([
       "uninstall",
       RELEASE,
       "--namespace",
-      RELEASE_NAMESPACE,
+      INSTALL_NAMESPACE,
       "--wait",
       "--timeout",
       "3m",
       ...onCluster(),
     ]);
     installed = false;
-    // The namespace goes last, once the namespace controller has emptied it (the plugin DaemonSets too).
     await waitUntilGone(removable(), "every object of the chart but the CRDs to be deleted");
     const releases = await kubectl([
       "get",
       "secrets",
       "--namespace",
-      RELEASE_NAMESPACE,
+      INSTALL_NAMESPACE,
       "--selector",
       `owner=helm,name=${RELEASE}`,
       "-o",
@@ -489,5 +511,63 @@ describe("charts/dpo on the API server", () => {
     const crds = rendered.objects.filter((o) => o.kind === "CustomResourceDefinition");
     expect(crds).toHaveLength(2);
     expect(await stillThere(crds)).toHaveLength(2);
+    // The namespace is the user's: still there, and not on its way out.
+    const namespace = JSON.parse(
+      (await kubectl(["get", "namespace", INSTALL_NAMESPACE, "-o", "json"])).stdout,
+    ) as { metadata: { deletionTimestamp?: string }; status?: { phase?: string } };
+    expect(namespace.metadata.deletionTimestamp).toBeUndefined();
+    expect(namespace.status?.phase).toBe("Active");
+  });
+
+  it("the CRD hook's own command, with only the hook's ServiceAccount and RBAC, applies the CRDs with the webhook in the release's namespace", async () => {
+    const hookObjects = (await renderChart(["crds.upgrade=true"], INSTALL_NAMESPACE)).objects.filter(isHook);
+    const job = find<V1Job>(hookObjects, "Job", "dpo-crd-upgrade");
+    const rbac = hookObjects.filter((o) => o.kind !== "Job");
+    await kubectl(["apply", "--server-side", `--field-manager=${FIELD_MANAGER}`, "-f", "-"], {
+      input: manifest(rbac),
+    });
+    try {
+      const as = `--as=system:serviceaccount:${INSTALL_NAMESPACE}:dpo-crd-upgrade`;
+      // Its ClusterRole reaches dpo's CRDs and nothing else.
+      const canPatch = await kubectl(
+        ["auth", "can-i", "patch", "customresourcedefinitions/devicepluginconfigs.dpo.dev", as],
+        { allowFailure: true },
+      );
+      expect(canPatch.stdout.trim()).toBe("yes");
+      const other = await kubectl(
+        ["auth", "can-i", "patch", "customresourcedefinitions/certificates.cert-manager.io", as],
+        { allowFailure: true },
+      );
+      expect(other.stdout.trim()).toBe("no");
+
+      const hookContainer: V1Container | undefined = job.spec?.template.spec?.containers[0];
+      // The image runs `node /app/dist/dpo.js`; here the same program is this checkout's build.
+      expect(hookContainer?.command).toEqual(["node", "/app/dist/dpo.js"]);
+      const kubeconfig = await serviceAccountKubeconfig("dpo-crd-upgrade", INSTALL_NAMESPACE);
+      const run = await new Promise<{ code: number | null; output: string }>((resolve) => {
+        const child = spawn(
+          process.execPath,
+          [dpoEntrypoint, ...(hookContainer?.args ?? []), "--kubeconfig", kubeconfig],
+          { stdio: ["ignore", "pipe", "pipe"] },
+        );
+        let output = "";
+        child.stdout.on("data", (d: Buffer) => (output += d.toString()));
+        child.stderr.on("data", (d: Buffer) => (output += d.toString()));
+        child.once("exit", (code) => resolve({ code, output }));
+      });
+      expect(run.code, run.output).toBe(0);
+      expect(run.output).toContain("devicepluginconfigs.dpo.dev serverside-applied");
+      const service = await kubectl([
+        "get",
+        "crd",
+        "devicepluginconfigs.dpo.dev",
+        "-o",
+        "jsonpath={.spec.conversion.webhook.clientConfig.service.namespace}",
+      ]);
+      expect(service.stdout).toBe(INSTALL_NAMESPACE);
+    } finally {
+      await setClientConfig(SERVICE_CLIENT_CONFIG);
+      await kubectl(["delete", "--ignore-not-found", "-f", "-"], { input: manifest(rbac) });
+    }
   });
 });

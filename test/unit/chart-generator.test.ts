@@ -79,7 +79,7 @@ apiVersion: v1
 kind: Service
 metadata:
   name: dpo-webhook
-  namespace: dpo-system
+  namespace: {{ .Release.Namespace }}
   annotations:
     note: "{{ "{{" }} not a template }}"
   labels:
@@ -87,6 +87,94 @@ metadata:
     {{- include "dpo.helmLabels" . | nindent 4 }}
 spec:
   ports: [{port: 443}]
+`);
+  });
+
+  it("leaves config/'s Namespace out, puts the release's wherever config/ names it, and templates the operator's ServiceAccount", () => {
+    const files = renderChartFiles(
+      tree({
+        ...CONFIG,
+        "config/manager/kustomization.yaml": `${KUSTOMIZATION}resources: [namespace.yaml, rbac.yaml]\n`,
+        "config/manager/namespace.yaml": `# Lives in dpo-system.
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: dpo-system
+`,
+        "config/manager/rbac.yaml": `apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: dpo-operator
+  namespace: dpo-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: dpo-operator
+subjects:
+  - kind: ServiceAccount
+    name: dpo-operator
+    namespace: dpo-system
+  - kind: ServiceAccount
+    name: dpo-plugin
+    namespace: dpo-system
+  - kind: User
+    name: dpo-operator
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata:
+  name: dpo-operator
+  namespace: dpo-system
+spec:
+  dnsNames: [dpo-webhook.dpo-system.svc, dpo-system-docs.example]
+`,
+      }),
+    );
+    expect(files.get(`${CHART_GENERATED_TEMPLATE_DIR}/manager.yaml`))
+      .toBe(`# Generated from config/manager by \`make manifests\`; do not edit.
+{{- if .Values.serviceAccount.create }}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ include "dpo.serviceAccountName" . }}
+  namespace: {{ .Release.Namespace }}
+  labels:
+    app.kubernetes.io/part-of: dpo
+    {{- include "dpo.helmLabels" . | nindent 4 }}
+  {{- with .Values.serviceAccount.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: dpo-operator
+  labels:
+    app.kubernetes.io/part-of: dpo
+    {{- include "dpo.helmLabels" . | nindent 4 }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ include "dpo.serviceAccountName" . }}
+    namespace: {{ .Release.Namespace }}
+  - kind: ServiceAccount
+    name: dpo-plugin
+    namespace: {{ .Release.Namespace }}
+  - kind: User
+    name: dpo-operator
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata:
+  name: dpo-operator
+  namespace: {{ .Release.Namespace }}
+  labels:
+    app.kubernetes.io/part-of: dpo
+    {{- include "dpo.helmLabels" . | nindent 4 }}
+spec:
+  dnsNames: [dpo-webhook.{{ .Release.Namespace }}.svc, dpo-system-docs.example]
 `);
   });
 

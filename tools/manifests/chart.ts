@@ -1,8 +1,9 @@
 // The generated parts of the Helm chart (charts/dpo): its CRDs, and a template for every object of config/
-// that takes no values, read from the same files kustomize reads, so the two packagings share one source.
+// but the operator Deployment and the Namespace, read from the same files kustomize reads, so the two
+// packagings share one source; only the release's namespace and the operator's ServiceAccount are values.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { isMap, parseAllDocuments, parseDocument, type Document } from "yaml";
+import { isMap, parseAllDocuments, parseDocument, visit, type Document } from "yaml";
 import { allCrds } from "../../src/api/crd.js";
 
 export const CHART_DIR = "charts/dpo";
@@ -23,6 +24,20 @@ const APPLIED_DEFAULT_FIELDS = ["apiVersion", "kind", "namespace", "labels", "re
  * does their work, and the equivalence test (test/integration/helm-chart.test.ts) checks it.
  */
 const DEPLOYMENT_ONLY_DEFAULT_FIELDS = ["images", "replacements", "transformers"];
+
+/**
+ * The namespace config/ installs into; in the chart every mention of it (metadata.namespace, binding subjects,
+ * the webhook's DNS names) is the release's namespace, and the Namespace object itself is the user's
+ * (`helm install --namespace X --create-namespace`), so `helm uninstall` never deletes it.
+ */
+const CONFIG_NAMESPACE = "dpo-system";
+const RELEASE_NAMESPACE_PLACEHOLDER = "dpo-chart-generator-release-namespace";
+const RELEASE_NAMESPACE = "{{ .Release.Namespace }}";
+/** The operator's ServiceAccount, whose creation, name and annotations are values (serviceAccount.*). */
+const OPERATOR_SERVICE_ACCOUNT = "dpo-operator";
+const OPERATOR_SA_PLACEHOLDER = "dpo-chart-generator-operator-service-account";
+const OPERATOR_SA_NAME = '{{ include "dpo.serviceAccountName" . }}';
+const OPERATOR_SA_ANNOTATIONS_PLACEHOLDER = "dpo-chart-generator/service-account-annotations";
 
 /** Placeholder label key replaced by the include of Helm's labels once the document is text. */
 const HELM_LABELS_PLACEHOLDER = "dpo-chart-generator/helm-labels";
@@ -99,24 +114,87 @@ function isOperatorDeployment(doc: Document): boolean {
   return doc.get("kind") === "Deployment" && doc.getIn(["metadata", "name"]) === "dpo-operator";
 }
 
-/** One object as template text: its comments kept, labels added, Helm's labels included, `{{` escaped. */
+/** config/'s Namespace: the chart installs into the release's namespace and leaves that namespace alone. */
+function isConfigNamespace(doc: Document): boolean {
+  return doc.get("kind") === "Namespace" && doc.getIn(["metadata", "name"]) === CONFIG_NAMESPACE;
+}
+
+function isOperatorServiceAccount(doc: Document): boolean {
+  return doc.get("kind") === "ServiceAccount" && doc.getIn(["metadata", "name"]) === OPERATOR_SERVICE_ACCOUNT;
+}
+
+/**
+ * Every scalar that is config/'s namespace, or names it between dots (`dpo-webhook.dpo-system.svc`), and
+ * every binding subject that is the operator's ServiceAccount, marked with placeholders for the template.
+ */
+function markReleaseValues(doc: Document): void {
+  visit(doc, {
+    Scalar(_key, node) {
+      if (typeof node.value !== "string") return;
+      if (node.value === CONFIG_NAMESPACE) node.value = RELEASE_NAMESPACE_PLACEHOLDER;
+      else if (node.value.includes(`.${CONFIG_NAMESPACE}.`)) {
+        node.value = node.value.replaceAll(`.${CONFIG_NAMESPACE}.`, `.${RELEASE_NAMESPACE_PLACEHOLDER}.`);
+      }
+    },
+    Map(_key, node) {
+      if (
+        node.get("kind") === "ServiceAccount" &&
+        node.get("name") === OPERATOR_SERVICE_ACCOUNT &&
+        node.has("namespace")
+      ) {
+        node.set("name", OPERATOR_SA_PLACEHOLDER);
+      }
+    },
+  });
+  if (isOperatorServiceAccount(doc)) {
+    doc.setIn(["metadata", "name"], OPERATOR_SA_PLACEHOLDER);
+  }
+}
+
+/** Replaces the line `key: ""` (at any indent) with `replacement(indent)`; throws when it is not there. */
+function replacePlaceholderLine(text: string, key: string, replacement: (indent: number) => string): string {
+  const placeholder = new RegExp(`^( *)${key}: ""$`, "m");
+  const match = placeholder.exec(text);
+  if (!match) throw new Error(`no ${key} placeholder in the generated template`);
+  return text.replace(placeholder, replacement(match[1]?.length ?? 0));
+}
+
+/**
+ * One object as template text: its comments kept, labels added, Helm's labels included, `{{` escaped,
+ * config/'s namespace the release's, and the operator's ServiceAccount the one of serviceAccount.*.
+ */
 function templateDocument(doc: Document, labels: Record<string, string>): string {
+  const serviceAccount = isOperatorServiceAccount(doc);
+  markReleaseValues(doc);
   for (const [key, value] of Object.entries(labels)) doc.setIn(["metadata", "labels", key], value);
   doc.setIn(["metadata", "labels", HELM_LABELS_PLACEHOLDER], "");
+  if (serviceAccount) doc.setIn(["metadata", OPERATOR_SA_ANNOTATIONS_PLACEHOLDER], "");
   const labelsNode = doc.getIn(["metadata", "labels"], true);
   if (isMap(labelsNode)) labelsNode.flow = false;
   // The generator writes the separators itself.
   if (doc.directives) doc.directives.docStart = null;
   // Go templates start an action at `{{` only; print it literally wherever config/ has one.
-  const text = doc.toString({ lineWidth: 110, flowCollectionPadding: false }).replaceAll("{{", '{{ "{{" }}');
-  const placeholder = new RegExp(`^( *)${HELM_LABELS_PLACEHOLDER}: ""$`, "m");
-  const match = placeholder.exec(text);
-  if (!match) throw new Error(`no labels placeholder in ${String(doc.get("kind"))}`);
-  const indent = match[1]?.length ?? 0;
-  return text.replace(
-    placeholder,
-    `${" ".repeat(indent)}${HELM_LABELS_INCLUDE.replace("INDENT", String(indent))}`,
+  let text = doc
+    .toString({ lineWidth: 110, flowCollectionPadding: false })
+    .replaceAll("{{", '{{ "{{" }}')
+    .replaceAll(RELEASE_NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE)
+    .replaceAll(OPERATOR_SA_PLACEHOLDER, OPERATOR_SA_NAME);
+  text = replacePlaceholderLine(
+    text,
+    HELM_LABELS_PLACEHOLDER,
+    (indent) => `${" ".repeat(indent)}${HELM_LABELS_INCLUDE.replace("INDENT", String(indent))}`,
   );
+  if (!serviceAccount) return text;
+  text = replacePlaceholderLine(text, OPERATOR_SA_ANNOTATIONS_PLACEHOLDER, (indent) =>
+    [
+      `${" ".repeat(indent)}{{- with .Values.serviceAccount.annotations }}`,
+      `${" ".repeat(indent)}annotations:`,
+      `${" ".repeat(indent + 2)}{{- toYaml . | nindent ${indent + 2} }}`,
+      `${" ".repeat(indent)}{{- end }}`,
+    ].join("\n"),
+  );
+  // Not created when serviceAccount.create is false: the user's account of that name is bound instead.
+  return `{{- if .Values.serviceAccount.create }}\n${text}{{- end }}\n`;
 }
 
 function renderTemplate(
@@ -129,7 +207,7 @@ function renderTemplate(
   for (const file of files) {
     for (const doc of parseAllDocuments(readFileSync(join(repoRoot, file), "utf8"))) {
       if (!("contents" in doc) || doc.errors.length > 0) throw new Error(`${file}: not valid YAML`);
-      if (doc.contents === null || isOperatorDeployment(doc)) continue;
+      if (doc.contents === null || isOperatorDeployment(doc) || isConfigNamespace(doc)) continue;
       docs.push(templateDocument(doc, source.defaultLabels ? labels : {}));
     }
   }

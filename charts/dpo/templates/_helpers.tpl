@@ -18,3 +18,27 @@ as config/default's replacement copies it.
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 {{- end }}
+
+{{/*
+The operator's ServiceAccount: the chart's (serviceAccount.create) or one the user made, dpo-operator
+unless serviceAccount.name says otherwise. The operator's Role and ClusterRole bindings name it.
+*/}}
+{{- define "dpo.serviceAccountName" -}}
+{{- default "dpo-operator" .Values.serviceAccount.name -}}
+{{- end }}
+
+{{/*
+The names of imagePullSecrets, comma-separated: each item is a Secret's name or, as in a pod spec,
+{name: ...}. The operator pods pull with them, and the operator gives them to the plugin pods.
+*/}}
+{{- define "dpo.imagePullSecretNames" -}}
+{{- $names := list -}}
+{{- range .Values.imagePullSecrets -}}
+{{- if kindIs "string" . -}}
+{{- $names = append $names . -}}
+{{- else -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $names -}}
+{{- end }}

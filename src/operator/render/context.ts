@@ -10,4 +10,9 @@ export interface RenderContext {
   pluginServiceAccount: string;
   /** How plugins register with the kubelet: kubelet.sock `Register`, or the plugin-watcher directory. */
   registrationMode: RegistrationMode;
+  /**
+   * Secrets in `namespace` the plugin pods pull their image with (the operator's --plugin-image-pull-secrets);
+   * none when absent or empty.
+   */
+  pluginImagePullSecrets?: readonly string[];
 }

@@ -23,6 +23,7 @@ import { backendPodNeeds, type HostPathMount } from "./backends.js";
 import { PLUGIN_CONFIG_DIR, PLUGIN_CONFIG_PATH, pluginConfigHash } from "./configmap.js";
 import type { RenderContext } from "./context.js";
 import { placementAffinity, type PlacementRole } from "./placement.js";
+import { pluginImagePullSecrets } from "./pull-secrets.js";
 import {
   ANNOTATION_CONFIG_HASH,
   configOwnerReference,
@@ -311,6 +312,7 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
     ],
   };
 
+  const imagePullSecrets = pluginImagePullSecrets(ctx);
   return {
     metadata: {
       labels,
@@ -318,6 +320,7 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
     },
     spec: {
       serviceAccountName: ctx.pluginServiceAccount,
+      ...(imagePullSecrets ? { imagePullSecrets } : {}),
       automountServiceAccountToken: true,
       enableServiceLinks: false,
       ...(spec.plugin.priorityClassName !== "" ? { priorityClassName: spec.plugin.priorityClassName } : {}),

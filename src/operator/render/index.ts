@@ -6,3 +6,4 @@ export * from "./daemonset.js";
 export * from "./names.js";
 export * from "./placement.js";
 export * from "./drift.js";
+export * from "./pull-secrets.js";
