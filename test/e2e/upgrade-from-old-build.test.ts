@@ -3,7 +3,8 @@
 // plugin revisions (built from this repository's history into .local/builds/) runs a config with its
 // CRDs, operator and plugins; then the current CRDs and operator take over, adopt the old DaemonSet
 // (no pod restarted by the adoption) and move every node to the current plugin: Surge on the v1.37
-// kubelets, where not one pod may fail admission, and Replace on the older ones. Then the same
+// kubelets, where not one pod may fail admission, and Replace on the older ones, fenced by a taint
+// while they advertise nothing, so not one pod fails admission there either. Then the same
 // workload meets a plain RollingUpdate DaemonSet of the same plugin, created by the test: pods fail
 // admission with UnexpectedAdmissionError, which is what dpo's gate is for.
 //
@@ -254,10 +255,12 @@ describe(`upgrading from dpo ${OLD_COMMIT} (before plugin revisions) on ${NODE_C
       const replaceNodes = nodes.filter((n) => !surgeNodes.includes(n));
       const onSurge = summary(result, surgeNodes);
       const onReplace = summary(result, replaceNodes);
+      const fenced = [...watch.fencedMs.values()].sort((a, b) => a - b);
       console.log(
         `dpo upgrade under the workload: ${result.created} pods; Surge nodes ${onSurge.admitted} admitted, ` +
           `${onSurge.rejected.length} rejected; Replace nodes ${onReplace.admitted} admitted, ` +
-          `${onReplace.rejected.length} rejected`,
+          `${onReplace.rejected.length} rejected; Replace nodes fenced (no new pod of any kind) ` +
+          `${fenced.map((ms) => (ms / 1000).toFixed(1)).join(", ")} s`,
       );
       expect(watch.violations).toEqual([]);
       expect(watch.maxBetween, "nodes between the old and the new plugin at once").toBeLessThanOrEqual(
@@ -267,6 +270,10 @@ describe(`upgrading from dpo ${OLD_COMMIT} (before plugin revisions) on ${NODE_C
       expect([...watch.replaced].sort()).toEqual([...replaceNodes].sort());
       expect(onSurge.admitted, "pods admitted on Surge nodes during the upgrade").toBeGreaterThan(0);
       expect(onSurge.rejected).toEqual([]);
+      // Replace nodes are fenced (tainted) before their old plugin stops and until the Node advertises the
+      // new one's devices: the scheduler places no pod there that the kubelet would then reject.
+      expect(onReplace.rejected).toEqual([]);
+      expect([...watch.fencedMs.keys()].sort()).toEqual([...replaceNodes].sort());
       await everyNodeAdvertises(RESOURCE, DEVICES);
     },
     TEST_BUDGET_MS,

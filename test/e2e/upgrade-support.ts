@@ -59,6 +59,9 @@ export class RolloutWatch {
   private readonly joined = new Set<string>();
   private readonly left = new Set<string>();
   private readonly startedAt = new Map<string, number>();
+  /** How long each node carried the Replace taint (ms, by the watch's clock), once it came off. */
+  readonly fencedMs = new Map<string, number>();
+  private readonly fencedSince = new Map<string, number>();
   private baseName: string | undefined;
   private over = false;
   private keys: NodeKeys | undefined;
@@ -74,8 +77,16 @@ export class RolloutWatch {
       "/api/v1/nodes",
       {},
       (type, node: V1Node) => {
-        if (type === "DELETED") this.nodes.delete(node.metadata!.name!);
-        else this.nodes.set(node.metadata!.name!, node);
+        const name = node.metadata!.name!;
+        if (type === "DELETED") this.nodes.delete(name);
+        else this.nodes.set(name, node);
+        const fenced = (node.spec?.taints ?? []).some((t) => t.key === this.keys?.replace);
+        const since = this.fencedSince.get(name);
+        if (fenced && since === undefined) this.fencedSince.set(name, Date.now());
+        if (!fenced && since !== undefined) {
+          this.fencedSince.delete(name);
+          this.fencedMs.set(name, (this.fencedMs.get(name) ?? 0) + Date.now() - since);
+        }
         this.check();
       },
       () => undefined,

@@ -1,6 +1,6 @@
 // config/rbac and config/policy on a real API server: the operator's ServiceAccount may patch a Node's
-// revision labels and upgrade annotation (ADR 0004), and nothing else on it: no other label or
-// annotation, no taint, no cordon. Administrators are not limited by the policy.
+// revision labels, upgrade annotation and Replace taint (ADR 0004), and nothing else on it: no other
+// label, annotation or taint, no cordon. Administrators are not limited by the policy.
 import { CoreV1Api, type V1Node } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KubeObjectClient } from "../../src/kube/objects.js";
@@ -83,9 +83,14 @@ describe("the operator's Node writes", () => {
       says: "annotations",
     },
     {
-      what: "a taint",
+      what: "another taint",
       body: { spec: { taints: [{ key: "example.com/drain", effect: "NoSchedule" }] } },
-      says: "spec",
+      says: "taints",
+    },
+    {
+      what: "its own taint with NoExecute (which would evict pods)",
+      body: { spec: { taints: [{ key: keys.replace, effect: "NoExecute" }] } },
+      says: "NoSchedule",
     },
     { what: "a cordon", body: { spec: { unschedulable: true } }, says: "spec" },
     { what: "a finalizer", body: { metadata: { finalizers: ["example.com/hold"] } }, says: "finalizers" },
@@ -94,6 +99,16 @@ describe("the operator's Node writes", () => {
     expect(error.code).toBe(403);
     expect(error.message).toContain("dpo-operator-node-labels");
     expect(error.message).toContain(says);
+  });
+
+  it("may put its own NoSchedule Replace taint on and take it off, keeping the others", async () => {
+    const others = (await core.readNode({ name: node })).spec?.taints ?? [];
+    const on = await patch(asOperator, {
+      spec: { taints: [...others, { key: keys.replace, value: "b", effect: "NoSchedule" }] },
+    });
+    expect(on.spec?.taints?.map((t) => t.key)).toContain(keys.replace);
+    const off = await patch(asOperator, { spec: { taints: others.length > 0 ? others : null } });
+    expect(off.spec?.taints ?? []).toEqual(others);
   });
 
   it("is refused for a label of another kind even beside its own", async () => {

@@ -386,7 +386,11 @@ describe("renderPluginDaemonSet", () => {
       ctx,
     );
     expect(podSpec(ds).nodeSelector).toEqual({ "feature.example/foo": "true" });
-    expect(podSpec(ds).tolerations).toEqual([{ key: "gpu", operator: "Exists", effect: "NoSchedule" }]);
+    // The config's tolerations, and the rollout's Replace taint (ADR 0004), which every revision tolerates.
+    expect(podSpec(ds).tolerations).toEqual([
+      { key: "gpu", operator: "Exists", effect: "NoSchedule" },
+      { key: "replace.dpo.dev/example-foo", operator: "Exists", effect: "NoSchedule" },
+    ]);
     expect(podSpec(ds).priorityClassName).toBe("custom-priority");
     expect(container(ds).resources).toEqual({
       requests: { cpu: "10m", memory: "32Mi" },
@@ -395,7 +399,9 @@ describe("renderPluginDaemonSet", () => {
 
     const bare = renderPluginDaemonSet(config({ plugin: { priorityClassName: "" } }), ctx);
     expect(podSpec(bare)).not.toHaveProperty("nodeSelector");
-    expect(podSpec(bare)).not.toHaveProperty("tolerations");
+    expect(podSpec(bare).tolerations).toEqual([
+      { key: "replace.dpo.dev/example-foo", operator: "Exists", effect: "NoSchedule" },
+    ]);
     expect(podSpec(bare)).not.toHaveProperty("priorityClassName");
     expect(container(bare)).not.toHaveProperty("resources");
   });

@@ -76,6 +76,12 @@ describe("pluginRunsOnNode", () => {
       want: true,
     },
     {
+      name: "a rollout's Replace fence, this config's or another's, keeps the node targeted",
+      taints: [{ key: "replace.dpo.dev/other-config", effect: "NoSchedule", value: "abc" }],
+      tolerations: [],
+      want: true,
+    },
+    {
       name: "custom NoExecute taint",
       taints: [{ key: "x", effect: "NoExecute" }],
       tolerations: [],

@@ -609,6 +609,62 @@ describe("planRollout, node by node", () => {
   });
 });
 
+describe("planRollout with Replace fenced (fenceReplace)", () => {
+  const R = { kubeletVersion: REPLACE_KUBELET };
+  it.each<{ name: string; nodes: NodeObservation[]; rollingBack?: boolean; actions: string[] }>([
+    {
+      name: "an untouched Replace node is fenced first, with its records, and keeps the old plugin",
+      nodes: [node("a", R)],
+      actions: ["a:RecordBaseline", "a:RecordStart", "a:Fence"],
+    },
+    {
+      name: "once fenced, the old revision leaves",
+      nodes: [started("a", { ...R, fenced: true })],
+      actions: ["a:RemoveFromOld"],
+    },
+    {
+      name: "the new revision comes once the old pod is gone, still fenced",
+      nodes: [started("a", { ...R, fenced: true, inOld: false, oldPodPresent: false, oldRegistered: false })],
+      actions: ["a:AddToNew"],
+    },
+    {
+      name: "no unfence while the Node does not advertise the new plugin's devices yet",
+      nodes: [updatedNode("a", { ...R, fenced: true, allocatable: 0 })],
+      actions: [],
+    },
+    {
+      name: "unfenced once the Node advertises them",
+      nodes: [updatedNode("a", { ...R, fenced: true })],
+      actions: ["a:Unfence"],
+    },
+    {
+      name: "a surge node is never fenced",
+      nodes: [node("a")],
+      actions: ["a:RecordBaseline", "a:RecordStart", "a:AddToNew"],
+    },
+    {
+      name: "a fence an earlier rollout left on an untouched node comes off when the node is not started",
+      nodes: [started("a", { ...R, fenced: true }), node("b", { ...R, fenced: true })],
+      actions: ["a:RemoveFromOld", "b:Unfence"],
+    },
+    {
+      name: "a node rolled back onto the old revision is unfenced",
+      nodes: [started("a", { ...R, fenced: true, failed: true })],
+      rollingBack: true,
+      actions: ["a:Unfence"],
+    },
+  ])("$name", ({ nodes, rollingBack, actions }) => {
+    const p = planRollout({
+      nodes,
+      spec: spec(),
+      now: NOW,
+      rollingBack: rollingBack ?? false,
+      fenceReplace: true,
+    });
+    expect(acts(p)).toEqual(actions);
+  });
+});
+
 describe("resolveMaxUnavailable", () => {
   it.each<[RolloutSpec["maxUnavailable"], number, number]>([
     [1, 10, 1],

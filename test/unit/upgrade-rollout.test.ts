@@ -192,6 +192,10 @@ function written(d: RolloutDecision): string[] {
       if (KEYS.revision in labels) parts.push(`revision=${revName(labels[KEYS.revision])}`);
       if (KEYS.surge in labels) parts.push(`surge=${revName(labels[KEYS.surge])}`);
       if (w.patch.body.metadata.annotations?.[KEYS.upgrade] !== undefined) parts.push("+record");
+      const taints = w.patch.body.spec?.taints;
+      if (taints !== undefined) {
+        parts.push((taints ?? []).some((t) => t.key === KEYS.replace) ? "+fence" : "-fence");
+      }
       return parts.join(" ");
     }
     const rev = w.daemonSet.metadata?.labels?.["dpo.dev/revision"];
@@ -300,16 +304,46 @@ describe("decideRollout", () => {
       nodes: [node("a", "v1.34.1")],
       pods: [pod(base, "a")],
     });
-    expect(written(d)).toEqual(["Node a revision=none +record"]);
+    // Fenced first: the scheduler places no new pod there before the old plugin stops.
+    expect(written(d)).toEqual(["Node a +record +fence"]);
     expect(d.modes).toEqual({ a: "Replace" });
+    const record = { startedAt: NOW - 1_000, baseline: 4 };
+    const fenced = (n: V1Node): V1Node => {
+      n.spec = {
+        taints: [
+          { key: "other", effect: "NoExecute" },
+          { key: KEYS.replace, effect: "NoSchedule" },
+        ],
+      };
+      return n;
+    };
+    const oldGoes = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      nodes: [fenced(node("a", "v1.34.1", 4, { record }))],
+      pods: [pod(base, "a")],
+    });
+    expect(written(oldGoes)).toEqual(["Node a revision=none"]);
     // Once the old pod is gone, the new revision comes.
     const after = decide({
       config: NEW,
       daemonSets: [base, next],
-      nodes: [node("a", "v1.34.1", 0, { revision: "none", record: { startedAt: NOW - 1_000, baseline: 4 } })],
+      nodes: [fenced(node("a", "v1.34.1", 0, { revision: "none", record }))],
       pods: [],
     });
     expect(written(after)).toEqual(["Node a revision=NEW"]);
+    // Once the Node advertises the new plugin's devices, the fence comes off; other taints stay.
+    const newPod = pod(next, "a");
+    const back = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      nodes: [fenced(node("a", "v1.34.1", 4, { revision: newRev, record }))],
+      pods: [newPod],
+      reports: [report(NEW, newPod)],
+    });
+    expect(written(back)).toEqual(["Node a -fence"]);
+    const patch = back.writes[0]!.kind === "PatchNode" ? back.writes[0]!.patch : undefined;
+    expect(patch?.body.spec?.taints).toEqual([{ key: "other", effect: "NoExecute" }]);
   });
 
   it("hands the status each targeted node's mode, in a steady state too, leaving out kubelets too old", () => {

@@ -22,7 +22,7 @@ import {
 import { backendPodNeeds, type HostPathMount } from "./backends.js";
 import { PLUGIN_CONFIG_DIR, PLUGIN_CONFIG_PATH, pluginConfigHash } from "./configmap.js";
 import type { RenderContext } from "./context.js";
-import { placementAffinity, type PlacementRole } from "./placement.js";
+import { placementAffinity, withReplaceToleration, type PlacementRole } from "./placement.js";
 import { pluginImagePullSecrets } from "./pull-secrets.js";
 import {
   ANNOTATION_CONFIG_HASH,
@@ -143,6 +143,7 @@ export function renderPluginDaemonSet(
     spec: {
       ...podSpec,
       affinity,
+      tolerations: withReplaceToleration(config.metadata.name, podSpec.tolerations),
       containers: [
         { ...container, env: [...(container.env ?? []), { name: "DPO_REVISION", value: revision }] },
       ],

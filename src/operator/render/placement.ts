@@ -1,7 +1,7 @@
 // Where each revision of a config's plugin runs during an upgrade (ADR 0004): two labels on each Node name
 // the revisions the node runs, and each revision's DaemonSet selects the nodes whose labels name it. The
 // DaemonSets never change while nodes move, and no object grows with the number of nodes.
-import type { V1Affinity, V1NodeSelectorTerm } from "@kubernetes/client-node";
+import type { V1Affinity, V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
 import { configLabelValue } from "../../contract/names.js";
 
 /** `revision.dpo.dev/<config>`: the revision the node runs; absent until an upgrade first touches the node. */
@@ -10,6 +10,11 @@ export const NODE_REVISION_PREFIX = "revision.dpo.dev/";
 export const NODE_SURGE_PREFIX = "surge.dpo.dev/";
 /** `upgrade.dpo.dev/<config>`: what an upgrade remembers about the node (start, baseline, failure). */
 export const NODE_UPGRADE_PREFIX = "upgrade.dpo.dev/";
+/**
+ * `replace.dpo.dev/<config>`: the NoSchedule taint a node carries while it is replaced, so no new pod is
+ * placed there while it advertises nothing; the config's plugin pods tolerate it.
+ */
+export const NODE_REPLACE_TAINT_PREFIX = "replace.dpo.dev/";
 /** The revision label's value on a node that runs no revision: a Replace in its gap, or a kubelet too old. */
 export const NO_REVISION = "none";
 
@@ -18,6 +23,8 @@ export interface NodeKeys {
   revision: string;
   surge: string;
   upgrade: string;
+  /** The key of the Replace taint. */
+  replace: string;
 }
 
 export function nodeKeys(configName: string): NodeKeys {
@@ -26,6 +33,7 @@ export function nodeKeys(configName: string): NodeKeys {
     revision: NODE_REVISION_PREFIX + name,
     surge: NODE_SURGE_PREFIX + name,
     upgrade: NODE_UPGRADE_PREFIX + name,
+    replace: NODE_REPLACE_TAINT_PREFIX + name,
   };
 }
 
@@ -49,4 +57,23 @@ export function placementAffinity(configName: string, revision: string, role: Pl
     { matchExpressions: [{ key: keys.surge, operator: "In", values: [revision] }] },
   ];
   return { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms } } };
+}
+
+/** The toleration of the config's Replace taint, on every revision's pods: a new plugin must start there. */
+export function replaceToleration(configName: string): V1Toleration {
+  return { key: nodeKeys(configName).replace, operator: "Exists", effect: "NoSchedule" };
+}
+
+/**
+ * The pod template's tolerations with the Replace taint's added (once). Not part of the revision: the
+ * operator adds it to every revision, old ones included, so a rollback can bring an old plugin back to
+ * a fenced node.
+ */
+export function withReplaceToleration(
+  configName: string,
+  tolerations: readonly V1Toleration[] | undefined,
+): V1Toleration[] {
+  const own = replaceToleration(configName);
+  const others = (tolerations ?? []).filter((t) => t.key !== own.key);
+  return [...others, own];
 }

@@ -1,6 +1,7 @@
 // Which nodes a config's plugin runs on: its nodeSelector, and the taints its DaemonSet pods tolerate.
 import type { V1Node, V1Taint, V1Toleration } from "@kubernetes/client-node";
 import type { DevicePluginConfigSpec } from "../../api/v1beta1/spec.js";
+import { NODE_REPLACE_TAINT_PREFIX } from "../render/placement.js";
 
 /** True when every key of the selector is a label of the node with the same value; `{}` selects all. */
 export function nodeMatchesSelector(node: V1Node, selector: Readonly<Record<string, string>>): boolean {
@@ -38,7 +39,7 @@ export const DAEMON_POD_DEFAULT_TOLERATIONS: readonly V1Toleration[] = [
 /**
  * Whether the config's DaemonSet should run a plugin pod on the node, by the DaemonSet controller's
  * own rule: the nodeSelector matches and every NoSchedule/NoExecute taint is tolerated (by the spec's
- * tolerations or the daemon-pod defaults). So the count of targeted nodes is the DaemonSet's
+ * tolerations or the daemon-pod defaults), but for the Replace fences of dpo's own rollouts. So the count of targeted nodes is the DaemonSet's
  * desiredNumberScheduled, known before that controller has acted, and a tainted control-plane node
  * does not count against a config with an empty selector.
  */
@@ -49,6 +50,9 @@ export function pluginRunsOnNode(
   if (!nodeMatchesSelector(node, spec.nodeSelector)) return false;
   for (const taint of node.spec?.taints ?? []) {
     if (taint.effect !== "NoSchedule" && taint.effect !== "NoExecute") continue;
+    // A rollout's Replace fence (ADR 0004) lasts seconds and never removes a running plugin: the node
+    // stays targeted, by its own config (whose pods tolerate it) and by every other.
+    if (taint.key.startsWith(NODE_REPLACE_TAINT_PREFIX)) continue;
     const tolerated =
       spec.tolerations.some((t) => toleratesTaint(t, taint)) ||
       DAEMON_POD_DEFAULT_TOLERATIONS.some((t) => toleratesTaint(t, taint));

@@ -7,6 +7,8 @@ import {
   LABEL_REVISION,
   NODE_REVISION_PREFIX,
   placementAffinity,
+  replaceToleration,
+  withReplaceToleration,
   type PlacementRole,
 } from "../render/index.js";
 
@@ -91,8 +93,10 @@ export function roleOfDaemonSet(ds: V1DaemonSet): PlacementRole {
 /** Whether the DaemonSet already has the label placement of `role` and never rolls its pods itself. */
 export function hasRole(ds: V1DaemonSet, configName: string, role: PlacementRole): boolean {
   const want = placementAffinity(configName, revisionOfDaemonSet(ds), role);
+  const tolerations = ds.spec?.template.spec?.tolerations ?? [];
   return (
     JSON.stringify(ds.spec?.template.spec?.affinity ?? null) === JSON.stringify(want) &&
+    tolerations.some((t) => JSON.stringify(t) === JSON.stringify(replaceToleration(configName))) &&
     ds.spec?.updateStrategy?.type === "OnDelete"
   );
 }
@@ -141,7 +145,10 @@ export function forUpdate(ds: V1DaemonSet): V1DaemonSet {
 
 /** The DaemonSet with the label placement of `role`; OnDelete, so the change restarts no pod. */
 export function withRole(ds: V1DaemonSet, configName: string, role: PlacementRole): V1DaemonSet {
-  ds.spec!.template.spec!.affinity = placementAffinity(configName, revisionOfDaemonSet(ds), role);
+  const podSpec = ds.spec!.template.spec!;
+  podSpec.affinity = placementAffinity(configName, revisionOfDaemonSet(ds), role);
+  // Every revision tolerates the Replace taint, an older one too: a rollback brings it back to a fenced node.
+  podSpec.tolerations = withReplaceToleration(configName, podSpec.tolerations);
   // A DaemonSet of a version before revisions rolls its pods on a template change: never again.
   ds.spec!.updateStrategy = { type: "OnDelete" };
   return ds;

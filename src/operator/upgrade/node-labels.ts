@@ -4,7 +4,7 @@
 // first while the node surges). One annotation, `upgrade.dpo.dev/<config>`, keeps the node's record of
 // the upgrade under way: when it started, what it advertised before, whether it failed. Every value is
 // bounded, so a Node gains at most three short entries per config, whatever the size of the cluster. Pure.
-import type { V1Node } from "@kubernetes/client-node";
+import type { V1Node, V1Taint } from "@kubernetes/client-node";
 import { NO_REVISION, NODE_REVISION_PREFIX, NODE_SURGE_PREFIX, type NodeKeys } from "../render/index.js";
 
 /** The revisions a node runs, as its labels say. */
@@ -114,7 +114,20 @@ export interface NodePatch {
       labels?: Record<string, string | null>;
       annotations?: Record<string, string | null>;
     };
+    /** A merge patch replaces a list whole: the node's taints as they were, with or without the fence. */
+    spec?: { taints: V1Taint[] | null };
   };
+}
+
+/** Whether the node carries the config's Replace taint. */
+export function isFenced(node: V1Node, keys: NodeKeys): boolean {
+  return (node.spec?.taints ?? []).some((t) => t.key === keys.replace);
+}
+
+/** The node's taints with the config's Replace taint put on or taken off. */
+function taintsWith(node: V1Node, keys: NodeKeys, fenced: boolean, revision: string): V1Taint[] {
+  const others = (node.spec?.taints ?? []).filter((t) => t.key !== keys.replace);
+  return fenced ? [...others, { key: keys.replace, value: revision, effect: "NoSchedule" }] : others;
 }
 
 /**
@@ -127,6 +140,8 @@ export function nodePatch(
   keys: NodeKeys,
   labels: NodeLabels,
   record: NodeRecord | undefined,
+  /** The Replace taint wanted on (its value the revision the node moves to) or off; undefined: as is. */
+  fence?: { on: boolean; revision: string },
 ): NodePatch | undefined {
   const name = node.metadata?.name ?? "";
   const have = nodeLabels(node, keys);
@@ -140,7 +155,8 @@ export function nodePatch(
   }
   const hasLabels = Object.keys(labelChanges).length > 0;
   const hasAnnotations = Object.keys(annotationChanges).length > 0;
-  if (!hasLabels && !hasAnnotations) return undefined;
+  const fenceChanges = fence !== undefined && fence.on !== isFenced(node, keys);
+  if (!hasLabels && !hasAnnotations && !fenceChanges) return undefined;
   const resourceVersion = node.metadata?.resourceVersion;
   return {
     node: name,
@@ -151,6 +167,7 @@ export function nodePatch(
         ...(hasLabels ? { labels: labelChanges } : {}),
         ...(hasAnnotations ? { annotations: annotationChanges } : {}),
       },
+      ...(fenceChanges ? { spec: { taints: taintsWith(node, keys, fence.on, fence.revision) } } : {}),
     },
   };
 }
@@ -176,7 +193,10 @@ export function stripPatch(node: V1Node, keys: NodeKeys): NodePatch | undefined 
   const labelChanges: Record<string, null> = {};
   for (const key of [keys.revision, keys.surge]) if (key in labels) labelChanges[key] = null;
   const annotationChanges: Record<string, null> = keys.upgrade in annotations ? { [keys.upgrade]: null } : {};
-  if (Object.keys(labelChanges).length === 0 && Object.keys(annotationChanges).length === 0) return undefined;
+  const fenced = isFenced(node, keys);
+  if (Object.keys(labelChanges).length === 0 && Object.keys(annotationChanges).length === 0 && !fenced) {
+    return undefined;
+  }
   const resourceVersion = node.metadata?.resourceVersion;
   return {
     node: node.metadata?.name ?? "",
@@ -187,6 +207,7 @@ export function stripPatch(node: V1Node, keys: NodeKeys): NodePatch | undefined 
         ...(Object.keys(labelChanges).length > 0 ? { labels: labelChanges } : {}),
         ...(Object.keys(annotationChanges).length > 0 ? { annotations: annotationChanges } : {}),
       },
+      ...(fenced ? { spec: { taints: taintsWith(node, keys, false, "") } } : {}),
     },
   };
 }

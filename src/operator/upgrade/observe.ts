@@ -13,7 +13,7 @@ import {
   type LegacyNodeRecord,
   type UpgradeState,
 } from "./daemonset-state.js";
-import { nodeLabels, parseNodeRecord, runsRevision, type NodeRecord } from "./node-labels.js";
+import { isFenced, nodeLabels, parseNodeRecord, runsRevision, type NodeRecord } from "./node-labels.js";
 import type { NodeObservation } from "./planner.js";
 
 /** What one rollout pass reads: the config and the cluster objects of its plugin (decideRollout's input). */
@@ -203,5 +203,6 @@ export function observeNode(node: V1Node, view: MoveView | undefined, input: Rol
     ...(record.startedAt !== undefined ? { startedAt: record.startedAt } : {}),
     ...(baseline !== undefined ? { baseline } : {}),
     ...(record.failed === true ? { failed: true } : {}),
+    ...(isFenced(node, view.keys) ? { fenced: true } : {}),
   };
 }

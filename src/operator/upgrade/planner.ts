@@ -38,6 +38,8 @@ export interface NodeObservation {
   startedAt?: number;
   /** Persisted: the node missed its deadline in this rollout (see MarkFailed). */
   failed?: boolean;
+  /** The node carries the rollout's Replace taint, which keeps new pods off it (see Fence). */
+  fenced?: boolean;
 }
 
 export type RolloutStrategy = "Auto" | "Replace" | "Surge";
@@ -67,6 +69,12 @@ export interface PlanInput {
    * surge (two instances side by side) and which are too old for the plugin at all.
    */
   publish?: "DevicePlugin" | "DRA";
+  /**
+   * Fence each Replace: taint the node (Fence) and take the old revision off only once the taint is
+   * observed, so the scheduler places no pod that needs the resource on a node about to advertise
+   * nothing; untaint (Unfence) once the new plugin's devices are back in the Node object.
+   */
+  fenceReplace?: boolean;
 }
 
 /** How a node changes revision: Surge starts the new plugin beside the old one, Replace stops the old one first. */
@@ -82,6 +90,7 @@ export type UpgradeMode = "Surge" | "Replace";
  *   when a node starts, before anything is moved, so it is what the node advertised with the old
  *   plugin alone; the gates compare against it.
  * - `MarkFailed`: store `failed = true`; the node missed its deadline.
+ * - `Fence` / `Unfence`: put the rollout's Replace taint on the node, or take it off (fenceReplace).
  *
  * The caller applies the actions in order and stops at the first one it cannot apply. The order is
  * chosen so that stopping anywhere leaves a state the next plan continues from: every MarkFailed
@@ -96,7 +105,9 @@ export type ActionKind =
   | "RemoveFromNew"
   | "RecordStart"
   | "RecordBaseline"
-  | "MarkFailed";
+  | "MarkFailed"
+  | "Fence"
+  | "Unfence";
 
 export interface Action {
   node: string;
@@ -270,6 +281,7 @@ export function planRollout(input: PlanInput): Plan {
   const nodes = [...input.nodes].sort(byName);
   const { targets, problems } = classify(nodes, spec.strategy, input.publish ?? "DevicePlugin");
   const limit = resolveMaxUnavailable(spec.maxUnavailable, targets.length);
+  const fence = input.fenceReplace === true;
   const actions = new Actions();
 
   const failed = new Set(targets.filter((t) => t.obs.failed === true).map((t) => t.obs.name));
@@ -295,8 +307,11 @@ export function planRollout(input: PlanInput): Plan {
     const waiting: Target[] = [];
     for (const t of targets) {
       const { obs } = t;
-      // Nodes the rollout never touched are left alone.
-      if (!touched(obs) || back(obs)) continue;
+      // Nodes the rollout never touched are left alone; a fence left on one that is back comes off.
+      if (!touched(obs) || back(obs)) {
+        if (obs.fenced === true) actions.add(obs.name, "Unfence");
+        continue;
+      }
       if (done(obs)) {
         waiting.push(t);
         continue;
@@ -333,7 +348,11 @@ export function planRollout(input: PlanInput): Plan {
         untouched.push(t);
         continue;
       }
-      if (done(obs)) continue;
+      if (done(obs)) {
+        // The new plugin's devices are in the Node object: new pods may come back.
+        if (obs.fenced === true) actions.add(obs.name, "Unfence");
+        continue;
+      }
       inFlight.push(obs.name);
       // A failed node stays where it is, for someone to look at, unless a rollback takes it back.
       if (failed.has(obs.name)) continue;
@@ -346,7 +365,9 @@ export function planRollout(input: PlanInput): Plan {
         if (!obs.inNew) actions.add(obs.name, "AddToNew");
         else if (obs.inOld && gate(obs, obs.newRegistered)) actions.add(obs.name, "RemoveFromOld");
       } else if (obs.inOld) {
-        actions.add(obs.name, "RemoveFromOld");
+        // Fenced first, on a pass of its own: the old plugin stops only once the taint is in the Node
+        // object the scheduler reads.
+        actions.add(obs.name, fence && obs.fenced !== true ? "Fence" : "RemoveFromOld");
       } else if (!obs.inNew && !obs.oldPodPresent) {
         // Only once the old pod is gone: two instances on a kubelet that cannot surge lose the resource.
         actions.add(obs.name, "AddToNew");
@@ -354,17 +375,20 @@ export function planRollout(input: PlanInput): Plan {
     }
     // A failure pauses the rollout: nothing new starts. The in-flight count may already be over the
     // limit (a restarted operator, a lowered maxUnavailable): then nothing starts until it drops.
+    const starting = new Set<string>();
     if (!spec.paused && failed.size === 0) {
       for (const { obs, mode } of untouched) {
         if (inFlight.length >= limit) break;
         inFlight.push(obs.name);
-        actions.add(
-          obs.name,
-          "RecordBaseline",
-          "RecordStart",
-          mode === "Surge" ? "AddToNew" : "RemoveFromOld",
-        );
+        starting.add(obs.name);
+        const first =
+          mode === "Surge" ? "AddToNew" : fence && obs.fenced !== true ? "Fence" : "RemoveFromOld";
+        actions.add(obs.name, "RecordBaseline", "RecordStart", first);
       }
+    }
+    // A fence an earlier rollout left on a node this one has not started: off.
+    for (const { obs } of untouched) {
+      if (obs.fenced === true && !starting.has(obs.name)) actions.add(obs.name, "Unfence");
     }
   }
 

@@ -31,7 +31,14 @@ import {
   withState,
   type UpgradeState,
 } from "./daemonset-state.js";
-import { encodeMembership, nodeLabels, nodePatch, type NodePatch, type NodeRecord } from "./node-labels.js";
+import {
+  encodeMembership,
+  isFenced,
+  nodeLabels,
+  nodePatch,
+  type NodePatch,
+  type NodeRecord,
+} from "./node-labels.js";
 import {
   availableDevices,
   membershipOf,
@@ -127,6 +134,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
       now,
       rollingBack: move === undefined ? false : move.state.rollingBack || move.forceRollback,
       publish: config.spec.publish,
+      fenceReplace: true,
     });
 
   const writes: RolloutWrite[] = [];
@@ -308,12 +316,10 @@ function steadyNodePatches(input: RolloutInput, revision: string, tooOld: readon
   const writes: RolloutWrite[] = [];
   for (const node of input.nodes) {
     const want = { old: !skipped.has(node.metadata?.name ?? ""), new: false };
-    const patch = nodePatch(
-      node,
-      keys,
-      encodeMembership(nodeLabels(node, keys), want, revision, revision),
-      undefined,
-    );
+    // No node is fenced outside a rollout: a taint a rollout left (the operator stopped, the spec changed
+    // back) comes off.
+    const labels = encodeMembership(nodeLabels(node, keys), want, revision, revision);
+    const patch = nodePatch(node, keys, labels, undefined, { on: false, revision });
     if (patch !== undefined) writes.push({ kind: "PatchNode", patch });
   }
   return writes;
@@ -336,14 +342,20 @@ function applyPlan(
   const { move, keys } = view;
   const configName = input.config.metadata.name;
   const byName = new Map(input.nodes.map((n) => [n.metadata?.name ?? "", n]));
-  const wanted = new Map<string, { membership: { old: boolean; new: boolean }; record?: NodeRecord }>();
-  const entry = (name: string) => {
+  interface Wanted {
+    membership: { old: boolean; new: boolean };
+    record?: NodeRecord;
+    fenced: boolean;
+  }
+  const wanted = new Map<string, Wanted>();
+  const entry = (name: string): Wanted => {
     let e = wanted.get(name);
     if (e === undefined) {
       const node = byName.get(name)!;
       const record = recordOf(node, view);
       e = {
         membership: membershipOf(node, view),
+        fenced: isFenced(node, keys),
         ...(record !== undefined ? { record: { ...record } } : {}),
       };
       wanted.set(name, e);
@@ -376,6 +388,12 @@ function applyPlan(
       case "MarkFailed":
         recordFor(e).failed = true;
         break;
+      case "Fence":
+        e.fenced = true;
+        break;
+      case "Unfence":
+        e.fenced = false;
+        break;
     }
   }
   // Kubelets too old for any revision run neither.
@@ -393,7 +411,7 @@ function applyPlan(
       view.baseRevision,
       view.targetRevision,
     );
-    const patch = nodePatch(node, keys, labels, e.record);
+    const patch = nodePatch(node, keys, labels, e.record, { on: e.fenced, revision: view.targetRevision });
     if (patch !== undefined) writes.push({ kind: "PatchNode", patch });
   }
 
