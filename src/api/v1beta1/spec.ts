@@ -167,9 +167,13 @@ const PERCENT_PATTERN = "^(100|[1-9][0-9]?)%$";
  * DaemonSet's `maxUnavailable` (int-or-string in the CRD, checked by CEL there).
  */
 export const MaxUnavailableSchema = z
-  .union([z.number().int().min(1).max(100_000), z.string().regex(new RegExp(PERCENT_PATTERN))], {
-    error: MAX_UNAVAILABLE_MESSAGE,
-  })
+  .union(
+    [
+      z.number().int().min(1, MAX_UNAVAILABLE_MESSAGE).max(100_000, MAX_UNAVAILABLE_MESSAGE),
+      z.string().regex(new RegExp(PERCENT_PATTERN), MAX_UNAVAILABLE_MESSAGE),
+    ],
+    { error: MAX_UNAVAILABLE_MESSAGE },
+  )
   .meta({
     "x-kubernetes-int-or-string": true,
     ...celRules({
