@@ -67,7 +67,9 @@ export function printReport(results: readonly Result[]): void {
     );
   }
   if (PLUGIN_MODE === "processless") {
-    console.log("\n| scenario | benchmark process RSS (max): simulator and processless plugins | MemAvailable at the lowest |");
+    console.log(
+      "\n| scenario | benchmark process RSS (max): simulator and processless plugins | MemAvailable at the lowest |",
+    );
     console.log("|---|---|---|");
     for (const r of results) {
       console.log(
@@ -104,7 +106,9 @@ export function printReport(results: readonly Result[]): void {
   }
   for (const r of results) {
     if (r.scheduled.samples.length > 0)
-      console.log(`\n${label[r.scenario]}: scheduled pods rejected such as ${r.scheduled.samples.map((s) => JSON.stringify(s)).join(", ")}`);
+      console.log(
+        `\n${label[r.scenario]}: scheduled pods rejected such as ${r.scheduled.samples.map((s) => JSON.stringify(s)).join(", ")}`,
+      );
     if (r.failureSamples.length > 0)
       console.log(
         `\n${label[r.scenario]}: failures such as ${r.failureSamples.map((s) => JSON.stringify(s)).join(", ")}`,

@@ -155,18 +155,16 @@ export async function measure(
   const scheduled = startScheduledWorkload(kc, resource, config);
   const mem = startMemorySampler(sim);
   // Whatever fails below, the workloads and watches stop: left running they would keep the process alive.
-  let stopped: Omit<Measured, "rolloutMs" | "zero" | "steps" | "gaps"> | undefined;
-  const stopAll = async (): Promise<Omit<Measured, "rolloutMs" | "zero" | "steps" | "gaps">> => {
-    stopped ??= await (async () => {
+  let stopping: Promise<Omit<Measured, "rolloutMs" | "zero" | "steps" | "gaps">> | undefined;
+  const stopAll = (): Promise<Omit<Measured, "rolloutMs" | "zero" | "steps" | "gaps">> =>
+    (stopping ??= (async () => {
       const work = await workload.stop();
       const sched = await scheduled.stop();
       timeline.stop();
       await pods.stop();
       return { work, scheduled: sched, mem: mem.stop() };
-    })();
-    return stopped;
-  };
-  let t0 = performance.now();
+    })());
+  let t0: number;
   let rolloutMs: number | undefined;
   try {
     // A second of workload before the change: every node admits before anything moves.

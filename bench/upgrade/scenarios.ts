@@ -218,7 +218,10 @@ export async function replaceDaemonSet(apps: AppsV1Api, body: V1DaemonSet): Prom
       return;
     } catch (err) {
       if (!isConflict(err) || attempt >= REPLACE_ATTEMPTS) {
-        throw new Error(`replacing DaemonSet ${namespace}/${name} (attempt ${attempt}): ${(err as Error).message}`);
+        throw new Error(
+          `replacing DaemonSet ${namespace}/${name} (attempt ${attempt}): ${(err as Error).message}`,
+          { cause: err },
+        );
       }
     }
   }

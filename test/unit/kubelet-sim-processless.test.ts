@@ -102,7 +102,11 @@ describe("processlessPluginSpec", () => {
       text: configText("{ type: Mock, mock: { devices: 2, idPrefix: g, healthFile: /run/h.json } }"),
       field: "spec.backend.mock.healthFile",
     },
-    { name: "CDI, whose spec nobody writes", text: configText(MOCK, "  cdi: { enabled: true }"), field: "spec.cdi" },
+    {
+      name: "CDI, whose spec nobody writes",
+      text: configText(MOCK, "  cdi: { enabled: true }"),
+      field: "spec.cdi",
+    },
     { name: "a config the plugin would refuse", text: "kind: Nothing", field: "config" },
   ])("refuses $name, naming $field", ({ text, field }) => {
     const result = processlessPluginSpec(pod(ENV), text);
@@ -174,11 +178,14 @@ function plugin(
     timing: { startToRegisteredMs: 0, stopMs: 0 },
     log: pino({ level: "silent" }),
     allocatedDevices: () => 0,
-    newerInstanceServes: (self) => others().some((o) => o !== self && o.running && o.startedAtMs >= self.startedAtMs),
+    newerInstanceServes: (self) =>
+      others().some((o) => o !== self && o.running && o.startedAtMs >= self.startedAtMs),
   });
 }
 
-type StatusBody = { status: { registration: { state: string; lastError?: string }; podUID?: string } };
+type StatusBody = {
+  status: { registration: { state: string; lastError?: string }; podUID?: string; kubeletAPIVersion: string };
+};
 function lastStatus(api: ReturnType<typeof recordingApi>): StatusBody["status"] | undefined {
   const writes = api.requests.filter((r) => r.path.includes("/status?"));
   return (writes.at(-1)?.body as StatusBody | undefined)?.status;
@@ -190,7 +197,10 @@ describe("ProcesslessPlugin", () => {
     const api = recordingApi();
     const p = plugin(dm, api, "pod-a");
     await waitFor("registered, devices listed", () => dm.capacity(RESOURCE)?.allocatable === 2);
-    await waitFor("the Registered report written", () => lastStatus(api)?.registration.state === "Registered");
+    await waitFor(
+      "the Registered report written",
+      () => lastStatus(api)?.registration.state === "Registered",
+    );
     const [object, status] = api.requests;
     const want = buildDeviceNodeState({
       namespace: "dpo-system",
@@ -207,7 +217,9 @@ describe("ProcesslessPlugin", () => {
       since: new Map(),
       now: "",
     });
-    expect(object?.path).toMatch(/^\/apis\/dpo\.dev\/v1beta1\/namespaces\/dpo-system\/devicenodestates\/[^/?]+\?fieldManager=dpo-plugin&force=true$/);
+    expect(object?.path).toMatch(
+      /^\/apis\/dpo\.dev\/v1beta1\/namespaces\/dpo-system\/devicenodestates\/[^/?]+\?fieldManager=dpo-plugin&force=true$/,
+    );
     expect(object?.body).toEqual(want.object);
     expect(status?.body).toMatchObject({
       metadata: { name: want.object.metadata.name },
@@ -215,13 +227,16 @@ describe("ProcesslessPlugin", () => {
     });
 
     const allocated = await dm.allocate(RESOURCE, 1);
-    expect(allocated.response.containerResponses[0]?.envs).toMatchObject({ MOCK_DEVICE_IDS: allocated.deviceIds[0] });
+    expect(allocated.response.containerResponses[0]?.envs).toMatchObject({
+      MOCK_DEVICE_IDS: allocated.deviceIds[0],
+    });
 
     await p.stop();
     expect(dm.capacity(RESOURCE)).toEqual({ capacity: 2, allocatable: 0 });
-    expect(lastStatus(api)?.registration).toMatchObject({
-      state: "NotRegistered",
-      lastError: "the plugin stopped (SIGTERM)",
+    // The final report is built while the runtime still knows the version it negotiated, as the plugin's.
+    expect(lastStatus(api)).toMatchObject({
+      registration: { state: "NotRegistered", lastError: "the plugin stopped (SIGTERM)" },
+      kubeletAPIVersion: "v1beta1",
     });
     await dm.stop();
   });

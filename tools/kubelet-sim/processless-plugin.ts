@@ -116,7 +116,8 @@ export class ProcesslessPlugin {
 
   /** What the plugin's runtime would say of itself (RuntimeStatus), for its node report. */
   status(): RuntimeStatus {
-    const socketPath = this.socketName === undefined ? undefined : join(this.setup.devicePluginDir, this.socketName);
+    const socketPath =
+      this.socketName === undefined ? undefined : join(this.setup.devicePluginDir, this.socketName);
     return {
       serving: this.running && this.socketName !== undefined,
       registered: this.registered,
@@ -134,11 +135,14 @@ export class ProcesslessPlugin {
     this.stopping ??= (async () => {
       clearTimeout(this.timer);
       await new Promise((resolve) => setTimeout(resolve, this.setup.timing.stopMs).unref());
+      // As the plugin's shutdown: the final report (built from the status as it is, the negotiated
+      // version still in it) and the runtime's stop at once; the runtime says unregistered last.
+      const final = this.writer.stop({ budgetMs: FINAL_REPORT_BUDGET_MS, reason });
       const stream = this.stream;
       this.stream = undefined;
       stream?.endFromPlugin();
+      await final;
       this.setRegistered(false);
-      await this.writer.stop({ budgetMs: FINAL_REPORT_BUDGET_MS, reason });
     })();
     return this.stopping;
   }

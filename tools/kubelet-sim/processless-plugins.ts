@@ -196,7 +196,8 @@ export class ProcesslessPlugins {
     const namespace = pod.metadata?.namespace ?? "";
     const configMap = await this.options.api.configMap(namespace, source.configMap);
     const text = configMap.data?.[source.key];
-    if (text === undefined) throw new Error(`ConfigMap ${namespace}/${source.configMap} has no key ${source.key}`);
+    if (text === undefined)
+      throw new Error(`ConfigMap ${namespace}/${source.configMap} has no key ${source.key}`);
     return simulatedPluginConfigText(text, (p) => nodeHostPath(node, p));
   }
 

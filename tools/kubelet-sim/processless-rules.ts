@@ -79,10 +79,14 @@ export function processlessPluginSpec(pod: V1Pod, configText: string): SpecResul
     };
   }
   if (config.spec.cdi.enabled) {
-    return { ok: false, problem: `${where}: spec.cdi.enabled: no CDI spec is written in the processless mode` };
+    return {
+      ok: false,
+      problem: `${where}: spec.cdi.enabled: no CDI spec is written in the processless mode`,
+    };
   }
   const namespace = env["POD_NAMESPACE"] ?? "";
-  if (namespace === "") return { ok: false, problem: `${where}: env POD_NAMESPACE: required for the node report` };
+  if (namespace === "")
+    return { ok: false, problem: `${where}: env POD_NAMESPACE: required for the node report` };
   const physical = mockDevices(mock);
   return {
     ok: true,
