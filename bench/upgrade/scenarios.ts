@@ -173,6 +173,17 @@ export async function baselineScenario(
     },
     { timeoutMs: Math.max(300_000, nodes.length * 3_000), intervalMs: 500 },
   );
+  // RollingUpdate counts a pod not Ready yet as unavailable already and replaces it freely: the update
+  // starts once every plugin pod passed its readiness probe, or maxUnavailable would not hold.
+  await waitFor(
+    `${name}: every plugin pod Ready`,
+    async (observe) => {
+      const ds = await apps.readNamespacedDaemonSet({ name: dsName, namespace: NAMESPACE });
+      observe(ds.status);
+      return ds.status?.numberReady === nodes.length;
+    },
+    { timeoutMs: 120_000, intervalMs: 1_000 },
+  );
   try {
     const m = await measure(
       kc,
