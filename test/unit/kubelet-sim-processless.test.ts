@@ -9,6 +9,7 @@ import type { ApiRequest } from "../../src/plugin-runtime/report/index.js";
 import { buildDeviceNodeState } from "../../src/plugin-runtime/report/index.js";
 import { waitFor } from "../../tools/cluster/wait.js";
 import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
+import { desiredPluginPods } from "../../tools/kubelet-sim/plugin-pod.js";
 import { ProcesslessPlugin } from "../../tools/kubelet-sim/processless-plugin.js";
 import {
   listAndWatchDevices,
@@ -268,5 +269,46 @@ describe("ProcesslessPlugin", () => {
       await next.stop();
       await dm.stop();
     }
+  });
+});
+
+describe("which plugin pods a simulated node runs", () => {
+  // The operator's placement format changes (node names in the DaemonSet's affinity, or node labels):
+  // the simulator follows the DaemonSet controller's binding, as the kubelet does, never the affinity.
+  const placed = (
+    name: string,
+    nodeName: string,
+    affinityNode: string,
+    labels: Record<string, string>,
+  ): V1Pod => ({
+    metadata: { name, namespace: "dpo-system", uid: name, labels, creationTimestamp: new Date(0) },
+    spec: {
+      nodeName,
+      containers: [{ name: "plugin" }],
+      affinity: {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: {
+            nodeSelectorTerms: [
+              { matchFields: [{ key: "metadata.name", operator: "In", values: [affinityNode] }] },
+              { matchExpressions: [{ key: "dpo.dev/revision-gpus", operator: "In", values: ["r9"] }] },
+            ],
+          },
+        },
+      },
+    },
+  });
+  it.each([
+    {
+      name: "bound here, affinity naming another node",
+      pod: placed("a", "node-1", "node-2", {}),
+      runs: true,
+    },
+    {
+      name: "bound elsewhere, affinity naming this node",
+      pod: placed("b", "node-2", "node-1", {}),
+      runs: false,
+    },
+  ])("$name: runs here = $runs", ({ pod: p, runs }) => {
+    expect(desiredPluginPods([p], "node-1").size).toBe(runs ? 1 : 0);
   });
 });
