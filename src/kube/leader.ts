@@ -246,7 +246,7 @@ export class LeaderElector {
     const wake = AbortSignal.any([signal, this.fenceExpired.signal]);
     let reason: StoppedReason | undefined;
     while (reason === undefined) {
-      await sleep(this.clock, retryPeriodMs, wake);
+      await sleep(this.clock, this.pauseBeforeRenewal(), wake);
       while (reason === undefined) {
         if (signal.aborted) {
           reason = "released";
@@ -257,15 +257,11 @@ export class LeaderElector {
           const sentAt = await this.tryAcquireOrRenew(fence.remainingMs);
           if (sentAt !== undefined && this.leader() === identity && this.leaseFence.renewed(sentAt)) break;
         }
-        const after = this.leaseFence.state();
-        if (!after.open || this.leader() !== identity) {
+        if (!this.leaseFence.state().open || this.leader() !== identity) {
           reason = "lost";
           break;
         }
-        // Closer to the deadline, try more often (down to a quarter period), so that an outage that
-        // ends before it is not lost to the cadence of attempts.
-        const pauseMs = Math.min(retryPeriodMs, Math.max(retryPeriodMs / 4, after.remainingMs / 2));
-        await sleep(this.clock, pauseMs, wake);
+        await sleep(this.clock, this.pauseBeforeRenewal(), wake);
       }
     }
 
@@ -277,6 +273,19 @@ export class LeaderElector {
       this.logger.warn({ renewDeadlineMs }, "lost leadership: could not renew the lease in time");
     else this.logger.info("stopped leading");
     this.safely("onStoppedLeading", () => this.options.onStoppedLeading(stoppedReason));
+  }
+
+  /**
+   * One retry period, but never so long that the fence closes before the next attempt: a slow
+   * acquisition or renewal leaves less of the deadline. Closer to it, half of what is left, down to a
+   * quarter period, so an outage that ends before the deadline is not lost to the cadence of attempts.
+   */
+  private pauseBeforeRenewal(): number {
+    const { retryPeriodMs } = this.options;
+    const fence = this.leaseFence.state();
+    if (!fence.open) return 0;
+    const pause = Math.min(retryPeriodMs, Math.max(retryPeriodMs / 4, fence.remainingMs / 2));
+    return pause < fence.remainingMs ? pause : fence.remainingMs / 2;
   }
 
   /**
