@@ -7,7 +7,6 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
-  CONFIG_MAPS,
   DAEMON_SETS,
   decideFence,
   EventRecorder,
@@ -230,7 +229,7 @@ describe("the write paths behind a fence", () => {
     expect((refusals[0] as NotLeaderError).message).toMatch(
       /^POST \/apis\/apps\/v1\/namespaces\/ns\/daemonsets: refused: this replica does not hold the lease/,
     );
-    await events.record(cm as never, "Normal", "Test", "a message");
+    await events.record(cm, "Normal", "Test", "a message");
     expect(logged.join("")).toContain("could not record event");
     // Reads pass: the informers and discovery work on any replica.
     expect(await objects.get(DAEMON_SETS, key)).toMatchObject({ status: "Success" });
