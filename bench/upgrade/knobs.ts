@@ -1,20 +1,78 @@
 // What bench-upgrade runs and how much: the DPO_BENCH_* environment knobs and the fixed names.
 import type { RenderContext } from "../../src/operator/render/index.js";
 
-export const NODE_COUNT = Number(process.env["DPO_BENCH_NODES"] ?? 100);
-/** Nodes in flight at once, for dpo (spec.upgrade.maxUnavailable) and the baseline's RollingUpdate alike. */
-export const MAX_UNAVAILABLE = Number(process.env["DPO_BENCH_MAX_UNAVAILABLE"] ?? 1);
+/** A whole number from the environment, at least `min`; anything else names the variable. */
+export function intKnob(
+  env: Readonly<Record<string, string | undefined>>,
+  name: string,
+  fallback: number,
+  min = 0,
+): number {
+  const text = env[name];
+  if (text === undefined || text === "") return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < min) {
+    throw new Error(`${name}: want a whole number >= ${min}, got ${JSON.stringify(text)}`);
+  }
+  return value;
+}
+
+/**
+ * `spec.upgrade.maxUnavailable` as the knob gives it: a node count (`10`) or a share of the nodes
+ * (`10%`), and the node count a plain DaemonSet's RollingUpdate gets for it (a share rounded up, as the
+ * DaemonSet controller rounds maxUnavailable, and at least 1).
+ */
+export function maxUnavailableKnob(
+  env: Readonly<Record<string, string | undefined>>,
+  nodes: number,
+): { dpo: number | string; nodes: number } {
+  const name = "DPO_BENCH_MAX_UNAVAILABLE";
+  const text = env[name] ?? "1";
+  const percent = /^(\d+)%$/.exec(text);
+  if (percent) {
+    const share = Number(percent[1]);
+    if (share < 1 || share > 100) throw new Error(`${name}: want 1% to 100%, got ${JSON.stringify(text)}`);
+    return { dpo: text, nodes: Math.max(1, Math.ceil((nodes * share) / 100)) };
+  }
+  const count = intKnob(env, name, 1, 1);
+  return { dpo: count, nodes: count };
+}
+
+export type PluginMode = "process" | "processless";
+
+/** `process` (a real `dpo plugin` per plugin pod) or `processless` (see tools/kubelet-sim/README.md). */
+export function pluginModeKnob(env: Readonly<Record<string, string | undefined>>): PluginMode {
+  const text = env["DPO_BENCH_PLUGIN_MODE"] ?? "process";
+  if (text !== "process" && text !== "processless") {
+    throw new Error(`DPO_BENCH_PLUGIN_MODE: want process or processless, got ${JSON.stringify(text)}`);
+  }
+  return text;
+}
+
+const env = process.env;
+export const NODE_COUNT = intKnob(env, "DPO_BENCH_NODES", 100, 1);
+/** Nodes in flight at once, for dpo (spec.upgrade.maxUnavailable) and the baseline's RollingUpdate. */
+export const MAX_UNAVAILABLE = maxUnavailableKnob(env, NODE_COUNT);
+export const PLUGIN_MODE = pluginModeKnob(env);
 /** Admissions in flight at once, each on its own node, round-robin over every node. */
-export const WORKERS = Number(process.env["DPO_BENCH_WORKERS"] ?? 2);
+export const WORKERS = intKnob(env, "DPO_BENCH_WORKERS", 2, 1);
 /**
  * At most one admission per node per this many ms, so that a failure (which comes back at once) is not
  * retried in a tight loop: failed admissions are then about a node's time without devices / this.
  */
-export const ADMISSION_INTERVAL_MS = Number(process.env["DPO_BENCH_ADMISSION_INTERVAL_MS"] ?? 100);
-export const SCENARIOS = (process.env["DPO_BENCH_SCENARIOS"] ?? "baseline,surge,replace").split(",");
+export const ADMISSION_INTERVAL_MS = intKnob(env, "DPO_BENCH_ADMISSION_INTERVAL_MS", 100);
+/**
+ * Pods a second that ask for one device through the API and the real scheduler (0: none), each deleted
+ * SCHEDULED_HOLD_MS after it runs; the kubelet simulator admits or rejects them on their node.
+ */
+export const SCHEDULED_PODS_PER_S = intKnob(env, "DPO_BENCH_SCHEDULED_PODS_PER_S", 10);
+export const SCHEDULED_HOLD_MS = intKnob(env, "DPO_BENCH_SCHEDULED_HOLD_MS", 1_000);
+export const SCENARIOS = (env["DPO_BENCH_SCENARIOS"] ?? "baseline,surge,replace").split(",");
 export const KUBELET_VERSION = "v1.37.0";
 export const DEVICES = 4;
 export const NAMESPACE = "dpo-system";
+/** Where the scheduled workload's pods go. */
+export const WORKLOAD_NAMESPACE = "default";
 export const PLUGIN_IMAGE = "dpo:bench";
 export const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 /** The rendering context the operator runs with below (its flags' defaults, --plugin-image dpo:bench). */
@@ -25,3 +83,5 @@ export const RENDER_CONTEXT: RenderContext = {
   registrationMode: "kubelet",
 };
 export const ROLLOUT_TIMEOUT_MS = Math.max(600_000, NODE_COUNT * 20_000);
+/** How long the teardown after a failure may take before the process exits anyway. */
+export const TEARDOWN_BUDGET_MS = 120_000;

@@ -1,9 +1,17 @@
 // What runs beside a rollout: a workload asking every node's kubelet for a device, and a sampler of the
 // plugin processes' memory.
+import type { KubeConfig } from "@kubernetes/client-node";
 import { setTimeout as sleep } from "node:timers/promises";
+import { podStream } from "../../test/e2e/upgrade-support.js";
 import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { memAvailableMiB, rssMiB, type Rss } from "../proc.js";
-import { ADMISSION_INTERVAL_MS, WORKERS } from "./knobs.js";
+import {
+  ADMISSION_INTERVAL_MS,
+  SCHEDULED_HOLD_MS,
+  SCHEDULED_PODS_PER_S,
+  WORKERS,
+  WORKLOAD_NAMESPACE,
+} from "./knobs.js";
 
 /**
  * A plugin process's RSS, or undefined once it is gone. Its file-backed part (the node binary, the bundle)
@@ -58,6 +66,54 @@ export function startWorkload(
   };
 }
 
+/** What became of the pods the scheduled workload created. */
+export interface ScheduledFigures {
+  created: number;
+  admitted: number;
+  /** Rejected at admission with UnexpectedAdmissionError (the plugin's devices gone), and otherwise. */
+  unexpectedAdmission: number;
+  otherRejections: number;
+  /** Nodes where a pod was rejected with UnexpectedAdmissionError. */
+  rejectedNodes: number;
+  samples: string[];
+}
+
+/**
+ * A workload that goes through the real scheduler: SCHEDULED_PODS_PER_S pods a second, each asking for one
+ * device of `resource`, created through the API, bound by kube-scheduler to a node whose Node object
+ * advertises one, and admitted or rejected there by the simulated kubelet (UnexpectedAdmissionError when
+ * the node's plugin has no healthy device at that moment); each is deleted SCHEDULED_HOLD_MS after it runs.
+ */
+export function startScheduledWorkload(
+  kc: KubeConfig,
+  resource: string,
+  config: string,
+): { stop(): Promise<ScheduledFigures> } {
+  if (SCHEDULED_PODS_PER_S === 0) {
+    const none = { created: 0, admitted: 0, unexpectedAdmission: 0, otherRejections: 0, rejectedNodes: 0 };
+    return { stop: () => Promise.resolve({ ...none, samples: [] }) };
+  }
+  const stream = podStream(kc, WORKLOAD_NAMESPACE, resource, {
+    perSecond: SCHEDULED_PODS_PER_S,
+    holdMs: SCHEDULED_HOLD_MS,
+    name: `${config}-scheduled`,
+  });
+  return {
+    async stop() {
+      const result = await stream.stop();
+      const unexpected = result.rejected.filter((r) => r.reason === "UnexpectedAdmissionError");
+      return {
+        created: result.created,
+        admitted: [...result.admitted.values()].reduce((a, b) => a + b, 0),
+        unexpectedAdmission: unexpected.length,
+        otherRejections: result.rejected.length - unexpected.length,
+        rejectedNodes: new Set(unexpected.map((r) => r.node)).size,
+        samples: [...new Set(result.rejected.map((r) => `${r.reason}: ${r.message}`))].slice(0, 3),
+      };
+    },
+  };
+}
+
 /** Plugin processes and memory while a scenario runs, sampled every second. */
 export function startMemorySampler(sim: KubeletSimulator): {
   stop(): {
@@ -66,8 +122,11 @@ export function startMemorySampler(sim: KubeletSimulator): {
     perProcess: number[];
     anonPerProcess: number[];
     minAvailable: number;
+    /** This process's own RSS at most: the simulator, and every plugin in the processless mode. */
+    peakSelfRss: number;
   };
 } {
+  let peakSelfRss = 0;
   let peakProcesses = 0;
   let peakRss = 0;
   let minAvailable = Infinity;
@@ -83,6 +142,7 @@ export function startMemorySampler(sim: KubeletSimulator): {
     if (sum > peakRss) peakRss = sum;
     perProcess.push(...rss);
     minAvailable = Math.min(minAvailable, memAvailableMiB());
+    peakSelfRss = Math.max(peakSelfRss, process.memoryUsage.rss() / 2 ** 20);
   };
   sample();
   const timer = setInterval(sample, 1_000);
@@ -90,7 +150,7 @@ export function startMemorySampler(sim: KubeletSimulator): {
     stop() {
       clearInterval(timer);
       sample();
-      return { peakProcesses, peakRss, perProcess, anonPerProcess, minAvailable };
+      return { peakProcesses, peakRss, perProcess, anonPerProcess, minAvailable, peakSelfRss };
     },
   };
 }

@@ -1,6 +1,15 @@
 // bench-upgrade's tables: rollout and allocatable-0 windows, plugin memory, and where a node's time goes.
 import { percentile } from "../../tools/stats.js";
-import { ADMISSION_INTERVAL_MS, KUBELET_VERSION, MAX_UNAVAILABLE, NODE_COUNT, WORKERS } from "./knobs.js";
+import {
+  ADMISSION_INTERVAL_MS,
+  KUBELET_VERSION,
+  MAX_UNAVAILABLE,
+  NODE_COUNT,
+  PLUGIN_MODE,
+  SCHEDULED_HOLD_MS,
+  SCHEDULED_PODS_PER_S,
+  WORKERS,
+} from "./knobs.js";
 import type { Result, Scenario } from "./rollout.js";
 
 function fmtS(ms: number): string {
@@ -16,7 +25,7 @@ export function printReport(results: readonly Result[]): void {
   const label: Record<Scenario, string> = {
     surge: "dpo, Surge",
     replace: "dpo, Replace",
-    baseline: `DaemonSet RollingUpdate, maxUnavailable ${MAX_UNAVAILABLE}`,
+    baseline: `DaemonSet RollingUpdate, maxUnavailable ${MAX_UNAVAILABLE.nodes}`,
   };
   const target: Record<Scenario, string> = {
     surge: "0 s window, 0 failed",
@@ -30,7 +39,7 @@ export function printReport(results: readonly Result[]): void {
     return "";
   };
   console.log(
-    `\nbench-upgrade: ${NODE_COUNT} nodes (kubelets ${KUBELET_VERSION}), maxUnavailable ${MAX_UNAVAILABLE}, ${WORKERS} admissions in flight, one per node per ${ADMISSION_INTERVAL_MS} ms at most\n`,
+    `\nbench-upgrade: ${NODE_COUNT} nodes (kubelets ${KUBELET_VERSION}, plugins ${PLUGIN_MODE === "processless" ? "processless" : "as processes"}), maxUnavailable ${MAX_UNAVAILABLE.dpo}, ${WORKERS} admissions in flight, one per node per ${ADMISSION_INTERVAL_MS} ms at most\n`,
   );
   console.log(
     "| scenario | rollout | allocatable-0 window per node: p50 / p99 / max (nodes at 0) | failed admissions | target | |",
@@ -47,13 +56,36 @@ export function printReport(results: readonly Result[]): void {
     );
   }
   console.log(
-    "\n| scenario | plugin processes at once (max) | their RSS summed (max) | RSS per process p50 / max (anonymous p50) | MemAvailable at the peak |",
+    `\nPods through the scheduler (${SCHEDULED_PODS_PER_S} a second, one device each, deleted ${SCHEDULED_HOLD_MS} ms after they run):\n`,
   );
+  console.log("| scenario | created | admitted | UnexpectedAdmissionError (nodes) | other rejections |");
   console.log("|---|---|---|---|---|");
   for (const r of results) {
+    const s = r.scheduled;
     console.log(
-      `| ${label[r.scenario]} | ${r.peakProcesses} | ${(r.peakPluginRssMiB / 1024).toFixed(2)} GiB | ${percentile(r.rssPerProcessMiB, 50).toFixed(1)} / ${Math.max(...r.rssPerProcessMiB).toFixed(1)} MiB (${percentile(r.anonPerProcessMiB, 50).toFixed(1)} MiB) | ${(r.minMemAvailableMiB / 1024).toFixed(1)} GiB (${((r.memAvailableAfterMiB ?? NaN) / 1024).toFixed(1)} GiB once they were gone: ${(((r.memAvailableAfterMiB ?? NaN) - r.minMemAvailableMiB) / r.peakProcesses).toFixed(1)} MiB per process) |`,
+      `| ${label[r.scenario]} | ${s.created} | ${s.admitted} | ${s.unexpectedAdmission} (${s.rejectedNodes}) | ${s.otherRejections} |`,
     );
+  }
+  if (PLUGIN_MODE === "processless") {
+    console.log(
+      "\n| scenario | benchmark process RSS (max): simulator and processless plugins | MemAvailable at the lowest |",
+    );
+    console.log("|---|---|---|");
+    for (const r of results) {
+      console.log(
+        `| ${label[r.scenario]} | ${(r.peakBenchRssMiB / 1024).toFixed(2)} GiB (${((r.peakBenchRssMiB * 1024) / NODE_COUNT).toFixed(0)} KiB per node) | ${(r.minMemAvailableMiB / 1024).toFixed(1)} GiB |`,
+      );
+    }
+  } else {
+    console.log(
+      "\n| scenario | plugin processes at once (max) | their RSS summed (max) | RSS per process p50 / max (anonymous p50) | MemAvailable at the peak |",
+    );
+    console.log("|---|---|---|---|---|");
+    for (const r of results) {
+      console.log(
+        `| ${label[r.scenario]} | ${r.peakProcesses} | ${(r.peakPluginRssMiB / 1024).toFixed(2)} GiB | ${percentile(r.rssPerProcessMiB, 50).toFixed(1)} / ${Math.max(...r.rssPerProcessMiB).toFixed(1)} MiB (${percentile(r.anonPerProcessMiB, 50).toFixed(1)} MiB) | ${(r.minMemAvailableMiB / 1024).toFixed(1)} GiB (${((r.memAvailableAfterMiB ?? NaN) / 1024).toFixed(1)} GiB once they were gone: ${(((r.memAvailableAfterMiB ?? NaN) - r.minMemAvailableMiB) / r.peakProcesses).toFixed(1)} MiB per process) |`,
+      );
+    }
   }
   console.log("\nWhere a node's time goes (ms after the node's first step, p50 / p99 over nodes):\n");
   for (const r of results) {
@@ -73,6 +105,10 @@ export function printReport(results: readonly Result[]): void {
     );
   }
   for (const r of results) {
+    if (r.scheduled.samples.length > 0)
+      console.log(
+        `\n${label[r.scenario]}: scheduled pods rejected such as ${r.scheduled.samples.map((s) => JSON.stringify(s)).join(", ")}`,
+      );
     if (r.failureSamples.length > 0)
       console.log(
         `\n${label[r.scenario]}: failures such as ${r.failureSamples.map((s) => JSON.stringify(s)).join(", ")}`,

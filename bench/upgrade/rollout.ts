@@ -9,7 +9,7 @@ import { waitFor } from "../../tools/cluster/wait.js";
 import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { memAvailableMiB } from "../proc.js";
 import { DEVICES, NAMESPACE, ROLLOUT_TIMEOUT_MS } from "./knobs.js";
-import { startMemorySampler, startWorkload } from "./load.js";
+import { startMemorySampler, startScheduledWorkload, startWorkload, type ScheduledFigures } from "./load.js";
 import { allocatableOf, Timeline, ZeroWindows } from "./timeline.js";
 
 export type Scenario = "surge" | "replace" | "baseline";
@@ -27,6 +27,8 @@ export interface Result {
   failures: number;
   failedNodes: number;
   failureSamples: string[];
+  /** The pods created through the API and bound by the scheduler, and how the simulated kubelets took them. */
+  scheduled: ScheduledFigures;
   steps: ReturnType<Timeline["summary"]>;
   gaps: ReturnType<Timeline["gaps"]>;
   /** Plugin processes running at once, at most; their summed RSS then and per process. */
@@ -35,6 +37,8 @@ export interface Result {
   rssPerProcessMiB: number[];
   anonPerProcessMiB: number[];
   minMemAvailableMiB: number;
+  /** The benchmark process's own RSS at most (the simulator; with processless plugins, them too). */
+  peakBenchRssMiB: number;
   /** MemAvailable once the scenario's plugins were gone, for the system-wide cost of its processes. */
   memAvailableAfterMiB?: number;
 }
@@ -119,6 +123,7 @@ interface Measured {
   rolloutMs: number;
   zero: { perNode: number[]; nodesAtZero: number };
   work: { admissions: number; failures: number; failedNodes: number; samples: string[] };
+  scheduled: ScheduledFigures;
   steps: ReturnType<Timeline["summary"]>;
   gaps: ReturnType<Timeline["gaps"]>;
   mem: ReturnType<ReturnType<typeof startMemorySampler>["stop"]>;
@@ -147,17 +152,29 @@ export async function measure(
   const timeline = new Timeline(sim, pods, nodes, config, resource, fromRevision);
   const zero = new ZeroWindows(resource, nodeInformer, timeline);
   const workload = startWorkload(sim, nodes, resource);
+  const scheduled = startScheduledWorkload(kc, resource, config);
   const mem = startMemorySampler(sim);
-  // A second of workload before the change: every node admits before anything moves.
-  await sleep(1_000);
-  zero.start();
-  timeline.start();
-  const t0 = performance.now();
+  // Whatever fails below, the workloads and watches stop: left running they would keep the process alive.
+  let stopping: Promise<Omit<Measured, "rolloutMs" | "zero" | "steps" | "gaps">> | undefined;
+  const stopAll = (): Promise<Omit<Measured, "rolloutMs" | "zero" | "steps" | "gaps">> =>
+    (stopping ??= (async () => {
+      const work = await workload.stop();
+      const sched = await scheduled.stop();
+      timeline.stop();
+      await pods.stop();
+      return { work, scheduled: sched, mem: mem.stop() };
+    })());
+  let t0: number;
   let rolloutMs: number | undefined;
-  let lastLog = 0;
   try {
+    // A second of workload before the change: every node admits before anything moves.
+    await sleep(1_000);
+    zero.start();
+    timeline.start();
+    t0 = performance.now();
     await change();
     let last: ReturnType<typeof allOnRevision> | undefined;
+    let lastLog = 0;
     while (rolloutMs === undefined) {
       const elapsed = performance.now() - t0;
       if (elapsed > ROLLOUT_TIMEOUT_MS) {
@@ -180,18 +197,17 @@ export async function measure(
       await onTick?.(elapsed);
       await sleep(100);
     }
-  } finally {
     // The workload runs a second past the end, so a late drop would still count.
     await sleep(1_000);
+  } catch (err) {
+    await stopAll().catch(() => undefined);
+    throw err;
   }
-  const work = await workload.stop();
-  timeline.stop();
-  await pods.stop();
+  const done = await stopAll();
   return {
     rolloutMs,
     zero: zero.stop(nodes),
-    work,
-    mem: mem.stop(),
+    ...done,
     steps: timeline.summary(),
     gaps: timeline.gaps(),
   };
@@ -208,6 +224,7 @@ export function toResult(scenario: Scenario, m: Measured, completeMs: number | u
     failures: m.work.failures,
     failedNodes: m.work.failedNodes,
     failureSamples: m.work.samples,
+    scheduled: m.scheduled,
     steps: m.steps,
     gaps: m.gaps,
     peakProcesses: m.mem.peakProcesses,
@@ -215,5 +232,6 @@ export function toResult(scenario: Scenario, m: Measured, completeMs: number | u
     rssPerProcessMiB: m.mem.perProcess,
     anonPerProcessMiB: m.mem.anonPerProcess,
     minMemAvailableMiB: m.mem.minAvailable,
+    peakBenchRssMiB: m.mem.peakSelfRss,
   };
 }

@@ -15,11 +15,8 @@ import { DAEMON_SETS } from "../../src/kube/resources.js";
 import { LABEL_REVISION, pluginObjectName } from "../../src/operator/render/index.js";
 import { waitFor } from "../../tools/cluster/wait.js";
 import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
-import {
-  plainPluginRevision,
-  rollPlainPluginTo,
-  type PlainPluginRevision,
-} from "../../test/e2e/upgrade-support.js";
+import { isConflict } from "../../src/kube/errors.js";
+import { plainPluginRevision, type PlainPluginRevision } from "../../test/e2e/upgrade-support.js";
 import { DEVICES, GROUP, MAX_UNAVAILABLE, NAMESPACE, RENDER_CONTEXT } from "./knobs.js";
 import {
   allOnRevision,
@@ -51,7 +48,7 @@ export async function dpoScenario(
       spec: {
         resourceName: resource,
         backend: { type: "Mock", mock: { devices: DEVICES, idPrefix: "b" } },
-        upgrade: { strategy, maxUnavailable: MAX_UNAVAILABLE, progressDeadlineSeconds: 300 },
+        upgrade: { strategy, maxUnavailable: MAX_UNAVAILABLE.dpo, progressDeadlineSeconds: 300 },
       },
     },
   });
@@ -158,7 +155,7 @@ export async function baselineScenario(
       devices: DEVICES,
       idPrefix: "b",
       logLevel,
-      maxUnavailable: MAX_UNAVAILABLE,
+      maxUnavailable: MAX_UNAVAILABLE.nodes,
       context: RENDER_CONTEXT,
     });
   const before = render("info");
@@ -176,6 +173,17 @@ export async function baselineScenario(
     },
     { timeoutMs: Math.max(300_000, nodes.length * 3_000), intervalMs: 500 },
   );
+  // RollingUpdate counts a pod not Ready yet as unavailable already and replaces it freely: the update
+  // starts once every plugin pod passed its readiness probe, or maxUnavailable would not hold.
+  await waitFor(
+    `${name}: every plugin pod Ready`,
+    async (observe) => {
+      const ds = await apps.readNamespacedDaemonSet({ name: dsName, namespace: NAMESPACE });
+      observe(ds.status);
+      return ds.status?.numberReady === nodes.length;
+    },
+    { timeoutMs: 120_000, intervalMs: 1_000 },
+  );
   try {
     const m = await measure(
       kc,
@@ -185,7 +193,7 @@ export async function baselineScenario(
       name,
       resource,
       before.revision,
-      () => rollPlainPluginTo(apps, after),
+      () => replaceDaemonSet(apps, after.daemonSet),
       () => after.revision,
     );
     result = toResult("baseline", m, undefined);
@@ -198,4 +206,34 @@ export async function baselineScenario(
     await waitPluginsGone(sim, name);
   }
   return { ...result, memAvailableAfterMiB: await settledMemAvailable() };
+}
+
+/** Attempts at replacing the baseline's DaemonSet before a conflict is taken for a real failure. */
+const REPLACE_ATTEMPTS = 10;
+
+/**
+ * Replaces a DaemonSet with `body`, read-modify-write: the DaemonSet controller writes its status all
+ * the time, so the resourceVersion just read may be stale by the time the replace arrives (409); each
+ * conflict reads the object again and retries.
+ */
+export async function replaceDaemonSet(apps: AppsV1Api, body: V1DaemonSet): Promise<void> {
+  const { name, namespace } = body.metadata as { name: string; namespace: string };
+  for (let attempt = 1; ; attempt++) {
+    const current = await apps.readNamespacedDaemonSet({ name, namespace });
+    try {
+      await apps.replaceNamespacedDaemonSet({
+        name,
+        namespace,
+        body: { ...body, metadata: { ...body.metadata, resourceVersion: current.metadata?.resourceVersion } },
+      });
+      return;
+    } catch (err) {
+      if (!isConflict(err) || attempt >= REPLACE_ATTEMPTS) {
+        throw new Error(
+          `replacing DaemonSet ${namespace}/${name} (attempt ${attempt}): ${(err as Error).message}`,
+          { cause: err },
+        );
+      }
+    }
+  }
 }

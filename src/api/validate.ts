@@ -10,6 +10,7 @@ import {
   toV1beta1,
   type AlphaObject,
 } from "./conversion/convert.js";
+import { celStyleMessage } from "./issue-messages.js";
 import { V1ALPHA1_API_VERSION, DevicePluginConfigV1alpha1Schema } from "./v1alpha1/config.js";
 import type { DevicePluginConfigV1alpha1 } from "./v1alpha1/config.js";
 import { API_VERSION, DevicePluginConfigSchema, type DevicePluginConfig } from "./v1beta1/config.js";
@@ -33,6 +34,9 @@ export function formatFieldPath(path: readonly PropertyKey[]): string {
   }
   return out === "" ? "<root>" : out;
 }
+
+/** Every parse of a manifest words zod's own checks as the CRD's CEL rules word theirs. */
+const PARSE = { error: celStyleMessage } as const;
 
 function issuesToFieldErrors(issues: readonly z.core.$ZodIssue[]): FieldError[] {
   const errors: FieldError[] = [];
@@ -77,7 +81,7 @@ export function validateDevicePluginConfig(obj: unknown): ValidationResult<Devic
   if (typeof obj !== "object" || obj === null || Array.isArray(obj)) {
     return { ok: false, errors: [{ path: "<root>", message: "must be an object" }] };
   }
-  const result = DevicePluginConfigSchema.safeParse(specWithoutNulls(obj));
+  const result = DevicePluginConfigSchema.safeParse(specWithoutNulls(obj), PARSE);
   if (result.success) return { ok: true, value: result.data };
   return { ok: false, errors: issuesToFieldErrors(result.error.issues) };
 }
@@ -95,7 +99,7 @@ export function validateDevicePluginConfigV1alpha1(
     return { ok: false, errors: [{ path: "<root>", message: "must be an object" }] };
   }
   const read = specWithoutNulls(obj);
-  const result = DevicePluginConfigV1alpha1Schema.safeParse(read);
+  const result = DevicePluginConfigV1alpha1Schema.safeParse(read, PARSE);
   if (!result.success) return { ok: false, errors: issuesToFieldErrors(result.error.issues) };
   const errors = lostFieldsErrors(read as AlphaObject);
   return errors.length === 0 ? { ok: true, value: result.data } : { ok: false, errors };
@@ -110,6 +114,7 @@ export function validateDevicePluginConfigSchemaOnly(obj: unknown): ValidationRe
   if (supportedApiVersionOf(obj) !== V1ALPHA1_API_VERSION) return validateDevicePluginConfig(obj);
   const result = DevicePluginConfigV1alpha1Schema.safeParse(
     typeof obj === "object" && obj !== null ? specWithoutNulls(obj) : obj,
+    PARSE,
   );
   return result.success
     ? { ok: true, value: result.data }

@@ -5,7 +5,7 @@ import { parseArgs } from "node:util";
 import { convertManifests, type TargetApiVersion } from "../api/conversion/manifest.js";
 import { V1ALPHA1_API_VERSION } from "../api/v1alpha1/config.js";
 import { API_VERSION } from "../api/v1beta1/config.js";
-import { UsageError } from "./flags.js";
+import { argsError, UsageError } from "./flags.js";
 
 export const CONVERT_USAGE = `Usage: dpo convert --to v1beta1|v1alpha1 FILE...
 
@@ -30,7 +30,7 @@ export interface ConvertArgs {
   files: string[];
 }
 
-/** Parses `--to VERSION FILE...`; throws UsageError naming the problem. */
+/** Parses `--to VERSION FILE...`; throws UsageError naming the problem, with the usage. */
 export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
   let parsed: ReturnType<typeof parseArgs<{ options: { to: { type: "string" } }; allowPositionals: true }>>;
   try {
@@ -41,13 +41,14 @@ export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
       strict: true,
     });
   } catch (err) {
-    throw new UsageError(`convert: ${(err as Error).message}`);
+    throw argsError(err, CONVERT_USAGE);
   }
   const to = parsed.values.to;
-  if (to === undefined) throw new UsageError("convert: --to is required (v1beta1 or v1alpha1)");
+  if (to === undefined) throw new UsageError("--to is required (v1beta1 or v1alpha1)", CONVERT_USAGE);
   const target = Object.hasOwn(TARGETS, to) ? TARGETS[to] : undefined;
-  if (target === undefined) throw new UsageError(`convert: --to must be v1beta1 or v1alpha1, got '${to}'`);
-  if (parsed.positionals.length === 0) throw new UsageError("convert: no files given");
+  if (target === undefined)
+    throw new UsageError(`--to must be v1beta1 or v1alpha1, got '${to}'`, CONVERT_USAGE);
+  if (parsed.positionals.length === 0) throw new UsageError("no files given", CONVERT_USAGE);
   return { to: target, files: parsed.positionals };
 }
 
@@ -97,15 +98,7 @@ export async function runConvertCommand(argv: readonly string[]): Promise<number
     process.stdout.write(CONVERT_USAGE);
     return 0;
   }
-  let args: ConvertArgs;
-  try {
-    args = parseConvertArgs(argv);
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`dpo ${err.message}\n\n${CONVERT_USAGE}`);
-    return 2;
-  }
-  const out = await convertFiles(args);
+  const out = await convertFiles(parseConvertArgs(argv));
   process.stdout.write(out.stdout);
   if (out.stderr.length > 0) process.stderr.write(out.stderr.join("\n") + "\n");
   return out.exitCode;

@@ -2,7 +2,7 @@
 // `dpo crds apply` applies them server-side itself (the chart's CRD upgrade hook runs it: the image has no kubectl).
 import { allCrds, renderCrdsYamlStream } from "../api/crd.js";
 import { ServerSideApplier } from "../kube/apply.js";
-import { formatFlagHelp, resolveFlags, UsageError, type FlagSpec } from "./flags.js";
+import { CommandError, formatFlagHelp, resolveFlags, UsageError, type FlagSpec } from "./flags.js";
 import { loadKubeConfig } from "./kubeconfig.js";
 
 export const CRDS_FLAGS: readonly FlagSpec[] = [
@@ -47,25 +47,26 @@ export function runCrdsCommand(
   const { values, positionals } = resolveFlags(CRDS_FLAGS, args, env);
   const [action, ...extra] = positionals;
   if (extra.length > 0 || (action !== undefined && action !== "apply")) {
-    throw new UsageError(`crds takes no arguments but 'apply', got: ${positionals.join(" ")}`);
+    throw new UsageError(`crds takes no arguments but 'apply', got: ${positionals.join(" ")}`, USAGE);
   }
   const webhookNamespace = values["webhook-namespace"] ?? "";
   if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(webhookNamespace) || webhookNamespace.length > 63) {
-    throw new UsageError(`--webhook-namespace: '${webhookNamespace}' is not a namespace name`);
+    throw new UsageError(`--webhook-namespace: '${webhookNamespace}' is not a namespace name`, USAGE);
   }
   if (action === undefined) {
     out.write(renderCrdsYamlStream({ webhookNamespace }));
     return 0;
   }
-  return applyCrds(values, webhookNamespace, out);
+  return applyCrds(values, webhookNamespace, out, env);
 }
 
 async function applyCrds(
   values: Record<string, string | undefined>,
   webhookNamespace: string,
   out: NodeJS.WritableStream,
+  env: Readonly<Record<string, string | undefined>>,
 ): Promise<number> {
-  const applier = new ServerSideApplier(loadKubeConfig(values["kubeconfig"]), {
+  const applier = new ServerSideApplier(loadKubeConfig(values["kubeconfig"], env), {
     fieldManager: values["field-manager"] ?? "dpo-crds",
     force: true,
   });
@@ -73,9 +74,10 @@ async function applyCrds(
     try {
       await applier.apply(crd);
     } catch (err) {
-      throw new Error(`applying CustomResourceDefinition ${crd.metadata.name}: ${(err as Error).message}`, {
-        cause: err,
-      });
+      // One line, as every error of the command: the API server's message says what to fix.
+      throw new CommandError(
+        `applying CustomResourceDefinition ${crd.metadata.name}: ${(err as Error).message.split("\n")[0]}`,
+      );
     }
     out.write(`customresourcedefinition.apiextensions.k8s.io/${crd.metadata.name} serverside-applied\n`);
   }

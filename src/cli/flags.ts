@@ -13,13 +13,72 @@ export interface FlagSpec {
   readonly choices?: readonly string[];
 }
 
+/** A command used wrongly: main prints `dpo: <message>`, then the command's usage when given, and exits 2. */
 export class UsageError extends Error {
   override readonly name = "UsageError";
+  constructor(
+    message: string,
+    /** The usage text of the command, printed after the message. */
+    readonly usage?: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * A command that cannot go on for a reason its user can fix (a missing kubeconfig, an unreadable file):
+ * main prints `dpo: <message>`, one line and no stack, and exits with `exitCode`.
+ */
+export class CommandError extends Error {
+  override readonly name = "CommandError";
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message);
+  }
+}
+
+/** The one prefix of every error the dpo command prints about itself. */
+export const ERROR_PREFIX = "dpo: ";
+
+/** What main writes to stderr for an error a command threw, and the exit code; stack traces only for bugs. */
+export function describeFailure(err: unknown): { text: string; exitCode: number } {
+  if (err instanceof UsageError) {
+    const usage = err.usage === undefined ? "" : `\n${err.usage}`;
+    return { text: `${ERROR_PREFIX}${err.message}\n${usage}`, exitCode: 2 };
+  }
+  if (err instanceof CommandError) return { text: `${ERROR_PREFIX}${err.message}\n`, exitCode: err.exitCode };
+  const detail = err instanceof Error ? (err.stack ?? err.message) : String(err);
+  return { text: `${ERROR_PREFIX}${detail}\n`, exitCode: 1 };
 }
 
 export interface ResolvedFlags {
   values: Record<string, string | undefined>;
   positionals: string[];
+}
+
+/**
+ * node:util parseArgs' error as a usage error in dpo's words: `unknown flag '--x'`, `--to needs a value`.
+ * Anything else keeps parseArgs' message.
+ */
+export function argsError(err: unknown, usage?: string): UsageError {
+  const { code, message } = err as { code?: string; message: string };
+  // The flag as parseArgs quotes it first: '--bogus', '-o, --output <value>' (the long name then).
+  const quoted = /'([^']*)'/.exec(message)?.[1] ?? "";
+  const flag = quoted.match(/-{1,2}[A-Za-z0-9][-A-Za-z0-9]*/g)?.at(-1);
+  if (flag === undefined) return new UsageError(message, usage);
+  if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
+    return new UsageError(`unknown flag '${flag}' (a file name starting with '-' goes after '--')`, usage);
+  }
+  if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
+    if (message.includes("does not take an argument")) return new UsageError(`${flag} takes no value`, usage);
+    if (message.includes("ambiguous")) {
+      return new UsageError(`${flag} needs a value (${flag}=-x for one starting with '-')`, usage);
+    }
+    return new UsageError(`${flag} needs a value`, usage);
+  }
+  return new UsageError(message, usage);
 }
 
 /** Resolves flags from argv and env; throws UsageError naming the flag on anything unknown or invalid. */
@@ -37,7 +96,7 @@ export function resolveFlags(
       strict: true,
     });
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    throw argsError(err);
   }
   const values: Record<string, string | undefined> = {};
   for (const spec of specs) {

@@ -1,5 +1,4 @@
 // `dpo operator`: runs the controller against the cluster of the kubeconfig (or in-cluster).
-import { KubeConfig } from "@kubernetes/client-node";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 import { REGISTRATION_MODES, type RegistrationMode } from "../contract/registration.js";
@@ -19,6 +18,7 @@ import {
   UsageError,
   type FlagSpec,
 } from "./flags.js";
+import { loadKubeConfig } from "./kubeconfig.js";
 
 export const OPERATOR_FLAGS: readonly FlagSpec[] = [
   {
@@ -175,14 +175,6 @@ function imagePullSecretsFlag(value: string): string[] {
   }
 }
 
-function loadKubeConfig(path: string | undefined): KubeConfig {
-  const kc = new KubeConfig();
-  if (path) kc.loadFromFile(path);
-  else if (process.env["KUBERNETES_SERVICE_HOST"]) kc.loadFromCluster();
-  else kc.loadFromDefault();
-  return shareConnections(kc);
-}
-
 export async function runOperatorCommand(argv: readonly string[]): Promise<number> {
   if (argv.includes("--help") || argv.includes("-h")) {
     process.stdout.write(`Usage: dpo operator [flags]\n\nFlags:\n${formatFlagHelp(OPERATOR_FLAGS)}\n`);
@@ -195,8 +187,9 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
   const healthAddr = parseListenAddress("health-addr", v["health-addr"] ?? "0");
   const namespace = v["namespace"]!;
   const identity = `${process.env["POD_NAME"] ?? hostname()}_${randomUUID().slice(0, 8)}`;
+  // Before the logger: a missing or broken kubeconfig is one line on stderr, not a JSON event.
+  const kubeConfig = shareConnections(loadKubeConfig(v["kubeconfig"], process.env));
   const logger = createLogger(v["log-level"] as LogLevelName, { component: "operator" });
-  const kubeConfig = loadKubeConfig(v["kubeconfig"]);
 
   let exitCode = 0;
   let finish: (code: number) => void = () => undefined;

@@ -159,13 +159,13 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
   try {
     text = await readFile(configPath, "utf8");
   } catch (err) {
-    process.stderr.write(`dpo plugin: cannot read --config ${configPath}: ${(err as Error).message}\n`);
+    process.stderr.write(`dpo: cannot read --config ${configPath}: ${(err as Error).message}\n`);
     return 2;
   }
   const loaded = loadDevicePluginConfig(text);
   if (!loaded.ok) {
     process.stderr.write(
-      `dpo plugin: invalid config ${configPath}:\n` +
+      `dpo: invalid config ${configPath}:\n` +
         loaded.errors.map((e) => `${configPath}: ${e.path}: ${e.message}`).join("\n") +
         "\n",
     );
@@ -176,7 +176,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
   const dra = config.spec.publish === "DRA";
   if (dra && !target) {
     process.stderr.write(
-      "dpo plugin: spec.publish is DRA: the plugin writes ResourceSlices and reads ResourceClaims, so it needs API credentials (--kubeconfig, or run in a pod)\n",
+      "dpo: spec.publish is DRA: the plugin writes ResourceSlices and reads ResourceClaims, so it needs API credentials (--kubeconfig, or run in a pod)\n",
     );
     return 2;
   }
@@ -195,7 +195,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
   try {
     if (target) credentials = await reportCredentials(target, process.env);
   } catch (err) {
-    process.stderr.write(`dpo plugin: cannot use the API credentials: ${(err as Error).message}\n`);
+    process.stderr.write(`dpo: cannot use the API credentials: ${(err as Error).message}\n`);
     return 2;
   }
 

@@ -99,13 +99,13 @@ export async function runProbeCommand(argv: readonly string[]): Promise<number> 
   try {
     text = await readFile(path, "utf8");
   } catch (err) {
-    process.stderr.write(`dpo probe: cannot read --config ${path}: ${(err as Error).message}\n`);
+    process.stderr.write(`dpo: cannot read --config ${path}: ${(err as Error).message}\n`);
     return 2;
   }
   const loaded = loadDevicePluginConfig(text);
   if (!loaded.ok) {
     process.stderr.write(
-      `dpo probe: invalid config ${path}:\n${loaded.errors.map((e) => `${path}: ${e.path}: ${e.message}`).join("\n")}\n`,
+      `dpo: invalid config ${path}:\n${loaded.errors.map((e) => `${path}: ${e.path}: ${e.message}`).join("\n")}\n`,
     );
     return 2;
   }

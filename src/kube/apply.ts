@@ -7,6 +7,7 @@ import {
   type V1APIResource,
 } from "@kubernetes/client-node";
 import { toKubeError } from "./errors.js";
+import type { WriteFence } from "./fence.js";
 import { kubeRequest } from "./request.js";
 import { objectPath, type ResourceRef } from "./resources.js";
 
@@ -15,6 +16,8 @@ export interface ApplyOptions {
   fieldManager: string;
   /** Take over fields another manager owns instead of failing with a conflict (default true). */
   force?: boolean;
+  /** Leadership: every apply is checked against it just before it is sent (dry runs too: they are work). */
+  fence?: WriteFence;
 }
 
 export interface ApplyCallOptions {
@@ -66,6 +69,7 @@ export class ServerSideApplier {
   readonly fieldManager: string;
   private readonly kc: KubeConfig;
   private readonly force: boolean;
+  private readonly fence: WriteFence | undefined;
   private readonly discovery: ResourceDiscovery;
 
   constructor(kc: KubeConfig, options: ApplyOptions) {
@@ -73,6 +77,7 @@ export class ServerSideApplier {
     this.kc = kc;
     this.fieldManager = options.fieldManager;
     this.force = options.force ?? true;
+    this.fence = options.fence;
     this.discovery = ResourceDiscovery.forConfig(kc);
   }
 
@@ -103,6 +108,7 @@ export class ServerSideApplier {
       },
       body: obj,
       contentType: PatchStrategy.ServerSideApply,
+      fence: this.fence,
     });
   }
 }

@@ -7,8 +7,18 @@ export interface Clock {
   setTimer(callback: () => void, delayMs: number): () => void;
 }
 
-export const systemClock: Clock = {
+/**
+ * A Clock that also reads a monotonic time: milliseconds from an arbitrary origin that never jump, whatever
+ * happens to the wall clock (NTP steps, an administrator's date). Durations that guard safety, such as
+ * how long a lease renewal stays valid, are measured on it; `now()` stays for times written to objects.
+ */
+export interface MonotonicClock extends Clock {
+  monotonicNow(): number;
+}
+
+export const systemClock: MonotonicClock = {
   now: () => Date.now(),
+  monotonicNow: () => performance.now(),
   setTimer(callback, delayMs) {
     const timer = setTimeout(callback, Math.max(0, delayMs));
     return () => clearTimeout(timer);
@@ -63,8 +73,10 @@ interface ManualTimer {
  * the pending promise continuations run, so async code driven by timers behaves as it would in real
  * time without a test ever sleeping.
  */
-export class ManualClock implements Clock {
+export class ManualClock implements MonotonicClock {
   private current: number;
+  /** Wall time minus monotonic time: moved by jumpWallClock, never by advance. */
+  private wallOffset = 0;
   private timers: ManualTimer[] = [];
   private seq = 0;
 
@@ -73,7 +85,17 @@ export class ManualClock implements Clock {
   }
 
   now(): number {
+    return this.current + this.wallOffset;
+  }
+
+  /** Starts where now() started, and moves only with advance(). */
+  monotonicNow(): number {
     return this.current;
+  }
+
+  /** Steps the wall clock (now()) by `deltaMs`, back when negative; timers and monotonicNow() are unmoved. */
+  jumpWallClock(deltaMs: number): void {
+    this.wallOffset += deltaMs;
   }
 
   setTimer(callback: () => void, delayMs: number): () => void {

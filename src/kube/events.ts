@@ -4,6 +4,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { systemClock, type Clock } from "./clock.js";
 import { isNotFound } from "./errors.js";
+import type { WriteFence } from "./fence.js";
 import { kubeRequest } from "./request.js";
 
 export interface InvolvedObject {
@@ -239,6 +240,8 @@ export interface EventRecorderOptions {
   logger: Logger;
   clock?: Clock;
   correlator?: Omit<EventCorrelatorOptions, "clock">;
+  /** Leadership: each Event write is checked against it just before it is sent. */
+  fence?: WriteFence;
 }
 
 /**
@@ -317,6 +320,7 @@ export class EventRecorder {
             path: `/api/v1/namespaces/${decision.namespace}/events/${decision.name}`,
             body: decision.patch,
             contentType: "application/merge-patch+json",
+            fence: this.opts.fence,
           });
           return;
         } catch (err) {
@@ -329,6 +333,7 @@ export class EventRecorder {
         method: "POST",
         path: `/api/v1/namespaces/${event.metadata.namespace}/events`,
         body: event,
+        fence: this.opts.fence,
       });
     } catch (err) {
       this.opts.logger.warn(

@@ -1,12 +1,13 @@
 // Lease-based leader election (coordination.k8s.io/v1) with client-go's semantics: a pure decision
 // from the observed lease, and a thin loop that acquires, renews every retry period, steps down when
-// renewal fails past the renew deadline, and releases the lease on graceful shutdown.
+// renewal fails past the renew deadline, and releases the lease on graceful shutdown. Leadership is a
+// fence (fence.ts): writes stop at the renew deadline, strictly before a peer can take the lease.
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
-import { CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
-import { sleep, systemClock, withTimeout, type Clock } from "./clock.js";
-import { isNotFound, toKubeError } from "./errors.js";
+import { sleep, systemClock, withTimeout, type MonotonicClock } from "./clock.js";
+import { toKubeError } from "./errors.js";
+import { LeaseFence, type WriteFence } from "./fence.js";
 
 /** The lease spec fields leader election uses; times in milliseconds since the epoch. */
 export interface LeaseRecord {
@@ -27,20 +28,23 @@ export interface StoredLease {
 export interface LeaseStore {
   /** For logs, e.g. "dpo-system/dpo-operator". */
   readonly description: string;
-  /** undefined when the lease does not exist. */
-  get(): Promise<StoredLease | undefined>;
+  /** undefined when the lease does not exist. `signal` cancels the request (an attempt that timed out). */
+  get(signal?: AbortSignal): Promise<StoredLease | undefined>;
   /** Throws a ConflictError (AlreadyExists) when someone created it first. */
-  create(record: LeaseRecord): Promise<StoredLease>;
+  create(record: LeaseRecord, signal?: AbortSignal): Promise<StoredLease>;
   /** Throws a ConflictError when the lease changed since `resourceVersion`. */
-  update(record: LeaseRecord, resourceVersion: string): Promise<StoredLease>;
+  update(record: LeaseRecord, resourceVersion: string, signal?: AbortSignal): Promise<StoredLease>;
 }
 
 export interface LeaseDecisionInput {
   /** The lease as last read; undefined when it does not exist. */
   current: LeaseRecord | undefined;
-  /** Local time at which this elector first saw `current` in its present form. */
+  /** Monotonic time at which this elector first saw `current` in its present form. */
   observedAt: number;
+  /** Monotonic time now: expiry is judged on it alone. */
   now: number;
+  /** Wall-clock time now (ms since the epoch), written into the record's acquireTime and renewTime. */
+  wallNow: number;
   identity: string;
   leaseDurationSeconds: number;
 }
@@ -52,20 +56,21 @@ export type LeaseDecision =
   | { action: "wait"; holder: string; expiresAt: number };
 
 /**
- * What to do with the lease, as client-go decides it. Expiry is judged on the local clock: the
- * lease is still held while `observedAt + leaseDurationSeconds` lies in the future, whatever renewTime
- * says, so clock skew between replicas does not matter. An empty holder means released: take it now.
+ * What to do with the lease, as client-go decides it. Expiry is judged on the local monotonic clock:
+ * the lease is still held while `observedAt + leaseDurationSeconds` lies in the future, whatever
+ * renewTime says, so neither skew between replicas nor a step of the wall clock matters. An empty
+ * holder means released: take it now. `expiresAt` is monotonic too.
  */
 export function decideLease(input: LeaseDecisionInput): LeaseDecision {
-  const { current, observedAt, now, identity, leaseDurationSeconds } = input;
+  const { current, observedAt, now, wallNow, identity, leaseDurationSeconds } = input;
   if (current === undefined) {
     return {
       action: "create",
       record: {
         holderIdentity: identity,
         leaseDurationSeconds,
-        acquireTime: now,
-        renewTime: now,
+        acquireTime: wallNow,
+        renewTime: wallNow,
         leaseTransitions: 0,
       },
     };
@@ -76,8 +81,8 @@ export function decideLease(input: LeaseDecisionInput): LeaseDecision {
       record: {
         holderIdentity: identity,
         leaseDurationSeconds,
-        acquireTime: current.acquireTime ?? now,
-        renewTime: now,
+        acquireTime: current.acquireTime ?? wallNow,
+        renewTime: wallNow,
         leaseTransitions: current.leaseTransitions,
       },
     };
@@ -91,8 +96,8 @@ export function decideLease(input: LeaseDecisionInput): LeaseDecision {
     record: {
       holderIdentity: identity,
       leaseDurationSeconds,
-      acquireTime: now,
-      renewTime: now,
+      acquireTime: wallNow,
+      renewTime: wallNow,
       leaseTransitions: current.leaseTransitions + 1,
     },
   };
@@ -125,17 +130,22 @@ export interface LeaderElectionOptions {
   /** Unique per process; see defaultIdentity(). */
   identity: string;
   leaseDurationMs?: number;
+  /** How long after a renewal was sent this replica may still write without another success. */
   renewDeadlineMs?: number;
   retryPeriodMs?: number;
   /** Release the lease when run()'s signal aborts, so a peer takes over at once (default true). */
   releaseOnCancel?: boolean;
-  /** Called once leadership is acquired; `signal` aborts when it ends. */
+  /**
+   * Called once leadership is acquired; `signal` aborts when it ends, the moment the fence closes (for
+   * "lost", at the renew deadline, before onStoppedLeading).
+   */
   onStartedLeading: (signal: AbortSignal) => void;
   /** Called once when leadership ends: "lost" (renewal failed; exit and restart) or "released". */
   onStoppedLeading: (reason: StoppedReason) => void;
   /** Called when another holder is observed. */
   onNewLeader?: (identity: string) => void;
-  clock?: Clock;
+  /** Wall time for the record, monotonic time for every expiry and deadline. */
+  clock?: MonotonicClock;
   logger?: Logger;
 }
 
@@ -152,13 +162,17 @@ export class LeaderElector {
     Pick<LeaderElectionOptions, "leaseDurationMs" | "renewDeadlineMs" | "retryPeriodMs" | "releaseOnCancel">
   > &
     LeaderElectionOptions;
-  private readonly clock: Clock;
+  private readonly clock: MonotonicClock;
   private readonly logger: Logger;
   private readonly leaseDurationSeconds: number;
+  private readonly leaseFence: LeaseFence;
   private observed: StoredLease | undefined;
+  /** Monotonic. */
   private observedAt = 0;
   private leading = false;
   private lastReportedLeader = "";
+  /** Wakes the renew loop when the fence closes by itself. */
+  private fenceExpired = new AbortController();
 
   constructor(options: LeaderElectionOptions) {
     this.options = {
@@ -177,15 +191,25 @@ export class LeaderElector {
     }
     if (retryPeriodMs <= 0) throw new Error("retryPeriod must be positive");
     this.leaseDurationSeconds = Math.max(1, Math.floor(leaseDurationMs / 1000));
+    // The lease says whole seconds: a peer waits that long, so the fence must close within it.
+    if (!(this.leaseDurationSeconds * 1000 > renewDeadlineMs)) {
+      throw new Error("leaseDuration, in whole seconds, must be greater than renewDeadline");
+    }
     this.clock = options.clock ?? systemClock;
     this.logger = (options.logger ?? pino({ level: "silent" })).child({
       lease: options.store.description,
       identity,
     });
+    this.leaseFence = new LeaseFence(this.clock, renewDeadlineMs, () => this.fenceExpired.abort());
   }
 
   isLeader(): boolean {
-    return this.leading;
+    return this.leading && this.leaseFence.state().open;
+  }
+
+  /** Checked by every write of the workers; open only while this replica leads within its renew deadline. */
+  get fence(): WriteFence {
+    return this.leaseFence;
   }
 
   /** Holder of the lease as last observed ("" when none or unknown). */
@@ -199,48 +223,69 @@ export class LeaderElector {
    * or without any callback when `signal` aborts before leadership was acquired.
    */
   async run(signal: AbortSignal): Promise<void> {
-    const { retryPeriodMs, renewDeadlineMs } = this.options;
+    const { retryPeriodMs, renewDeadlineMs, identity } = this.options;
     this.logger.info("campaigning for leadership");
+    let acquiredAt: number | undefined;
     while (!signal.aborted) {
-      if (await this.tryAcquireOrRenew(renewDeadlineMs)) break;
+      acquiredAt = await this.tryAcquireOrRenew(renewDeadlineMs);
+      if (acquiredAt !== undefined) break;
       await sleep(this.clock, retryPeriodMs * (1 + Math.random() * (JITTER_FACTOR - 1)), signal);
     }
-    if (signal.aborted) return;
+    if (signal.aborted || acquiredAt === undefined) return;
 
-    const leadership = new AbortController();
+    this.fenceExpired = new AbortController();
+    this.leaseFence.open(acquiredAt);
     this.leading = true;
     this.logger.info("acquired leadership");
-    this.safely("onStartedLeading", () => this.options.onStartedLeading(leadership.signal));
+    this.safely("onStartedLeading", () => this.options.onStartedLeading(this.leaseFence.signal));
 
-    // As client-go: after each success wait one retry period, then keep trying every retry period
-    // for at most renewDeadline; a peer cannot take over before leaseDuration after our last renewal.
+    // As client-go: after each success wait one retry period, then keep trying every retry period. Unlike
+    // client-go the deadline is the fence's: renewDeadline from when the last successful renewal was
+    // sent, so the loop gives up exactly when writes stop, and a peer cannot take over before
+    // leaseDuration after that renewal.
+    const wake = AbortSignal.any([signal, this.fenceExpired.signal]);
     let reason: StoppedReason | undefined;
     while (reason === undefined) {
-      await sleep(this.clock, retryPeriodMs, signal);
-      const deadline = this.clock.now() + renewDeadlineMs;
+      await sleep(this.clock, this.pauseBeforeRenewal(), wake);
       while (reason === undefined) {
         if (signal.aborted) {
           reason = "released";
           break;
         }
-        const remainingMs = deadline - this.clock.now();
-        if (remainingMs > 0 && (await this.tryAcquireOrRenew(remainingMs))) break;
-        if (this.clock.now() >= deadline || this.leader() !== this.options.identity) {
+        const fence = this.leaseFence.state();
+        if (fence.open) {
+          const sentAt = await this.tryAcquireOrRenew(fence.remainingMs);
+          if (sentAt !== undefined && this.leader() === identity && this.leaseFence.renewed(sentAt)) break;
+        }
+        if (!this.leaseFence.state().open || this.leader() !== identity) {
           reason = "lost";
           break;
         }
-        await sleep(this.clock, retryPeriodMs, signal);
+        await sleep(this.clock, this.pauseBeforeRenewal(), wake);
       }
     }
 
     const stoppedReason: StoppedReason = reason;
     this.leading = false;
-    leadership.abort();
+    this.leaseFence.close(reason === "lost" ? "renew-deadline-passed" : "not-leading");
     if (reason === "released" && this.options.releaseOnCancel) await this.release();
     if (reason === "lost")
       this.logger.warn({ renewDeadlineMs }, "lost leadership: could not renew the lease in time");
     else this.logger.info("stopped leading");
     this.safely("onStoppedLeading", () => this.options.onStoppedLeading(stoppedReason));
+  }
+
+  /**
+   * One retry period, but never so long that the fence closes before the next attempt: a slow
+   * acquisition or renewal leaves less of the deadline. Closer to it, half of what is left, down to a
+   * quarter period, so an outage that ends before the deadline is not lost to the cadence of attempts.
+   */
+  private pauseBeforeRenewal(): number {
+    const { retryPeriodMs } = this.options;
+    const fence = this.leaseFence.state();
+    if (!fence.open) return 0;
+    const pause = Math.min(retryPeriodMs, Math.max(retryPeriodMs / 4, fence.remainingMs / 2));
+    return pause < fence.remainingMs ? pause : fence.remainingMs / 2;
   }
 
   /**
@@ -250,8 +295,9 @@ export class LeaderElector {
    */
   async release(): Promise<boolean> {
     const { store, identity, renewDeadlineMs } = this.options;
+    const abort = new AbortController();
     const attempt = async (): Promise<boolean> => {
-      const current = await store.get();
+      const current = await store.get(abort.signal);
       if (current === undefined || current.record.holderIdentity !== identity) return true;
       const now = this.clock.now();
       const released: LeaseRecord = {
@@ -261,7 +307,7 @@ export class LeaderElector {
         renewTime: now,
         leaseTransitions: current.record.leaseTransitions,
       };
-      this.remember(await store.update(released, current.resourceVersion));
+      this.remember(await store.update(released, current.resourceVersion, abort.signal));
       return true;
     };
     try {
@@ -272,22 +318,33 @@ export class LeaderElector {
     } catch (err) {
       this.logger.warn({ err: toKubeError(err) }, "could not release the lease; peers wait for it to expire");
       return false;
+    } finally {
+      abort.abort();
     }
   }
 
-  /** One client-go tryAcquireOrRenew, bounded by `timeoutMs`; true when we hold a freshly written lease. */
-  private async tryAcquireOrRenew(timeoutMs: number): Promise<boolean> {
+  /**
+   * One client-go tryAcquireOrRenew, bounded by `timeoutMs` (the request is cancelled then, so it cannot
+   * reach the server later): the monotonic time the successful attempt started, or undefined.
+   */
+  private async tryAcquireOrRenew(timeoutMs: number): Promise<number | undefined> {
+    const sentAt = this.clock.monotonicNow();
+    const abort = new AbortController();
     try {
-      return await withTimeout(this.clock, this.acquireOrRenewOnce(), timeoutMs, false);
+      const ok = await withTimeout(this.clock, this.acquireOrRenewOnce(abort.signal), timeoutMs, false);
+      return ok ? sentAt : undefined;
     } catch (err) {
       this.logger.debug({ err: toKubeError(err) }, "lease attempt failed");
-      return false;
+      return undefined;
+    } finally {
+      abort.abort();
     }
   }
 
-  private async acquireOrRenewOnce(): Promise<boolean> {
+  private async acquireOrRenewOnce(signal: AbortSignal): Promise<boolean> {
     const { store, identity } = this.options;
-    const now = this.clock.now();
+    const now = this.clock.monotonicNow();
+    const wallNow = this.clock.now();
     // Fast path: we hold it and nobody could have taken it, so write without reading first.
     const mine = this.observed;
     if (
@@ -298,23 +355,25 @@ export class LeaderElector {
       try {
         this.remember(
           await store.update(
-            { ...mine.record, leaseDurationSeconds: this.leaseDurationSeconds, renewTime: now },
+            { ...mine.record, leaseDurationSeconds: this.leaseDurationSeconds, renewTime: wallNow },
             mine.resourceVersion,
+            signal,
           ),
         );
         return true;
       } catch (err) {
+        if (signal.aborted) throw err;
         this.logger.debug({ err: toKubeError(err) }, "optimistic renew failed; reading the lease");
       }
     }
 
-    const current = await store.get();
+    const current = await store.get(signal);
     if (current !== undefined) {
       this.observedAt = observationTime(
         this.observed?.record,
         this.observedAt,
         current.record,
-        this.clock.now(),
+        this.clock.monotonicNow(),
       );
       this.observed = current;
     }
@@ -322,6 +381,7 @@ export class LeaderElector {
       current: current?.record,
       observedAt: this.observedAt,
       now,
+      wallNow,
       identity,
       leaseDurationSeconds: this.leaseDurationSeconds,
     });
@@ -330,12 +390,12 @@ export class LeaderElector {
         this.reportLeader(decision.holder);
         return false;
       case "create":
-        this.remember(await store.create(decision.record));
+        this.remember(await store.create(decision.record, signal));
         break;
       case "take":
       case "renew":
         // `current` is defined here: only a missing lease leads to "create".
-        this.remember(await store.update(decision.record, current?.resourceVersion ?? ""));
+        this.remember(await store.update(decision.record, current?.resourceVersion ?? "", signal));
         break;
     }
     this.reportLeader(identity);
@@ -344,7 +404,7 @@ export class LeaderElector {
 
   private remember(stored: StoredLease): void {
     this.observed = stored;
-    this.observedAt = this.clock.now();
+    this.observedAt = this.clock.monotonicNow();
   }
 
   private reportLeader(holder: string): void {
@@ -364,71 +424,4 @@ export class LeaderElector {
       this.logger.error({ err, callback }, "leader election callback threw");
     }
   }
-}
-
-/** The Lease `namespace/name` through client-node's CoordinationV1Api. */
-export function kubeLeaseStore(kc: KubeConfig, lease: { namespace: string; name: string }): LeaseStore {
-  const api = kc.makeApiClient(CoordinationV1Api);
-  const { namespace, name } = lease;
-  const toLease = (record: LeaseRecord, resourceVersion?: string): V1Lease => ({
-    apiVersion: "coordination.k8s.io/v1",
-    kind: "Lease",
-    metadata: { name, namespace, ...(resourceVersion === undefined ? {} : { resourceVersion }) },
-    spec: {
-      holderIdentity: record.holderIdentity,
-      leaseDurationSeconds: record.leaseDurationSeconds,
-      leaseTransitions: record.leaseTransitions,
-      // MicroTime must carry six fractional digits or the API server refuses it; V1MicroTime prints them.
-      ...(record.acquireTime === undefined ? {} : { acquireTime: new V1MicroTime(record.acquireTime) }),
-      ...(record.renewTime === undefined ? {} : { renewTime: new V1MicroTime(record.renewTime) }),
-    },
-  });
-  return {
-    description: `${namespace}/${name}`,
-    async get() {
-      try {
-        return fromLease(await api.readNamespacedLease({ name, namespace }));
-      } catch (err) {
-        if (isNotFound(err)) return undefined;
-        throw toKubeError(err);
-      }
-    },
-    async create(record) {
-      try {
-        return fromLease(await api.createNamespacedLease({ namespace, body: toLease(record) }));
-      } catch (err) {
-        throw toKubeError(err);
-      }
-    },
-    async update(record, resourceVersion) {
-      try {
-        return fromLease(
-          await api.replaceNamespacedLease({ name, namespace, body: toLease(record, resourceVersion) }),
-        );
-      } catch (err) {
-        throw toKubeError(err);
-      }
-    },
-  };
-}
-
-function fromLease(lease: V1Lease): StoredLease {
-  const spec = lease.spec ?? {};
-  return {
-    resourceVersion: lease.metadata?.resourceVersion ?? "",
-    record: {
-      holderIdentity: spec.holderIdentity ?? "",
-      leaseDurationSeconds: spec.leaseDurationSeconds ?? 0,
-      leaseTransitions: spec.leaseTransitions ?? 0,
-      acquireTime: toMillis(spec.acquireTime),
-      renewTime: toMillis(spec.renewTime),
-    },
-  };
-}
-
-/** client-node leaves MicroTime as the wire string when reading, though its type says Date. */
-function toMillis(value: Date | string | undefined): number | undefined {
-  if (value === undefined || value === null) return undefined;
-  const millis = value instanceof Date ? value.getTime() : Date.parse(value);
-  return Number.isNaN(millis) ? undefined : millis;
 }

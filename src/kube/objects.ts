@@ -2,6 +2,7 @@
 // REST path: the request of each verb is a pure function of the resource, the object and the options.
 import type { KubeConfig, KubernetesObject } from "@kubernetes/client-node";
 import { isNotFound } from "./errors.js";
+import type { WriteFence } from "./fence.js";
 import { kubeRequest, type KubeRequest } from "./request.js";
 import { collectionPath, groupVersionPath, objectPath, type ResourceRef } from "./resources.js";
 
@@ -42,6 +43,8 @@ export interface ObjectClientOptions {
   fieldManager: string;
   /** Propagation of deletes that do not say (default: the API server's own for the resource). */
   propagationPolicy?: PropagationPolicy;
+  /** Leadership: every create, update, patch and delete is checked against it just before it is sent. */
+  fence?: WriteFence;
 }
 
 /** The single-object verbs, as the controllers use them; KubeObjectClient sends them to an API server. */
@@ -142,6 +145,7 @@ export function deleteRequest(ref: ResourceRef, key: ObjectKey, options: DeleteO
 export class KubeObjectClient implements ObjectClient {
   private readonly fieldManager: string;
   private readonly propagationPolicy: PropagationPolicy | undefined;
+  private readonly fence: WriteFence | undefined;
 
   constructor(
     private readonly kc: KubeConfig,
@@ -150,10 +154,16 @@ export class KubeObjectClient implements ObjectClient {
     if (options.fieldManager === "") throw new Error("an object client needs a field manager");
     this.fieldManager = options.fieldManager;
     this.propagationPolicy = options.propagationPolicy;
+    this.fence = options.fence;
+  }
+
+  /** Sends a write behind the fence. */
+  private write<T>(request: KubeRequest): Promise<T> {
+    return kubeRequest<T>(this.kc, { ...request, fence: this.fence });
   }
 
   create<T extends NamedObject>(ref: ResourceRef, object: T): Promise<T> {
-    return kubeRequest<T>(this.kc, createRequest(ref, object, this.fieldManager));
+    return this.write<T>(createRequest(ref, object, this.fieldManager));
   }
 
   get<T extends KubernetesObject>(
@@ -165,7 +175,7 @@ export class KubeObjectClient implements ObjectClient {
   }
 
   update<T extends NamedObject>(ref: ResourceRef, object: T, options?: SubresourceOptions): Promise<T> {
-    return kubeRequest<T>(this.kc, updateRequest(ref, object, this.fieldManager, options));
+    return this.write<T>(updateRequest(ref, object, this.fieldManager, options));
   }
 
   patch<T extends KubernetesObject>(
@@ -175,13 +185,12 @@ export class KubeObjectClient implements ObjectClient {
     patch: unknown,
     options?: SubresourceOptions,
   ): Promise<T> {
-    return kubeRequest<T>(this.kc, patchRequest(ref, key, type, patch, this.fieldManager, options));
+    return this.write<T>(patchRequest(ref, key, type, patch, this.fieldManager, options));
   }
 
   async delete(ref: ResourceRef, key: ObjectKey, options: DeleteOptions = {}): Promise<void> {
     const propagationPolicy = options.propagationPolicy ?? this.propagationPolicy;
-    await kubeRequest(
-      this.kc,
+    await this.write(
       deleteRequest(ref, key, { ...options, ...(propagationPolicy ? { propagationPolicy } : {}) }),
     );
   }

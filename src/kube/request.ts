@@ -9,6 +9,7 @@ import {
   type KubernetesObject,
 } from "@kubernetes/client-node";
 import { toKubeError } from "./errors.js";
+import { NotLeaderError, type WriteFence } from "./fence.js";
 
 export type QueryParams = Record<string, string | number | boolean | undefined>;
 
@@ -20,6 +21,11 @@ export interface KubeRequest {
   body?: unknown;
   contentType?: string;
   signal?: AbortSignal;
+  /**
+   * Leadership for a write: checked immediately before the request is sent (NotLeaderError when closed),
+   * and its signal cancels the request in flight when it closes. Reads ignore it.
+   */
+  fence?: WriteFence | undefined;
 }
 
 const httpLibrary = new IsomorphicFetchHttpLibrary();
@@ -55,10 +61,19 @@ export async function kubeRequest<T>(kc: KubeConfig, request: KubeRequest): Prom
     context.setHeaderParam("Content-Type", request.contentType ?? "application/json");
     context.setBody(JSON.stringify(request.body));
   }
-  if (request.signal) context.setSignal(request.signal);
+  const fence = request.method === "GET" ? undefined : request.fence;
+  const signal =
+    fence === undefined
+      ? request.signal
+      : request.signal === undefined
+        ? fence.signal
+        : AbortSignal.any([request.signal, fence.signal]);
+  if (signal) context.setSignal(signal);
   let answered = false;
   try {
     await kc.applySecurityAuthentication(context);
+    // Last thing before the bytes leave: authentication may have taken a while (an exec plugin).
+    fence?.check(`${request.method} ${request.path}`);
     const response = await httpLibrary.send(context).toPromise();
     answered = true;
     requestObserver?.(request.method, request.path, response.httpStatusCode);
@@ -73,8 +88,12 @@ export async function kubeRequest<T>(kc: KubeConfig, request: KubeRequest): Prom
     }
     return (text === "" ? undefined : JSON.parse(text)) as T;
   } catch (err) {
+    // Refused by the fence: nothing was sent, so nothing to count.
+    if (err instanceof NotLeaderError) throw err;
     // No response at all (connection refused or reset, timeout, abort): the observer still counts it.
     if (!answered) requestObserver?.(request.method, request.path, 0);
+    // Cancelled because the fence closed while it was in flight: say so, not just "aborted".
+    if (fence?.signal.aborted && fence.signal.reason instanceof NotLeaderError) throw fence.signal.reason;
     throw toKubeError(err);
   }
 }

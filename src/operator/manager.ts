@@ -1,5 +1,6 @@
 // Wires the operator together: informers over the watched kinds, event → config-key mapping, the work
-// queue, leader election (workers run only on the leader), and readiness for probes.
+// queue, leader election (workers run only on the leader, and write only behind its fence), and readiness
+// for probes.
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import {
@@ -8,6 +9,7 @@ import {
   LeaderElector,
   RESOURCE_SLICES,
   ServerSideApplier,
+  UNFENCED,
   WorkQueue,
   kubeLeaseStore,
   observeKubeRequests,
@@ -17,6 +19,7 @@ import {
   systemClock,
   waitForCacheSync,
   type Informer,
+  type WriteFence,
 } from "../kube/index.js";
 import { MANAGED_BY } from "./render/names.js";
 import type { RenderContext } from "./render/context.js";
@@ -52,7 +55,11 @@ export interface OperatorOptions {
   concurrency: number;
   logger: Logger;
   statusWriteIntervalMs?: number;
-  /** Called when leadership is lost; the process should exit so a restart rejoins cleanly. */
+  /**
+   * Called when leadership is lost (the lease could not be renewed within the renew deadline); the
+   * process should exit so a restart rejoins cleanly. By then the fence has closed: every write of the
+   * workers is refused (NotLeaderError) and their requests in flight are cancelled.
+   */
   onLeadershipLost: () => void;
   /**
    * Rewrite configs stored in an older API version and trim the CRD's storedVersions (on the leader).
@@ -73,10 +80,20 @@ export class Operator {
   private synced = false;
   private leading = false;
   private workers: Promise<void> | undefined;
-  private elector: LeaderElector | undefined;
+  private readonly elector: LeaderElector | undefined;
+  /**
+   * What every write of the workers (reconciles, their Events, the storage migration) passes just before
+   * it is sent: with leader election, open only while this replica holds the lease within its renew
+   * deadline (src/kube/fence.ts).
+   */
+  private readonly fence: WriteFence;
   private electorRun: Promise<void> | undefined;
-  /** Events of the operator (reconciles, storage migration, the webhook's certificates), correlated. */
+  /**
+   * Events of the webhook's certificates, which a replica may write without leading (a first certificate
+   * cannot wait for an election). The workers' Events go through workerEvents, behind the fence.
+   */
   readonly events: EventRecorder;
+  private readonly workerEvents: EventRecorder;
   private migration: Promise<void> | undefined;
 
   constructor(private readonly opts: OperatorOptions) {
@@ -97,11 +114,11 @@ export class Operator {
         onRecover: () => this.retryAfterRecovery(),
       },
     );
-    this.events = new EventRecorder(kc, {
-      component: MANAGED_BY,
-      instance: opts.leaderElection.identity,
-      logger,
-    });
+    this.elector = opts.leaderElection.enabled ? this.newElector() : undefined;
+    this.fence = this.elector?.fence ?? UNFENCED;
+    const recorder = { component: MANAGED_BY, instance: opts.leaderElection.identity, logger };
+    this.events = new EventRecorder(kc, recorder);
+    this.workerEvents = new EventRecorder(kc, { ...recorder, fence: this.fence });
     const { configs, nodes, pods, daemonSets, configMaps, reports } = this.informers;
     this.reconciler = new ConfigReconciler({
       configs,
@@ -110,9 +127,13 @@ export class Operator {
       daemonSets,
       configMaps,
       reports,
-      applier: new ServerSideApplier(kc, { fieldManager: MANAGED_BY, force: true }),
-      objects: new KubeObjectClient(kc, { fieldManager: MANAGED_BY, propagationPolicy: "Background" }),
-      events: this.events,
+      applier: new ServerSideApplier(kc, { fieldManager: MANAGED_BY, force: true, fence: this.fence }),
+      objects: new KubeObjectClient(kc, {
+        fieldManager: MANAGED_BY,
+        propagationPolicy: "Background",
+        fence: this.fence,
+      }),
+      events: this.workerEvents,
       render: opts.render,
       logger,
       metrics: this.metrics,
@@ -141,8 +162,9 @@ export class Operator {
     return this.synced;
   }
 
+  /** Leading, and (with leader election) within the renew deadline: the workers may write now. */
   isLeader(): boolean {
-    return this.leading;
+    return this.leading && (this.elector?.isLeader() ?? true);
   }
 
   /**
@@ -220,12 +242,16 @@ export class Operator {
       "caches synced",
     );
 
-    const le = this.opts.leaderElection;
-    if (!le.enabled) {
+    if (this.elector === undefined) {
       this.startWorkers();
       return;
     }
-    this.elector = new LeaderElector({
+    this.electorRun = this.elector.run(this.stopController.signal);
+  }
+
+  private newElector(): LeaderElector {
+    const le = this.opts.leaderElection;
+    return new LeaderElector({
       store: kubeLeaseStore(this.opts.kubeConfig, { namespace: this.opts.render.namespace, name: le.id }),
       identity: le.identity,
       leaseDurationMs: le.leaseDurationMs,
@@ -244,7 +270,6 @@ export class Operator {
       },
       onNewLeader: (identity) => this.opts.logger.info({ leader: identity }, "leader observed"),
     });
-    this.electorRun = this.elector.run(this.stopController.signal);
   }
 
   /** Stops workers (letting running reconciles finish), releases the lease, stops informers. */
@@ -269,8 +294,9 @@ export class Operator {
         kubeConfig: this.opts.kubeConfig,
         crdName: DEVICE_PLUGIN_CONFIG_CRD_NAME,
         logger: this.opts.logger.child({ component: "storage-migration" }),
-        events: this.events,
-      }).run(this.stopController.signal);
+        events: this.workerEvents,
+        fence: this.fence,
+      }).run(AbortSignal.any([this.stopController.signal, this.fence.signal]));
     }
     for (const key of this.informers.configs.keys()) this.queue.add(key);
     // Slices of configs deleted while no leader ran: their label brings the name back for cleanup.
@@ -281,10 +307,10 @@ export class Operator {
       }
     this.workers = runWorkers(
       this.queue,
-      async (key) => {
+      async (key, signal) => {
         const started = performance.now();
         try {
-          const result = await this.reconciler.reconcile(key);
+          const result = await this.reconciler.reconcile(key, AbortSignal.any([signal, this.fence.signal]));
           this.metrics.reconciles.inc({ result: result.requeueAfterMs !== undefined ? "requeue" : "ok" });
           return result;
         } catch (err) {

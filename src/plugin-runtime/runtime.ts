@@ -103,6 +103,8 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
   private lastRegistrationError: string | undefined;
   private registrationChangedAtMs = this.startedAtMs;
   private kubeletRestarts = 0;
+  /** Whether the absence of kubelet.sock has been logged since it was last seen, to log it once. */
+  private kubeletAbsenceLogged = false;
 
   /** Registering again after the kubelet ended ListAndWatch on the socket served now. */
   private readonly reregistration: Reregistration;
@@ -308,9 +310,18 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
 
     if (this.opts.registration !== "kubelet" || this.registeredWith !== undefined) return;
     if (kubeletId === undefined) {
-      this.log.debug("kubelet.sock absent; waiting for the kubelet");
+      // At info, once per absence: a plugin that never registers is most often a kubelet directory
+      // elsewhere, and the operator reading the logs must see why without turning debug on.
+      if (!this.kubeletAbsenceLogged) {
+        this.log.info(
+          { kubeletSocket: join(dir, KUBELET_SOCKET_NAME) },
+          "kubelet.sock absent; waiting for the kubelet",
+        );
+      }
+      this.kubeletAbsenceLogged = true;
       return;
     }
+    this.kubeletAbsenceLogged = false;
     await this.registerOnce(kubeletId);
   }
 

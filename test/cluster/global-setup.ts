@@ -11,7 +11,7 @@ import {
   SIMULATED_NODE_SELECTOR,
   startCluster,
 } from "../../tools/cluster/cluster.js";
-import { AUDIT_STATUS_WRITES } from "../../tools/cluster/audit.js";
+import { AUDIT_CLUSTER_TIER } from "../../tools/cluster/audit.js";
 import "./provided-context.js";
 
 /** Simulated nodes; most files expect 3, full-size runs of one file (make chaos-upgrade) set more. */
@@ -49,8 +49,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
     binDir,
     log,
     kubeletSimulator: true,
-    // Status writes timed as the API server received them (test/e2e/operator-scale.test.ts).
-    auditPolicy: AUDIT_STATUS_WRITES,
+    // Status writes timed as the API server received them (test/e2e/operator-scale.test.ts), and every
+    // write of the operator by replica (test/e2e/leader-fence.test.ts).
+    auditPolicy: AUDIT_CLUSTER_TIER,
   });
   log.info({ ms: cluster.startupMs, stateDir }, "test cluster started");
   project.provide("clusterKubeconfig", cluster.kubeconfigPath);

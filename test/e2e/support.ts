@@ -53,6 +53,8 @@ export async function serviceAccountKubeconfig(
 
 export interface OperatorProcess {
   child: ChildProcess;
+  /** The kubeconfig file it runs with (its own ServiceAccount token). */
+  kubeconfig: string;
   logs: string[];
   metricsPort: number;
   /** The conversion webhook's port, when started with --webhook-addr. */
@@ -131,6 +133,7 @@ export async function startOperator(
   });
   return {
     child,
+    kubeconfig,
     logs,
     metricsPort: started.metricsPort,
     webhookPort: started.webhookPort,

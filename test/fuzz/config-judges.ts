@@ -414,9 +414,7 @@ export function valuesAt(
  * number dpo validate names inside it; nothing else does.
  */
 export function sizeUncheckedAroundNonInteger(list: string, errors: readonly FieldError[]): boolean {
-  return errors.some(
-    (e) => e.path.startsWith(`${list}[`) && e.message === "Invalid input: expected int, received number",
-  );
+  return errors.some((e) => e.path.startsWith(`${list}[`) && e.message === "must be an integer");
 }
 
 export type Outcome = "accepted" | "rejected" | "offline-only";

@@ -3,6 +3,8 @@
 import * as grpc from "@grpc/grpc-js";
 import { existsSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { rename, writeFile } from "node:fs/promises";
+import { Writable } from "node:stream";
+import { setTimeout as delay } from "node:timers/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { pino } from "pino";
@@ -10,6 +12,7 @@ import type { DeviceBackend, DeviceListener } from "../../src/plugin-runtime/dev
 import { DevFSDeviceBackend } from "../../src/plugin-runtime/backends/devfs.js";
 import { MockDeviceBackend } from "../../src/plugin-runtime/backends/mock.js";
 import { resourceEnvName } from "../../src/plugin-runtime/devices/env.js";
+import { createLogger } from "../../src/observability/log.js";
 import {
   DevicePluginClient,
   PluginRegistrationClient,
@@ -96,6 +99,45 @@ describe("registration on kubelet.sock", () => {
     expect(harness.runtime.status()).toMatchObject({ serving: true, registered: false });
     await harness.kubelet.start();
     await registered(harness);
+  });
+
+  it("says at info that kubelet.sock is absent, once per absence", async () => {
+    const chunks: string[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        chunks.push(chunk.toString());
+        done();
+      },
+    });
+    const absentLines = () =>
+      chunks
+        .join("")
+        .split("\n")
+        .filter((l) => l !== "")
+        .map((l) => JSON.parse(l) as { level: string; msg: string; kubeletSocket?: string })
+        .filter((l) => l.msg === "kubelet.sock absent; waiting for the kubelet");
+    harness = await startHarness(makeConfig({}), {
+      startKubelet: false,
+      logger: createLogger("info", { component: "plugin" }, sink),
+    });
+    const h = harness;
+    const [first] = await waitFor("the absence of kubelet.sock logged", (observe) => {
+      const lines = absentLines();
+      observe(lines);
+      return lines.length > 0 ? lines : undefined;
+    });
+    expect(first).toMatchObject({ level: "info", kubeletSocket: join(h.dir, "kubelet.sock") });
+    // The window in which the line must not repeat: five polls of the runtime (pollIntervalMs 200).
+    await delay(1_000);
+    expect(absentLines()).toHaveLength(1);
+    await h.kubelet.start();
+    await registered(h);
+    await h.kubelet.stop();
+    await waitFor("the second absence logged", (observe) => {
+      const lines = absentLines();
+      observe(lines.length);
+      return lines.length === 2 ? lines : undefined;
+    });
   });
 
   it("reports no kubelet API version until the kubelet accepts one, then the version it registered with", async () => {

@@ -50,5 +50,36 @@ describe("parseAuditLog", () => {
       code: 200,
     });
     expect(only!.stageMs - only!.receivedMs).toBeCloseTo(4.2, 3); // epoch ms as a double: good to a fraction of a microsecond;
+    expect(only!.credentialId).toBeUndefined();
+  });
+
+  it("names the credential (a token's id) and the namespace, so replicas of one ServiceAccount are told apart", () => {
+    const line = JSON.stringify({
+      kind: "Event",
+      stage: "ResponseComplete",
+      verb: "update",
+      user: {
+        username: "system:serviceaccount:dpo-system:dpo-operator",
+        extra: { "authentication.kubernetes.io/credential-id": ["JTI=0b7c5a5e-1"] },
+      },
+      objectRef: {
+        resource: "leases",
+        namespace: "dpo-system",
+        name: "dpo-operator",
+        apiGroup: "coordination.k8s.io",
+      },
+      responseStatus: { code: 409 },
+      requestReceivedTimestamp: "2026-11-25T15:20:01.000100Z",
+      stageTimestamp: "2026-11-25T15:20:01.000900Z",
+    });
+    expect(parseAuditLog(line)).toMatchObject([
+      {
+        verb: "update",
+        resource: "leases",
+        namespace: "dpo-system",
+        credentialId: "JTI=0b7c5a5e-1",
+        code: 409,
+      },
+    ]);
   });
 });

@@ -223,16 +223,13 @@ describe("judge", () => {
     },
     {
       what: "an unknown field inside an object given for a string",
-      dpo: refused(["spec.plugin.image", "Invalid input: expected string, received object"]),
+      dpo: refused(["spec.plugin.image", "must be a string"]),
       api: apiRefused(["spec.plugin.image.a"], { unknownFields: ["spec.plugin.image.a"] }),
       agree: true,
     },
     {
       what: "an unknown field inside an object given for a map value whose key holds dots",
-      dpo: refused([
-        "spec.nodeSelector.feature.example/a.b",
-        "Invalid input: expected string, received object",
-      ]),
+      dpo: refused(["spec.nodeSelector.feature.example/a.b", "must be a string"]),
       api: apiRefused(["spec.nodeSelector.feature.example/a.b.c"], {
         unknownFields: ["spec.nodeSelector.feature.example/a.b.c"],
       }),
@@ -246,10 +243,7 @@ describe("judge", () => {
     },
     {
       what: "a list too long with a non-integer number inside",
-      dpo: refused([
-        "spec.tolerations[47].tolerationSeconds",
-        "Invalid input: expected int, received number",
-      ]),
+      dpo: refused(["spec.tolerations[47].tolerationSeconds", "must be an integer"]),
       api: apiRefused(["spec.tolerations", "spec.tolerations[47].tolerationSeconds"], {
         tooMany: ["spec.tolerations"],
       }),
@@ -257,7 +251,7 @@ describe("judge", () => {
     },
     {
       what: "a list too long that dpo validate does not measure otherwise",
-      dpo: refused(["spec.tolerations[3].operator", "Invalid option"]),
+      dpo: refused(["spec.tolerations[3].operator", "must be one of Exists, Equal"]),
       api: apiRefused(["spec.tolerations", "spec.tolerations[3].operator"], {
         tooMany: ["spec.tolerations"],
       }),
@@ -327,9 +321,7 @@ describe("the allowed differences are exact", () => {
 
   it("matches an unknown field only inside an object given where the schema wants no object", () => {
     const spec = specSchema("v1beta1");
-    const typeError = [
-      { path: "spec.plugin.image", message: "Invalid input: expected string, received object" },
-    ];
+    const typeError = [{ path: "spec.plugin.image", message: "must be a string" }];
     expect(memberOfMistypedObject("spec.plugin.image.a", typeError, MANIFEST, spec)).toBe(true);
     expect(memberOfMistypedObject("spec.plugin.imageX", typeError, MANIFEST, spec)).toBe(false);
     const backend = [{ path: "spec.backend", message: "x" }];
@@ -341,7 +333,7 @@ describe("the allowed differences are exact", () => {
 
   it("matches a list too long only by a non-integer number inside it", () => {
     const error = (path: string, message: string): FieldError[] => [{ path, message }];
-    const nonInteger = "Invalid input: expected int, received number";
+    const nonInteger = "must be an integer";
     expect(
       sizeUncheckedAroundNonInteger(
         "spec.tolerations",
@@ -352,7 +344,10 @@ describe("the allowed differences are exact", () => {
       sizeUncheckedAroundNonInteger("spec.tolerations", error("spec.tolerationsX[3].a", nonInteger)),
     ).toBe(false);
     expect(
-      sizeUncheckedAroundNonInteger("spec.tolerations", error("spec.tolerations[3].key", "Too big")),
+      sizeUncheckedAroundNonInteger(
+        "spec.tolerations",
+        error("spec.tolerations[3].key", "must be at most 316 characters"),
+      ),
     ).toBe(false);
   });
 });

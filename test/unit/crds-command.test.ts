@@ -45,7 +45,7 @@ describe("dpo crds", () => {
   it.each([
     ["an unknown argument", ["print"], "crds takes no arguments but 'apply', got: print"],
     ["a second argument", ["apply", "now"], "crds takes no arguments but 'apply', got: apply now"],
-    ["an unknown flag", ["--namespace", "x"], "Unknown option '--namespace'"],
+    ["an unknown flag", ["--namespace", "x"], "unknown flag '--namespace'"],
     [
       "a bad namespace",
       ["--webhook-namespace", "Gpu_Ops"],

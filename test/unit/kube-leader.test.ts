@@ -7,6 +7,7 @@ import {
   LeaderElector,
   ManualClock,
   NotFoundError,
+  NotLeaderError,
   observationTime,
   TransientError,
   type LeaseDecision,
@@ -32,6 +33,7 @@ describe("decideLease", () => {
     current: undefined,
     observedAt: T0,
     now: T0,
+    wallNow: T0,
     identity: "me",
     leaseDurationSeconds: 15,
   };
@@ -52,7 +54,7 @@ describe("decideLease", () => {
     },
     {
       name: "held by us: renew, keeping acquireTime and transitions",
-      input: { current: held("me"), now: T0 + 2_000 },
+      input: { current: held("me"), now: T0 + 2_000, wallNow: T0 + 2_000 },
       expected: {
         action: "renew",
         record: {
@@ -135,6 +137,39 @@ describe("decideLease", () => {
         },
       },
     },
+    {
+      name: "expiry on the monotonic clock, times written from the wall clock",
+      input: { current: held("other"), observedAt: 5_000, now: 20_000, wallNow: T0 },
+      expected: {
+        action: "take",
+        record: {
+          holderIdentity: "me",
+          leaseDurationSeconds: 15,
+          acquireTime: T0,
+          renewTime: T0,
+          leaseTransitions: 4,
+        },
+      },
+    },
+    {
+      name: "the wall clock stepped an hour ahead: the monotonic clock says 1 s, so wait",
+      input: { current: held("other"), observedAt: 5_000, now: 6_000, wallNow: T0 + 3_600_000 },
+      expected: { action: "wait", holder: "other", expiresAt: 20_000 },
+    },
+    {
+      name: "the wall clock stepped an hour back: the monotonic clock says 15 s, so take",
+      input: { current: held("other"), observedAt: 5_000, now: 20_000, wallNow: T0 - 3_600_000 },
+      expected: {
+        action: "take",
+        record: {
+          holderIdentity: "me",
+          leaseDurationSeconds: 15,
+          acquireTime: T0 - 3_600_000,
+          renewTime: T0 - 3_600_000,
+          leaseTransitions: 4,
+        },
+      },
+    },
   ];
   it.each(cases)("$name", ({ input, expected }) => {
     expect(decideLease({ ...base, ...input })).toEqual(expected);
@@ -201,9 +236,21 @@ class MemoryLeaseStore {
   }
 }
 
-/** One replica's connection to the store; `reachable = false` makes every call fail like a partition. */
-function connection(store: MemoryLeaseStore): LeaseStore & { reachable: boolean } {
-  const call = <T>(fn: () => T): Promise<T> => {
+/**
+ * One replica's connection to the store; `reachable = false` makes every call fail like a refused
+ * connection, `hanging = true` makes every call wait, unanswered, until its signal aborts (a partition
+ * that holds the bytes). `signals` are the signals calls were given.
+ */
+function connection(
+  store: MemoryLeaseStore,
+): LeaseStore & { reachable: boolean; hanging: boolean; signals: Array<AbortSignal | undefined> } {
+  const call = <T>(fn: () => T, signal?: AbortSignal): Promise<T> => {
+    conn.signals.push(signal);
+    if (conn.hanging) {
+      return new Promise<T>((_, reject) =>
+        signal?.addEventListener("abort", () => reject(new TransientError("aborted", { code: 0 }))),
+      );
+    }
     if (!conn.reachable) return Promise.reject(new TransientError("connection refused", { code: 0 }));
     try {
       return Promise.resolve(fn());
@@ -214,10 +261,12 @@ function connection(store: MemoryLeaseStore): LeaseStore & { reachable: boolean 
   const conn = {
     description: "dpo-system/operator",
     reachable: true,
-    get: () => call(() => store.get()),
-    create: (record: LeaseRecord) => call(() => store.create(record)),
-    update: (record: LeaseRecord, resourceVersion: string) =>
-      call(() => store.update(record, resourceVersion)),
+    hanging: false,
+    signals: [] as Array<AbortSignal | undefined>,
+    get: (signal?: AbortSignal) => call(() => store.get(), signal),
+    create: (record: LeaseRecord, signal?: AbortSignal) => call(() => store.create(record), signal),
+    update: (record: LeaseRecord, resourceVersion: string, signal?: AbortSignal) =>
+      call(() => store.update(record, resourceVersion), signal),
   };
   return conn;
 }
@@ -345,8 +394,8 @@ describe("LeaderElector", () => {
     const aStopped = a.stoppedAt[0]!.at;
     const bStarted = b.startedAt[0]!;
     expect(aStopped).toBeLessThan(bStarted);
-    // One retry period, then at most the renew deadline of attempts (plus the 100 ms test step).
-    expect(aStopped - lastRenew).toBeLessThanOrEqual(2_000 + 10_000 + 100);
+    // The renew deadline from when the last successful renewal was sent (plus the 100 ms test step).
+    expect(aStopped - lastRenew).toBeLessThanOrEqual(10_000 + 100);
     // b first sees a's last renewal on its next poll (≤ 2.4 s later, jittered retry period), waits a
     // lease duration from then, and takes over on the poll after that (≤ 2.4 s more).
     expect(bStarted - lastRenew).toBeGreaterThanOrEqual(15_000);
@@ -354,6 +403,79 @@ describe("LeaderElector", () => {
     expect(store.lease!.record).toMatchObject({ holderIdentity: "b", leaseTransitions: 1 });
     b.stop.abort();
     await b.done;
+  });
+
+  it("when the leader's requests hang, its fence closes at the renew deadline, before the other leads", async () => {
+    const clock = new ManualClock(T0);
+    const store = new MemoryLeaseStore();
+    const a = startReplica("a", store, clock);
+    await runFor(clock, 1_000, [a]);
+    const b = startReplica("b", store, clock);
+    await runFor(clock, 5_000, [a, b]);
+    expect(a.elector.isLeader()).toBe(true);
+    const lastRenew = store.lease!.record.renewTime!;
+    a.conn.hanging = true;
+    const hangingFrom = a.conn.signals.length;
+
+    const mayWrite = (r: Replica): boolean => {
+      try {
+        r.elector.fence.check("PATCH /x");
+        return true;
+      } catch (err) {
+        expect(err).toBeInstanceOf(NotLeaderError);
+        return false;
+      }
+    };
+    let fenceClosedAt: number | undefined;
+    const overlap: number[] = [];
+    await advanceUntil(
+      clock,
+      [a, b],
+      () => {
+        if (fenceClosedAt === undefined && !mayWrite(a)) fenceClosedAt = clock.now();
+        if (mayWrite(a) && b.elector.isLeader()) overlap.push(clock.now());
+        return b.elector.isLeader();
+      },
+      30_000,
+      () => leaders([a, b]),
+    );
+
+    expect(overlap, "times both could write").toEqual([]);
+    // Closed at the renew deadline from the last successful renewal (seen at the next 100 ms step) ...
+    expect(fenceClosedAt! - lastRenew).toBeGreaterThan(9_900);
+    expect(fenceClosedAt! - lastRenew).toBeLessThanOrEqual(10_000 + 100);
+    // ... and b took over a full lease duration after it, so strictly later.
+    expect(b.startedAt[0]! - lastRenew).toBeGreaterThanOrEqual(15_000);
+    expect(b.startedAt[0]!).toBeGreaterThan(fenceClosedAt!);
+    // Every lease request left hanging was cancelled, so none can reach the server later.
+    const hung = a.conn.signals.slice(hangingFrom);
+    expect(hung.length).toBeGreaterThan(0);
+    expect(hung.map((signal) => signal?.aborted)).toEqual(hung.map(() => true));
+    // The workers' signal ended with the fence, saying why.
+    expect(a.leaderSignal?.reason).toBeInstanceOf(NotLeaderError);
+    expect(a.stoppedAt.map((s) => s.reason)).toEqual(["lost"]);
+    await a.done;
+    b.stop.abort();
+    await b.done;
+  });
+
+  it("a step of the wall clock, either way, neither ends leadership nor lets the other take over", async () => {
+    const clock = new ManualClock(T0);
+    const store = new MemoryLeaseStore();
+    const a = startReplica("a", store, clock);
+    await runFor(clock, 1_000, [a]);
+    const b = startReplica("b", store, clock);
+    await runFor(clock, 5_000, [a, b]);
+    clock.jumpWallClock(3_600_000);
+    await runFor(clock, 20_000, [a, b]);
+    clock.jumpWallClock(-7_200_000);
+    await runFor(clock, 20_000, [a, b]);
+    expect(a.elector.isLeader()).toBe(true);
+    expect(b.elector.isLeader()).toBe(false);
+    expect(a.stoppedAt).toEqual([]);
+    expect(store.lease!.record.leaseTransitions).toBe(0);
+    for (const r of [a, b]) r.stop.abort();
+    await Promise.all([a.done, b.done]);
   });
 
   it("rides out renewal failures shorter than the renew deadline", async () => {

@@ -18,10 +18,46 @@ rules:
   - level: None
 `;
 
+/**
+ * The cluster tier's policy: the status writes of AUDIT_STATUS_WRITES, and every write of the operator's
+ * ServiceAccount (any resource, the Lease included), so test/e2e/leader-fence.test.ts can tell from the
+ * server's own record which replica wrote what, and when. Replicas share the ServiceAccount; each has its
+ * own token, whose id the audit event carries (AuditedRequest.credentialId).
+ */
+export const AUDIT_CLUSTER_TIER = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted, Panic]
+rules:
+  - level: Metadata
+    verbs: [update, patch]
+    resources:
+      - group: dpo.dev
+        resources: [devicepluginconfigs/status]
+  - level: Metadata
+    users: ["system:serviceaccount:dpo-system:dpo-operator"]
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+`;
+
+/** The verbs that change something; the rest (get, list, watch) only read. */
+export const WRITE_VERBS: ReadonlySet<string> = new Set([
+  "create",
+  "update",
+  "patch",
+  "delete",
+  "deletecollection",
+]);
+
 export interface AuditedRequest {
   verb: string;
   user: string;
+  /**
+   * Which credential authenticated the request: "JTI=<token id>" for a ServiceAccount token, so two
+   * processes with tokens of one ServiceAccount are told apart; undefined when the server gave none.
+   */
+  credentialId: string | undefined;
   resource: string;
+  namespace: string | undefined;
   subresource: string | undefined;
   name: string | undefined;
   code: number | undefined;
@@ -40,6 +76,9 @@ export function parseMicroTime(value: string): number {
   return whole + Number(`0.${match[2] ?? "0"}`) * 1_000;
 }
 
+/** The user extra where the API server names the credential (a token's JTI) since Kubernetes 1.30. */
+const CREDENTIAL_ID = "authentication.kubernetes.io/credential-id";
+
 /** The ResponseComplete lines of an audit log; other stages and lines that are not events are skipped. */
 export function parseAuditLog(text: string): AuditedRequest[] {
   const requests: AuditedRequest[] = [];
@@ -49,8 +88,8 @@ export function parseAuditLog(text: string): AuditedRequest[] {
       kind?: string;
       stage?: string;
       verb?: string;
-      user?: { username?: string };
-      objectRef?: { resource?: string; subresource?: string; name?: string };
+      user?: { username?: string; extra?: Record<string, string[]> };
+      objectRef?: { resource?: string; subresource?: string; name?: string; namespace?: string };
       responseStatus?: { code?: number };
       requestReceivedTimestamp?: string;
       stageTimestamp?: string;
@@ -65,7 +104,9 @@ export function parseAuditLog(text: string): AuditedRequest[] {
     requests.push({
       verb: event.verb ?? "",
       user: event.user?.username ?? "",
+      credentialId: event.user?.extra?.[CREDENTIAL_ID]?.[0],
       resource: event.objectRef?.resource ?? "",
+      namespace: event.objectRef?.namespace,
       subresource: event.objectRef?.subresource,
       name: event.objectRef?.name,
       code: event.responseStatus?.code,

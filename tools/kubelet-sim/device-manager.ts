@@ -289,11 +289,7 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   }
 
   private async register(req: RegisterRequest): Promise<void> {
-    if (!kubeletSpeaksAny([req.version])) throw new Error(unsupportedVersionMessage(req.version));
-    if (!isExtendedResourceName(req.resourceName)) {
-      throw new Error(invalidResourceNameMessage(req.resourceName));
-    }
-    if (req.endpoint.includes("/")) throw new Error(`endpoint must be a file name, got ${req.endpoint}`);
+    validateRegister(req);
     await this.connectPlugin(req.resourceName, join(this.opts.dir, req.endpoint), req.endpoint);
     this.registrations.push(req);
     this.emit("registered", this.resources.get(req.resourceName)!);
@@ -317,7 +313,35 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
       throw new Error(`cannot dial ${endpoint}: ${err.message}`);
     });
     const options = await callWithDeadline(client.getDevicePluginOptions.bind(client), {}, 10_000);
+    this.attach(resourceName, socketPath, endpoint, client, options);
+  }
 
+  /**
+   * Register for a plugin that runs in this process (the node simulator's processless mode): the same
+   * validation, bookkeeping and events as a Register request, with `client` answering the calls the
+   * device manager makes instead of a connection to a socket. `endpoint` is the socket file name the
+   * plugin would have served (one per plugin start, so v1.37 tells two instances apart).
+   */
+  registerInProcess(
+    request: RegisterRequest,
+    client: DevicePluginClient,
+    options: DevicePluginOptions,
+  ): void {
+    validateRegister(request);
+    const socketPath = join(this.opts.dir, request.endpoint);
+    this.attach(request.resourceName, socketPath, request.endpoint, client, options);
+    this.registrations.push(request);
+    this.emit("registered", this.resources.get(request.resourceName)!);
+  }
+
+  /** A dialled plugin becomes the resource's endpoint: an earlier one is replaced, ListAndWatch consumed. */
+  private attach(
+    resourceName: string,
+    socketPath: string,
+    endpoint: string,
+    client: DevicePluginClient,
+    options: DevicePluginOptions,
+  ): void {
     const previous = this.resources.get(resourceName);
     if (
       !this.opts.oneEndpointPerResource &&
@@ -463,4 +487,13 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
     await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
     server.forceShutdown();
   }
+}
+
+/** The kubelet's checks of a Register request before it dials the plugin. */
+function validateRegister(req: RegisterRequest): void {
+  if (!kubeletSpeaksAny([req.version])) throw new Error(unsupportedVersionMessage(req.version));
+  if (!isExtendedResourceName(req.resourceName)) {
+    throw new Error(invalidResourceNameMessage(req.resourceName));
+  }
+  if (req.endpoint.includes("/")) throw new Error(`endpoint must be a file name, got ${req.endpoint}`);
 }

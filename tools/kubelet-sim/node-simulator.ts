@@ -19,6 +19,8 @@ import { PluginProcesses, type PluginProcessEvents, type PluginProcessInfo } fro
 import { isPluginPod, requestsExtendedResources, usesResourceClaims } from "./pod-admission.js";
 import type { SimulatedPodResourcesServer } from "./pod-resources.js";
 import { PodWatch } from "./pod-watch.js";
+import { ProcesslessPlugins } from "./processless-plugins.js";
+import { PROCESSLESS_TIMING, type ProcesslessTiming } from "./processless-rules.js";
 import {
   createSimulatedNode,
   nodeHostPath,
@@ -79,6 +81,16 @@ export interface KubeletSimulatorOptions {
    * own: in a cluster pods reach the API through a Service; tests put a fault-injecting proxy there.
    */
   pluginApiServer?: string;
+  /**
+   * `process` (the default): every plugin pod runs the real `dpo plugin`. `processless`: a simulated
+   * node answers for its plugin pods itself (processless-plugin.ts): it registers the resource with the
+   * node's device manager in-process, writes the DeviceNodeState with the plugin's own writer and
+   * follows the plugin's timings, so thousands of nodes fit one machine. Its nodes serve no sockets
+   * (kubelet.sock, PodResources, DRA): nothing outside the simulator talks to them.
+   */
+  pluginMode?: "process" | "processless";
+  /** The processless plugins' timings; PROCESSLESS_TIMING (from the 100-node runs) by default. */
+  processlessTiming?: ProcesslessTiming;
   logger?: Logger;
 }
 
@@ -116,6 +128,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
   private readonly api: KubeletApi;
   private readonly stopGraceMs: number;
   private readonly pluginProcesses: PluginProcesses;
+  private readonly processless: ProcesslessPlugins | undefined;
   private readonly workloadPods: WorkloadPods;
   private readonly podWatch: PodWatch;
   private stopped = false;
@@ -164,6 +177,20 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
         pluginExited: (info) => this.emit("pluginExited", info),
       },
     });
+    this.processless =
+      options.pluginMode === "processless"
+        ? new ProcesslessPlugins({
+            api: this.api,
+            log: this.log,
+            root,
+            timing: options.processlessTiming ?? PROCESSLESS_TIMING,
+            isStopped,
+            notify: {
+              pluginStarted: (info) => this.emit("pluginStarted", info),
+              pluginExited: (info) => this.emit("pluginExited", info),
+            },
+          })
+        : undefined;
     this.workloadPods = new WorkloadPods({
       api: this.api,
       log: this.log,
@@ -186,7 +213,8 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
 
   /** Creates the node trees, serves kubelet.sock on every node and starts watching plugin pods. */
   static async start(options: KubeletSimulatorOptions): Promise<KubeletSimulator> {
-    if (!existsSync(options.dpoEntrypoint ?? DEFAULT_DPO_ENTRYPOINT)) {
+    const processless = options.pluginMode === "processless";
+    if (!processless && !existsSync(options.dpoEntrypoint ?? DEFAULT_DPO_ENTRYPOINT)) {
       throw new Error(
         `${options.dpoEntrypoint ?? DEFAULT_DPO_ENTRYPOINT} is missing: run 'make build' before using the kubelet simulator`,
       );
@@ -194,7 +222,8 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
     const root = await mkdtemp(join(shortTempBase(), "dpo-ks-"));
     const sim = new KubeletSimulator(root, options);
     try {
-      sim.builds.prepareAll();
+      if (processless) await sim.processless?.start();
+      else sim.builds.prepareAll();
       await sim.startNodes();
       sim.podWatch.start();
       await sim.podWatch.waitForSync();
@@ -274,7 +303,8 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
 
   /** Plugin processes (running or exited) of `node`, or of every node. */
   plugins(node?: string): PluginProcessInfo[] {
-    return this.pluginProcesses.list(node === undefined ? [...this.nodes.values()] : [this.node(node)]);
+    const nodes = node === undefined ? [...this.nodes.values()] : [this.node(node)];
+    return this.processless?.list(nodes) ?? this.pluginProcesses.list(nodes);
   }
 
   /**
@@ -340,6 +370,7 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
     await Promise.all(
       nodes.flatMap((node) => [...node.pods.values()].map((r) => r.plugin.stop(this.stopGraceMs))),
     );
+    await this.processless?.stop();
     await Promise.all(nodes.map((node) => node.podResources.stop()));
     await Promise.all(nodes.map((node) => node.deviceManager.stop()));
     for (const node of nodes) node.dra.close();
@@ -406,13 +437,15 @@ export class KubeletSimulator extends EventEmitter<KubeletSimulatorEvents> {
         onDeviceHealth: (n, resource) => void this.workloadPods.writeDeviceHealth(n, resource),
       });
       this.nodes.set(name, node);
-      await startSimulatedNode(node);
+      // A processless node's plugins register in-process: nothing dials its sockets.
+      if (this.processless === undefined) await startSimulatedNode(node);
     }
   }
 
   /** One pass over the pods bound to `node`: its plugin pods first, then the pods that ask for devices. */
   private async reconcile(node: SimulatedNode, pods: V1Pod[]): Promise<void> {
-    if (!(await this.pluginProcesses.reconcile(node, pods.filter(isPluginPod)))) return;
+    const plugins = this.processless ?? this.pluginProcesses;
+    if (!(await plugins.reconcile(node, pods.filter(isPluginPod)))) return;
     await this.workloadPods.admit(
       node,
       pods.filter((p) => !isPluginPod(p) && (requestsExtendedResources(p) || usesResourceClaims(p))),

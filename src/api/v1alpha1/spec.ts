@@ -5,13 +5,19 @@ import { z } from "zod";
 import { celRules } from "../v1beta1/cel.crd.js";
 import {
   BACKEND_TYPES,
+  DEVFS_DESCRIPTION,
   DevFSBackendSchema,
   listOf,
+  LOG_LEVEL_DESCRIPTION,
   LOG_LEVELS,
   mapOf,
+  MOCK_DESCRIPTION,
   MockBackendSchema,
+  NODE_SELECTOR_DESCRIPTION,
+  PCI_DESCRIPTION,
   PCIBackendSchema,
   ResourceNameSchema,
+  TOLERATIONS_DESCRIPTION,
   TolerationSchema,
   UpgradeSchema,
   PUBLISH_MODES,
@@ -59,9 +65,9 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
     backend: z
       .enum(BACKEND_TYPES)
       .describe("Which backend discovers the devices; the spec member of the same name must be set."),
-    mock: MockBackendSchema.optional(),
-    devfs: DevFSBackendSchema.optional(),
-    pci: PCIBackendSchema.optional(),
+    mock: MockBackendSchema.optional().describe(MOCK_DESCRIPTION),
+    devfs: DevFSBackendSchema.optional().describe(DEVFS_DESCRIPTION),
+    pci: PCIBackendSchema.optional().describe(PCI_DESCRIPTION),
     sharedDevNum: z
       .number()
       .int()
@@ -73,10 +79,10 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
       .enum(V1ALPHA1_ALLOCATION_POLICIES)
       .optional()
       .describe("How the plugin answers GetPreferredAllocation; none (or unset) leaves it to the kubelet."),
-    nodeSelector: mapOf(labelValue, 316).optional(),
-    tolerations: listOf(TolerationSchema, 64).optional(),
+    nodeSelector: mapOf(labelValue, 316).optional().describe(NODE_SELECTOR_DESCRIPTION),
+    tolerations: listOf(TolerationSchema, 64).optional().describe(TOLERATIONS_DESCRIPTION),
     image: z.string().max(1024).optional().describe("Plugin image; empty means the operator's own image."),
-    logLevel: z.enum(LOG_LEVELS).optional(),
+    logLevel: z.enum(LOG_LEVELS).optional().describe(LOG_LEVEL_DESCRIPTION),
     upgrade: UpgradeSchema.optional().describe("How a change of the plugin pods rolls out; as in v1beta1."),
     publish: z
       .enum(PUBLISH_MODES)

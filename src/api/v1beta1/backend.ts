@@ -58,7 +58,9 @@ export const DevFSPathSchema = z
 export const DevFSBackendSchema = z
   .object({
     root: absolutePath.default("/").describe("Host directory the globs are resolved under."),
-    paths: listOf(DevFSPathSchema, 64).min(1),
+    paths: listOf(DevFSPathSchema, 64)
+      .min(1)
+      .describe("Globs of device files; every path a glob matches is one device."),
   })
   .strict();
 
@@ -123,6 +125,14 @@ export const NVIDIABackendSchema = z
   })
   .strict();
 
+/** The descriptions of the backend members both API versions have, for `kubectl explain`. */
+export const MOCK_DESCRIPTION =
+  "Settings of the Mock backend (type Mock): simulated devices, for tests and demos; health from a file.";
+export const DEVFS_DESCRIPTION =
+  "Settings of the DevFS backend (type DevFS): device files such as serial ports, found by globs under a root.";
+export const PCI_DESCRIPTION =
+  "Settings of the PCI backend (type PCI): PCI functions found in sysfs by vendor, device and class.";
+
 export const BACKEND_TYPES = ["Mock", "DevFS", "PCI", "NVIDIA"] as const;
 export type BackendType = (typeof BACKEND_TYPES)[number];
 
@@ -137,10 +147,12 @@ export const BACKEND_MEMBER: Record<BackendType, "mock" | "devFS" | "pci" | "nvi
 export const BackendSchema = z
   .object({
     type: z.enum(BACKEND_TYPES).describe("Which backend discovers the devices; its member must be set."),
-    mock: MockBackendSchema.optional(),
-    devFS: DevFSBackendSchema.optional(),
-    pci: PCIBackendSchema.optional(),
-    nvidia: NVIDIABackendSchema.optional(),
+    mock: MockBackendSchema.optional().describe(MOCK_DESCRIPTION),
+    devFS: DevFSBackendSchema.optional().describe(DEVFS_DESCRIPTION),
+    pci: PCIBackendSchema.optional().describe(PCI_DESCRIPTION),
+    nvidia: NVIDIABackendSchema.optional().describe(
+      "Settings of the NVIDIA backend (type NVIDIA): GPUs found and checked for health with nvidia-smi and, optionally, XID events from the kernel log.",
+    ),
   })
   .strict()
   .superRefine((backend, ctx) => {

@@ -29,7 +29,7 @@ export function listOf<T extends z.ZodType>(item: T, max: number) {
   return z
     .array(item)
     .refine((items) => items.length <= max, {
-      message: `Too big: expected array to have <=${max} items`,
+      message: `must have at most ${max} items`,
       when: (payload) => Array.isArray(payload.value),
     })
     .meta({ maxItems: max });

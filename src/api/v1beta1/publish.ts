@@ -29,7 +29,8 @@ export const DeviceSelectorSchema = z
             'A CEL expression over `device`, e.g. device.attributes["gpu.example.com"].model == "X100".',
           ),
       })
-      .strict(),
+      .strict()
+      .describe("A selector written in CEL."),
   })
   .strict();
 
@@ -57,7 +58,9 @@ export const DRASchema = z
       .describe(
         "The DRA driver name in ResourceSlices, claims' results and CDI ids; defaults to <name>.<domain> of the resource name (example.com/gpu: gpu.example.com).",
       ),
-    deviceClass: DRADeviceClassSchema.default({ selectors: [] }),
+    deviceClass: DRADeviceClassSchema.default({ selectors: [] }).describe(
+      "The DeviceClass claims name to ask for these devices.",
+    ),
   })
   .strict();
 export type DRA = z.infer<typeof DRASchema>;

@@ -16,7 +16,12 @@ export * from "./resource-name.js";
 
 export const SharingSchema = z
   .object({
-    strategy: z.enum(["None", "TimeSlicing"]).default("None"),
+    strategy: z
+      .enum(["None", "TimeSlicing"])
+      .default("None")
+      .describe(
+        "None: each device goes to one container. TimeSlicing: each device is advertised as replicas devices, which containers share in turns.",
+      ),
     replicas: z
       .number()
       .int()
@@ -80,11 +85,25 @@ const labelValue = z
 
 export const TolerationSchema = z
   .object({
-    key: z.string().max(316).optional(),
-    operator: z.enum(["Exists", "Equal"]).optional(),
-    value: z.string().max(63).optional(),
-    effect: z.enum(["NoSchedule", "PreferNoSchedule", "NoExecute"]).optional(),
-    tolerationSeconds: z.number().int().optional(),
+    key: z
+      .string()
+      .max(316)
+      .optional()
+      .describe("The taint key to tolerate; empty with operator Exists tolerates every taint."),
+    operator: z
+      .enum(["Exists", "Equal"])
+      .optional()
+      .describe("Equal (the default): the taint's value must be value. Exists: any value."),
+    value: z.string().max(63).optional().describe("The taint value to tolerate with operator Equal."),
+    effect: z
+      .enum(["NoSchedule", "PreferNoSchedule", "NoExecute"])
+      .optional()
+      .describe("The taint effect to tolerate; empty tolerates every effect."),
+    tolerationSeconds: z
+      .number()
+      .int()
+      .optional()
+      .describe("With effect NoExecute: how long the pod stays after the taint appears; unset: for ever."),
   })
   .strict()
   .superRefine((t, ctx) => {
@@ -123,19 +142,37 @@ const quantity = z
 
 export const ResourceRequirementsSchema = z
   .object({
-    requests: z.record(z.string(), quantity).optional(),
-    limits: z.record(z.string(), quantity).optional(),
+    requests: z
+      .record(z.string(), quantity)
+      .optional()
+      .describe("What the plugin container is guaranteed, by resource name, e.g. cpu: 10m, memory: 32Mi."),
+    limits: z
+      .record(z.string(), quantity)
+      .optional()
+      .describe("The most the plugin container may use, by resource name, e.g. memory: 64Mi."),
   })
   .strict();
 
 export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error"] as const;
+export const LOG_LEVEL_DESCRIPTION = "Log level of the plugin pods (docs/logging.md says what each shows).";
+export const NODE_SELECTOR_DESCRIPTION =
+  "Labels a node must have for the plugin to run there; empty: every node the tolerations allow.";
+export const TOLERATIONS_DESCRIPTION = "Tolerations of the plugin pods, to run on device nodes with taints.";
 
 export const PluginSchema = z
   .object({
     image: z.string().max(1024).default("").describe("Plugin image; empty means the operator's own image."),
-    priorityClassName: z.string().max(253).default("system-node-critical"),
-    resources: ResourceRequirementsSchema.default({}),
-    logLevel: z.enum(LOG_LEVELS).default("info"),
+    priorityClassName: z
+      .string()
+      .max(253)
+      .default("system-node-critical")
+      .describe(
+        "PriorityClass of the plugin pods; the default keeps them from being evicted before workloads.",
+      ),
+    resources: ResourceRequirementsSchema.default({}).describe(
+      "CPU and memory requests and limits of the plugin container.",
+    ),
+    logLevel: z.enum(LOG_LEVELS).default("info").describe(LOG_LEVEL_DESCRIPTION),
   })
   .strict();
 
@@ -167,9 +204,13 @@ const PERCENT_PATTERN = "^(100|[1-9][0-9]?)%$";
  * DaemonSet's `maxUnavailable` (int-or-string in the CRD, checked by CEL there).
  */
 export const MaxUnavailableSchema = z
-  .union([z.number().int().min(1).max(100_000), z.string().regex(new RegExp(PERCENT_PATTERN))], {
-    error: MAX_UNAVAILABLE_MESSAGE,
-  })
+  .union(
+    [
+      z.number().int().min(1, MAX_UNAVAILABLE_MESSAGE).max(100_000, MAX_UNAVAILABLE_MESSAGE),
+      z.string().regex(new RegExp(PERCENT_PATTERN), MAX_UNAVAILABLE_MESSAGE),
+    ],
+    { error: MAX_UNAVAILABLE_MESSAGE },
+  )
   .meta({
     "x-kubernetes-int-or-string": true,
     ...celRules({
@@ -216,19 +257,29 @@ export const UPGRADE_DEFAULTS: Upgrade = {
 export const DevicePluginConfigSpecSchema = z
   .object({
     resourceName: ResourceNameSchema,
-    backend: BackendSchema,
-    sharing: SharingSchema.default({ strategy: "None", failRequestsGreaterThanOne: false }),
-    topology: TopologySchema.default({ allocationPolicy: "None" }),
-    cdi: CDISchema.default({ enabled: false }),
-    nodeSelector: mapOf(labelValue, 316).default({}),
-    tolerations: listOf(TolerationSchema, 64).default([]),
+    backend: BackendSchema.describe(
+      "Where the devices come from: the backend type, and its settings in the member named after it.",
+    ),
+    sharing: SharingSchema.default({ strategy: "None", failRequestsGreaterThanOne: false }).describe(
+      "Whether containers share each device.",
+    ),
+    topology: TopologySchema.default({ allocationPolicy: "None" }).describe(
+      "Which devices the plugin prefers when the kubelet asks it to choose (GetPreferredAllocation).",
+    ),
+    cdi: CDISchema.default({ enabled: false }).describe(
+      "CDI (Container Device Interface): name the devices in Allocate responses for runtimes that apply CDI specs.",
+    ),
+    nodeSelector: mapOf(labelValue, 316).default({}).describe(NODE_SELECTOR_DESCRIPTION),
+    tolerations: listOf(TolerationSchema, 64).default([]).describe(TOLERATIONS_DESCRIPTION),
     plugin: PluginSchema.default({
       image: "",
       priorityClassName: "system-node-critical",
       resources: {},
       logLevel: "info",
-    }),
-    upgrade: UpgradeSchema.default(UPGRADE_DEFAULTS),
+    }).describe("The plugin pods the operator runs on the selected nodes."),
+    upgrade: UpgradeSchema.default(UPGRADE_DEFAULTS).describe(
+      "How a change of the plugin pods rolls out, node by node, gated on what the kubelet advertises.",
+    ),
     publish: z
       .enum(PUBLISH_MODES)
       .default("DevicePlugin")

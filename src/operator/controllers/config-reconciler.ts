@@ -63,8 +63,13 @@ export class ConfigReconciler {
     return this.statusWrites.isOwn(name, status);
   }
 
-  async reconcile(name: string): Promise<ReconcileResult> {
+  /**
+   * `signal` aborts when this replica may no longer write (leadership lost) or the queue shuts down: the
+   * reconcile stops between its steps, and the writers' own fence cancels the request in flight.
+   */
+  async reconcile(name: string, signal?: AbortSignal): Promise<ReconcileResult> {
     const { deps } = this;
+    signal?.throwIfAborted();
     const stored = deps.configs.get(name);
     if (!stored) {
       // Garbage collection removes what the config owned (its DeviceClass too); its ResourceSlices carry
@@ -91,6 +96,7 @@ export class ConfigReconciler {
     const conflictWith = this.resourceNameConflict(config, nodes);
 
     const dra = await reconcileDraObjects(deps, config, conflictWith === undefined);
+    signal?.throwIfAborted();
     let workloads: WorkloadOutcome | undefined;
     if (conflictWith !== undefined) await removePluginWorkloads(deps, name);
     else workloads = await applyPluginWorkloads(deps, config, nodes, dra.publishedDevices);
@@ -100,7 +106,9 @@ export class ConfigReconciler {
       name,
       (n) => conflictWith === undefined && pluginRunsOnNode(n, config.spec),
     );
+    signal?.throwIfAborted();
     const staleRetryMs = await deleteStaleReports(deps, config);
+    signal?.throwIfAborted();
 
     const decision = workloads?.decision;
     const previous = this.statusWrites.previous(name, stored);

@@ -6,6 +6,7 @@ import { createHash } from "node:crypto";
 import type { Logger } from "pino";
 import { sleep, systemClock } from "../../kube/clock.js";
 import type { EventRecorder } from "../../kube/events.js";
+import type { WriteFence } from "../../kube/fence.js";
 import { kubeRequest } from "../../kube/request.js";
 import { CUSTOM_RESOURCE_DEFINITIONS, groupVersionPath, objectPath } from "../../kube/resources.js";
 import { planMigration, type CrdView, type MigrationOutcome } from "./plan.js";
@@ -37,6 +38,8 @@ export interface StorageMigrationRunnerOptions {
   crdName: string;
   logger: Logger;
   events?: Pick<EventRecorder, "record">;
+  /** Leadership: the migration's writes are checked against it just before they are sent. */
+  fence?: WriteFence;
   /** The CRD must have been unchanged this long before a migration starts. */
   settleMs?: number;
   /** Time between checks when nothing needs doing. */
@@ -102,6 +105,7 @@ export class StorageMigrationRunner {
             logger: log,
             events: this.opts.events,
             signal,
+            fence: this.opts.fence,
           });
           this.lastOutcome = outcome;
           if (outcome.state === "Aborted") return;

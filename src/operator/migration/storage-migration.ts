@@ -7,6 +7,7 @@ import type { Logger } from "pino";
 import { sleep, systemClock, type Clock } from "../../kube/clock.js";
 import { ConflictError, GoneError, InvalidError, NotFoundError, TransientError } from "../../kube/errors.js";
 import type { EventRecorder, InvolvedObject } from "../../kube/events.js";
+import type { WriteFence } from "../../kube/fence.js";
 import { kubeRequest } from "../../kube/request.js";
 import { collectionPath, CUSTOM_RESOURCE_DEFINITIONS, objectPath } from "../../kube/resources.js";
 import {
@@ -50,6 +51,8 @@ export interface MigrationOptions {
   events?: Pick<EventRecorder, "record">;
   /** Stops the run between objects; what was done is recorded in the annotation. */
   signal?: AbortSignal;
+  /** Leadership: every write is checked against it just before it is sent. */
+  fence?: WriteFence | undefined;
   /** Objects per list page, and so per progress write. */
   pageSize?: number;
   retry?: RetryPolicy;
@@ -274,6 +277,7 @@ class StorageMigration {
           method: "PATCH",
           path: objectPath(CUSTOM_RESOURCE_DEFINITIONS, this.opts.crdName, undefined, "status"),
           query: { fieldManager: STORAGE_MIGRATION_FIELD_MANAGER },
+          fence: this.opts.fence,
           body: storedVersionsPatch(storedVersions, storageVersion),
           contentType: JSON_PATCH,
         }),
@@ -341,6 +345,7 @@ class StorageMigration {
             method: "PATCH",
             path,
             query: { fieldManager: STORAGE_MIGRATION_FIELD_MANAGER },
+            fence: this.opts.fence,
             body: REWRITE_PATCH,
             contentType: MERGE_PATCH,
           }),
@@ -364,6 +369,7 @@ class StorageMigration {
       method: "PATCH",
       path: this.crdPath,
       query: { fieldManager: STORAGE_MIGRATION_FIELD_MANAGER },
+      fence: this.opts.fence,
       body,
       contentType: MERGE_PATCH,
     });
