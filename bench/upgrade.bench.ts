@@ -75,7 +75,12 @@ async function main(): Promise<void> {
     for (const strategy of ["Surge", "Replace"] as const) {
       if (!SCENARIOS.includes(strategy.toLowerCase())) continue;
       console.error(`bench-upgrade: dpo ${strategy}`);
-      results.push(await dpoScenario(kc, sim, nodeInformer, nodes, strategy));
+      results.push(
+        await dpoScenario(kc, sim, nodeInformer, nodes, strategy, {
+          pid: operator.pid!,
+          log: join(stateDir, "operator.log"),
+        }),
+      );
     }
   } catch (err) {
     console.error(`bench-upgrade failed; state (operator and plugin logs) kept in ${stateDir}`);

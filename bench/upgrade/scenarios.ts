@@ -18,6 +18,7 @@ import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js
 import { isConflict } from "../../src/kube/errors.js";
 import { plainPluginRevision, type PlainPluginRevision } from "../../test/e2e/upgrade-support.js";
 import { DEVICES, GROUP, MAX_UNAVAILABLE, NAMESPACE, RENDER_CONTEXT } from "./knobs.js";
+import { formatScaleFigures, startScaleFigures } from "./scale-figures.js";
 import {
   allOnRevision,
   measure,
@@ -35,6 +36,7 @@ export async function dpoScenario(
   nodeInformer: Informer<V1Node>,
   nodes: readonly string[],
   strategy: "Surge" | "Replace",
+  operator: { pid: number; log: string },
 ): Promise<Result> {
   const custom = kc.makeApiClient(CustomObjectsApi);
   const name = `bench-${strategy.toLowerCase()}`;
@@ -78,6 +80,14 @@ export async function dpoScenario(
   let completeMs: number | undefined;
   let lastStatusRead = -Infinity;
   let result: Result;
+  const figures = await startScaleFigures({
+    operatorPid: operator.pid,
+    operatorLog: operator.log,
+    nodeInformer,
+    daemonSets,
+    nodes,
+    config: name,
+  });
   try {
     const m = await measure(
       kc,
@@ -124,6 +134,9 @@ export async function dpoScenario(
       completeMs = m.rolloutMs + (performance.now() - done);
     }
     result = toResult(strategy === "Surge" ? "surge" : "replace", m, completeMs);
+    console.log(
+      formatScaleFigures(`dpo ${strategy}, ${nodes.length} nodes`, nodes.length, await figures.stop()),
+    );
   } finally {
     await daemonSets.stop();
     await custom.deleteClusterCustomObject({ ...GROUP, name });
