@@ -160,10 +160,9 @@ function rollout(nodeCount: number, maxUnavailable: `${number}%`): Figures {
     daemonSets.set(ds.metadata.name!, ds);
   };
 
-  let seq = 0;
-  const pass = (c: DevicePluginConfig) => {
-    figures.passes++;
-    const decision = decideRollout({
+  /** What the operator decides from the objects as they are now. */
+  const decide = (c: DevicePluginConfig) =>
+    decideRollout({
       config: c,
       render: ctx,
       daemonSets: [...daemonSets.values()],
@@ -172,6 +171,11 @@ function rollout(nodeCount: number, maxUnavailable: `${number}%`): Figures {
       reports: [...reports.values()],
       now,
     });
+
+  let seq = 0;
+  const pass = (c: DevicePluginConfig) => {
+    figures.passes++;
+    const decision = decide(c);
     for (const w of decision.writes) {
       if (w.kind === "Create") {
         const ds = structuredClone(w.daemonSet);
@@ -236,16 +240,7 @@ function rollout(nodeCount: number, maxUnavailable: `${number}%`): Figures {
     if (d.status.phase === "Complete" && live.length === 1 && revisionOfDaemonSet(live[0]!) === newRev) break;
   }
   // Once promoted, an idle pass writes nothing.
-  const idle = decideRollout({
-    config: NEW,
-    render: ctx,
-    daemonSets: [...daemonSets.values()],
-    nodes: [...nodes.values()],
-    pods: [...pods.values()],
-    reports: [...reports.values()],
-    now,
-  });
-  expect(idle.writes).toEqual([]);
+  expect(decide(NEW).writes).toEqual([]);
   return {
     ...figures,
     passes: figures.passes - before.passes,
