@@ -69,8 +69,9 @@ export async function startBenchOperator(
       file,
       "--namespace",
       options.namespace,
+      // An ephemeral port on loopback (the operator logs it): the benchmarks read its counters.
       "--metrics-addr",
-      "0",
+      "127.0.0.1:0",
       "--health-addr",
       "0",
       "--plugin-image",
