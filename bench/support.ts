@@ -2,7 +2,7 @@
 // built operator under its own ServiceAccount.
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { openSync, writeFileSync } from "node:fs";
+import { openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   buildOrReuseBinaries,
@@ -13,6 +13,7 @@ import {
   type ClusterHandle,
 } from "../tools/cluster/cluster.js";
 import { installDpo } from "../tools/cluster/install-dpo.js";
+import { deploymentNodeFlags, deploymentRuntimeEnv } from "./memory-cgroup.js";
 import { issuedToken, withBearerToken } from "../tools/cluster/kubeconfig.js";
 import { renderSimulatedNode, simulatedNodeName } from "../tools/cluster/nodes.js";
 
@@ -60,9 +61,13 @@ export async function startBenchOperator(
   );
   const log = join(options.stateDir, "operator.log");
   console.error(`${options.label}: operator log ${log}`);
+  // As config/manager/deployment.yaml starts it: its Node flags (the heap cap) and runtime environment
+  // (glibc malloc), so the RSS measured is the one to hold against the Deployment's memory limit.
+  const deployment = readFileSync(join(repo, "config", "manager", "deployment.yaml"), "utf8");
   return spawn(
     process.execPath,
     [
+      ...deploymentNodeFlags(deployment),
       join(repo, "dist", "dpo.js"),
       "operator",
       "--kubeconfig",
@@ -80,7 +85,12 @@ export async function startBenchOperator(
     ],
     {
       stdio: ["ignore", openSync(log, "a"), openSync(log, "a")],
-      env: { ...process.env, DPO_LOG_LEVEL: "info", DPO_WEBHOOK_ADDR: "0" },
+      env: {
+        ...process.env,
+        ...deploymentRuntimeEnv(deployment),
+        DPO_LOG_LEVEL: "info",
+        DPO_WEBHOOK_ADDR: "0",
+      },
     },
   );
 }
