@@ -413,6 +413,8 @@ describe("decideRollout", () => {
     // The failure lands on the node first; the rollback's phase on the moving revision after.
     expect(written(d)).toEqual(["Node a +record", "Update NEW moving"]);
     expect(recordWritten(d, "a")).toMatchObject({ failed: true });
+    // The failure lands before anything sent with it: its patch is ordered.
+    expect(d.writes[0]).toMatchObject({ kind: "PatchNode", ordered: true });
     const update = d.writes[1]!.kind === "Update" ? d.writes[1]!.daemonSet : undefined;
     expect(parseUpgradeState(update, oldRev)).toMatchObject({ rollingBack: true });
     expect(d.status.phase).toBe("RollingBack");

@@ -64,8 +64,13 @@ export type RolloutWrite =
   | { kind: "Update"; daemonSet: V1DaemonSet }
   /** Delete the DaemonSet, if it still has this uid. */
   | { kind: "Delete"; name: string; uid: string | undefined; revision: string }
-  /** Patch a Node's revision labels and upgrade record (with the resourceVersion it was planned from). */
-  | { kind: "PatchNode"; patch: NodePatch };
+  /**
+   * Patch a Node's revision labels, upgrade record and fence (with the resourceVersion it was planned
+   * from). Patches of different nodes may be sent together, but an `ordered` one (a node marked failed)
+   * must land before any patch after it: a rollback's moves never land without the failure that decided
+   * them.
+   */
+  | { kind: "PatchNode"; patch: NodePatch; ordered?: true };
 
 export interface RolloutEvent {
   type: "Normal" | "Warning";
@@ -364,6 +369,7 @@ function applyPlan(
   };
   const recordFor = (e: { record?: NodeRecord }): NodeRecord =>
     (e.record ??= { from: view.baseRevision, to: view.targetRevision });
+  const failing = new Set(plan.actions.filter((a) => a.kind === "MarkFailed").map((a) => a.node));
   for (const action of plan.actions) {
     const e = entry(action.node);
     switch (action.kind) {
@@ -412,7 +418,8 @@ function applyPlan(
       view.targetRevision,
     );
     const patch = nodePatch(node, keys, labels, e.record, { on: e.fenced, revision: view.targetRevision });
-    if (patch !== undefined) writes.push({ kind: "PatchNode", patch });
+    if (patch !== undefined)
+      writes.push({ kind: "PatchNode", patch, ...(failing.has(name) ? { ordered: true } : {}) });
   }
 
   const state: UpgradeState = {
