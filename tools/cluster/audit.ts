@@ -1,22 +1,29 @@
 // Reads the API server's JSON audit log (a cluster started with `auditPolicy`): when requests arrived and
 // when they were answered, as the server timed them, with microseconds.
 
-/**
- * An audit policy that logs the DevicePluginConfig status writes and nothing else: their spacing is then timed
- * where they arrive, not where a watch delivers their events (a loaded machine delays some deliveries more
- * than others). The cluster tier's control plane and bench-operator run with it.
- */
-export const AUDIT_STATUS_WRITES = `apiVersion: audit.k8s.io/v1
+/** An audit policy with these rules, then one that logs nothing else. */
+function auditPolicy(...rules: string[]): string {
+  return `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived, ResponseStarted, Panic]
 rules:
-  - level: Metadata
+${rules.join("")}  - level: None
+`;
+}
+
+const STATUS_WRITES_RULE = `  - level: Metadata
     verbs: [update, patch]
     resources:
       - group: dpo.dev
         resources: [devicepluginconfigs/status]
-  - level: None
 `;
+
+/**
+ * An audit policy that logs the DevicePluginConfig status writes and nothing else: their spacing is then timed
+ * where they arrive, not where a watch delivers their events (a loaded machine delays some deliveries more
+ * than others). bench-operator runs with it.
+ */
+export const AUDIT_STATUS_WRITES = auditPolicy(STATUS_WRITES_RULE);
 
 /**
  * The cluster tier's policy: the status writes of AUDIT_STATUS_WRITES, and every write of the operator's
@@ -24,20 +31,13 @@ rules:
  * server's own record which replica wrote what, and when. Replicas share the ServiceAccount; each has its
  * own token, whose id the audit event carries (AuditedRequest.credentialId).
  */
-export const AUDIT_CLUSTER_TIER = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived, ResponseStarted, Panic]
-rules:
-  - level: Metadata
-    verbs: [update, patch]
-    resources:
-      - group: dpo.dev
-        resources: [devicepluginconfigs/status]
-  - level: Metadata
+export const AUDIT_CLUSTER_TIER = auditPolicy(
+  STATUS_WRITES_RULE,
+  `  - level: Metadata
     users: ["system:serviceaccount:dpo-system:dpo-operator"]
     verbs: [create, update, patch, delete, deletecollection]
-  - level: None
-`;
+`,
+);
 
 /** The verbs that change something; the rest (get, list, watch) only read. */
 export const WRITE_VERBS: ReadonlySet<string> = new Set([
