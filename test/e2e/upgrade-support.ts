@@ -236,7 +236,7 @@ export function podStream(
     nodeSelector?: Record<string, string>;
     tolerations?: { key: string; operator: string; effect: string }[];
   },
-): { stop: () => Promise<PodStreamResult>; admitted: () => number } {
+): { stop: () => Promise<PodStreamResult>; admitted: () => number; rejected: () => number } {
   const core = kc.makeApiClient(CoreV1Api);
   const label = { "dpo.dev/e2e-workload": options.name };
   const result: PodStreamResult = { created: 0, admitted: new Map(), rejected: [] };
@@ -315,6 +315,7 @@ export function podStream(
   return {
     /** Pods admitted so far, on every node. */
     admitted: () => [...result.admitted.values()].reduce((a, b) => a + b, 0),
+    rejected: () => result.rejected.length,
     stop: async () => {
       stopped = true;
       await creating;
