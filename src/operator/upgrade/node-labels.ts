@@ -143,7 +143,6 @@ export function nodePatch(
   /** The Replace taint wanted on (its value the revision the node moves to) or off; undefined: as is. */
   fence?: { on: boolean; revision: string },
 ): NodePatch | undefined {
-  const name = node.metadata?.name ?? "";
   const have = nodeLabels(node, keys);
   const labelChanges: Record<string, string | null> = {};
   if (have.revision !== labels.revision) labelChanges[keys.revision] = labels.revision ?? null;
@@ -153,21 +152,35 @@ export function nodePatch(
     const text = serializeNodeRecord(record);
     if (node.metadata?.annotations?.[keys.upgrade] !== text) annotationChanges[keys.upgrade] = text;
   }
-  const hasLabels = Object.keys(labelChanges).length > 0;
-  const hasAnnotations = Object.keys(annotationChanges).length > 0;
   const fenceChanges = fence !== undefined && fence.on !== isFenced(node, keys);
-  if (!hasLabels && !hasAnnotations && !fenceChanges) return undefined;
+  const taints = fenceChanges ? taintsWith(node, keys, fence.on, fence.revision) : undefined;
+  return patchOf(node, labelChanges, annotationChanges, taints);
+}
+
+/**
+ * The merge patch of these changes, carrying the node's resourceVersion, or undefined when there are none.
+ * `taints` is the node's whole new taint list (a merge patch replaces a list), or undefined: unchanged.
+ */
+function patchOf(
+  node: V1Node,
+  labels: Record<string, string | null>,
+  annotations: Record<string, string | null>,
+  taints: V1Taint[] | undefined,
+): NodePatch | undefined {
+  const hasLabels = Object.keys(labels).length > 0;
+  const hasAnnotations = Object.keys(annotations).length > 0;
+  if (!hasLabels && !hasAnnotations && taints === undefined) return undefined;
   const resourceVersion = node.metadata?.resourceVersion;
   return {
-    node: name,
+    node: node.metadata?.name ?? "",
     resourceVersion,
     body: {
       metadata: {
         ...(resourceVersion !== undefined ? { resourceVersion } : {}),
-        ...(hasLabels ? { labels: labelChanges } : {}),
-        ...(hasAnnotations ? { annotations: annotationChanges } : {}),
+        ...(hasLabels ? { labels } : {}),
+        ...(hasAnnotations ? { annotations } : {}),
       },
-      ...(fenceChanges ? { spec: { taints: taintsWith(node, keys, fence.on, fence.revision) } } : {}),
+      ...(taints !== undefined ? { spec: { taints } } : {}),
     },
   };
 }
@@ -193,21 +206,6 @@ export function stripPatch(node: V1Node, keys: NodeKeys): NodePatch | undefined 
   const labelChanges: Record<string, null> = {};
   for (const key of [keys.revision, keys.surge]) if (key in labels) labelChanges[key] = null;
   const annotationChanges: Record<string, null> = keys.upgrade in annotations ? { [keys.upgrade]: null } : {};
-  const fenced = isFenced(node, keys);
-  if (Object.keys(labelChanges).length === 0 && Object.keys(annotationChanges).length === 0 && !fenced) {
-    return undefined;
-  }
-  const resourceVersion = node.metadata?.resourceVersion;
-  return {
-    node: node.metadata?.name ?? "",
-    resourceVersion,
-    body: {
-      metadata: {
-        ...(resourceVersion !== undefined ? { resourceVersion } : {}),
-        ...(Object.keys(labelChanges).length > 0 ? { labels: labelChanges } : {}),
-        ...(Object.keys(annotationChanges).length > 0 ? { annotations: annotationChanges } : {}),
-      },
-      ...(fenced ? { spec: { taints: taintsWith(node, keys, false, "") } } : {}),
-    },
-  };
+  const taints = isFenced(node, keys) ? taintsWith(node, keys, false, "") : undefined;
+  return patchOf(node, labelChanges, annotationChanges, taints);
 }
