@@ -8,6 +8,7 @@ import type { Informer } from "../../src/kube/informer.js";
 import { nodeKeys } from "../../src/operator/render/index.js";
 import { cpuSeconds, rssMiB } from "../proc.js";
 import { percentile } from "../../tools/stats.js";
+import { FenceTimes } from "../../test/e2e/upgrade-support.js";
 
 export interface ScaleFigures {
   operatorCpuSeconds: number;
@@ -76,8 +77,7 @@ export async function startScaleFigures(options: {
   let nodeEvents = 0;
   let largestDs = 0;
   let largestNode = 0;
-  const fencedSince = new Map<string, number>();
-  const fencedMs: number[] = [];
+  const fences = new FenceTimes(keys.replace);
   const sampler = setInterval(() => {
     try {
       peakRss = Math.max(peakRss, rssMiB(operatorPid).total);
@@ -94,13 +94,7 @@ export async function startScaleFigures(options: {
     if (!targeted.has(name)) return;
     nodeEvents++;
     largestNode = Math.max(largestNode, dpoBytes(node, keys));
-    const fenced = (node.spec?.taints ?? []).some((t) => t.key === keys.replace);
-    const since = fencedSince.get(name);
-    if (fenced && since === undefined) fencedSince.set(name, performance.now());
-    if (!fenced && since !== undefined) {
-      fencedSince.delete(name);
-      fencedMs.push(performance.now() - since);
-    }
+    fences.observe(node);
   });
   return {
     stop: async () => {
@@ -110,7 +104,7 @@ export async function startScaleFigures(options: {
       offNode();
       const appliesAfter = await appliesByKind(port);
       const delta = (kind: string) => (appliesAfter.get(kind) ?? 0) - (appliesBefore.get(kind) ?? 0);
-      const seconds = fencedMs.map((ms) => ms / 1000).sort((a, b) => a - b);
+      const seconds = [...fences.ms.values()].map((ms) => ms / 1000).sort((a, b) => a - b);
       return {
         operatorCpuSeconds: cpuSeconds(operatorPid) - cpuBefore,
         operatorPeakRssMiB: peakRss,

@@ -38,6 +38,26 @@ import {
 import { nodeLabels, parseNodeRecord, runsRevision } from "../../src/operator/upgrade/node-labels.js";
 import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 
+/** How long each node carried a config's Replace taint, from the Node updates it is shown. */
+export class FenceTimes {
+  /** Per node, the ms it was fenced in all, counted once each fence came off. */
+  readonly ms = new Map<string, number>();
+  private readonly since = new Map<string, number>();
+
+  constructor(private readonly taintKey: string) {}
+
+  observe(node: V1Node): void {
+    const name = node.metadata?.name ?? "";
+    const fenced = (node.spec?.taints ?? []).some((t) => t.key === this.taintKey);
+    const since = this.since.get(name);
+    if (fenced && since === undefined) this.since.set(name, performance.now());
+    if (!fenced && since !== undefined) {
+      this.since.delete(name);
+      this.ms.set(name, (this.ms.get(name) ?? 0) + performance.now() - since);
+    }
+  }
+}
+
 /**
  * A forward rollout as watches of the config's DaemonSets and of the Nodes show it. Which revisions run on
  * a node is read the way the DaemonSet controller reads it: the nodes' revision labels that each
@@ -59,9 +79,12 @@ export class RolloutWatch {
   private readonly joined = new Set<string>();
   private readonly left = new Set<string>();
   private readonly startedAt = new Map<string, number>();
+  private fences: FenceTimes | undefined;
+
   /** How long each node carried the Replace taint (ms, by the watch's clock), once it came off. */
-  readonly fencedMs = new Map<string, number>();
-  private readonly fencedSince = new Map<string, number>();
+  get fencedMs(): ReadonlyMap<string, number> {
+    return this.fences?.ms ?? new Map();
+  }
   private baseName: string | undefined;
   private over = false;
   private keys: NodeKeys | undefined;
@@ -72,6 +95,7 @@ export class RolloutWatch {
   /** Starts watching the config's DaemonSets in `namespace`, and every Node. */
   async start(kc: KubeConfig, namespace: string, configName: string): Promise<void> {
     this.keys = nodeKeys(configName);
+    this.fences = new FenceTimes(this.keys.replace);
     const watch = new Watch(kc);
     const nodes = await watch.watch(
       "/api/v1/nodes",
@@ -80,13 +104,7 @@ export class RolloutWatch {
         const name = node.metadata!.name!;
         if (type === "DELETED") this.nodes.delete(name);
         else this.nodes.set(name, node);
-        const fenced = (node.spec?.taints ?? []).some((t) => t.key === this.keys?.replace);
-        const since = this.fencedSince.get(name);
-        if (fenced && since === undefined) this.fencedSince.set(name, Date.now());
-        if (!fenced && since !== undefined) {
-          this.fencedSince.delete(name);
-          this.fencedMs.set(name, (this.fencedMs.get(name) ?? 0) + Date.now() - since);
-        }
+        this.fences?.observe(node);
         this.check();
       },
       () => undefined,
