@@ -83,6 +83,7 @@ describe("a plugin upgrade across kubelets of different versions", () => {
     await watch.start(kc, NAMESPACE, NAME);
     const workload = allocateWorkload(sim, [nodes[0]!, nodes[1]!], RESOURCE);
     let result: { admissions: number; failures: string[] } | undefined;
+    const moving: DevicePluginConfigStatus[] = [];
     try {
       await custom.patchClusterCustomObject({
         ...GROUP,
@@ -91,8 +92,10 @@ describe("a plugin upgrade across kubelets of different versions", () => {
       });
       const done = await statusWhere(
         "the new revision on every node, Complete",
-        (s) =>
-          s.upgrade?.phase === "Complete" && s.upgrade.updateRevision !== from && s.upgrade.updated === 3,
+        (s) => {
+          if (s.upgrade?.phase === "Progressing") moving.push(s);
+          return s.upgrade?.phase === "Complete" && s.upgrade.updateRevision !== from && s.upgrade.updated === 3;
+        },
         240_000,
       );
       expect(done.upgrade).toMatchObject({
@@ -119,6 +122,19 @@ describe("a plugin upgrade across kubelets of different versions", () => {
     expect([...watch.replaced]).toEqual([nodes[2]!]);
     expect(result?.admissions).toBeGreaterThan(0);
     expect(result?.failures).toEqual([]);
+    // What `kubectl get dpc` showed while nodes moved: NODES counts the nodes serving devices, which
+    // is every node but the one Replace node in its gap (maxUnavailable 1), and Ready is False (the
+    // spec is not rolled out yet: kstatus InProgress, Argo CD Progressing) with a message that says so.
+    expect(moving.length, "statuses seen while the upgrade was Progressing").toBeGreaterThan(0);
+    for (const s of moving) {
+      expect(s.nodes?.serving, JSON.stringify(s.nodes)).toBeGreaterThanOrEqual(2);
+      expect(s.nodes?.summary).toBe(`${s.nodes?.serving}/3`);
+      expect(s.conditions?.find((c) => c.type === "Ready")).toMatchObject({
+        status: "False",
+        reason: "UpgradeProgressing",
+        message: expect.stringMatching(/; [23]\/3 nodes serve devices$/),
+      });
+    }
   });
 
   it("rolls a version that never registers back on the first node and leaves the others untouched", async () => {

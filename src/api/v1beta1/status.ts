@@ -102,10 +102,24 @@ export const DevicePluginConfigStatusSchema = z
       ),
     nodes: z
       .object({
-        desired: z.number().int().min(0),
-        ready: z.number().int().min(0),
-        updated: z.number().int().min(0),
-        summary: z.string().max(64).describe("ready/desired, for printer columns."),
+        desired: z.number().int().min(0).describe("Nodes the config targets."),
+        ready: z
+          .number()
+          .int()
+          .min(0)
+          .describe(
+            "Targeted nodes whose plugin pod (the one of the current revision where it exists) is ready, registered and advertised by the kubelet.",
+          ),
+        serving: z
+          .number()
+          .int()
+          .min(0)
+          .optional()
+          .describe(
+            "Targeted nodes where a plugin pod of any revision is ready, registered and advertised by the kubelet: during an upgrade the old revision serves until the new one takes over. Absent in statuses written before it existed.",
+          ),
+        updated: z.number().int().min(0).describe("Targeted nodes whose plugin pod runs the current config."),
+        summary: z.string().max(64).describe("serving/desired, for printer columns."),
       })
       .strict()
       .optional(),

@@ -193,6 +193,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   }
 
   const ready = health.filter((h) => h.ready).length;
+  const serving = health.filter((h) => h.serving).length;
   const updated = input.upgrade?.updated ?? health.filter((h) => h.updated).length;
   const capacity = health.reduce((sum, h) => sum + (h.capacity ?? 0), 0);
   const allocatable = health.reduce((sum, h) => sum + (h.allocatable ?? 0), 0);
@@ -220,7 +221,13 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   if (stalled) {
     readyCondition = { status: "False", reason: stalled.reason, message: stalled.message };
   } else if (rollout.reconciling) {
-    readyCondition = { status: "False", reason: rollout.reason, message: rollout.message };
+    // Not Ready until the spec is rolled out everywhere (kstatus InProgress, Argo CD Progressing), but the
+    // message says how many nodes keep serving meanwhile.
+    readyCondition = {
+      status: "False",
+      reason: rollout.reason,
+      message: boundConditionMessage(`${rollout.message}; ${serving}/${desired} nodes serve devices`),
+    };
   } else if (ready < desired) {
     const notReady = health.filter((h) => !h.ready);
     const named = notReady
@@ -292,7 +299,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   const status: DevicePluginConfigStatus = {
     ...withGeneration,
     conditions,
-    nodes: { desired, ready, updated, summary: `${ready}/${desired}` },
+    nodes: { desired, ready, serving, updated, summary: `${serving}/${desired}` },
     devices: { capacity, allocatable, unhealthy, allocated, summary: `${allocatable}/${capacity}` },
     problems: listed,
     problemsOmitted: problems.length - listed.length,

@@ -121,6 +121,12 @@ export interface NodeHealth {
   updated: boolean;
   /** The plugin pod is ready, registered and the kubelet advertises what it reports (devices may be unhealthy). */
   ready: boolean;
+  /**
+   * Some plugin pod of any revision is ready, registered and advertised by the kubelet: the node serves
+   * devices now. During an upgrade the old revision's pod serves while the new one starts, so a node can
+   * serve without being `ready` (the pod that speaks for it is the new, not yet ready one).
+   */
+  serving: boolean;
   problem: NodeProblem | undefined;
 }
 
@@ -302,6 +308,7 @@ export function evaluateNode(
   const counts = nodeDeviceCounts(observation.node, truth, report);
   const { capacity, allocatable } = counts;
   const problem = problemOf(pod, report, counts.problem);
+  const ready = problem === undefined || problem.reason === "UnhealthyDevices";
   return {
     node: nodeName,
     capacity,
@@ -309,7 +316,19 @@ export function evaluateNode(
     unhealthy: report ? unhealthyAdvertisedCount(report) : 0,
     allocated: report?.allocated ?? 0,
     updated: pod !== undefined && podRunsConfigHash(pod, configHash),
-    ready: problem === undefined || problem.reason === "UnhealthyDevices",
+    ready,
+    serving: ready || servedByAnotherPod(observation, pod, truth),
     problem: problem === undefined ? undefined : { node: nodeName, ...problem },
   };
+}
+
+/** Whether a live, ready plugin pod other than `chosen` serves the node with its own report. */
+function servedByAnotherPod(observation: NodeObservation, chosen: V1Pod | undefined, truth: DeviceTruth): boolean {
+  return observation.pods.some((other) => {
+    if (other === chosen || !podIsReady(other) || podIsTerminating(other)) return false;
+    const report = chooseReport(observation.reports, other)?.status;
+    if (report === undefined || report.podUID !== other.metadata?.uid) return false;
+    const problem = problemOf(other, report, nodeDeviceCounts(observation.node, truth, report).problem);
+    return problem === undefined || problem.reason === "UnhealthyDevices";
+  });
 }
