@@ -4,9 +4,16 @@
 // the kubelet's PodResources API, as the kubelet itself sees it.
 import { CustomObjectsApi, Watch, type V1Node } from "@kubernetes/client-node";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
+import { NODE_REPLACE_TAINT_PREFIX, nodeKeys } from "../../src/operator/render/placement.js";
 import { kubeConfigFromInjected, waitFor } from "../cluster/helpers.js";
 import { NAMESPACE } from "../e2e/support.js";
-import { configStatusWhere, podStream, RolloutWatch, type PodStreamResult } from "../e2e/upgrade-support.js";
+import {
+  configStatusWhere,
+  FenceTimes,
+  podStream,
+  RolloutWatch,
+  type PodStreamResult,
+} from "../e2e/upgrade-support.js";
 import { advertised, core, KubeletAllocatablePoller, removeConfig, workloadImage } from "./support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
@@ -27,6 +34,11 @@ export interface RolloutFigures {
   rollout: RolloutWatch;
   /** The Node object's allocatable, from a watch. */
   allocatable: { min: number; zeroMs: number };
+  /**
+   * How long the Node carried the config's Replace fence (the NoSchedule taint that keeps pods off while
+   * its plugin is replaced): what pods that do not need the resource pay. 0 when it was never fenced.
+   */
+  fenceMs: number;
   /** The kubelet's own count of healthy devices, polled every 20 ms. */
   kubelet: { min: number; zeroMs: number; samples: number };
   pods: PodStreamResult;
@@ -39,17 +51,26 @@ class AllocatableWatch {
   zeroMs = 0;
   private zeroSince: number | undefined;
   private abort: (() => void) | undefined;
+  private readonly fences: FenceTimes;
+  private lastNode: V1Node | undefined;
 
   constructor(
     private readonly node: string,
     private readonly resource: string,
-  ) {}
+    config: string,
+  ) {
+    this.fences = new FenceTimes(nodeKeys(config).replace);
+  }
 
   async start(): Promise<void> {
     const request = await new Watch(kubeConfigFromInjected()).watch(
       "/api/v1/nodes",
       { fieldSelector: `metadata.name=${this.node}` },
-      (_type: string, node: V1Node) => this.seen(advertised(node, this.resource).allocatable),
+      (_type: string, node: V1Node) => {
+        this.lastNode = node;
+        this.fences.observe(node);
+        this.seen(advertised(node, this.resource).allocatable);
+      },
       () => undefined,
     );
     this.abort = () => request.abort();
@@ -64,10 +85,18 @@ class AllocatableWatch {
     }
   }
 
-  stop(): { min: number; zeroMs: number } {
+  stop(): { min: number; zeroMs: number; fenceMs: number; fencedAtEnd: boolean } {
     this.abort?.();
     if (this.zeroSince !== undefined) this.zeroMs += performance.now() - this.zeroSince;
-    return { min: this.min, zeroMs: Math.round(this.zeroMs) };
+    const fencedAtEnd = (this.lastNode?.spec?.taints ?? []).some((t) =>
+      t.key.startsWith(NODE_REPLACE_TAINT_PREFIX),
+    );
+    return {
+      min: this.min,
+      zeroMs: Math.round(this.zeroMs),
+      fenceMs: Math.round(this.fences.ms.get(this.node) ?? 0),
+      fencedAtEnd,
+    };
   }
 }
 
@@ -135,7 +164,7 @@ export class UpgradeScenario {
     const kc = kubeConfigFromInjected();
     const rollout = new RolloutWatch(1);
     await rollout.start(kc, NAMESPACE, this.name);
-    const allocatable = new AllocatableWatch(this.target.node, this.resource);
+    const allocatable = new AllocatableWatch(this.target.node, this.resource, this.name);
     await allocatable.start();
     const kubelet = new KubeletAllocatablePoller(this.resource, this.target.podResourcesSocket());
     kubelet.start();
@@ -172,7 +201,9 @@ export class UpgradeScenario {
     );
     const pods = await stream.stop();
     rollout.stop();
-    return { rollout, allocatable: allocatable.stop(), kubelet: await kubelet.stop(), pods, ms };
+    const { fenceMs, fencedAtEnd, ...onNode } = allocatable.stop();
+    if (fencedAtEnd) throw new Error(`${this.target.node} still carries a Replace fence after the rollout`);
+    return { rollout, allocatable: onNode, fenceMs, kubelet: await kubelet.stop(), pods, ms };
   }
 }
 
@@ -182,6 +213,7 @@ export function describeRollout(what: string, f: RolloutFigures): string {
   return (
     `${what}: rollout ${f.ms} ms, Node allocatable min ${f.allocatable.min} (0 for ${f.allocatable.zeroMs} ms), ` +
     `kubelet's own min ${f.kubelet.min} (0 for ${f.kubelet.zeroMs} ms, ${f.kubelet.samples} samples), ` +
+    `fenced for ${f.fenceMs} ms, ` +
     `${f.pods.created} pods created, ${admitted} admitted, ${f.pods.rejected.length} rejected` +
     (f.pods.rejected.length > 0 ? `: ${JSON.stringify(f.pods.rejected.slice(0, 2))}` : "")
   );

@@ -53,6 +53,7 @@ describe("the real node's upgrade scenario on a simulated node", () => {
     );
     expect([...figures.rollout.surged]).toEqual([node]);
     expect(figures.pods.rejected).toEqual([]);
+    expect(figures.fenceMs, "a surging node is never fenced").toBe(0);
     expect(figures.kubelet.min).toBeGreaterThan(0);
   });
 
@@ -64,7 +65,9 @@ describe("the real node's upgrade scenario on a simulated node", () => {
       describeRollout(`simulated node, Replace on kubelet ${inject("oldestKubeletVersion")}`, figures),
     );
     expect([...figures.rollout.replaced]).toEqual([node]);
-    for (const rejected of figures.pods.rejected) expect(rejected.reason).toBe("UnexpectedAdmissionError");
+    // Held to the real node's test: the fence keeps the scheduler's pods out of the window.
     expect(figures.kubelet.min).toBe(0);
+    expect(figures.fenceMs).toBeGreaterThan(figures.kubelet.zeroMs);
+    expect(figures.pods.rejected).toEqual([]);
   });
 });
