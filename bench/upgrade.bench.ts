@@ -42,6 +42,15 @@ async function main(): Promise<void> {
   let operator: ChildProcess | undefined;
   let nodeInformer: Informer<V1Node> | undefined;
   const results: Result[] = [];
+  // Interrupted (Ctrl-C, a CI timeout), the run still takes its cluster down: left behind, the API server,
+  // etcd and KWOK of thousands of nodes keep the machine's cores busy.
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => {
+      console.error(`bench-upgrade: ${signal}; tearing down (state kept in ${stateDir})`);
+      setTimeout(() => process.exit(1), TEARDOWN_BUDGET_MS).unref();
+      void teardown().finally(() => process.exit(1));
+    });
+  }
   try {
     const started = await startBenchCluster(stateDir, NODE_COUNT);
     cluster = started.cluster;

@@ -54,7 +54,16 @@ export async function dpoScenario(
       },
     },
   });
-  type Status = { upgrade?: { phase?: string; updateRevision?: string; updated?: number } };
+  type Status = {
+    upgrade?: {
+      phase?: string;
+      updateRevision?: string;
+      updated?: number;
+      message?: string;
+      failedOmitted?: number;
+      failed?: string[];
+    };
+  };
   const status = async (): Promise<Status | undefined> =>
     ((await custom.getClusterCustomObject({ ...GROUP, name })) as { status?: Status }).status;
   const first = await waitFor(
@@ -113,6 +122,15 @@ export async function dpoScenario(
         if (completeMs !== undefined || elapsed - lastStatusRead < 500) return;
         lastStatusRead = elapsed;
         const s = await status();
+        // An upgrade the operator gave up on never completes: the run fails now, saying why, rather than
+        // waiting out its deadline.
+        const phase = s?.upgrade?.phase;
+        if (phase === "RollingBack" || phase === "RolledBack" || phase === "Failed") {
+          const failed = (s?.upgrade?.failed?.length ?? 0) + (s?.upgrade?.failedOmitted ?? 0);
+          throw new Error(
+            `${name}: the operator stopped the upgrade (${phase}, ${failed} nodes failed): ${s?.upgrade?.message ?? "no message"}`,
+          );
+        }
         if (
           s?.upgrade?.phase === "Complete" &&
           s.upgrade.updateRevision !== from &&
