@@ -199,7 +199,14 @@ async function patchNode(deps: StepDeps, config: string, patch: NodePatch): Prom
       expectations(deps, config).set(patch.node, patch.resourceVersion);
     deps.metrics.applies.inc({ kind: "Node" });
     deps.logger.info(
-      { config, node: patch.node, labels: patch.body.metadata.labels },
+      {
+        config,
+        node: patch.node,
+        labels: patch.body.metadata.labels,
+        // What else the patch changed, so the writes of one node's upgrade can be told apart in the log.
+        ...(patch.body.metadata.annotations !== undefined ? { record: true } : {}),
+        ...(patch.body.spec !== undefined ? { taints: patch.body.spec.taints?.length ?? 0 } : {}),
+      },
       "node labels for the plugin's revisions written",
     );
     return undefined;
