@@ -1,9 +1,11 @@
 // What a dpo rollout costs at scale, measured from outside the operator while it runs: the operator
-// process's CPU and peak RSS (/proc), its writes by kind (its own dpo_operator_applies_total), the
+// process's CPU and peak RSS (/proc), its writes (DaemonSets from its own dpo_operator_applies_total; Node
+// patches of this config's rollout from its log, since that counter also counts the label cleanup of a
+// config deleted earlier in the run), the
 // largest DaemonSet the config has and the most a Node carries for it (ADR 0004: neither may grow with
 // the node count), Node watch events per node, and how long each node carried the Replace fence.
 import type { V1DaemonSet, V1Node } from "@kubernetes/client-node";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import type { Informer } from "../../src/kube/informer.js";
 import { nodeKeys } from "../../src/operator/render/index.js";
 import { cpuSeconds, rssMiB } from "../proc.js";
@@ -13,8 +15,10 @@ import { FenceTimes } from "../../test/e2e/upgrade-support.js";
 export interface ScaleFigures {
   operatorCpuSeconds: number;
   operatorPeakRssMiB: number;
-  /** The operator's Node patches and DaemonSet writes during the rollout. */
+  /** The operator's Node patches for this config's rollout, and its DaemonSet writes, during the rollout. */
   nodePatches: number;
+  /** Node patches that took a deleted config's labels off (an earlier scenario's), during the rollout. */
+  cleanupPatches: number;
   daemonSetWrites: number;
   largestDaemonSetBytes: number;
   /** The most bytes of the config's labels, annotation and taint on one Node. */
@@ -22,6 +26,25 @@ export interface ScaleFigures {
   nodeEventsPerNode: number;
   /** Per fenced node, seconds the Replace taint kept new pods off: p50, p99, max, and how many nodes. */
   fenced: { p50: number; p99: number; max: number; nodes: number };
+}
+
+/** The operator's rollout Node patches per config, and its cleanup patches, in its log from byte `from`. */
+function nodePatchesInLog(logFile: string, from: number): { byConfig: Map<string, number>; cleanup: number } {
+  const byConfig = new Map<string, number>();
+  let cleanup = 0;
+  const text = readFileSync(logFile).subarray(from).toString("utf8");
+  for (const line of text.split("\n")) {
+    if (!line.includes('"msg":"node labels for the plugin') && !line.includes('"msg":"took the config'))
+      continue;
+    try {
+      const entry = JSON.parse(line) as { config?: string; nodes?: number; msg?: string };
+      if (entry.msg?.startsWith("took the config")) cleanup += entry.nodes ?? 0;
+      else byConfig.set(entry.config ?? "", (byConfig.get(entry.config ?? "") ?? 0) + 1);
+    } catch {
+      // A line cut by the read: not counted.
+    }
+  }
+  return { byConfig, cleanup };
 }
 
 /** The operator's metrics port, from the "operator starting" line of its log. */
@@ -71,6 +94,7 @@ export async function startScaleFigures(options: {
   const keys = nodeKeys(options.config);
   const port = operatorMetricsPort(options.operatorLog);
   const appliesBefore = await appliesByKind(port);
+  const logFrom = statSync(options.operatorLog).size;
   const cpuBefore = cpuSeconds(operatorPid);
   const targeted = new Set(options.nodes);
   let peakRss = rssMiB(operatorPid).total;
@@ -108,7 +132,10 @@ export async function startScaleFigures(options: {
       return {
         operatorCpuSeconds: cpuSeconds(operatorPid) - cpuBefore,
         operatorPeakRssMiB: peakRss,
-        nodePatches: delta("Node"),
+        ...((): { nodePatches: number; cleanupPatches: number } => {
+          const inLog = nodePatchesInLog(options.operatorLog, logFrom);
+          return { nodePatches: inLog.byConfig.get(options.config) ?? 0, cleanupPatches: inLog.cleanup };
+        })(),
         daemonSetWrites: delta("DaemonSet"),
         largestDaemonSetBytes: largestDs,
         largestNodeAdditionBytes: largestNode,
@@ -128,7 +155,7 @@ export async function startScaleFigures(options: {
 export function formatScaleFigures(label: string, nodes: number, f: ScaleFigures): string {
   return (
     `${label}: operator ${f.operatorCpuSeconds.toFixed(1)} CPU s, peak RSS ${f.operatorPeakRssMiB.toFixed(0)} MiB; ` +
-    `writes: ${(f.nodePatches / nodes).toFixed(2)} Node patches per node, ${f.daemonSetWrites} DaemonSet writes; ` +
+    `writes: ${(f.nodePatches / nodes).toFixed(2)} Node patches per node (and ${f.cleanupPatches} cleaning up an earlier config), ${f.daemonSetWrites} DaemonSet writes; ` +
     `largest DaemonSet ${f.largestDaemonSetBytes} B, most a Node carries for the config ${f.largestNodeAdditionBytes} B; ` +
     `${f.nodeEventsPerNode.toFixed(1)} Node watch events per node; fenced ${f.fenced.nodes} nodes, ` +
     `p50 ${f.fenced.p50.toFixed(2)} s, p99 ${f.fenced.p99.toFixed(2)} s, max ${f.fenced.max.toFixed(2)} s`

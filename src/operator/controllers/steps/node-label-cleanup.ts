@@ -11,8 +11,31 @@ import { CLEANUP_RETRY_MS, type StepDeps } from "../reconciler-deps.js";
 export const NODE_CLEANUP_BATCH = 100;
 
 /**
+ * Per operator (keyed by its Node informer) and config, the Nodes a pass stripped and the resourceVersion
+ * each patch was planned from. Until the cache shows a newer version of such a Node, the next pass leaves
+ * it alone: without that, a pass that comes back before the cache caught up writes the same Node again
+ * (bench-upgrade at 1000 nodes: 1,421 patches for 1000 nodes).
+ */
+const stripped = new WeakMap<object, Map<string, Map<string, string>>>();
+
+function strippedBy(deps: StepDeps, configName: string): Map<string, string> {
+  let perConfig = stripped.get(deps.nodes);
+  if (perConfig === undefined) {
+    perConfig = new Map();
+    stripped.set(deps.nodes, perConfig);
+  }
+  let nodes = perConfig.get(configName);
+  if (nodes === undefined) {
+    nodes = new Map();
+    perConfig.set(configName, nodes);
+  }
+  return nodes;
+}
+
+/**
  * Takes the config's keys off every cached Node that carries them and is not to `keep` them. Returns
- * when to come back: soon if a batch was not enough or a write lost a race, never otherwise.
+ * when to come back: soon if a batch was not enough, a write lost a race or the cache has yet to show
+ * this pass's writes; never otherwise.
  */
 export async function stripNodeLabels(
   deps: StepDeps,
@@ -20,26 +43,42 @@ export async function stripNodeLabels(
   keep: (node: V1Node) => boolean,
 ): Promise<number | undefined> {
   const keys = nodeKeys(configName);
+  const pending = strippedBy(deps, configName);
+  let waiting = 0;
   const patches = deps.nodes
     .list()
     .filter((n) => !keep(n))
     .flatMap((n) => {
       const patch = stripPatch(n, keys);
-      return patch === undefined ? [] : [patch];
+      if (patch === undefined) return [];
+      if (pending.get(patch.node) === n.metadata?.resourceVersion) {
+        waiting++;
+        return [];
+      }
+      return [patch];
     });
-  let retry = patches.length > NODE_CLEANUP_BATCH ? CLEANUP_RETRY_MS : undefined;
+  // Forget the Nodes the cache has caught up on (or that carry nothing of the config any more).
+  const cachedNow = new Set(patches.map((p) => p.node));
+  for (const [node, plannedFrom] of pending) {
+    if (cachedNow.has(node) || deps.nodes.get(node)?.metadata?.resourceVersion !== plannedFrom)
+      pending.delete(node);
+  }
+  let retry = patches.length > NODE_CLEANUP_BATCH || waiting > 0 ? CLEANUP_RETRY_MS : undefined;
+  let written = 0;
   for (const patch of patches.slice(0, NODE_CLEANUP_BATCH)) {
     try {
       await deps.objects.patch(NODES, { name: patch.node }, "merge", patch.body);
+      if (patch.resourceVersion !== undefined) pending.set(patch.node, patch.resourceVersion);
       deps.metrics.applies.inc({ kind: "Node" });
+      written++;
     } catch (err) {
       if (!isConflict(err) && !isNotFound(err)) throw err;
       if (isConflict(err)) retry = CLEANUP_RETRY_MS;
     }
   }
-  if (patches.length > 0) {
+  if (written > 0) {
     deps.logger.info(
-      { config: configName, nodes: Math.min(patches.length, NODE_CLEANUP_BATCH) },
+      { config: configName, nodes: written },
       "took the config's revision labels off nodes it no longer runs on",
     );
   }
