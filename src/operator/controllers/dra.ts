@@ -14,7 +14,12 @@ export interface DeviceClass {
   apiVersion?: string;
   kind?: string;
   metadata?: V1ObjectMeta;
-  spec?: { selectors?: { cel?: { expression: string } }[]; [key: string]: unknown };
+  spec?: {
+    selectors?: { cel?: { expression: string } }[];
+    /** KEP-5004: pods asking for this extended resource are given the class's devices. */
+    extendedResourceName?: string;
+    [key: string]: unknown;
+  };
 }
 
 /** The CEL selector that matches the config's driver's devices, and nothing else. */
@@ -25,9 +30,13 @@ export function driverSelector(driver: string): string {
 /**
  * The DeviceClass of a DRA config: named draDeviceClassName, selecting the driver's devices and then the
  * spec's extra selectors (a device must match all), owned by the config as its controller so garbage
- * collection removes it with the config.
+ * collection removes it with the config. `extendedResourceName` (from extendedResourceMapping: only where
+ * the API server keeps the field) goes into spec.extendedResourceName.
  */
-export function renderDeviceClass(config: DevicePluginConfig): DeviceClass & { metadata: V1ObjectMeta } {
+export function renderDeviceClass(
+  config: DevicePluginConfig,
+  extendedResourceName?: string,
+): DeviceClass & { metadata: V1ObjectMeta } {
   const { spec } = config;
   return {
     apiVersion: "resource.k8s.io/v1",
@@ -45,6 +54,7 @@ export function renderDeviceClass(config: DevicePluginConfig): DeviceClass & { m
         { cel: { expression: driverSelector(draDriverName(spec)) } },
         ...(spec.dra?.deviceClass.selectors ?? []).map((s) => ({ cel: { expression: s.cel.expression } })),
       ],
+      ...(extendedResourceName !== undefined ? { extendedResourceName } : {}),
     },
   };
 }
@@ -77,15 +87,18 @@ function sameSelectors(desired: DeviceClass, actual: DeviceClass): boolean {
 
 /**
  * What to do about the config's DeviceClass given the one of that name in the cache. Only the parts the
- * operator sets are compared (selectors, its labels, its owner reference): the API server's defaults and
- * anyone's extra labels or annotations are left as they are. A drifted spec (someone edited the
- * selectors, added a config or extended resource name) is replaced by the rendered one.
+ * operator sets are compared (selectors, extended resource name, its labels, its owner reference): the
+ * API server's defaults and anyone's extra labels or annotations are left as they are. A drifted spec
+ * (someone edited the selectors, added a config, added or changed an extended resource name) is replaced
+ * by the rendered one. Pass `extendedResourceName` only where the API server keeps the field: where it
+ * drops it, every pass would see drift and write again.
  */
 export function decideDeviceClass(
   config: DevicePluginConfig,
   existing: DeviceClass | undefined,
+  extendedResourceName?: string,
 ): DeviceClassAction {
-  const desired = renderDeviceClass(config);
+  const desired = renderDeviceClass(config, extendedResourceName);
   if (existing === undefined) return { kind: "Create", object: desired };
   if (!ownedByConfig(existing, config.metadata.uid)) {
     const owner = existing.metadata?.ownerReferences?.find((o) => o.controller === true);
@@ -99,8 +112,11 @@ export function decideDeviceClass(
   const labelsOk = Object.entries(desired.metadata.labels ?? {}).every(
     ([k, v]) => existing.metadata?.labels?.[k] === v,
   );
-  const extraSpec = Object.keys(existing.spec ?? {}).some((k) => k !== "selectors");
-  if (labelsOk && !extraSpec && sameSelectors(desired, existing)) return { kind: "None" };
+  const extraSpec = Object.keys(existing.spec ?? {}).some(
+    (k) => k !== "selectors" && !(k === "extendedResourceName" && extendedResourceName !== undefined),
+  );
+  const sameName = existing.spec?.extendedResourceName === extendedResourceName;
+  if (labelsOk && !extraSpec && sameName && sameSelectors(desired, existing)) return { kind: "None" };
   return {
     kind: "Update",
     object: {
