@@ -8,7 +8,6 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
-  renameSync,
   rmSync,
   writeFileSync,
 } from "node:fs";
@@ -93,7 +92,9 @@ export async function packCliPackage(repo: string, outDir: string): Promise<stri
     copyFileSync(join(repo, "LICENSE"), join(stage, "LICENSE"));
     writeFileSync(join(stage, "README.md"), PACKAGE_README);
     writeFileSync(join(stage, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);
-    mkdirSync(outDir, { recursive: true });
+    // Packed beside the stage, then moved: npm names it dpo-<version>.tgz, which in outDir is the chart's.
+    const packDir = join(work, "packed");
+    mkdirSync(packDir);
     // A cache of its own: packing a local directory fetches nothing, and the user's cache stays untouched.
     const { stdout } = await run(
       "npm",
@@ -102,7 +103,7 @@ export async function packCliPackage(repo: string, outDir: string): Promise<stri
         "--json",
         "--ignore-scripts",
         "--pack-destination",
-        outDir,
+        packDir,
         "--cache",
         join(work, "cache"),
         stage,
@@ -111,8 +112,9 @@ export async function packCliPackage(repo: string, outDir: string): Promise<stri
     );
     const [packed] = JSON.parse(stdout) as { filename: string }[];
     if (!packed) throw new Error(`npm pack printed no file: ${stdout}`);
+    mkdirSync(outDir, { recursive: true });
     const target = join(outDir, `dpo-cli-${root.version}.tgz`);
-    renameSync(join(outDir, packed.filename), target);
+    copyFileSync(join(packDir, packed.filename), target);
     return target;
   } finally {
     rmSync(work, { recursive: true, force: true });

@@ -67,6 +67,9 @@ if (!existsSync(join(outDir, `dpo-${version}.tgz`))) fail(`helm package wrote no
 await packCliPackage(repo, outDir);
 
 const files = readdirSync(outDir).sort();
+const expected = [`dpo-${version}.oci.tar`, `dpo-${version}.tgz`, `dpo-cli-${version}.tgz`].sort();
+if (files.join(" ") !== expected.join(" "))
+  fail(`${relative(repo, outDir)} holds ${files.join(", ")}, expected ${expected.join(", ")}`);
 const sums = files.map((name) => {
   const digest = createHash("sha256")
     .update(readFileSync(join(outDir, name)))
