@@ -1,6 +1,7 @@
 // `make version VERSION=x.y.z`: sets the release version in package.json and every place that follows it
 // (tools/release/versions.ts lists them), and releases CHANGELOG.md's Unreleased section under it.
 //   node --import tsx tools/release/bump.ts x.y.z [--date YYYY-MM-DD]
+import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
@@ -43,6 +44,12 @@ try {
   fail((error as Error).message);
 }
 for (const [file, text] of files) writeFileSync(join(repo, file), text);
+// A longer version widens the docs' tables: format what prettier formats, as make lint checks it.
+const formatted = [...files.keys()].filter((file) => /\.(md|json|ya?ml)$/.test(file));
+execFileSync("npx", ["prettier", "--write", "--log-level", "warn", ...formatted], {
+  cwd: repo,
+  stdio: "inherit",
+});
 
 const after = versionDrift(repo);
 if (after.length > 0) fail(`some places did not follow:\n  ${after.join("\n  ")}`);
