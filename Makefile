@@ -13,7 +13,8 @@ KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 .PHONY: all deps build lint typecheck format test test-unit test-protocol test-cluster test-cluster-oldest test-node \
 	test-images node-tools proto manifests \
 	cluster-tools gitops-health promlint pod-security cluster-up cluster-down install run deploy undeploy demo \
-	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-kubelet chaos-api image clean
+	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-kubelet chaos-api image \
+	release version clean
 
 all: build
 
@@ -35,6 +36,17 @@ build: deps
 ## test-images` builds the real-node tier's pause and busybox images the same way.
 image: build
 	tools/image/build.sh dpo
+
+## A release in dist/release/ (docs/release.md): the image archive of `make image`, the chart packaged by helm
+## (HELM, or the one cluster-tools keeps beside kubectl), the npm package of the dpo CLI (one bundle, no
+## dependencies to fetch) and SHA256SUMS. Refuses to run while any place names another version than package.json.
+release: image $(if $(HELM),,cluster-tools)
+	HELM="$${HELM:-$$(tools/cluster/build.sh)/helm}" node --import tsx tools/release/release.ts
+
+## `make version VERSION=x.y.z`: package.json, the lock file, the chart, config/default's image tag, the docs'
+## image tags, remote bases and release files, and CHANGELOG.md's Unreleased section, all moved to x.y.z.
+version: deps
+	node --import tsx tools/release/bump.ts "$(VERSION)"
 
 typecheck: deps
 	npx tsc -p tsconfig.json --noEmit

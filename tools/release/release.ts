@@ -1,0 +1,85 @@
+// `make release`: every artifact of a release in dist/release/, from a checkout that `make image` built:
+// the image archive, the packaged chart, the npm package of the CLI and their SHA256SUMS. HELM names the
+// helm binary (the Makefile passes the one tools/cluster/build.sh keeps beside kubectl).
+import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { promisify } from "node:util";
+import { packCliPackage } from "./npm-package.js";
+import { packageVersion, versionDrift } from "./versions.js";
+
+const run = promisify(execFile);
+const repo = join(import.meta.dirname, "..", "..");
+const outDir = join(repo, "dist", "release");
+
+function fail(message: string): never {
+  console.error(`release: ${message}`);
+  process.exit(1);
+}
+
+const helm = process.env["HELM"];
+if (helm === undefined || helm === "" || !existsSync(helm)) {
+  fail(`HELM must name the helm binary (got ${JSON.stringify(helm ?? "")}); make release sets it`);
+}
+
+// A release whose places disagree on its version would ship an image tag the chart does not name.
+const drift = versionDrift(repo);
+if (drift.length > 0)
+  fail(`the version is not the same everywhere (make version VERSION=x.y.z):\n  ${drift.join("\n  ")}`);
+const version = packageVersion(repo);
+
+const image = join(repo, ".local", "image", `dpo-${version}.oci.tar`);
+if (!existsSync(image)) fail(`${relative(repo, image)} is missing: make image builds it (make release does)`);
+
+rmSync(outDir, { recursive: true, force: true });
+mkdirSync(outDir, { recursive: true });
+
+copyFileSync(image, join(outDir, `dpo-${version}.oci.tar`));
+
+// helm's config, cache and data in a directory of this run: packaging reads no repository.
+const helmHome = mkdtempSync(join(tmpdir(), "dpo-release-helm-"));
+try {
+  await run(helm, ["package", join(repo, "charts", "dpo"), "--destination", outDir], {
+    env: {
+      ...process.env,
+      HELM_CONFIG_HOME: join(helmHome, "config"),
+      HELM_CACHE_HOME: join(helmHome, "cache"),
+      HELM_DATA_HOME: join(helmHome, "data"),
+    },
+  });
+} finally {
+  rmSync(helmHome, { recursive: true, force: true });
+}
+if (!existsSync(join(outDir, `dpo-${version}.tgz`))) fail(`helm package wrote no dpo-${version}.tgz`);
+
+await packCliPackage(repo, outDir);
+
+const files = readdirSync(outDir).sort();
+const expected = [`dpo-${version}.oci.tar`, `dpo-${version}.tgz`, `dpo-cli-${version}.tgz`].sort();
+if (files.join(" ") !== expected.join(" "))
+  fail(`${relative(repo, outDir)} holds ${files.join(", ")}, expected ${expected.join(", ")}`);
+const sums = files.map((name) => {
+  const digest = createHash("sha256")
+    .update(readFileSync(join(outDir, name)))
+    .digest("hex");
+  return `${digest}  ${name}\n`;
+});
+writeFileSync(join(outDir, "SHA256SUMS"), sums.join(""));
+
+console.log(`release ${version} in ${relative(repo, outDir)}/:`);
+for (const name of [...files, "SHA256SUMS"]) {
+  const mib = (statSync(join(outDir, name)).size / (1 << 20)).toFixed(1);
+  console.log(`  ${name} (${mib} MiB)`);
+}
