@@ -63,7 +63,12 @@ describe("docs/events.md", () => {
       expect.arrayContaining(["Ready", "UpgradeStarted", "StorageMigrationFailed", "CertificatesUpdated"]),
     );
     expect(stalledReasons().sort()).toEqual(
-      expect.arrayContaining(["ApplyFailed", "ResourceAPIUnavailable", "ResourceNameConflict", "UpgradeRolledBack"]),
+      expect.arrayContaining([
+        "ApplyFailed",
+        "ResourceAPIUnavailable",
+        "ResourceNameConflict",
+        "UpgradeRolledBack",
+      ]),
     );
   });
 

@@ -281,9 +281,11 @@ describe("operator metrics", () => {
         "Storage version migrations of DevicePluginConfigs run by the leader, by result (UpToDate, Migrated, Failed, StoredVersionsChanged, Aborted, error: the check itself failed).",
         ["result"],
       ),
-      dpo_config_ready: expected("gauge", "1 while the DevicePluginConfig's Ready condition is True, else 0.", [
-        "config",
-      ]),
+      dpo_config_ready: expected(
+        "gauge",
+        "1 while the DevicePluginConfig's Ready condition is True, else 0.",
+        ["config"],
+      ),
       dpo_config_nodes_desired: expected(
         "gauge",
         "Nodes the config's plugin should run on (status.nodes.desired).",

@@ -1,9 +1,5 @@
 // What a config's status says as metric values (the dpo_config_* series of OperatorMetrics). Pure.
-import type {
-  DevicePluginConfigStatus,
-  ProblemReason,
-  UpgradePhase,
-} from "../../api/v1beta1/status.js";
+import type { DevicePluginConfigStatus, ProblemReason, UpgradePhase } from "../../api/v1beta1/status.js";
 
 export interface ConfigSeries {
   ready: boolean;
