@@ -206,11 +206,9 @@ describe("charts/dpo rendered", () => {
       ]);
       expect(diffRenderings(kustomize, withoutHelmLabels(chart.objects))).toEqual([]);
       // The alerts' own templates ({{ $labels.config }}) reach Prometheus as they are, not as Helm's.
-      const rule = find<KubeObject & { spec: { groups: { rules: { annotations?: Record<string, string> }[] }[] } }>(
-        chart.objects,
-        "PrometheusRule",
-        "dpo",
-      );
+      const rule = find<
+        KubeObject & { spec: { groups: { rules: { annotations?: Record<string, string> }[] }[] } }
+      >(chart.objects, "PrometheusRule", "dpo");
       expect(rule.spec.groups[0]?.rules[0]?.annotations?.summary).toContain("{{ $labels.config }}");
     } finally {
       await rm(overlayDir, { recursive: true, force: true });
@@ -223,14 +221,16 @@ describe("charts/dpo rendered", () => {
         "metrics.prometheusRule.labels.release=prometheus",
       ])
     ).objects;
-    expect(find<KubeObject>(labelled, "PodMonitor", "dpo-plugin").metadata.labels?.release).toBe("prometheus");
+    expect(find<KubeObject>(labelled, "PodMonitor", "dpo-plugin").metadata.labels?.release).toBe(
+      "prometheus",
+    );
     expect(find<KubeObject>(labelled, "PrometheusRule", "dpo").metadata.labels?.release).toBe("prometheus");
   });
 
   it("renders the Grafana dashboard ConfigMap only when metrics.dashboard.enabled, holding dashboards/dpo.json", async () => {
-    expect(
-      (await renderChart()).objects.filter((o) => o.metadata.name === "dpo-grafana-dashboard"),
-    ).toEqual([]);
+    expect((await renderChart()).objects.filter((o) => o.metadata.name === "dpo-grafana-dashboard")).toEqual(
+      [],
+    );
     const { objects } = await renderChart(["metrics.dashboard.enabled=true", "metrics.dashboard.folder=GPU"]);
     const configMap = find<KubeObject & { data: Record<string, string> }>(
       objects,
