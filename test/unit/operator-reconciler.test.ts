@@ -374,7 +374,7 @@ describe("ConfigReconciler", () => {
     const t = setup();
     t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
     t.configs.put(config("bar", "2026-01-01T00:00:00Z", { resourceName: "vendor.example/bar" }));
-    t.nodes.put({ metadata: { name: "n1" } });
+    t.nodes.put({ metadata: { name: "n1" }, status: { nodeInfo: { kubeletVersion: "v1.37.2" } as never } });
     await t.reconciler.reconcile("foo");
     await t.reconciler.reconcile("bar");
     const lines = (await t.metrics.render()).split("\n");
