@@ -12,7 +12,7 @@ KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
 .PHONY: all deps build lint typecheck format test test-unit test-protocol test-cluster test-cluster-oldest test-node \
 	test-images node-tools proto manifests \
-	cluster-tools gitops-health promlint pod-security cluster-up cluster-down install run deploy undeploy demo \
+	cluster-tools gitops-health promlint promtool pod-security cluster-up cluster-down install run deploy undeploy demo \
 	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-kubelet chaos-api image \
 	release version clean
 
@@ -68,7 +68,7 @@ test: build lint test-unit test-protocol test-cluster test-cluster-oldest test-n
 # Each tier also writes a JSON report to .local/test-results/, which .ci/run sums up.
 VITEST_REPORT = --reporter=default --reporter=json --outputFile.json=.local/test-results/$(1).json
 
-test-unit: deps gitops-health promlint pod-security
+test-unit: deps gitops-health promlint promtool pod-security
 	npx vitest run --project unit $(call VITEST_REPORT,unit)
 
 test-protocol: build promlint
@@ -109,6 +109,12 @@ gitops-health:
 ## (tools/promlint); every test tier lints dpo's /metrics with it.
 promlint:
 	@tools/promlint/build.sh >/dev/null
+
+## Prometheus' promtool (github.com/prometheus/prometheus/cmd/promtool from the Go module proxy), built once
+## into the cache (tools/promtool); test/unit/prometheus-rules.test.ts runs `promtool check rules` and
+## `promtool test rules` on config/components/prometheus-rules with it.
+promtool:
+	@tools/promtool/build.sh >/dev/null
 
 ## The Pod Security Standards checks of k8s.io/pod-security-admission, a Go harness built once into the
 ## cache (tools/pod-security); test/unit/pod-security.test.ts judges the plugin and operator pods with it.

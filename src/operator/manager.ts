@@ -263,6 +263,8 @@ export class Operator {
       onStoppedLeading: (reason) => {
         this.leading = false;
         this.metrics.leader.set({}, 0);
+        // The new leader reports the configs; stale copies here would be summed or compared with its.
+        this.metrics.forgetAllConfigs();
         if (reason === "lost") {
           this.opts.logger.error({ lease: le.id }, "leadership lost");
           this.opts.onLeadershipLost();
@@ -296,6 +298,7 @@ export class Operator {
         logger: this.opts.logger.child({ component: "storage-migration" }),
         events: this.workerEvents,
         fence: this.fence,
+        onResult: (result) => this.metrics.storageMigrations.inc({ result }),
       }).run(AbortSignal.any([this.stopController.signal, this.fence.signal]));
     }
     for (const key of this.informers.configs.keys()) this.queue.add(key);

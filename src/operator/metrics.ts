@@ -1,5 +1,18 @@
-// The operator's Prometheus metrics: reconciles, writes it makes, API requests, leadership.
+// The operator's Prometheus metrics: reconciles, writes it makes, API requests, leadership, and each
+// config's status as series (dpo_config_*), so alerts need no kube-state-metrics.
+import { PROBLEM_REASONS, UPGRADE_PHASES } from "../api/v1beta1/status.js";
 import { Counter, Gauge, Histogram, Registry } from "../observability/metrics.js";
+import type { ConfigSeries } from "./status/config-series.js";
+
+/** How a storage migration run ended (MigrationOutcome's states), and `error` for a check that threw. */
+export const STORAGE_MIGRATION_RESULTS = [
+  "UpToDate",
+  "Migrated",
+  "Failed",
+  "StoredVersionsChanged",
+  "Aborted",
+  "error",
+] as const;
 
 export class OperatorMetrics {
   /** A registry of its own, never prom-client's global one: two runtimes (or tests) never share series. */
@@ -82,6 +95,133 @@ export class OperatorMetrics {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
     registers: [this.registry],
   });
+
+  /** The webhook's serving certificate: the certificate the process serves, whichever way it came. */
+  readonly webhookCertificateExpiry = new Gauge({
+    name: "dpo_webhook_certificate_expiry_timestamp_seconds",
+    help: "When the conversion webhook's serving certificate expires, in seconds since the Unix epoch; absent until one is served.",
+    registers: [this.registry],
+  });
+
+  readonly storageMigrations = new Counter({
+    name: "dpo_operator_storage_migrations_total",
+    help: "Storage version migrations of DevicePluginConfigs run by the leader, by result (UpToDate, Migrated, Failed, StoredVersionsChanged, Aborted, error: the check itself failed).",
+    labelNames: ["result"] as const,
+    registers: [this.registry],
+  });
+
+  // Each config's status (src/operator/status/config-series.ts), set by the leader on every reconcile and
+  // removed with the config or when this replica stops leading, so only the leader serves them.
+  readonly configReady = new Gauge({
+    name: "dpo_config_ready",
+    help: "1 while the DevicePluginConfig's Ready condition is True, else 0.",
+    labelNames: ["config"] as const,
+    registers: [this.registry],
+  });
+  readonly configNodesDesired = new Gauge({
+    name: "dpo_config_nodes_desired",
+    help: "Nodes the config's plugin should run on (status.nodes.desired).",
+    labelNames: ["config"] as const,
+    registers: [this.registry],
+  });
+  readonly configNodesReady = new Gauge({
+    name: "dpo_config_nodes_ready",
+    help: "Nodes whose plugin is ready and registered and whose kubelet advertises what it reports (status.nodes.ready).",
+    labelNames: ["config"] as const,
+    registers: [this.registry],
+  });
+  readonly configNodesUpdated = new Gauge({
+    name: "dpo_config_nodes_updated",
+    help: "Nodes running the plugin revision of the config's current spec (status.nodes.updated).",
+    labelNames: ["config"] as const,
+    registers: [this.registry],
+  });
+  readonly configDevicesAdvertised = new Gauge({
+    name: "dpo_config_devices_advertised",
+    help: "Devices the kubelets advertise for the config's resource, summed over its nodes (status.devices.capacity).",
+    labelNames: ["config"] as const,
+    registers: [this.registry],
+  });
+  readonly configDevicesAllocatable = new Gauge({
+    name: "dpo_config_devices_allocatable",
+    help: "Devices the kubelets can allocate for the config's resource: advertised and healthy (status.devices.allocatable).",
+    labelNames: ["config"] as const,
+    registers: [this.registry],
+  });
+  readonly configDevicesUnhealthy = new Gauge({
+    name: "dpo_config_devices_unhealthy",
+    help: "Devices the config's plugins report unhealthy (status.devices.unhealthy).",
+    labelNames: ["config"] as const,
+    registers: [this.registry],
+  });
+  readonly configProblemNodes = new Gauge({
+    name: "dpo_config_problem_nodes",
+    help: "Nodes of the config with a problem, by reason (status.problems, counted before the list is cut short).",
+    labelNames: ["config", "reason"] as const,
+    registers: [this.registry],
+  });
+  readonly configRolloutPhase = new Gauge({
+    name: "dpo_config_rollout_phase",
+    help: "1 for the phase of the config's plugin rollout (status.upgrade.phase), 0 for the others; all 0 before its first rollout.",
+    labelNames: ["config", "phase"] as const,
+    registers: [this.registry],
+  });
+
+  constructor() {
+    // A counter's first increment is invisible to increase() unless the series existed before it.
+    for (const result of STORAGE_MIGRATION_RESULTS) this.storageMigrations.inc({ result }, 0);
+  }
+
+  /** Sets every dpo_config_* series of `config` from its status. */
+  recordConfig(config: string, series: ConfigSeries): void {
+    this.configReady.set({ config }, series.ready ? 1 : 0);
+    this.configNodesDesired.set({ config }, series.nodesDesired);
+    this.configNodesReady.set({ config }, series.nodesReady);
+    this.configNodesUpdated.set({ config }, series.nodesUpdated);
+    this.configDevicesAdvertised.set({ config }, series.devicesAdvertised);
+    this.configDevicesAllocatable.set({ config }, series.devicesAllocatable);
+    this.configDevicesUnhealthy.set({ config }, series.devicesUnhealthy);
+    for (const reason of PROBLEM_REASONS) {
+      this.configProblemNodes.set({ config, reason }, series.problemNodes[reason] ?? 0);
+    }
+    for (const phase of UPGRADE_PHASES) {
+      this.configRolloutPhase.set({ config, phase }, series.rolloutPhase === phase ? 1 : 0);
+    }
+  }
+
+  /** Removes every dpo_config_* series of `config` (deleted, or no longer this replica's to report). */
+  forgetConfig(config: string): void {
+    for (const gauge of [
+      this.configReady,
+      this.configNodesDesired,
+      this.configNodesReady,
+      this.configNodesUpdated,
+      this.configDevicesAdvertised,
+      this.configDevicesAllocatable,
+      this.configDevicesUnhealthy,
+    ]) {
+      gauge.remove({ config });
+    }
+    for (const reason of PROBLEM_REASONS) this.configProblemNodes.remove({ config, reason });
+    for (const phase of UPGRADE_PHASES) this.configRolloutPhase.remove({ config, phase });
+  }
+
+  /** Removes the dpo_config_* series of every config, when this replica stops leading. */
+  forgetAllConfigs(): void {
+    for (const gauge of [
+      this.configReady,
+      this.configNodesDesired,
+      this.configNodesReady,
+      this.configNodesUpdated,
+      this.configDevicesAdvertised,
+      this.configDevicesAllocatable,
+      this.configDevicesUnhealthy,
+      this.configProblemNodes,
+      this.configRolloutPhase,
+    ]) {
+      gauge.reset();
+    }
+  }
 
   /** The Prometheus text exposition of every metric above, as served on /metrics. */
   render(): Promise<string> {

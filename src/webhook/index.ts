@@ -1,12 +1,13 @@
 // The conversion webhook as the operator runs it: the HTTPS server, and where its certificate comes
 // from (the Secret the operator keeps, or a directory cert-manager fills).
 import type { KubeConfig } from "@kubernetes/client-node";
+import { X509Certificate } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { DEVICE_PLUGIN_CONFIG_CRD_NAME } from "../api/crd.js";
 import type { EventRecorder } from "../kube/events.js";
-import type { Counter, Histogram } from "../observability/metrics.js";
+import type { Counter, Gauge, Histogram } from "../observability/metrics.js";
 import { WebhookCertificates } from "./cert-controller.js";
 import { ConversionWebhookServer, type ServingCertificate } from "./server.js";
 
@@ -18,6 +19,18 @@ export interface ConversionWebhookMetrics {
   readonly conversionReviews: Counter<"to" | "result">;
   readonly conversionObjects: Counter<"to">;
   readonly conversionDuration: Histogram;
+  /** When the certificate served expires (seconds since the epoch), for the certificate-expiry alert. */
+  readonly webhookCertificateExpiry?: Gauge;
+}
+
+/** When a PEM certificate (the first of a chain) expires, in seconds since the epoch; undefined if unreadable. */
+export function certificateExpirySeconds(certPem: string): number | undefined {
+  try {
+    const validTo = Date.parse(new X509Certificate(certPem).validTo);
+    return Number.isNaN(validTo) ? undefined : validTo / 1000;
+  } catch {
+    return undefined;
+  }
 }
 
 export interface ConversionWebhookOptions {
@@ -62,6 +75,12 @@ export async function startConversionWebhook(opts: ConversionWebhookOptions): Pr
       metrics?.conversionDuration.observe(seconds);
     },
   });
+  /** Serves `cert` and exports when it expires. */
+  const serve = (cert: ServingCertificate): void => {
+    server.setCertificate(cert);
+    const expiry = certificateExpirySeconds(cert.certPem);
+    if (expiry !== undefined) metrics?.webhookCertificateExpiry?.set(expiry);
+  };
   const port = await server.start();
   logger.info({ port, hosts: opts.hosts, certDir: opts.certDir }, "conversion webhook listening");
   const stop = new AbortController();
@@ -76,7 +95,7 @@ export async function startConversionWebhook(opts: ConversionWebhookOptions): Pr
           keyPem: await readFile(join(dir, "tls.key"), "utf8"),
         };
         if (server.certificate?.certPem !== cert.certPem) logger.info({ dir }, "webhook certificate loaded");
-        server.setCertificate(cert);
+        serve(cert);
         problem = "";
       } catch (err) {
         problem = `reading ${dir}: ${(err as Error).message}`;
@@ -113,7 +132,7 @@ export async function startConversionWebhook(opts: ConversionWebhookOptions): Pr
     },
     logger,
     canWrite: opts.canWrite,
-    onCertificate: (cert) => server.setCertificate(cert),
+    onCertificate: serve,
     events: opts.events,
   });
   const running = certificates.run(stop.signal);

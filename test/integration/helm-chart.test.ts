@@ -67,7 +67,8 @@ describe("charts/dpo rendered", () => {
         "--strict",
         chartDir,
         "--set",
-        "samples.enabled=true,webhook.certManager.enabled=true,metrics.serviceMonitor.enabled=true,crds.upgrade=true",
+        "samples.enabled=true,webhook.certManager.enabled=true,metrics.serviceMonitor.enabled=true,crds.upgrade=true," +
+          "metrics.podMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true",
       ],
       { allowFailure: true },
     );
@@ -180,6 +181,68 @@ describe("charts/dpo rendered", () => {
     ).container;
     expect(pinned.image).toBe(`ghcr.io/dpo-dev/dpo@sha256:${"ab".repeat(32)}`);
     expect(pinned.env?.find((e) => e.name === "DPO_PLUGIN_IMAGE")?.value).toBe(pinned.image);
+  });
+
+  it("with metrics.podMonitor and metrics.prometheusRule, renders config/default with the plugin-pod-monitor and prometheus-rules components", async () => {
+    const objects = (await renderChart()).objects;
+    expect(objects.filter((o) => o.kind === "PodMonitor" || o.kind === "PrometheusRule")).toEqual([]);
+    const overlayDir = await mkdtemp(join(tmpdir(), "dpo-helm-monitoring-"));
+    try {
+      await writeFile(
+        join(overlayDir, "kustomization.yaml"),
+        stringify({
+          apiVersion: "kustomize.config.k8s.io/v1beta1",
+          kind: "Kustomization",
+          resources: [relative(overlayDir, join(configDir, "default"))],
+          components: ["plugin-pod-monitor", "prometheus-rules"].map((c) =>
+            relative(overlayDir, join(configDir, "components", c)),
+          ),
+        }),
+      );
+      const kustomize = withoutNamespace(await renderKustomize(overlayDir));
+      const chart = await renderChart([
+        "metrics.podMonitor.enabled=true",
+        "metrics.prometheusRule.enabled=true",
+      ]);
+      expect(diffRenderings(kustomize, withoutHelmLabels(chart.objects))).toEqual([]);
+      // The alerts' own templates ({{ $labels.config }}) reach Prometheus as they are, not as Helm's.
+      const rule = find<
+        KubeObject & { spec: { groups: { rules: { annotations?: Record<string, string> }[] }[] } }
+      >(chart.objects, "PrometheusRule", "dpo");
+      expect(rule.spec.groups[0]?.rules[0]?.annotations?.summary).toContain("{{ $labels.config }}");
+    } finally {
+      await rm(overlayDir, { recursive: true, force: true });
+    }
+    const labelled = (
+      await renderChart([
+        "metrics.podMonitor.enabled=true",
+        "metrics.podMonitor.labels.release=prometheus",
+        "metrics.prometheusRule.enabled=true",
+        "metrics.prometheusRule.labels.release=prometheus",
+      ])
+    ).objects;
+    expect(find<KubeObject>(labelled, "PodMonitor", "dpo-plugin").metadata.labels?.release).toBe(
+      "prometheus",
+    );
+    expect(find<KubeObject>(labelled, "PrometheusRule", "dpo").metadata.labels?.release).toBe("prometheus");
+  });
+
+  it("renders the Grafana dashboard ConfigMap only when metrics.dashboard.enabled, holding dashboards/dpo.json", async () => {
+    expect((await renderChart()).objects.filter((o) => o.metadata.name === "dpo-grafana-dashboard")).toEqual(
+      [],
+    );
+    const { objects } = await renderChart(["metrics.dashboard.enabled=true", "metrics.dashboard.folder=GPU"]);
+    const configMap = find<KubeObject & { data: Record<string, string> }>(
+      objects,
+      "ConfigMap",
+      "dpo-grafana-dashboard",
+    );
+    expect(configMap.metadata.namespace).toBe(NAMESPACE);
+    expect(configMap.metadata.labels?.grafana_dashboard).toBe("1");
+    expect(configMap.metadata.annotations?.grafana_folder).toBe("GPU");
+    expect(JSON.parse(configMap.data["dpo.json"] ?? "")).toEqual(
+      JSON.parse(readFileSync(join(chartDir, "dashboards", "dpo.json"), "utf8")),
+    );
   });
 
   it("renders a ServiceMonitor only when metrics.serviceMonitor.enabled, for the metrics Service's port", async () => {

@@ -60,6 +60,36 @@ metadata:
   name: dpo-selfsigned
   namespace: dpo-system
 `,
+  "config/components/plugin-pod-monitor/kustomization.yaml": `apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+resources: [pod-monitor.yaml]
+`,
+  "config/components/plugin-pod-monitor/pod-monitor.yaml": `apiVersion: monitoring.coreos.com/v1
+kind: PodMonitor
+metadata:
+  name: dpo-plugin
+  namespace: dpo-system
+spec:
+  namespaceSelector: { matchNames: [dpo-system] }
+`,
+  "config/components/prometheus-rules/kustomization.yaml": `apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+resources: [prometheus-rule.yaml]
+`,
+  "config/components/prometheus-rules/prometheus-rule.yaml": `apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata:
+  name: dpo
+  namespace: dpo-system
+spec:
+  groups:
+    - name: g
+      rules:
+        - alert: A
+          expr: up == 0
+          annotations:
+            summary: "{{ $labels.pod }} is down"
+`,
   "config/samples/kustomization.yaml": `${KUSTOMIZATION}resources: [sample.yaml]\n`,
   "config/samples/sample.yaml": `apiVersion: dpo.dev/v1beta1
 kind: DevicePluginConfig
@@ -191,6 +221,31 @@ spec:
     team: a
     {{- include "dpo.helmLabels" . | nindent 4 }}
 `);
+  });
+
+  it("renders the PodMonitor and the PrometheusRule only when their value is on, with their extra labels, and the alerts' templates literal", () => {
+    const files = renderChartFiles(tree(CONFIG));
+    expect(files.get(`${CHART_GENERATED_TEMPLATE_DIR}/components-plugin-pod-monitor.yaml`))
+      .toBe(`{{- if .Values.metrics.podMonitor.enabled }}
+# Generated from config/components/plugin-pod-monitor by \`make manifests\`; do not edit.
+apiVersion: monitoring.coreos.com/v1
+kind: PodMonitor
+metadata:
+  name: dpo-plugin
+  namespace: {{ .Release.Namespace }}
+  labels:
+    {{- include "dpo.helmLabels" . | nindent 4 }}
+    {{- with .Values.metrics.podMonitor.labels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  namespaceSelector: {matchNames: [{{ .Release.Namespace }}]}
+{{- end }}
+`);
+    const rules = files.get(`${CHART_GENERATED_TEMPLATE_DIR}/components-prometheus-rules.yaml`) ?? "";
+    expect(rules.startsWith("{{- if .Values.metrics.prometheusRule.enabled }}\n")).toBe(true);
+    expect(rules).toContain("    {{- with .Values.metrics.prometheusRule.labels }}\n");
+    expect(rules).toContain(`summary: "{{ "{{" }} $labels.pod }} is down"`);
   });
 
   it("writes no CRDs of its own: the chart's crds/ is the repository's", () => {

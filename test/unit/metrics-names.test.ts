@@ -202,6 +202,19 @@ describe("operator metrics", () => {
     m.conversionReviews.inc({ to: "dpo.dev/v1beta1", result: "Success" });
     m.conversionObjects.inc({ to: "dpo.dev/v1beta1" }, 2);
     m.conversionDuration.observe(0.001);
+    m.webhookCertificateExpiry.set(1_900_000_000);
+    m.storageMigrations.inc({ result: "Migrated" });
+    m.recordConfig("foo", {
+      ready: true,
+      nodesDesired: 3,
+      nodesReady: 3,
+      nodesUpdated: 3,
+      devicesAdvertised: 12,
+      devicesAllocatable: 11,
+      devicesUnhealthy: 1,
+      problemNodes: { UnhealthyDevices: 1 },
+      rolloutPhase: "Complete",
+    });
 
     const scraped = parseExposition(await m.render());
     expect(Object.fromEntries(scraped)).toEqual({
@@ -257,6 +270,61 @@ describe("operator metrics", () => {
         "Time to read, convert and answer one ConversionReview.",
         [],
         [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      ),
+      dpo_webhook_certificate_expiry_timestamp_seconds: expected(
+        "gauge",
+        "When the conversion webhook's serving certificate expires, in seconds since the Unix epoch; absent until one is served.",
+        [],
+      ),
+      dpo_operator_storage_migrations_total: expected(
+        "counter",
+        "Storage version migrations of DevicePluginConfigs run by the leader, by result (UpToDate, Migrated, Failed, StoredVersionsChanged, Aborted, error: the check itself failed).",
+        ["result"],
+      ),
+      dpo_config_ready: expected(
+        "gauge",
+        "1 while the DevicePluginConfig's Ready condition is True, else 0.",
+        ["config"],
+      ),
+      dpo_config_nodes_desired: expected(
+        "gauge",
+        "Nodes the config's plugin should run on (status.nodes.desired).",
+        ["config"],
+      ),
+      dpo_config_nodes_ready: expected(
+        "gauge",
+        "Nodes whose plugin is ready and registered and whose kubelet advertises what it reports (status.nodes.ready).",
+        ["config"],
+      ),
+      dpo_config_nodes_updated: expected(
+        "gauge",
+        "Nodes running the plugin revision of the config's current spec (status.nodes.updated).",
+        ["config"],
+      ),
+      dpo_config_devices_advertised: expected(
+        "gauge",
+        "Devices the kubelets advertise for the config's resource, summed over its nodes (status.devices.capacity).",
+        ["config"],
+      ),
+      dpo_config_devices_allocatable: expected(
+        "gauge",
+        "Devices the kubelets can allocate for the config's resource: advertised and healthy (status.devices.allocatable).",
+        ["config"],
+      ),
+      dpo_config_devices_unhealthy: expected(
+        "gauge",
+        "Devices the config's plugins report unhealthy (status.devices.unhealthy).",
+        ["config"],
+      ),
+      dpo_config_problem_nodes: expected(
+        "gauge",
+        "Nodes of the config with a problem, by reason (status.problems, counted before the list is cut short).",
+        ["config", "reason"],
+      ),
+      dpo_config_rollout_phase: expected(
+        "gauge",
+        "1 for the phase of the config's plugin rollout (status.upgrade.phase), 0 for the others; all 0 before its first rollout.",
+        ["config", "phase"],
       ),
     });
   });

@@ -90,6 +90,7 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
   const statusLatency = { ms: 0 };
   let failApply: Error | undefined;
   let failDelete: ((path: string) => Error | undefined) | undefined;
+  const metrics = new OperatorMetrics();
   const deps: ConfigReconcilerDeps = {
     configs: configs.asInformer(),
     nodes: nodes.asInformer(),
@@ -148,7 +149,7 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
       registrationMode: "kubelet",
     },
     logger: pino({ level: "info" }, { write: (line: string) => void logs.push(line) }),
-    metrics: new OperatorMetrics(),
+    metrics,
     now: () => new Date(now.t),
     statusWriteIntervalMs: 500,
   };
@@ -165,6 +166,7 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
     events,
     logs,
     reconciler,
+    metrics,
     now,
     failApplyWith: (err: Error | undefined) => (failApply = err),
     failDeleteWith: (fn: ((path: string) => Error | undefined) | undefined) => (failDelete = fn),
@@ -366,6 +368,35 @@ describe("ConfigReconciler", () => {
     const status = t.applied[0]!.status;
     expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "InvalidSpec" });
     expect(condition(status, "Ready")?.message).toContain("spec.sharing.replicas");
+  });
+
+  it("exports the status it writes as dpo_config_* series, and drops them once the config is gone", async () => {
+    const t = setup();
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    t.configs.put(config("bar", "2026-01-01T00:00:00Z", { resourceName: "vendor.example/bar" }));
+    t.nodes.put({ metadata: { name: "n1" }, status: { nodeInfo: { kubeletVersion: "v1.37.2" } as never } });
+    await t.reconciler.reconcile("foo");
+    await t.reconciler.reconcile("bar");
+    const lines = (await t.metrics.render()).split("\n");
+    // A new config: its plugin pod is not there yet, so not ready and no devices.
+    expect(lines).toContain('dpo_config_ready{config="foo"} 0');
+    expect(lines).toContain('dpo_config_nodes_desired{config="foo"} 1');
+    expect(lines).toContain('dpo_config_nodes_ready{config="foo"} 0');
+    expect(lines).toContain('dpo_config_devices_advertised{config="foo"} 0');
+    expect(lines).toContain('dpo_config_ready{config="bar"} 0');
+
+    t.configs.objects.delete("foo");
+    await t.reconciler.reconcile("foo");
+    const after = await t.metrics.render();
+    expect(after).not.toContain('config="foo"');
+    expect(after).toContain('dpo_config_ready{config="bar"} 0');
+  });
+
+  it("exports a config whose stored spec no longer validates as not ready", async () => {
+    const t = setup();
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z", { sharing: { strategy: "TimeSlicing" } }));
+    await t.reconciler.reconcile("foo");
+    expect((await t.metrics.render()).split("\n")).toContain('dpo_config_ready{config="foo"} 0');
   });
 
   it("leaves a config that is being deleted to the garbage collector", async () => {

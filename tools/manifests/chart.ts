@@ -50,6 +50,8 @@ interface TemplateSource {
   condition?: string;
   /** Whether config/default's labels apply (they do to what config/default includes). */
   defaultLabels: boolean;
+  /** A Helm value path holding more labels for the objects' metadata (a Prometheus' selector wants some). */
+  labelsValue?: string;
 }
 
 type KustomizationFields = Record<string, unknown> & {
@@ -163,7 +165,7 @@ function replacePlaceholderLine(text: string, key: string, replacement: (indent:
  * One object as template text: its comments kept, labels added, Helm's labels included, `{{` escaped,
  * config/'s namespace the release's, and the operator's ServiceAccount the one of serviceAccount.*.
  */
-function templateDocument(doc: Document, labels: Record<string, string>): string {
+function templateDocument(doc: Document, labels: Record<string, string>, labelsValue?: string): string {
   const serviceAccount = isOperatorServiceAccount(doc);
   markReleaseValues(doc);
   for (const [key, value] of Object.entries(labels)) doc.setIn(["metadata", "labels", key], value);
@@ -179,10 +181,17 @@ function templateDocument(doc: Document, labels: Record<string, string>): string
     .replaceAll("{{", '{{ "{{" }}')
     .replaceAll(RELEASE_NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE)
     .replaceAll(OPERATOR_SA_PLACEHOLDER, OPERATOR_SA_NAME);
-  text = replacePlaceholderLine(
-    text,
-    HELM_LABELS_PLACEHOLDER,
-    (indent) => `${" ".repeat(indent)}${HELM_LABELS_INCLUDE.replace("INDENT", String(indent))}`,
+  text = replacePlaceholderLine(text, HELM_LABELS_PLACEHOLDER, (indent) =>
+    [
+      `${" ".repeat(indent)}${HELM_LABELS_INCLUDE.replace("INDENT", String(indent))}`,
+      ...(labelsValue
+        ? [
+            `${" ".repeat(indent)}{{- with ${labelsValue} }}`,
+            `${" ".repeat(indent)}{{- toYaml . | nindent ${indent} }}`,
+            `${" ".repeat(indent)}{{- end }}`,
+          ]
+        : []),
+    ].join("\n"),
   );
   if (!serviceAccount) return text;
   text = replacePlaceholderLine(text, OPERATOR_SA_ANNOTATIONS_PLACEHOLDER, (indent) =>
@@ -208,7 +217,7 @@ function renderTemplate(
     for (const doc of parseAllDocuments(readFileSync(join(repoRoot, file), "utf8"))) {
       if (!("contents" in doc) || doc.errors.length > 0) throw new Error(`${file}: not valid YAML`);
       if (doc.contents === null || isOperatorDeployment(doc) || isConfigNamespace(doc)) continue;
-      docs.push(templateDocument(doc, source.defaultLabels ? labels : {}));
+      docs.push(templateDocument(doc, source.defaultLabels ? labels : {}, source.labelsValue));
     }
   }
   const header = `# Generated from ${source.dir} by \`make manifests\`; do not edit.\n`;
@@ -242,6 +251,19 @@ export function renderChartFiles(repoRoot: string): Map<string, string> {
       defaultLabels: false,
     },
     { dir: "config/samples", condition: ".Values.samples.enabled", defaultLabels: false },
+    // The Prometheus Operator objects: opt-in, like the chart's own ServiceMonitor.
+    {
+      dir: "config/components/plugin-pod-monitor",
+      condition: ".Values.metrics.podMonitor.enabled",
+      defaultLabels: false,
+      labelsValue: ".Values.metrics.podMonitor.labels",
+    },
+    {
+      dir: "config/components/prometheus-rules",
+      condition: ".Values.metrics.prometheusRule.enabled",
+      defaultLabels: false,
+      labelsValue: ".Values.metrics.prometheusRule.labels",
+    },
   ];
   for (const source of sources) {
     const allowed = source.dir === "config/components/cert-manager" ? ["patches"] : [];

@@ -9,6 +9,7 @@ import { revisionObjectName } from "../render/index.js";
 import { revisionOfDaemonSet } from "../upgrade/daemonset-state.js";
 import {
   aggregateStatus,
+  configSeries,
   findResourceNameConflicts,
   invalidSpecStatus,
   pluginRunsOnNode,
@@ -78,6 +79,7 @@ export class ConfigReconciler {
       // gone brings its label's name back to this queue (manager.ts), so the sweep also happens after a
       // restart that missed the delete.
       this.statusWrites.forget(name);
+      deps.metrics.forgetConfig(name);
       const slicesRetry = await deleteSlices(deps, name, undefined);
       return soonest(soonest({}, slicesRetry), await stripNodeLabels(deps, name, () => false));
     }
@@ -89,7 +91,9 @@ export class ConfigReconciler {
     if (!parsed.ok) {
       const message = parsed.errors.map((e) => `${e.path}: ${e.message}`).join("; ");
       deps.logger.warn({ config: name, err: message }, "stored config does not validate; not applying it");
-      return this.statusWrites.write(stored, invalidSpecStatus(stored, message, deps.now()), []);
+      const status = invalidSpecStatus(stored, message, deps.now());
+      deps.metrics.recordConfig(name, configSeries(status));
+      return this.statusWrites.write(stored, status, []);
     }
     const config = parsed.value;
     const nodes = deps.nodes.list();
@@ -112,7 +116,7 @@ export class ConfigReconciler {
 
     const decision = workloads?.decision;
     const previous = this.statusWrites.previous(name, stored);
-    const { status, events } = aggregateStatus({
+    const { status, events, problemCounts } = aggregateStatus({
       config,
       nodes,
       pods: deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name)),
@@ -133,6 +137,8 @@ export class ConfigReconciler {
       previous,
       now: deps.now(),
     });
+    // Before the write: a deferred or failed write still leaves the metrics at what the status says now.
+    deps.metrics.recordConfig(name, configSeries(status, problemCounts));
     const written = await this.statusWrites.write(stored, status, events, previous);
     return soonest(
       soonest(soonest(soonest(written, staleRetryMs), workloads?.retryMs), dra.retryMs),

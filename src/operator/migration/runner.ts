@@ -46,6 +46,8 @@ export interface StorageMigrationRunnerOptions {
   recheckMs?: number;
   /** Time before trying again after a failed or refused migration. */
   retryMs?: number;
+  /** Called with how each migration run ended (its state), or `error` when a check threw. */
+  onResult?: (result: MigrationOutcome["state"] | "error") => void;
 }
 
 export class StorageMigrationRunner {
@@ -108,6 +110,7 @@ export class StorageMigrationRunner {
             fence: this.opts.fence,
           });
           this.lastOutcome = outcome;
+          this.opts.onResult?.(outcome.state);
           if (outcome.state === "Aborted") return;
           if (outcome.state === "Failed" || outcome.state === "StoredVersionsChanged") delay = retryMs;
           else seen = undefined;
@@ -115,6 +118,7 @@ export class StorageMigrationRunner {
       } catch (err) {
         if (signal.aborted) return;
         log.error({ crd: this.opts.crdName, err: (err as Error).message }, "storage migration check failed");
+        this.opts.onResult?.("error");
         delay = retryMs;
       }
       await sleep(systemClock, delay, signal);

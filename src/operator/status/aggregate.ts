@@ -78,6 +78,8 @@ export interface AggregateStatusInput {
 export interface AggregateStatusResult {
   status: DevicePluginConfigStatus;
   events: StatusEvent[];
+  /** Problem nodes by reason, all of them (status.problems lists at most MAX_PROBLEMS), for metrics. */
+  problemCounts: ReadonlyMap<ProblemReason, number>;
 }
 
 /** How many not-ready nodes the Ready message names. */
@@ -307,7 +309,11 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
     ...(upgrade !== undefined && input.conflictWith === undefined ? { upgrade } : {}),
   };
 
-  return { status, events: transitionEvents(previous, conditions, listed, rollout.reconciling) };
+  return {
+    status,
+    events: transitionEvents(previous, conditions, listed, rollout.reconciling),
+    problemCounts: counts,
+  };
 }
 
 /**

@@ -2,6 +2,7 @@
 export * from "./aggregate.js";
 export * from "./conditions.js";
 export * from "./conflicts.js";
+export * from "./config-series.js";
 export * from "./degraded.js";
 export * from "./invalid-spec.js";
 export * from "./node-health.js";

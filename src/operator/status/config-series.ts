@@ -1,0 +1,44 @@
+// What a config's status says as metric values (the dpo_config_* series of OperatorMetrics). Pure.
+import type { DevicePluginConfigStatus, ProblemReason, UpgradePhase } from "../../api/v1beta1/status.js";
+
+export interface ConfigSeries {
+  ready: boolean;
+  nodesDesired: number;
+  nodesReady: number;
+  nodesUpdated: number;
+  devicesAdvertised: number;
+  devicesAllocatable: number;
+  devicesUnhealthy: number;
+  /** Problem nodes by reason; a reason not here has none. */
+  problemNodes: Partial<Record<ProblemReason, number>>;
+  /** The rollout's phase; undefined before the config's first rollout (or while it yields its resource). */
+  rolloutPhase: UpgradePhase | undefined;
+}
+
+/**
+ * The series of a config with `status`. `problemCounts` are the problem nodes by reason before the list
+ * in the status is cut to MAX_PROBLEMS (aggregateStatus returns them); without them the listed problems
+ * are counted.
+ */
+export function configSeries(
+  status: DevicePluginConfigStatus,
+  problemCounts?: ReadonlyMap<ProblemReason, number>,
+): ConfigSeries {
+  const problemNodes: Partial<Record<ProblemReason, number>> = {};
+  if (problemCounts) {
+    for (const [reason, count] of problemCounts) problemNodes[reason] = count;
+  } else {
+    for (const p of status.problems ?? []) problemNodes[p.reason] = (problemNodes[p.reason] ?? 0) + 1;
+  }
+  return {
+    ready: status.conditions?.find((c) => c.type === "Ready")?.status === "True",
+    nodesDesired: status.nodes?.desired ?? 0,
+    nodesReady: status.nodes?.ready ?? 0,
+    nodesUpdated: status.nodes?.updated ?? 0,
+    devicesAdvertised: status.devices?.capacity ?? 0,
+    devicesAllocatable: status.devices?.allocatable ?? 0,
+    devicesUnhealthy: status.devices?.unhealthy ?? 0,
+    problemNodes,
+    rolloutPhase: status.upgrade?.phase,
+  };
+}
