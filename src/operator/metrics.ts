@@ -130,6 +130,12 @@ export class OperatorMetrics {
     labelNames: ["config"] as const,
     registers: [this.registry],
   });
+  readonly configNodesServing = new Gauge({
+    name: "dpo_config_nodes_serving",
+    help: "Nodes where a plugin of any revision is ready, registered and advertised by the kubelet: the nodes serving devices, old revision included during an upgrade (status.nodes.serving).",
+    labelNames: ["config"] as const,
+    registers: [this.registry],
+  });
   readonly configNodesUpdated = new Gauge({
     name: "dpo_config_nodes_updated",
     help: "Nodes running the plugin revision of the config's current spec (status.nodes.updated).",
@@ -177,6 +183,7 @@ export class OperatorMetrics {
     this.configReady.set({ config }, series.ready ? 1 : 0);
     this.configNodesDesired.set({ config }, series.nodesDesired);
     this.configNodesReady.set({ config }, series.nodesReady);
+    this.configNodesServing.set({ config }, series.nodesServing);
     this.configNodesUpdated.set({ config }, series.nodesUpdated);
     this.configDevicesAdvertised.set({ config }, series.devicesAdvertised);
     this.configDevicesAllocatable.set({ config }, series.devicesAllocatable);
@@ -195,6 +202,7 @@ export class OperatorMetrics {
       this.configReady,
       this.configNodesDesired,
       this.configNodesReady,
+      this.configNodesServing,
       this.configNodesUpdated,
       this.configDevicesAdvertised,
       this.configDevicesAllocatable,
@@ -212,6 +220,7 @@ export class OperatorMetrics {
       this.configReady,
       this.configNodesDesired,
       this.configNodesReady,
+      this.configNodesServing,
       this.configNodesUpdated,
       this.configDevicesAdvertised,
       this.configDevicesAllocatable,

@@ -208,6 +208,7 @@ describe("operator metrics", () => {
       ready: true,
       nodesDesired: 3,
       nodesReady: 3,
+      nodesServing: 3,
       nodesUpdated: 3,
       devicesAdvertised: 12,
       devicesAllocatable: 11,
@@ -294,6 +295,11 @@ describe("operator metrics", () => {
       dpo_config_nodes_ready: expected(
         "gauge",
         "Nodes whose plugin is ready and registered and whose kubelet advertises what it reports (status.nodes.ready).",
+        ["config"],
+      ),
+      dpo_config_nodes_serving: expected(
+        "gauge",
+        "Nodes where a plugin of any revision is ready, registered and advertised by the kubelet: the nodes serving devices, old revision included during an upgrade (status.nodes.serving).",
         ["config"],
       ),
       dpo_config_nodes_updated: expected(
