@@ -98,7 +98,7 @@ describe("implies and disjoint are sound over sample label sets", () => {
     req("k", "Lt", "2"),
     req("j", "Exists"),
   ];
-  const labelSets = [
+  const labelSets: Record<string, string>[] = [
     {},
     { j: "x" },
     ...values.map((v) => ({ k: v })),

@@ -9,7 +9,7 @@ export type NodeSelectorOperator = (typeof NODE_SELECTOR_OPERATORS)[number];
 
 /** The name part of a label key; the optional prefix before '/' is a DNS subdomain of at most 253. */
 const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
-const LABEL_KEY_PATTERN =
+export const LABEL_KEY_PATTERN =
   "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$";
 /**
  * A Gt/Lt value: an integer of at most 18 digits. Kubernetes takes any int64; 18 digits keep the CEL rule
@@ -35,6 +35,13 @@ const VALUES_REQUIRED = "must be non-empty when operator is In or NotIn";
 const VALUES_FORBIDDEN = "must be empty when operator is Exists or DoesNotExist";
 const ONE_INTEGER = "must be a single integer of at most 18 digits when operator is Gt or Lt";
 
+/** The CEL rules of a requirement (exported for the config fuzzer, which satisfies and breaks each). */
+export const VALUES_REQUIRED_RULE =
+  "!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)";
+export const VALUES_FORBIDDEN_RULE =
+  "!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) || size(self.values) == 0";
+export const ONE_INTEGER_RULE = `!(self.operator in ['Gt', 'Lt']) || (has(self.values) && size(self.values) == 1 && self.values[0].matches('${INTEGER_VALUE.source}'))`;
+
 /** One requirement of a node selector term, as `NodeSelectorRequirement` in node affinity. */
 export const NodeSelectorRequirementSchema = z
   .object({
@@ -45,7 +52,14 @@ export const NodeSelectorRequirementSchema = z
         const problem = checkLabelKey(key);
         if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
       })
-      .meta({ pattern: LABEL_KEY_PATTERN })
+      // The pattern cannot bound the prefix's length; the rule does, as checkLabelKey does.
+      .meta({
+        pattern: LABEL_KEY_PATTERN,
+        ...celRules({
+          rule: "!self.contains('/') || self.indexOf('/') <= 253",
+          message: "prefix must be a DNS subdomain of at most 253 characters",
+        }),
+      })
       .describe("The node label key the requirement is about."),
     operator: z
       .enum(NODE_SELECTOR_OPERATORS)
@@ -77,19 +91,19 @@ export const NodeSelectorRequirementSchema = z
   .meta(
     celRules(
       {
-        rule: "!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)",
+        rule: VALUES_REQUIRED_RULE,
         message: VALUES_REQUIRED,
         fieldPath: ".values",
         reason: "FieldValueRequired",
       },
       {
-        rule: "!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) || size(self.values) == 0",
+        rule: VALUES_FORBIDDEN_RULE,
         message: VALUES_FORBIDDEN,
         fieldPath: ".values",
         reason: "FieldValueForbidden",
       },
       {
-        rule: `!(self.operator in ['Gt', 'Lt']) || (has(self.values) && size(self.values) == 1 && self.values[0].matches('${INTEGER_VALUE.source}'))`,
+        rule: ONE_INTEGER_RULE,
         message: ONE_INTEGER,
         fieldPath: ".values",
       },

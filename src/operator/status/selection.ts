@@ -2,12 +2,12 @@
 // higher priority take), and the taints its DaemonSet pods tolerate.
 import type { V1Node, V1NodeSelectorTerm, V1Taint, V1Toleration } from "@kubernetes/client-node";
 import type { DevicePluginConfigSpec } from "../../api/v1beta1/spec.js";
-import { expressionsOf, nodeMatchesTerms, nodeMeetsAll } from "../render/node-terms.js";
+import { expressionsOf, nodeMatchesTerms, nodeMeetsAll, type TargetingSpec } from "../render/node-terms.js";
 import { NODE_REPLACE_TAINT_PREFIX } from "../render/placement.js";
 
 /** The spec fields that say where a plugin runs. */
 export type SelectionSpec = Pick<DevicePluginConfigSpec, "nodeSelector" | "tolerations"> &
-  Partial<Pick<DevicePluginConfigSpec, "nodeSelectorTerm">>;
+  Pick<TargetingSpec, "nodeSelectorTerm">;
 
 /**
  * The config's node selector terms as decided among the configs of its resource name (see
