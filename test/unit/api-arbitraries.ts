@@ -178,7 +178,7 @@ const nodeSelectorTerm = (o: Options) =>
           const n = r.values?.length ?? 0;
           if (r.operator === "In" || r.operator === "NotIn") return n > 0;
           if (r.operator === "Exists" || r.operator === "DoesNotExist") return n === 0;
-          return n === 1 && /^-?[0-9]+$/.test(r.values[0]);
+          return n === 1 && /^-?[0-9]+$/.test(r.values?.[0] ?? "");
         }),
       { maxLength: 3 },
     ),
