@@ -130,9 +130,9 @@ export class OperatorMetrics {
     labelNames: ["config"] as const,
     registers: [this.registry],
   });
-  readonly configNodesServing = new Gauge({
-    name: "dpo_config_nodes_serving",
-    help: "Nodes where a plugin of any revision is ready, registered and advertised by the kubelet: the nodes serving devices, old revision included during an upgrade (status.nodes.serving).",
+  readonly configNodesAvailable = new Gauge({
+    name: "dpo_config_nodes_available",
+    help: "Nodes where a plugin of any revision is ready, registered and advertised by the kubelet: the nodes serving devices, old revision included during an upgrade (status.nodes.available).",
     labelNames: ["config"] as const,
     registers: [this.registry],
   });
@@ -183,7 +183,7 @@ export class OperatorMetrics {
     this.configReady.set({ config }, series.ready ? 1 : 0);
     this.configNodesDesired.set({ config }, series.nodesDesired);
     this.configNodesReady.set({ config }, series.nodesReady);
-    this.configNodesServing.set({ config }, series.nodesServing);
+    this.configNodesAvailable.set({ config }, series.nodesAvailable);
     this.configNodesUpdated.set({ config }, series.nodesUpdated);
     this.configDevicesAdvertised.set({ config }, series.devicesAdvertised);
     this.configDevicesAllocatable.set({ config }, series.devicesAllocatable);
@@ -202,7 +202,7 @@ export class OperatorMetrics {
       this.configReady,
       this.configNodesDesired,
       this.configNodesReady,
-      this.configNodesServing,
+      this.configNodesAvailable,
       this.configNodesUpdated,
       this.configDevicesAdvertised,
       this.configDevicesAllocatable,
@@ -220,7 +220,7 @@ export class OperatorMetrics {
       this.configReady,
       this.configNodesDesired,
       this.configNodesReady,
-      this.configNodesServing,
+      this.configNodesAvailable,
       this.configNodesUpdated,
       this.configDevicesAdvertised,
       this.configDevicesAllocatable,

@@ -147,7 +147,7 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
         s.devices?.summary === "12/12" &&
         condition(s, "Ready")?.status === "True",
     );
-    expect(status.nodes).toEqual({ desired: 3, ready: 3, serving: 3, updated: 3, summary: "3/3" });
+    expect(status.nodes).toEqual({ desired: 3, ready: 3, available: 3, updated: 3, summary: "3/3" });
     expect(status.devices).toEqual({
       capacity: 12,
       allocatable: 12,

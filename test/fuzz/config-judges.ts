@@ -262,6 +262,17 @@ export interface LoaderVerdict {
 }
 
 /** What the plugin makes of an object the API server stored; `dpoSpec` is dpo validate's defaulted spec. */
+/** A spec without what only the operator reads (see renderPluginConfigData). */
+function pluginsPart(spec: object): Record<string, unknown> {
+  const {
+    upgrade: _upgrade,
+    nodeSelectorTerm: _nodeSelectorTerm,
+    priority: _priority,
+    ...rest
+  } = spec as Record<string, unknown>;
+  return rest;
+}
+
 export function judgeLoader(stored: JsonObject, dpoSpec: unknown): LoaderVerdict {
   const problems: string[] = [];
   const operator = validateDevicePluginConfig(stored);
@@ -279,15 +290,16 @@ export function judgeLoader(stored: JsonObject, dpoSpec: unknown): LoaderVerdict
       problems: [`the plugin refuses its rendered config: ${fieldErrors(loaded.errors)}`],
     };
   }
-  // spec.upgrade is the operator's: the rendered config leaves it out, and the plugin reads it defaulted.
-  const { upgrade: _operatorsOwn, ...rendered } = operator.value.spec;
-  const { upgrade: _defaulted, ...read } = loaded.value.spec;
+  // spec.upgrade, nodeSelectorTerm and priority are the operator's: the rendered config leaves them out,
+  // and the plugin reads them defaulted.
+  const rendered = pluginsPart(operator.value.spec);
+  const read = pluginsPart(loaded.value.spec);
   if (!jsonEqual(read, rendered)) {
     problems.push(
       `the plugin reads another spec than the operator rendered: ${jsonDifferences(read, rendered).join("; ")}`,
     );
   }
-  const { upgrade: _dpoOwn, ...offline } = (dpoSpec ?? {}) as Record<string, unknown>;
+  const offline = pluginsPart(dpoSpec ?? {});
   // Without a spec from dpo validate (it refused: a disagreement reported on its own) there is nothing to compare.
   if (dpoSpec !== undefined && !jsonEqual(read, offline)) {
     problems.push(

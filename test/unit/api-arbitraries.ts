@@ -162,6 +162,28 @@ const nodeSelector = (o: Options) =>
     },
   );
 
+/** spec.nodeSelectorTerm (v1beta1 only): operators with the values each takes, or (invalid) the wrong ones. */
+const nodeSelectorTerm = (o: Options) =>
+  partial({
+    matchExpressions: fc.array(
+      fc
+        .record({
+          key: fc.constantFrom("feature.example/pool", "memory-gb"),
+          operator: fc.constantFrom("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"),
+          values: fc.constantFrom(undefined, ["a"], ["a", "b"], ["80"], ["-3"], ["x"]),
+        })
+        .map((r) => compact(r))
+        .filter((r) => {
+          if (o.invalid) return true;
+          const n = r.values?.length ?? 0;
+          if (r.operator === "In" || r.operator === "NotIn") return n > 0;
+          if (r.operator === "Exists" || r.operator === "DoesNotExist") return n === 0;
+          return n === 1 && /^-?[0-9]+$/.test(r.values?.[0] ?? "");
+        }),
+      { maxLength: 3 },
+    ),
+  });
+
 const logLevel = (o: Options) =>
   pick(o, fc.constantFrom(...LOG_LEVELS), "verbose" as (typeof LOG_LEVELS)[number]);
 
@@ -312,6 +334,8 @@ export function betaObject(o: Options): fc.Arbitrary<BetaObject> {
           kind: pick(o, fc.constantFrom("vendor.example/foo"), "not a kind"),
         }),
         nodeSelector: nodeSelector(o),
+        nodeSelectorTerm: nodeSelectorTerm(o),
+        priority: pick(o, fc.integer({ min: -1000, max: 1000 }), 1001),
         tolerations: tolerations(o),
         plugin: partial({
           image: image(o),

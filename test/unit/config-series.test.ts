@@ -28,7 +28,7 @@ describe("configSeries", () => {
         ready: false,
         nodesDesired: 0,
         nodesReady: 0,
-        nodesServing: 0,
+        nodesAvailable: 0,
         nodesUpdated: 0,
         devicesAdvertised: 0,
         devicesAllocatable: 0,
@@ -41,7 +41,7 @@ describe("configSeries", () => {
       name: "a ready config with its counts and a complete rollout",
       status: {
         conditions: [ready("True")],
-        nodes: { desired: 3, ready: 2, serving: 3, updated: 2, summary: "3/3" },
+        nodes: { desired: 3, ready: 2, available: 3, updated: 2, summary: "3/3" },
         devices: { capacity: 12, allocatable: 11, unhealthy: 1, summary: "11/12" },
         upgrade: {
           phase: "Complete",
@@ -56,7 +56,7 @@ describe("configSeries", () => {
         ready: true,
         nodesDesired: 3,
         nodesReady: 2,
-        nodesServing: 3,
+        nodesAvailable: 3,
         nodesUpdated: 2,
         devicesAdvertised: 12,
         devicesAllocatable: 11,
@@ -79,7 +79,7 @@ describe("configSeries", () => {
         ready: false,
         nodesDesired: 0,
         nodesReady: 0,
-        nodesServing: 0,
+        nodesAvailable: 0,
         nodesUpdated: 0,
         devicesAdvertised: 0,
         devicesAllocatable: 0,
@@ -96,7 +96,7 @@ describe("configSeries", () => {
         ready: false,
         nodesDesired: 0,
         nodesReady: 0,
-        nodesServing: 0,
+        nodesAvailable: 0,
         nodesUpdated: 0,
         devicesAdvertised: 0,
         devicesAllocatable: 0,
@@ -106,9 +106,9 @@ describe("configSeries", () => {
       },
     },
   ];
-  it("reads serving as ready in a status written before serving existed", () => {
+  it("reads available as ready in a status written before available existed", () => {
     const old = configSeries({ nodes: { desired: 3, ready: 2, updated: 2, summary: "2/3" } });
-    expect(old.nodesServing).toBe(2);
+    expect(old.nodesAvailable).toBe(2);
   });
 
   it.each(cases)("$name", ({ status, counts, want }) => {
@@ -120,7 +120,7 @@ const series: ConfigSeries = {
   ready: true,
   nodesDesired: 3,
   nodesReady: 2,
-  nodesServing: 3,
+  nodesAvailable: 3,
   nodesUpdated: 1,
   devicesAdvertised: 12,
   devicesAllocatable: 10,
@@ -138,7 +138,7 @@ describe("OperatorMetrics config series", () => {
       'dpo_config_ready{config="foo"} 1',
       'dpo_config_nodes_desired{config="foo"} 3',
       'dpo_config_nodes_ready{config="foo"} 2',
-      'dpo_config_nodes_serving{config="foo"} 3',
+      'dpo_config_nodes_available{config="foo"} 3',
       'dpo_config_nodes_updated{config="foo"} 1',
       'dpo_config_devices_advertised{config="foo"} 12',
       'dpo_config_devices_allocatable{config="foo"} 10',

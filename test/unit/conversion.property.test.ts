@@ -132,6 +132,9 @@ describe("conversion properties", () => {
         // v1alpha1 names the NVIDIA backend type but has no member for its settings.
         field.startsWith("spec.backend.nvidia") ||
         field === "spec.plugin.priorityClassName" ||
+        // Node targeting beyond labels and the priority among configs of one resource name: v1beta1 only.
+        field.startsWith("spec.nodeSelectorTerm") ||
+        field === "spec.priority" ||
         field.startsWith("spec.plugin.resources") ||
         field === `metadata.annotations.${LOST_FIELDS_ANNOTATION}`
       );

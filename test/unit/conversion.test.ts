@@ -173,6 +173,31 @@ describe("v1beta1 → v1alpha1: what v1alpha1 cannot say goes into the annotatio
       { spec: { plugin: { priorityClassName: "high", resources: { limits: { cpu: "1" } } } } },
     ],
     ["plugin {}", { plugin: {} }, {}, { spec: { plugin: {} } }],
+    [
+      "nodeSelectorTerm and priority, next to nodeSelector",
+      {
+        nodeSelector: { gpu: "true" },
+        nodeSelectorTerm: {
+          matchExpressions: [
+            { key: "pool", operator: "In", values: ["big"] },
+            { key: "memory-gb", operator: "Gt", values: ["64"] },
+          ],
+        },
+        priority: 10,
+      },
+      { nodeSelector: { gpu: "true" } },
+      {
+        spec: {
+          nodeSelectorTerm: {
+            matchExpressions: [
+              { key: "pool", operator: "In", values: ["big"] },
+              { key: "memory-gb", operator: "Gt", values: ["64"] },
+            ],
+          },
+          priority: 10,
+        },
+      },
+    ],
   ])("%s", (_name, betaSpec, alphaSpec, lost) => {
     const b = beta(betaSpec);
     const a = toV1alpha1(b);

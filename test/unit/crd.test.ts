@@ -289,6 +289,7 @@ describe("DevicePluginConfig CRD", () => {
       ["SHARED", "integer", ".spec.sharedDevNum", 1],
       ["POLICY", "string", ".spec.preferredAllocationPolicy", 1],
       ["MODE", "string", ".spec.publish", 1],
+      ["SERVING", "string", ".status.serving.summary", 1],
       ["REASON", "string", '.status.conditions[?(@.type=="Ready")].reason', 1],
     ]);
   });
@@ -329,6 +330,7 @@ describe("DevicePluginConfig CRD", () => {
       ["SHARING", "string", ".spec.sharing.strategy", 1],
       ["POLICY", "string", ".spec.topology.allocationPolicy", 1],
       ["MODE", "string", ".spec.publish", 1],
+      ["SERVING", "string", ".status.serving.summary", 1],
       ["REASON", "string", '.status.conditions[?(@.type=="Ready")].reason', 1],
     ]);
   });

@@ -208,7 +208,7 @@ describe("operator metrics", () => {
       ready: true,
       nodesDesired: 3,
       nodesReady: 3,
-      nodesServing: 3,
+      nodesAvailable: 3,
       nodesUpdated: 3,
       devicesAdvertised: 12,
       devicesAllocatable: 11,
@@ -297,9 +297,9 @@ describe("operator metrics", () => {
         "Nodes whose plugin is ready and registered and whose kubelet advertises what it reports (status.nodes.ready).",
         ["config"],
       ),
-      dpo_config_nodes_serving: expected(
+      dpo_config_nodes_available: expected(
         "gauge",
-        "Nodes where a plugin of any revision is ready, registered and advertised by the kubelet: the nodes serving devices, old revision included during an upgrade (status.nodes.serving).",
+        "Nodes where a plugin of any revision is ready, registered and advertised by the kubelet: the nodes serving devices, old revision included during an upgrade (status.nodes.available).",
         ["config"],
       ),
       dpo_config_nodes_updated: expected(

@@ -26,6 +26,8 @@ describe("config/samples", () => {
       "mock-time-slicing.yaml",
       "nvidia-gpu.yaml",
       "pci-vfio-gpu.yaml",
+      "time-slicing-default.yaml",
+      "time-slicing-override.yaml",
       "topology-spread.yaml",
     ]);
   });
@@ -44,12 +46,12 @@ describe("config/samples", () => {
     expect([...(kustomization.resources ?? [])].sort()).toEqual(sampleFiles);
   });
 
-  it("applied together, no two samples claim the same name or resource name", () => {
+  it("applied together, no two samples claim the same name, or the same resource name at one priority", () => {
     const configs = sampleFiles.map(loadSample);
     const names = configs.map((c) => c.metadata.name);
-    const resourceNames = configs.map((c) => c.spec.resourceName);
+    const claims = configs.map((c) => `${c.spec.resourceName} at ${c.spec.priority}`);
     expect(new Set(names).size, names.join(", ")).toBe(configs.length);
-    expect(new Set(resourceNames).size, resourceNames.join(", ")).toBe(configs.length);
+    expect(new Set(claims).size, claims.join(", ")).toBe(configs.length);
   });
 
   it("show every backend type, time-slicing and the topology policies", () => {
@@ -77,6 +79,19 @@ describe("config/samples", () => {
       },
     ],
     ["topology-spread.yaml", { topology: { allocationPolicy: "Spread" } }],
+    [
+      "time-slicing-default.yaml",
+      { resourceName: "hardware-vendor.example/foo-sliced", priority: 0, sharing: { replicas: 4 } },
+    ],
+    [
+      "time-slicing-override.yaml",
+      {
+        resourceName: "hardware-vendor.example/foo-sliced",
+        priority: 10,
+        sharing: { replicas: 8 },
+        nodeSelectorTerm: { matchExpressions: [{ key: "feature.example/pool", operator: "In" }] },
+      },
+    ],
   ])("%s shows what its name promises", (file, expected) => {
     expect(loadSample(file).spec).toMatchObject(expected);
   });

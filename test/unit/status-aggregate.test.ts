@@ -248,7 +248,7 @@ describe("aggregateStatus", () => {
           observedGeneration: 2,
         },
       ],
-      nodes: { desired: 3, ready: 3, serving: 3, updated: 3, summary: "3/3" },
+      nodes: { desired: 3, ready: 3, available: 3, updated: 3, summary: "3/3" },
       devices: { capacity: 12, allocatable: 12, unhealthy: 0, allocated: 0, summary: "12/12" },
       problems: [],
       problemsOmitted: 0,
@@ -434,7 +434,7 @@ describe("aggregateStatus", () => {
   it("is Ready with no nodes, saying so", () => {
     const cfg = config();
     const { status } = aggregateStatus(input(cfg, []));
-    expect(status.nodes).toEqual({ desired: 0, ready: 0, serving: 0, updated: 0, summary: "0/0" });
+    expect(status.nodes).toEqual({ desired: 0, ready: 0, available: 0, updated: 0, summary: "0/0" });
     expect(status.devices).toEqual({
       capacity: 0,
       allocatable: 0,
@@ -449,9 +449,9 @@ describe("aggregateStatus", () => {
     });
   });
 
-  it("counts a node the old revision still serves during a surge as serving, not ready", () => {
+  it("counts a node the old revision still serves during a surge as available, not ready", () => {
     // kubectl get dpc in the middle of a surge: every node has the old plugin serving and the new one
-    // starting. NODES (serving) stays 3/3, Ready is False while the upgrade moves, and says so.
+    // starting. NODES (available) stays 3/3, Ready is False while the upgrade moves, and says so.
     const cfg = config();
     const base = input(cfg, three({ n1: { pod: { hash: "old" } }, n2: { pod: { hash: "old" } } }), {
       upgrade: {
@@ -476,7 +476,7 @@ describe("aggregateStatus", () => {
       status: { phase: "Pending", conditions: [{ type: "Ready", status: "False" }] },
     });
     const { status } = aggregateStatus({ ...base, pods: [...pods, starting("n1"), starting("n2")], reports });
-    expect(status.nodes).toEqual({ desired: 3, ready: 1, serving: 3, updated: 1, summary: "3/3" });
+    expect(status.nodes).toEqual({ desired: 3, ready: 1, available: 3, updated: 1, summary: "3/3" });
     expect(status.devices?.summary).toBe("12/12");
     expect(condition(status, "Ready")).toMatchObject({
       status: "False",
@@ -485,7 +485,7 @@ describe("aggregateStatus", () => {
     });
   });
 
-  it("does not count a node as serving when only a terminating or unregistered pod is left on it", () => {
+  it("does not count a node as available when only a terminating or unregistered pod is left on it", () => {
     const cfg = config();
     const base = input(cfg, three({ n2: { report: { state: "NotRegistered" } } }));
     const pods = base.pods.map((p) =>
@@ -496,7 +496,7 @@ describe("aggregateStatus", () => {
     const { status } = aggregateStatus({ ...base, pods });
     // n1's only pod is terminating: it still speaks for the node (nothing else does) and is ready, so the
     // node is ready; n2's plugin is not registered, so it serves nothing.
-    expect(status.nodes).toMatchObject({ desired: 3, ready: 2, serving: 2, summary: "2/3" });
+    expect(status.nodes).toMatchObject({ desired: 3, ready: 2, available: 2, summary: "2/3" });
   });
 
   it("does not count nodes outside the selector or behind an untolerated taint", () => {
@@ -513,7 +513,7 @@ describe("aggregateStatus", () => {
       },
     ];
     const { status } = aggregateStatus(input(cfg, setups));
-    expect(status.nodes).toEqual({ desired: 1, ready: 1, serving: 1, updated: 1, summary: "1/1" });
+    expect(status.nodes).toEqual({ desired: 1, ready: 1, available: 1, updated: 1, summary: "1/1" });
     expect(status.devices?.capacity).toBe(4);
     expect(status.problems).toEqual([]);
   });
@@ -540,7 +540,7 @@ describe("aggregateStatus", () => {
     expect(condition(status, "Stalled").message).toBe(
       `DevicePluginConfig older-foo already serves ${RESOURCE} on overlapping nodes; this config gets no DaemonSet while it does`,
     );
-    expect(status.nodes).toEqual({ desired: 3, ready: 0, serving: 0, updated: 0, summary: "0/3" });
+    expect(status.nodes).toEqual({ desired: 3, ready: 0, available: 0, updated: 0, summary: "0/3" });
     expect(status.devices).toEqual({
       capacity: 0,
       allocatable: 0,

@@ -78,6 +78,16 @@ const PUBLISH_COLUMN: PrinterColumn = {
   priority: 1,
 };
 
+/** In `-o wide` of both versions: nodes served / nodes selected where configs of one resource name share nodes. */
+const SERVING_COLUMN: PrinterColumn = {
+  name: "Serving",
+  type: "string",
+  jsonPath: ".status.serving.summary",
+  description:
+    "Nodes this config serves / nodes it selects, where configs of higher priority take some of them (spec.priority).",
+  priority: 1,
+};
+
 const REASON_COLUMN: PrinterColumn = {
   name: "Reason",
   type: "string",
@@ -120,6 +130,7 @@ function v1beta1Version(): CustomResourceDefinitionVersion {
       { name: "Sharing", type: "string", jsonPath: ".spec.sharing.strategy", priority: 1 },
       { name: "Policy", type: "string", jsonPath: ".spec.topology.allocationPolicy", priority: 1 },
       PUBLISH_COLUMN,
+      SERVING_COLUMN,
       REASON_COLUMN,
     ],
     schema: {
@@ -159,6 +170,7 @@ function v1alpha1Version(): CustomResourceDefinitionVersion {
       },
       { name: "Policy", type: "string", jsonPath: ".spec.preferredAllocationPolicy", priority: 1 },
       PUBLISH_COLUMN,
+      SERVING_COLUMN,
       REASON_COLUMN,
     ],
     schema: {

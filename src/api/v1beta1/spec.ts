@@ -8,11 +8,18 @@ import { BackendSchema } from "./backend.js";
 import { listOf, mapOf } from "./fields.js";
 import { checkPublish, DRASchema, PUBLISH_MODES, publishCelRules } from "./publish.js";
 import { ResourceNameSchema } from "./resource-name.js";
+import {
+  NODE_SELECTOR_TERM_DESCRIPTION,
+  NodeSelectorTermSchema,
+  PRIORITY_DESCRIPTION,
+  PrioritySchema,
+} from "./targeting.js";
 
 export * from "./backend.js";
 export { listOf, mapOf } from "./fields.js";
 export * from "./publish.js";
 export * from "./resource-name.js";
+export * from "./targeting.js";
 
 export const SharingSchema = z
   .object({
@@ -270,6 +277,8 @@ export const DevicePluginConfigSpecSchema = z
       "CDI (Container Device Interface): name the devices in Allocate responses for runtimes that apply CDI specs.",
     ),
     nodeSelector: mapOf(labelValue, 316).default({}).describe(NODE_SELECTOR_DESCRIPTION),
+    nodeSelectorTerm: NodeSelectorTermSchema.optional().describe(NODE_SELECTOR_TERM_DESCRIPTION),
+    priority: PrioritySchema.default(0).describe(PRIORITY_DESCRIPTION),
     tolerations: listOf(TolerationSchema, 64).default([]).describe(TOLERATIONS_DESCRIPTION),
     plugin: PluginSchema.default({
       image: "",

@@ -89,6 +89,51 @@ export const UpgradeStatusSchema = z
   .strict();
 export type UpgradeStatus = z.infer<typeof UpgradeStatusSchema>;
 
+/** At most this many other configs are listed on each side of a config's serving status. */
+export const MAX_SERVING_CONFIGS = 16;
+
+const SharedNodesSchema = z
+  .object({
+    config: z.string().max(253),
+    priority: z.number().int(),
+    nodes: z.number().int().min(0).describe("Nodes both select that the config of higher priority serves."),
+  })
+  .strict();
+
+/**
+ * Which config serves which nodes where configs of one resource name and different priorities select
+ * the same nodes: counts, never node names, so nothing here grows with the number of nodes.
+ */
+export const ServingStatusSchema = z
+  .object({
+    priority: z.number().int().describe("spec.priority as the operator read it."),
+    served: z
+      .number()
+      .int()
+      .min(0)
+      .describe("Nodes this config serves: those it selects that no config of higher priority takes."),
+    yielded: z
+      .number()
+      .int()
+      .min(0)
+      .describe("Nodes this config selects that configs of higher priority serve instead."),
+    yieldedTo: z
+      .array(SharedNodesSchema)
+      .max(MAX_SERVING_CONFIGS)
+      .optional()
+      .describe("The configs of higher priority that serve some of this config's nodes, and how many each."),
+    overrides: z
+      .array(SharedNodesSchema)
+      .max(MAX_SERVING_CONFIGS)
+      .optional()
+      .describe(
+        "The configs of lower priority that step back on some of the nodes this config serves, and how many each.",
+      ),
+    summary: z.string().max(64).describe("served/selected, for printer columns."),
+  })
+  .strict();
+export type ServingStatus = z.infer<typeof ServingStatusSchema>;
+
 export const DevicePluginConfigStatusSchema = z
   .object({
     observedGeneration: z.number().int().min(0).optional(),
@@ -110,7 +155,7 @@ export const DevicePluginConfigStatusSchema = z
           .describe(
             "Targeted nodes whose plugin pod (the one of the current revision where it exists) is ready, registered and advertised by the kubelet.",
           ),
-        serving: z
+        available: z
           .number()
           .int()
           .min(0)
@@ -119,7 +164,7 @@ export const DevicePluginConfigStatusSchema = z
             "Targeted nodes where a plugin pod of any revision is ready, registered and advertised by the kubelet: during an upgrade the old revision serves until the new one takes over. Absent in statuses written before it existed.",
           ),
         updated: z.number().int().min(0).describe("Targeted nodes whose plugin pod runs the current config."),
-        summary: z.string().max(64).describe("serving/desired, for printer columns."),
+        summary: z.string().max(64).describe("available/desired, for printer columns."),
       })
       .strict()
       .optional(),
@@ -144,6 +189,9 @@ export const DevicePluginConfigStatusSchema = z
     problemsOmitted: z.number().int().min(0).optional().describe("Problem nodes beyond the listed ones."),
     daemonSetName: z.string().max(253).optional(),
     upgrade: UpgradeStatusSchema.optional(),
+    serving: ServingStatusSchema.optional().describe(
+      "Set where configs of this resource name with other priorities select some of the same nodes: which serves them.",
+    ),
   })
   .strict();
 export type DevicePluginConfigStatus = z.infer<typeof DevicePluginConfigStatusSchema>;

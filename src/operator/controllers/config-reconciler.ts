@@ -10,9 +10,10 @@ import { revisionOfDaemonSet } from "../upgrade/daemonset-state.js";
 import {
   aggregateStatus,
   configSeries,
-  findResourceNameConflicts,
   invalidSpecStatus,
   pluginRunsOnNode,
+  resolveResourceNames,
+  type Resolution,
   type SlimResourceSlice,
 } from "../status/index.js";
 import {
@@ -97,21 +98,22 @@ export class ConfigReconciler {
     }
     const config = parsed.value;
     const nodes = deps.nodes.list();
-    const conflictWith = this.resourceNameConflict(config, nodes);
+    const resolution = this.resolveResourceName(config, nodes);
+    const { conflictWith, targeting } = resolution;
 
     const dra = await reconcileDraObjects(deps, config, conflictWith === undefined);
     signal?.throwIfAborted();
     let workloads: WorkloadOutcome | undefined;
     if (conflictWith !== undefined) await removePluginWorkloads(deps, name);
-    else workloads = await applyPluginWorkloads(deps, config, nodes, dra.publishedDevices);
+    else workloads = await applyPluginWorkloads(deps, config, nodes, dra.publishedDevices, targeting);
     // Nodes the plugin does not run on (any more) keep none of its labels.
     const labelsRetry = await stripNodeLabels(
       deps,
       name,
-      (n) => conflictWith === undefined && pluginRunsOnNode(n, config.spec),
+      (n) => conflictWith === undefined && pluginRunsOnNode(n, config.spec, targeting),
     );
     signal?.throwIfAborted();
-    const staleRetryMs = await deleteStaleReports(deps, config);
+    const staleRetryMs = await deleteStaleReports(deps, config, targeting);
     signal?.throwIfAborted();
 
     const decision = workloads?.decision;
@@ -131,6 +133,7 @@ export class ConfigReconciler {
       upgradeModes: decision?.modes,
       resourceApiServed: config.spec.publish === "DRA" ? resourceApiServed(deps) : undefined,
       conflictWith,
+      resolution,
       applyError: workloads?.applyError,
       deviceTruth: dra.truth,
       deviceClassConflict: dra.deviceClassConflict,
@@ -147,11 +150,12 @@ export class ConfigReconciler {
   }
 
   /**
-   * The config this one yields its resource name to, if any. Conflicts are decided among the configs of
-   * this resource name: only those are validated (the stored spec's resourceName read as is first), and
-   * nodes are read only if two of them overlap.
+   * How this config shares its resource name (the config it yields to, if any; the nodes it steps back
+   * from for higher priorities). Decided among the configs of this resource name: only those are
+   * validated (the stored spec's resourceName read as is first), and nodes are read only if two of equal
+   * priority may overlap.
    */
-  private resourceNameConflict(config: DevicePluginConfig, nodes: readonly V1Node[]): string | undefined {
+  private resolveResourceName(config: DevicePluginConfig, nodes: readonly V1Node[]): Resolution {
     const name = config.metadata.name;
     const valid: DevicePluginConfig[] = [config];
     for (const other of this.deps.configs.list()) {
@@ -161,6 +165,6 @@ export class ConfigReconciler {
       const r = validateDevicePluginConfig(other);
       if (r.ok && r.value.spec.resourceName === config.spec.resourceName) valid.push(r.value);
     }
-    return findResourceNameConflicts(valid, nodes).get(name);
+    return resolveResourceNames(valid, nodes).get(name)!;
   }
 }

@@ -4,6 +4,7 @@ import { KIND } from "../../api/v1beta1/config.js";
 import { draDeviceClassName } from "../../api/v1beta1/spec.js";
 import { configLabelValue, LABEL_CONFIG } from "../../contract/names.js";
 import type { SlimResourceSlice } from "../status/published-devices.js";
+import { nodeMeetsAll, type Requirement } from "../render/node-terms.js";
 import { nodeMatchesSelector } from "../status/selection.js";
 import { configsLabelledOnNode } from "../upgrade/node-labels.js";
 import type { CachedDeviceClass, StoredConfig } from "./reconciler-deps.js";
@@ -59,6 +60,27 @@ export interface ConfigLookup {
 export function specNodeSelector(obj: StoredConfig): Record<string, string> {
   const selector = (obj.spec as { nodeSelector?: unknown } | undefined)?.nodeSelector;
   return selector !== null && typeof selector === "object" ? (selector as Record<string, string>) : {};
+}
+
+/**
+ * The stored spec's nodeSelectorTerm expressions that are well formed, read without validating the whole
+ * spec; a malformed one is left out, which only widens the nodes the config is woken for.
+ */
+export function specMatchExpressions(obj: StoredConfig): Requirement[] {
+  const term = (obj.spec as { nodeSelectorTerm?: { matchExpressions?: unknown } } | undefined)
+    ?.nodeSelectorTerm;
+  const list = term?.matchExpressions;
+  if (!Array.isArray(list)) return [];
+  return list.filter(
+    (r): r is Requirement =>
+      typeof r === "object" &&
+      r !== null &&
+      typeof (r as Requirement).key === "string" &&
+      typeof (r as Requirement).operator === "string" &&
+      ((r as Requirement).values === undefined ||
+        (Array.isArray((r as Requirement).values) &&
+          (r as Requirement).values!.every((v) => typeof v === "string"))),
+  );
 }
 
 /** The stored spec's resourceName, read without validating the whole spec. */
@@ -119,7 +141,10 @@ export function configsForNode(
   const concerned: string[] = [];
   for (const config of configs.list()) {
     const selector = specNodeSelector(config);
-    if ((old && nodeMatchesSelector(old, selector)) || (cur && nodeMatchesSelector(cur, selector))) {
+    const expressions = specMatchExpressions(config);
+    const selects = (node: V1Node | undefined) =>
+      node !== undefined && nodeMatchesSelector(node, selector) && nodeMeetsAll(node, expressions);
+    if (selects(old) || selects(cur)) {
       concerned.push(...configsForConfig(configs, config));
     }
   }

@@ -3,9 +3,14 @@
 // decision, the deletes happen in the reconciler.
 import type { V1Node } from "@kubernetes/client-node";
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
-import type { DevicePluginConfigSpec } from "../../api/v1beta1/spec.js";
 import { hasCurrentName } from "../../contract/node-state.js";
-import { nodeMatchesSelector, toleratesTaint, DAEMON_POD_DEFAULT_TOLERATIONS } from "../status/selection.js";
+import {
+  nodeSelectedBy,
+  toleratesTaint,
+  DAEMON_POD_DEFAULT_TOLERATIONS,
+  type SelectionSpec,
+  type Targeting,
+} from "../status/selection.js";
 
 /**
  * NodeGone: the node left the cluster. NodeNotTargeted: the plugin can no longer run there. Superseded:
@@ -29,7 +34,9 @@ export interface StaleReport {
 
 export interface StaleReportsInput {
   configName: string;
-  spec: Pick<DevicePluginConfigSpec, "nodeSelector" | "tolerations">;
+  spec: SelectionSpec;
+  /** The config's terms among the configs of its resource name; absent: its own nodeSelectorTerm. */
+  targeting?: Targeting | undefined;
   /** The config's reports from the cache (others are ignored by spec.configName). */
   reports: readonly DeviceNodeState[];
   /** Looks a node up in the cache. */
@@ -58,16 +65,13 @@ export interface StaleReportsResult {
 }
 
 /**
- * True while the config's plugin pod may still run on the node: the nodeSelector matches and no
+ * True while the config's plugin pod may still run on the node: the nodeSelector and terms match and no
  * NoExecute taint evicts it. Deliberately more lenient than the status's "targeted" (which also counts
  * NoSchedule taints): the DaemonSet controller keeps a running daemon pod on a node that gains a
  * NoSchedule taint, and that pod still writes its report, so deleting it would only fight the plugin.
  */
-export function pluginMayRunOnNode(
-  node: V1Node,
-  spec: Pick<DevicePluginConfigSpec, "nodeSelector" | "tolerations">,
-): boolean {
-  if (!nodeMatchesSelector(node, spec.nodeSelector)) return false;
+export function pluginMayRunOnNode(node: V1Node, spec: SelectionSpec, targeting?: Targeting): boolean {
+  if (!nodeSelectedBy(node, spec, targeting)) return false;
   for (const taint of node.spec?.taints ?? []) {
     if (taint.effect !== "NoExecute") continue;
     const tolerated =
@@ -111,7 +115,7 @@ export function findStaleReports(input: StaleReportsInput): StaleReportsResult {
       : currentByNode.get(`${report.spec.configName}/${report.spec.nodeName}`);
     if (input.nodesSynced && node === undefined) {
       stale.push({ report, reason: "NodeGone" });
-    } else if (node !== undefined && !pluginMayRunOnNode(node, input.spec)) {
+    } else if (node !== undefined && !pluginMayRunOnNode(node, input.spec, input.targeting)) {
       stale.push({ report, reason: "NodeNotTargeted" });
     } else if (replacement !== undefined) {
       stale.push({ report, reason: "Superseded", replacedBy: replacement.metadata.name });

@@ -18,7 +18,15 @@ export const PLUGIN_CONFIG_PATH = `${PLUGIN_CONFIG_DIR}/${PLUGIN_CONFIG_KEY}`;
  */
 export function renderPluginConfigData(config: DevicePluginConfig): Record<string, string> {
   // spec.upgrade is the operator's, not the plugin's: pausing a rollout must not make a new revision.
-  const { upgrade: _upgrade, ...spec } = config.spec;
+  // Likewise where the plugin runs beyond nodeSelector (nodeSelectorTerm, priority): the DaemonSet's node
+  // affinity carries it, so retargeting moves no node to a new revision, and configs written before these
+  // fields existed keep their revision.
+  const {
+    upgrade: _upgrade,
+    nodeSelectorTerm: _nodeSelectorTerm,
+    priority: _priority,
+    ...spec
+  } = config.spec;
   const manifest = {
     apiVersion: API_VERSION,
     kind: KIND,

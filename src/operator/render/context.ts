@@ -1,4 +1,5 @@
 // What rendering needs to know about the operator's own deployment, as opposed to the config.
+import type { V1NodeSelectorTerm } from "@kubernetes/client-node";
 import type { RegistrationMode } from "../../contract/registration.js";
 
 export interface RenderContext {
@@ -15,4 +16,10 @@ export interface RenderContext {
    * none when absent or empty.
    */
   pluginImagePullSecrets?: readonly string[];
+  /**
+   * The config's node selector terms as decided among the configs of its resource name (node-terms.ts:
+   * its nodeSelectorTerm, less the nodes of higher priorities); `terms` undefined: no constraint. Absent:
+   * the config's own nodeSelectorTerm alone.
+   */
+  targeting?: { terms: V1NodeSelectorTerm[] | undefined };
 }

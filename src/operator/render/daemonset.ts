@@ -4,6 +4,7 @@ import type {
   V1Container,
   V1DaemonSet,
   V1PodTemplateSpec,
+  V1NodeSelectorTerm,
   V1EnvVar,
   V1ResourceRequirements,
   V1SecurityContext,
@@ -22,6 +23,7 @@ import {
 import { backendPodNeeds, type HostPathMount } from "./backends.js";
 import { PLUGIN_CONFIG_DIR, PLUGIN_CONFIG_PATH, pluginConfigHash } from "./configmap.js";
 import type { RenderContext } from "./context.js";
+import { effectiveTerms, expressionsOf, requirementsOf, type TargetingSpec } from "./node-terms.js";
 import { placementAffinity, withReplaceToleration, type PlacementRole } from "./placement.js";
 import { pluginImagePullSecrets } from "./pull-secrets.js";
 import {
@@ -119,6 +121,12 @@ function revisionOf(template: V1PodTemplateSpec): string {
     .slice(0, REVISION_LENGTH);
 }
 
+/** The terms of a config's own nodeSelectorTerm, when no other config of its resource name is known. */
+function ownTargeting(spec: TargetingSpec): { terms: V1NodeSelectorTerm[] | undefined } {
+  const result = effectiveTerms(requirementsOf(spec), expressionsOf(spec), []);
+  return { terms: result.ok ? result.terms : undefined };
+}
+
 /**
  * The DaemonSet of the config's current revision, named `dpo-<config>-<revision>`. `OnDelete`: a
  * change of its role (moving to base) or a drift correction changes the template, and must never restart
@@ -137,7 +145,8 @@ export function renderPluginDaemonSet(
   const podLabels = { ...labels, [LABEL_REVISION]: revision };
   const podSpec = base.spec!;
   const container = podSpec.containers[0]!;
-  const affinity = placementAffinity(config.metadata.name, revision, options.role ?? "base");
+  const targeting = ctx.targeting ?? ownTargeting(config.spec);
+  const affinity = placementAffinity(config.metadata.name, revision, options.role ?? "base", targeting.terms);
   const template: V1PodTemplateSpec = {
     metadata: { ...base.metadata, labels: podLabels },
     spec: {

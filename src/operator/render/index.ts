@@ -7,3 +7,4 @@ export * from "./names.js";
 export * from "./placement.js";
 export * from "./drift.js";
 export * from "./pull-secrets.js";
+export * from "./node-terms.js";

@@ -44,19 +44,62 @@ export function nodeKeys(configName: string): NodeKeys {
  */
 export type PlacementRole = "base" | "moving";
 
+/** Stands for "no node" (a config every node of which a higher-priority config takes): no label meets both. */
+const NO_NODE_KEY = "dpo.dev/served-by-higher-priority";
+const NO_NODE_TERM: V1NodeSelectorTerm = {
+  matchExpressions: [
+    { key: NO_NODE_KEY, operator: "Exists" },
+    { key: NO_NODE_KEY, operator: "DoesNotExist" },
+  ],
+};
+
 /**
  * The node affinity of a revision in a role. Terms are ORed: the revision label names it, or the surge
  * label does, or (the base only) the node has no revision label. The config's nodeSelector still applies
- * on top (it is the pod's nodeSelector).
+ * on top (it is the pod's nodeSelector). `targeting` (see node-terms.ts: spec.nodeSelectorTerm, and the
+ * steps back from higher-priority configs) is ANDed in by putting each of its terms into each of these:
+ * (t1 ∨ t2) ∧ (p1 ∨ p2) = t1p1 ∨ t1p2 ∨ t2p1 ∨ t2p2. Undefined: no targeting; `[]`: no node.
  */
-export function placementAffinity(configName: string, revision: string, role: PlacementRole): V1Affinity {
+export function placementAffinity(
+  configName: string,
+  revision: string,
+  role: PlacementRole,
+  targeting?: readonly V1NodeSelectorTerm[],
+): V1Affinity {
   const keys = nodeKeys(configName);
-  const terms: V1NodeSelectorTerm[] = [
+  const placement: V1NodeSelectorTerm[] = [
     ...(role === "base" ? [{ matchExpressions: [{ key: keys.revision, operator: "DoesNotExist" }] }] : []),
     { matchExpressions: [{ key: keys.revision, operator: "In", values: [revision] }] },
     { matchExpressions: [{ key: keys.surge, operator: "In", values: [revision] }] },
   ];
+  const terms =
+    targeting === undefined
+      ? placement
+      : (targeting.length === 0 ? [NO_NODE_TERM] : targeting).flatMap((t) =>
+          placement.map((p) => ({
+            matchExpressions: [...(p.matchExpressions ?? []), ...(t.matchExpressions ?? [])],
+          })),
+        );
   return { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms } } };
+}
+
+/**
+ * The targeting terms a DaemonSet's affinity carries (the inverse of placementAffinity): its terms less
+ * the placement's expressions, once each. Undefined when there are none. The rollout keeps them when it
+ * changes a DaemonSet's role.
+ */
+export function targetingOfAffinity(affinity: V1Affinity | undefined): V1NodeSelectorTerm[] | undefined {
+  const terms = affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms;
+  const seen = new Map<string, V1NodeSelectorTerm>();
+  for (const term of terms ?? []) {
+    const rest = (term.matchExpressions ?? []).filter(
+      (e) => !e.key.startsWith(NODE_REVISION_PREFIX) && !e.key.startsWith(NODE_SURGE_PREFIX),
+    );
+    if (rest.length === 0) continue;
+    if (rest.some((e) => e.key === NO_NODE_KEY)) return [];
+    seen.set(JSON.stringify(rest), { matchExpressions: rest });
+  }
+  return seen.size === 0 ? undefined : [...seen.values()];
 }
 
 /** The toleration of the config's Replace taint, on every revision's pods: a new plugin must start there. */

@@ -21,7 +21,9 @@ import { dominantReason, problemCountsMessage } from "./degraded.js";
 import { draPublishingCondition, FEATURE_REASONS, surgeUpgradesCondition } from "./features.js";
 import { evaluateNode, kubeletTruth, type DeviceTruth, type NodeHealth } from "./node-health.js";
 import { rolloutOf, upgradeRollout, type Rollout } from "./rollout-progress.js";
+import type { Resolution } from "./conflicts.js";
 import { pluginRunsOnNode } from "./selection.js";
+import { servingStatus } from "./serving.js";
 import { transitionEvents, type StatusEvent } from "./transition-events.js";
 
 export interface AggregateStatusInput {
@@ -45,8 +47,13 @@ export interface AggregateStatusInput {
   upgrade?: UpgradeStatus | undefined;
   /** The upgrade's node problems (KubeletTooOld nodes are not targeted; UpgradeFailed wins on its node). */
   upgradeProblems?: readonly NodeProblem[] | undefined;
-  /** The config this one yields to for its resourceName (see findResourceNameConflicts). */
+  /** The config this one yields to for its resourceName (see resolveResourceNames). */
   conflictWith?: string | undefined;
+  /**
+   * How it shares its resource name (see resolveResourceNames): the terms that say which nodes it serves,
+   * the configs it steps back for and those that step back for it. Absent: it shares nothing.
+   */
+  resolution?: Pick<Resolution, "targeting" | "stepsBackFor" | "overrides" | "conflictMessage"> | undefined;
   /** Why applying the ConfigMap/DaemonSet failed, when it failed for good (not a retry in progress). */
   applyError?: string | undefined;
   /**
@@ -135,7 +142,11 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   const upgradeProblemByNode = new Map(upgradeProblems.map((p) => [p.node, p]));
 
   const targeted = input.nodes
-    .filter((node) => pluginRunsOnNode(node, config.spec) && !tooOld.has(node.metadata?.name ?? ""))
+    .filter(
+      (node) =>
+        pluginRunsOnNode(node, config.spec, input.resolution?.targeting) &&
+        !tooOld.has(node.metadata?.name ?? ""),
+    )
     .sort((a, b) => byName(a.metadata?.name ?? "", b.metadata?.name ?? ""));
   const desired = targeted.length;
 
@@ -158,7 +169,11 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
     input.conflictWith !== undefined
       ? {
           reason: "ResourceNameConflict",
-          message: `DevicePluginConfig ${input.conflictWith} already serves ${resourceName} on overlapping nodes; this config gets no DaemonSet while it does`,
+          message: boundConditionMessage(
+            input.resolution?.conflictMessage !== undefined
+              ? `${input.resolution.conflictMessage}; this config gets no DaemonSet until then`
+              : `DevicePluginConfig ${input.conflictWith} already serves ${resourceName} on overlapping nodes; this config gets no DaemonSet while it does`,
+          ),
         }
       : input.applyError !== undefined
         ? {
@@ -195,7 +210,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   }
 
   const ready = health.filter((h) => h.ready).length;
-  const serving = health.filter((h) => h.serving).length;
+  const available = health.filter((h) => h.available).length;
   const updated = input.upgrade?.updated ?? health.filter((h) => h.updated).length;
   const capacity = health.reduce((sum, h) => sum + (h.capacity ?? 0), 0);
   const allocatable = health.reduce((sum, h) => sum + (h.allocatable ?? 0), 0);
@@ -219,6 +234,10 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
       ? upgradeRollout(upgrade)
       : rolloutOf(input.daemonSet, daemonSetName, configHash, upgrade);
 
+  const serving =
+    evaluate && input.resolution !== undefined
+      ? servingStatus({ spec: config.spec, nodes: input.nodes, resolution: input.resolution })
+      : undefined;
   let readyCondition: Pick<Condition, "status" | "reason" | "message">;
   if (stalled) {
     readyCondition = { status: "False", reason: stalled.reason, message: stalled.message };
@@ -228,7 +247,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
     readyCondition = {
       status: "False",
       reason: rollout.reason,
-      message: boundConditionMessage(`${rollout.message}; ${serving}/${desired} nodes serve devices`),
+      message: boundConditionMessage(`${rollout.message}; ${available}/${desired} nodes serve devices`),
     };
   } else if (ready < desired) {
     const notReady = health.filter((h) => !h.ready);
@@ -246,7 +265,10 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
     readyCondition = {
       status: "True",
       reason: "NoMatchingNodes",
-      message: "no nodes match spec.nodeSelector",
+      message:
+        serving !== undefined && serving.yielded > 0
+          ? `configs of higher priority serve all ${serving.yielded} nodes this config selects`
+          : "no nodes match spec.nodeSelector",
     };
   } else {
     readyCondition = { status: "True", reason: "AllNodesReady", message: `${ready}/${desired} nodes ready` };
@@ -301,12 +323,13 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   const status: DevicePluginConfigStatus = {
     ...withGeneration,
     conditions,
-    nodes: { desired, ready, serving, updated, summary: `${serving}/${desired}` },
+    nodes: { desired, ready, available, updated, summary: `${available}/${desired}` },
     devices: { capacity, allocatable, unhealthy, allocated, summary: `${allocatable}/${capacity}` },
     problems: listed,
     problemsOmitted: problems.length - listed.length,
     ...(input.conflictWith === undefined ? { daemonSetName } : {}),
     ...(upgrade !== undefined && input.conflictWith === undefined ? { upgrade } : {}),
+    ...(serving !== undefined ? { serving } : {}),
   };
 
   return {
@@ -343,7 +366,10 @@ function featureConditions(
   let dra: ReturnType<typeof draPublishingCondition> | undefined;
   if (spec.publish === "DRA" && input.resourceApiServed !== undefined) {
     const tooOldVersions = input.nodes
-      .filter((node) => tooOld.has(node.metadata?.name ?? "") && pluginRunsOnNode(node, spec))
+      .filter(
+        (node) =>
+          tooOld.has(node.metadata?.name ?? "") && pluginRunsOnNode(node, spec, input.resolution?.targeting),
+      )
       .map(versionOf);
     dra = draPublishingCondition({
       resourceApiServed: input.resourceApiServed,

@@ -5,7 +5,7 @@ export interface ConfigSeries {
   ready: boolean;
   nodesDesired: number;
   nodesReady: number;
-  nodesServing: number;
+  nodesAvailable: number;
   nodesUpdated: number;
   devicesAdvertised: number;
   devicesAllocatable: number;
@@ -35,8 +35,8 @@ export function configSeries(
     ready: status.conditions?.find((c) => c.type === "Ready")?.status === "True",
     nodesDesired: status.nodes?.desired ?? 0,
     nodesReady: status.nodes?.ready ?? 0,
-    // A status written before `serving` existed: its ready count is the best there is.
-    nodesServing: status.nodes?.serving ?? status.nodes?.ready ?? 0,
+    // A status written before `available` existed: its ready count is the best there is.
+    nodesAvailable: status.nodes?.available ?? status.nodes?.ready ?? 0,
     nodesUpdated: status.nodes?.updated ?? 0,
     devicesAdvertised: status.devices?.capacity ?? 0,
     devicesAllocatable: status.devices?.allocatable ?? 0,

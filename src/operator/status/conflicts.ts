@@ -1,11 +1,23 @@
-// Decides which configs may run when several advertise the same resource on overlapping nodes.
+// Decides which configs may run when several advertise the same resource on overlapping nodes: the higher
+// priority serves a node both select and the other steps back there; equal priorities conflict.
 import type { V1Node } from "@kubernetes/client-node";
-import { nodeMatchesSelector } from "./selection.js";
+import {
+  effectiveTerms,
+  expressionsOf,
+  MAX_TARGETING_TERMS,
+  nodeMeetsAll,
+  requirementsOf,
+  selectorContains,
+  selectorsDisjoint,
+  type Requirement,
+  type TargetingSpec,
+} from "../render/node-terms.js";
+import type { Targeting } from "./selection.js";
 
 /** The parts of a DevicePluginConfig a conflict depends on (a parsed config or a cache object). */
 export interface ConflictCandidate {
   metadata: { name: string; creationTimestamp?: unknown };
-  spec: { resourceName: string; nodeSelector: Readonly<Record<string, string>> };
+  spec: TargetingSpec & { resourceName: string; priority?: number };
 }
 
 /** Milliseconds since the epoch of a timestamp given as a Date or an RFC 3339 string; NaN when absent. */
@@ -25,27 +37,51 @@ export function compareByAge(a: ConflictCandidate, b: ConflictCandidate): number
   return a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0;
 }
 
-/** Every node that matches `inner` also matches `outer` (identical and empty selectors included). */
-function selectorContains(
-  outer: Readonly<Record<string, string>>,
-  inner: Readonly<Record<string, string>>,
-): boolean {
-  return Object.entries(outer).every(([key, value]) => inner[key] === value);
+/** A config of higher priority that may select some of this config's nodes, and its requirements. */
+export interface HigherConfig {
+  name: string;
+  priority: number;
+  requirements: Requirement[];
+}
+
+/** How one config shares its resource name with the others. */
+export interface Resolution {
+  /** The config it yields the whole resource name to: its DaemonSet is removed. */
+  conflictWith?: string;
+  /** Why, when it is not an equal-priority overlap with conflictWith. */
+  conflictMessage?: string;
+  /** The terms its DaemonSet's node affinity carries (node-terms.ts). */
+  targeting: Targeting;
+  /** Running configs of higher priority it steps back for, highest first (then oldest). */
+  stepsBackFor: HigherConfig[];
+  /** Running configs of lower priority that step back for it, highest first (then oldest). */
+  overrides: HigherConfig[];
+}
+
+const priorityOf = (c: ConflictCandidate): number => c.spec.priority ?? 0;
+
+/** Highest priority first, then oldest first. */
+function byPrecedence(a: ConflictCandidate, b: ConflictCandidate): number {
+  return priorityOf(b) - priorityOf(a) || compareByAge(a, b);
 }
 
 /**
- * Configs that must not run, each mapped to the config it yields to. Two configs overlap when some
- * node matches both selectors, or when one selector contains the other (an identical or empty one
- * included), because then any node that matches the narrower one would be served twice: that holds
- * even before such a node exists. Configs are admitted oldest first (creationTimestamp, then name);
- * one overlapping an admitted config with the same resourceName yields to the oldest such config.
- * So of three configs where only neighbours overlap, the first and the third both run.
+ * How each config of `configs` shares its resource name. Configs are taken by precedence: highest
+ * priority first, and within one priority oldest first (creationTimestamp, then name). Of equal priority,
+ * two configs overlap when some node meets both selectors, or when one selector contains the other (an
+ * identical or empty one included), because then a node meeting the narrower one would be served twice,
+ * even before such a node exists; the later one yields to the first such config (ResourceNameConflict).
+ * So of three configs where only neighbours overlap, the first and the third both run. A config of
+ * lower priority steps back from every running higher one whose selector is not provably disjoint from
+ * its own: its terms exclude that selector, whether or not a node meets both today, so a node labelled
+ * later is never served twice. Should that take more than MAX_TARGETING_TERMS terms, it yields the whole
+ * resource name to the highest of them.
  */
-export function findResourceNameConflicts(
+export function resolveResourceNames(
   configs: readonly ConflictCandidate[],
   nodes: readonly V1Node[],
-): Map<string, string> {
-  const losers = new Map<string, string>();
+): Map<string, Resolution> {
+  const out = new Map<string, Resolution>();
   // Only configs of one resource name can conflict: a config alone with its name needs no node read.
   const byResource = new Map<string, ConflictCandidate[]>();
   for (const config of configs) {
@@ -54,26 +90,61 @@ export function findResourceNameConflicts(
     else byResource.set(config.spec.resourceName, [config]);
   }
   for (const group of byResource.values()) {
-    if (group.length < 2) continue;
-    const admitted: { config: ConflictCandidate; nodes: () => Set<string> }[] = [];
-    for (const config of group.sort(compareByAge)) {
+    const admitted: { config: ConflictCandidate; own: Requirement[]; nodes: () => Set<string> }[] = [];
+    for (const config of [...group].sort(byPrecedence)) {
+      const own = requirementsOf(config.spec);
       // The nodes a selector picks, read once and only when the selectors alone do not decide.
       let selected: Set<string> | undefined;
       const nodesOf = (): Set<string> =>
         (selected ??= new Set(
-          nodes
-            .filter((node) => nodeMatchesSelector(node, config.spec.nodeSelector))
-            .map((node) => node.metadata?.name ?? ""),
+          nodes.filter((node) => nodeMeetsAll(node, own)).map((node) => node.metadata?.name ?? ""),
         ));
-      const winner = admitted.find(
+      const resolution: Resolution = { targeting: { terms: undefined }, stepsBackFor: [], overrides: [] };
+      out.set(config.metadata.name, resolution);
+      const peer = admitted.find(
         (other) =>
-          selectorContains(other.config.spec.nodeSelector, config.spec.nodeSelector) ||
-          selectorContains(config.spec.nodeSelector, other.config.spec.nodeSelector) ||
-          [...nodesOf()].some((node) => other.nodes().has(node)),
+          priorityOf(other.config) === priorityOf(config) &&
+          (selectorContains(other.own, own) ||
+            selectorContains(own, other.own) ||
+            [...nodesOf()].some((node) => other.nodes().has(node))),
       );
-      if (winner) losers.set(config.metadata.name, winner.config.metadata.name);
-      else admitted.push({ config, nodes: nodesOf });
+      if (peer) {
+        resolution.conflictWith = peer.config.metadata.name;
+        continue;
+      }
+      const higher = admitted
+        .filter((o) => priorityOf(o.config) > priorityOf(config) && !selectorsDisjoint(own, o.own))
+        .map((o) => ({ name: o.config.metadata.name, priority: priorityOf(o.config), requirements: o.own }));
+      const terms = effectiveTerms(
+        own,
+        expressionsOf(config.spec),
+        higher.map((h) => h.requirements),
+      );
+      if (!terms.ok) {
+        resolution.conflictWith = higher[0]!.name;
+        resolution.conflictMessage = `stepping back from the configs of higher priority (${higher.map((h) => h.name).join(", ")}) takes ${terms.needed} node selector terms, more than ${MAX_TARGETING_TERMS}; give them fewer matchExpressions or fewer overlapping selectors`;
+        continue;
+      }
+      resolution.targeting = { terms: terms.terms };
+      resolution.stepsBackFor = higher;
+      const self = { name: config.metadata.name, priority: priorityOf(config), requirements: own };
+      for (const h of higher) out.get(h.name)!.overrides.push(self);
+      admitted.push({ config, own, nodes: nodesOf });
     }
+  }
+  return out;
+}
+
+/**
+ * Configs that must not run, each mapped to the config it yields to (see resolveResourceNames).
+ */
+export function findResourceNameConflicts(
+  configs: readonly ConflictCandidate[],
+  nodes: readonly V1Node[],
+): Map<string, string> {
+  const losers = new Map<string, string>();
+  for (const [name, r] of resolveResourceNames(configs, nodes)) {
+    if (r.conflictWith !== undefined) losers.set(name, r.conflictWith);
   }
   return losers;
 }

@@ -9,3 +9,4 @@ export * from "./node-health.js";
 export * from "./selection.js";
 export * from "./published-devices.js";
 export * from "./transition-events.js";
+export * from "./serving.js";

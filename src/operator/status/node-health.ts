@@ -126,7 +126,7 @@ export interface NodeHealth {
    * devices now. During an upgrade the old revision's pod serves while the new one starts, so a node can
    * serve without being `ready` (the pod that speaks for it is the new, not yet ready one).
    */
-  serving: boolean;
+  available: boolean;
   problem: NodeProblem | undefined;
 }
 
@@ -317,7 +317,7 @@ export function evaluateNode(
     allocated: report?.allocated ?? 0,
     updated: pod !== undefined && podRunsConfigHash(pod, configHash),
     ready,
-    serving: ready || servedByAnotherPod(observation, pod, truth),
+    available: ready || servedByAnotherPod(observation, pod, truth),
     problem: problem === undefined ? undefined : { node: nodeName, ...problem },
   };
 }

@@ -1,7 +1,27 @@
-// Which nodes a config's plugin runs on: its nodeSelector, and the taints its DaemonSet pods tolerate.
-import type { V1Node, V1Taint, V1Toleration } from "@kubernetes/client-node";
+// Which nodes a config's plugin runs on: its nodeSelector and nodeSelectorTerm (less the nodes configs of
+// higher priority take), and the taints its DaemonSet pods tolerate.
+import type { V1Node, V1NodeSelectorTerm, V1Taint, V1Toleration } from "@kubernetes/client-node";
 import type { DevicePluginConfigSpec } from "../../api/v1beta1/spec.js";
+import { expressionsOf, nodeMatchesTerms, nodeMeetsAll, type TargetingSpec } from "../render/node-terms.js";
 import { NODE_REPLACE_TAINT_PREFIX } from "../render/placement.js";
+
+/** The spec fields that say where a plugin runs. */
+export type SelectionSpec = Pick<DevicePluginConfigSpec, "nodeSelector" | "tolerations"> &
+  Pick<TargetingSpec, "nodeSelectorTerm">;
+
+/**
+ * The config's node selector terms as decided among the configs of its resource name (see
+ * status/conflicts.ts); absent: its own nodeSelectorTerm alone.
+ */
+export interface Targeting {
+  terms: V1NodeSelectorTerm[] | undefined;
+}
+
+/** Whether the node meets the config's labels and terms (taints aside). */
+export function nodeSelectedBy(node: V1Node, spec: SelectionSpec, targeting?: Targeting): boolean {
+  if (!nodeMatchesSelector(node, spec.nodeSelector)) return false;
+  return targeting ? nodeMatchesTerms(node, targeting.terms) : nodeMeetsAll(node, expressionsOf(spec));
+}
 
 /** True when every key of the selector is a label of the node with the same value; `{}` selects all. */
 export function nodeMatchesSelector(node: V1Node, selector: Readonly<Record<string, string>>): boolean {
@@ -38,16 +58,13 @@ export const DAEMON_POD_DEFAULT_TOLERATIONS: readonly V1Toleration[] = [
 
 /**
  * Whether the config's DaemonSet should run a plugin pod on the node, by the DaemonSet controller's
- * own rule: the nodeSelector matches and every NoSchedule/NoExecute taint is tolerated (by the spec's
+ * own rule: the nodeSelector and the node affinity's terms match and every NoSchedule/NoExecute taint is tolerated (by the spec's
  * tolerations or the daemon-pod defaults), but for the Replace fences of dpo's own rollouts. So the count of targeted nodes is the DaemonSet's
  * desiredNumberScheduled, known before that controller has acted, and a tainted control-plane node
  * does not count against a config with an empty selector.
  */
-export function pluginRunsOnNode(
-  node: V1Node,
-  spec: Pick<DevicePluginConfigSpec, "nodeSelector" | "tolerations">,
-): boolean {
-  if (!nodeMatchesSelector(node, spec.nodeSelector)) return false;
+export function pluginRunsOnNode(node: V1Node, spec: SelectionSpec, targeting?: Targeting): boolean {
+  if (!nodeSelectedBy(node, spec, targeting)) return false;
   for (const taint of node.spec?.taints ?? []) {
     if (taint.effect !== "NoSchedule" && taint.effect !== "NoExecute") continue;
     // A rollout's Replace fence (ADR 0004) lasts seconds and never removes a running plugin: the node

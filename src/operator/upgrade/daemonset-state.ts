@@ -8,6 +8,7 @@ import {
   NODE_REVISION_PREFIX,
   placementAffinity,
   replaceToleration,
+  targetingOfAffinity,
   withReplaceToleration,
   type PlacementRole,
 } from "../render/index.js";
@@ -92,7 +93,8 @@ export function roleOfDaemonSet(ds: V1DaemonSet): PlacementRole {
 
 /** Whether the DaemonSet already has the label placement of `role` and never rolls its pods itself. */
 export function hasRole(ds: V1DaemonSet, configName: string, role: PlacementRole): boolean {
-  const want = placementAffinity(configName, revisionOfDaemonSet(ds), role);
+  const affinity = ds.spec?.template.spec?.affinity;
+  const want = placementAffinity(configName, revisionOfDaemonSet(ds), role, targetingOfAffinity(affinity));
   const tolerations = ds.spec?.template.spec?.tolerations ?? [];
   return (
     JSON.stringify(ds.spec?.template.spec?.affinity ?? null) === JSON.stringify(want) &&
@@ -146,7 +148,13 @@ export function forUpdate(ds: V1DaemonSet): V1DaemonSet {
 /** The DaemonSet with the label placement of `role`; OnDelete, so the change restarts no pod. */
 export function withRole(ds: V1DaemonSet, configName: string, role: PlacementRole): V1DaemonSet {
   const podSpec = ds.spec!.template.spec!;
-  podSpec.affinity = placementAffinity(configName, revisionOfDaemonSet(ds), role);
+  // The targeting terms (nodeSelectorTerm, priority) stay as the DaemonSet has them.
+  podSpec.affinity = placementAffinity(
+    configName,
+    revisionOfDaemonSet(ds),
+    role,
+    targetingOfAffinity(podSpec.affinity),
+  );
   // Every revision tolerates the Replace taint, an older one too: a rollback brings it back to a fenced node.
   podSpec.tolerations = withReplaceToleration(configName, podSpec.tolerations);
   // A DaemonSet of a version before revisions rolls its pods on a template change: never again.

@@ -1,5 +1,12 @@
 // CEL_RULES: how to satisfy and how to break every `x-kubernetes-validations` rule of both schemas.
-import { checkDefaultDriverName, DRA_DEFAULT_DRIVER_RULE } from "../../../src/api/v1beta1/spec.js";
+import {
+  checkDefaultDriverName,
+  DRA_DEFAULT_DRIVER_RULE,
+  INTEGER_VALUE,
+  ONE_INTEGER_RULE,
+  VALUES_FORBIDDEN_RULE,
+  VALUES_REQUIRED_RULE,
+} from "../../../src/api/v1beta1/spec.js";
 import type { StructuralSchema } from "../../../src/api/crd.js";
 import type { FuzzRng } from "./fuzz-rng.js";
 import { codePoints, isObject, showPath, text, type Json, type JsonObject, type Path } from "./json.js";
@@ -260,6 +267,59 @@ export const CEL_RULES: CelHandler[] = [
       const key = anyString(c.rng, Number(max) + 1);
       value[key] = c.gen(c.schema.additionalProperties, [...c.path, key]);
       return { value, what: `a key of ${Number(max) + 1} characters` };
+    },
+  },
+  {
+    // A node selector requirement: In and NotIn take values...
+    rule: exact(VALUES_REQUIRED_RULE),
+    satisfy(value, _m, c) {
+      if (!isObject(value) || (value.operator !== "In" && value.operator !== "NotIn")) return value;
+      if (!Array.isArray(value.values) || value.values.length === 0)
+        value.values = [edged(c.rng, 1 + c.rng.int(8), LOWER, LOWER)];
+      return value;
+    },
+    violate(value, _m, c) {
+      if (!isObject(value)) return undefined;
+      value.operator = c.rng.pick(["In", "NotIn"]);
+      if (c.rng.chance(0.5)) delete value.values;
+      else value.values = [];
+      return { value, what: `operator ${text(value.operator)} without values` };
+    },
+  },
+  {
+    // ... Exists and DoesNotExist take none ...
+    rule: exact(VALUES_FORBIDDEN_RULE),
+    satisfy(value, _m, c) {
+      if (!isObject(value) || (value.operator !== "Exists" && value.operator !== "DoesNotExist"))
+        return value;
+      if (Array.isArray(value.values) && value.values.length > 0) {
+        if (c.rng.chance(0.5)) delete value.values;
+        else value.values = [];
+      }
+      return value;
+    },
+    violate(value, _m, c) {
+      if (!isObject(value)) return undefined;
+      value.operator = c.rng.pick(["Exists", "DoesNotExist"]);
+      value.values = [edged(c.rng, 1 + c.rng.int(8), LOWER, LOWER)];
+      return { value, what: `operator ${text(value.operator)} with values` };
+    },
+  },
+  {
+    // ... and Gt and Lt one integer.
+    rule: exact(ONE_INTEGER_RULE),
+    satisfy(value, _m, c) {
+      if (!isObject(value) || (value.operator !== "Gt" && value.operator !== "Lt")) return value;
+      const v = value.values;
+      if (!Array.isArray(v) || v.length !== 1 || typeof v[0] !== "string" || !INTEGER_VALUE.test(v[0]))
+        value.values = [String(c.rng.intIn(-1000, 1000))];
+      return value;
+    },
+    violate(value, _m, c) {
+      if (!isObject(value)) return undefined;
+      value.operator = c.rng.pick(["Gt", "Lt"]);
+      value.values = c.rng.pick<Json>([[], ["1", "2"], ["80Gi"], ["1234567890123456789"], ["+5"]]);
+      return { value, what: `operator ${text(value.operator)} with values ${JSON.stringify(value.values)}` };
     },
   },
   {

@@ -1,6 +1,6 @@
 // Strings: alphabets, DNS names and any text, and PATTERNS, how to write a string that matches each
 // `pattern` of both schemas and some that do not.
-import { EXTENDED_RESOURCE_NAME_PATTERN } from "../../../src/api/v1beta1/spec.js";
+import { EXTENDED_RESOURCE_NAME_PATTERN, LABEL_KEY_PATTERN } from "../../../src/api/v1beta1/spec.js";
 import type { FuzzRng } from "./fuzz-rng.js";
 import { codePoints, showPath, type Path } from "./json.js";
 
@@ -87,6 +87,17 @@ export const PATTERNS: Record<string, PatternEntry> = {
       " example.com/foo",
       "example.com/fo o",
     ],
+  },
+  [LABEL_KEY_PATTERN]: {
+    valid: (rng, n) => {
+      // A name alone, or a prefix of at most 253 characters, '/', and a name of at most 63.
+      if (n <= 63 && rng.chance(0.5)) return edged(rng, n, ALNUM, `${ALNUM}-_.`);
+      const nameLen = Math.min(63, Math.max(1, n - 2 - rng.int(Math.min(253, Math.max(1, n - 2)))));
+      const prefixLen = n - 1 - nameLen;
+      if (prefixLen < 1 || prefixLen > 253) return n <= 63 ? edged(rng, n, ALNUM, `${ALNUM}-_.`) : undefined;
+      return `${dnsSubdomain(rng, prefixLen)}/${edged(rng, nameLen, ALNUM, `${ALNUM}-_.`)}`;
+    },
+    invalid: ["/pool", "pool/", "a/b/c", "Example.com/pool", "-pool", "pool-", "po ol", `${"a".repeat(64)}`],
   },
   "^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$": {
     valid: (rng, n) => edged(rng, n, LOWER + DIGITS, `${LOWER}${DIGITS}-_.`),

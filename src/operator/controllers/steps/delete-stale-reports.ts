@@ -11,6 +11,7 @@ import {
 } from "../reconciler-deps.js";
 import { ownedDaemonSets } from "../owned-objects.js";
 import { findStaleReports } from "../stale-reports.js";
+import type { Targeting } from "../../status/selection.js";
 
 /** Stale DeviceNodeStates deleted per reconcile: a drained node pool must not stall the other configs. */
 const STALE_REPORT_DELETES_PER_RECONCILE = 20;
@@ -25,6 +26,7 @@ const STALE_REPORT_DELETES_PER_RECONCILE = 20;
 export async function deleteStaleReports(
   deps: StepDeps,
   config: DevicePluginConfig,
+  targeting?: Targeting,
 ): Promise<number | undefined> {
   const name = config.metadata.name;
   // Revisions are judged only against a synced cache that shows at least one DaemonSet: before the
@@ -33,6 +35,7 @@ export async function deleteStaleReports(
   const { stale, remaining } = findStaleReports({
     configName: name,
     spec: config.spec,
+    targeting,
     reports: deps.reports.byIndex(INDEX_BY_CONFIG, name),
     node: (nodeName) => deps.nodes.get(nodeName),
     nodesSynced: deps.nodes.hasSynced(),

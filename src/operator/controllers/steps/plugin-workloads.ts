@@ -15,7 +15,7 @@ import {
 } from "../../../kube/index.js";
 import { configLabelValue } from "../../../contract/names.js";
 import { containsDesired, LABEL_REVISION, renderPluginConfigMap } from "../../render/index.js";
-import { pluginRunsOnNode } from "../../status/selection.js";
+import { pluginRunsOnNode, type Targeting } from "../../status/selection.js";
 import type { NodePatch } from "../../upgrade/node-labels.js";
 import { decideRollout, type RolloutDecision } from "../../upgrade/rollout.js";
 
@@ -40,15 +40,17 @@ export async function applyPluginWorkloads(
   config: DevicePluginConfig,
   nodes: readonly V1Node[],
   publishedDevices: ReadonlyMap<string, number> | undefined,
+  targeting?: Targeting,
 ): Promise<WorkloadOutcome> {
   const name = config.metadata.name;
   const ns = deps.render.namespace;
   const pending = pendingNodeWrites(deps, name);
   const decision = decideRollout({
     config,
-    render: deps.render,
+    // The DaemonSets' node affinity carries the terms decided among the configs of the resource name.
+    render: targeting === undefined ? deps.render : { ...deps.render, targeting },
     daemonSets: ownedDaemonSets(deps, name),
-    nodes: nodes.filter((n) => pluginRunsOnNode(n, config.spec)),
+    nodes: nodes.filter((n) => pluginRunsOnNode(n, config.spec, targeting)),
     pods: deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name)),
     reports: deps.reports.byIndex(INDEX_BY_CONFIG, name),
     publishedDevices,
