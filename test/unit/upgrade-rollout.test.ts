@@ -258,6 +258,46 @@ describe("decideRollout", () => {
     expect(d.status).toMatchObject({ phase: "Progressing", summary: "0/2" });
   });
 
+  it("gives both revisions' DaemonSets the current targeting mid-upgrade, so a new override takes its nodes from the old one too", () => {
+    // An override of higher priority appeared while the upgrade runs: the render context now steps this
+    // config back from its nodes. The base revision's DaemonSet was placed before; it must step back too.
+    const steppedBack = { matchExpressions: [{ key: "pool", operator: "NotIn", values: ["big"] }] };
+    const base = stored(OLD, "base");
+    const moving = stored(NEW, "moving", FRESH);
+    const d = decideRollout({
+      render: { ...ctx, targeting: { terms: [steppedBack] } },
+      config: NEW,
+      daemonSets: [base, moving],
+      nodes: [node("a"), node("b")],
+      pods: [],
+      reports: [],
+      now: NOW,
+    });
+    const updated = d.writes.flatMap((w) => (w.kind === "Update" ? [w.daemonSet] : []));
+    expect(updated.map((ds) => revName(ds.metadata?.labels?.["dpo.dev/revision"])).sort()).toEqual([
+      "NEW",
+      "OLD",
+    ]);
+    for (const ds of updated) {
+      const terms =
+        ds.spec?.template.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution
+          ?.nodeSelectorTerms ?? [];
+      expect(terms.length, revName(ds.metadata?.labels?.["dpo.dev/revision"])).toBeGreaterThan(0);
+      for (const term of terms) expect(term.matchExpressions).toContainEqual(steppedBack.matchExpressions[0]);
+    }
+    // Once written, nothing more to do.
+    const again = decideRollout({
+      render: { ...ctx, targeting: { terms: [steppedBack] } },
+      config: NEW,
+      daemonSets: updated,
+      nodes: [node("a"), node("b")],
+      pods: [],
+      reports: [],
+      now: NOW,
+    });
+    expect(again.writes.filter((w) => w.kind === "Update")).toEqual([]);
+  });
+
   it("surges one node at a time: one patch adds the new revision and the node's record, the old one stays", () => {
     const base = stored(OLD, "base");
     const next = stored(NEW, "moving", FRESH, "2026-11-02T00:00:00Z");

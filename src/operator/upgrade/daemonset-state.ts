@@ -2,7 +2,7 @@
 // revision, its role (base or moving, ADR 0004), and the upgrade's phase in its annotation. Pure. A
 // DaemonSet an older operator wrote places nodes by name instead (ADR 0003); it is read here as such
 // (legacyPlacement) so that an upgrade it was running carries on, and rewritten once its nodes carry labels.
-import type { V1DaemonSet } from "@kubernetes/client-node";
+import type { V1DaemonSet, V1NodeSelectorTerm } from "@kubernetes/client-node";
 import {
   LABEL_REVISION,
   NODE_REVISION_PREFIX,
@@ -92,9 +92,13 @@ export function roleOfDaemonSet(ds: V1DaemonSet): PlacementRole {
 }
 
 /** Whether the DaemonSet already has the label placement of `role` and never rolls its pods itself. */
-export function hasRole(ds: V1DaemonSet, configName: string, role: PlacementRole): boolean {
-  const affinity = ds.spec?.template.spec?.affinity;
-  const want = placementAffinity(configName, revisionOfDaemonSet(ds), role, targetingOfAffinity(affinity));
+export function hasRole(
+  ds: V1DaemonSet,
+  configName: string,
+  role: PlacementRole,
+  targeting: V1NodeSelectorTerm[] | undefined = targetingOfAffinity(ds.spec?.template.spec?.affinity),
+): boolean {
+  const want = placementAffinity(configName, revisionOfDaemonSet(ds), role, targeting);
   const tolerations = ds.spec?.template.spec?.tolerations ?? [];
   return (
     JSON.stringify(ds.spec?.template.spec?.affinity ?? null) === JSON.stringify(want) &&
@@ -145,16 +149,21 @@ export function forUpdate(ds: V1DaemonSet): V1DaemonSet {
   return copy;
 }
 
-/** The DaemonSet with the label placement of `role`; OnDelete, so the change restarts no pod. */
-export function withRole(ds: V1DaemonSet, configName: string, role: PlacementRole): V1DaemonSet {
+/**
+ * The DaemonSet with the label placement of `role`; OnDelete, so the change restarts no pod. `targeting`
+ * (nodeSelectorTerm, and the steps back from higher-priority configs) is the current spec's where the caller
+ * knows it: which nodes the config serves is not a property of a revision, and an override created in the
+ * middle of an upgrade must take its nodes from the old revision's DaemonSet too. Absent: as the DaemonSet
+ * has it.
+ */
+export function withRole(
+  ds: V1DaemonSet,
+  configName: string,
+  role: PlacementRole,
+  targeting: V1NodeSelectorTerm[] | undefined = targetingOfAffinity(ds.spec?.template.spec?.affinity),
+): V1DaemonSet {
   const podSpec = ds.spec!.template.spec!;
-  // The targeting terms (nodeSelectorTerm, priority) stay as the DaemonSet has them.
-  podSpec.affinity = placementAffinity(
-    configName,
-    revisionOfDaemonSet(ds),
-    role,
-    targetingOfAffinity(podSpec.affinity),
-  );
+  podSpec.affinity = placementAffinity(configName, revisionOfDaemonSet(ds), role, targeting);
   // Every revision tolerates the Replace taint, an older one too: a rollback brings it back to a fenced node.
   podSpec.tolerations = withReplaceToleration(configName, podSpec.tolerations);
   // A DaemonSet of a version before revisions rolls its pods on a template change: never again.

@@ -17,6 +17,7 @@ import {
   type PodSpecLike,
   pluginRevision,
   renderPluginDaemonSet,
+  targetingOfAffinity,
   type PlacementRole,
 } from "../render/index.js";
 import {
@@ -428,13 +429,15 @@ function applyPlan(
     legacyNodes: {},
   };
   // The moving revision is the current spec's (not an abandoned one): its template is put back if edited.
-  // The base's is an older spec's, which cannot be rendered again; only its placement is kept.
+  // The base's is an older spec's, which cannot be rendered again; only its placement is kept, with the
+  // current spec's targeting (nodes a higher-priority config took since are left on both revisions).
+  const targeting = targetingOfAffinity(renderedTarget?.spec?.template.spec?.affinity);
   const dsWrite = (ds: V1DaemonSet, role: PlacementRole, withPhase: boolean, rendered?: V1DaemonSet) => {
     const phaseChanged =
       withPhase && ds.metadata?.annotations?.[ANNOTATION_UPGRADE_STATE] !== serializeUpgradeState(state);
     const edited = rendered !== undefined && drifted(ds, rendered);
-    if (!phaseChanged && !edited && hasRole(ds, configName, role)) return;
-    const copy = withRole(edited ? asRendered(ds, rendered) : forUpdate(ds), configName, role);
+    if (!phaseChanged && !edited && hasRole(ds, configName, role, targeting)) return;
+    const copy = withRole(edited ? asRendered(ds, rendered) : forUpdate(ds), configName, role, targeting);
     writes.push({ kind: "Update", daemonSet: withPhase ? withState(copy, state) : copy });
   };
   dsWrite(move.target, "moving", true, renderedTarget);
