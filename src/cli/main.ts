@@ -3,6 +3,13 @@
 import { describeFailure } from "./flags.js";
 import { main } from "./run.js";
 
+// `dpo crds | head`: the reader closed the pipe, so there is nobody left to write to. Stop quietly, as a
+// Unix tool does on SIGPIPE, instead of an unhandled EPIPE stack trace.
+process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+  if (err.code === "EPIPE") process.exit(0);
+  throw err;
+});
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;

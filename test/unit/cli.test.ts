@@ -1,6 +1,6 @@
 // The dpo command line as a user meets it: --version, usage errors with the usage, one error prefix, no
 // stack traces for a missing or broken kubeconfig, and `dpo validate -` / `--output json` for CI pipes.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -267,6 +267,21 @@ describe("dpo validate in a pipe", () => {
     expect(out.code).toBe(1);
     expect(out.stderr).toBe("");
     expect(JSON.parse(out.stdout)).toMatchObject({ valid: false, documents: [{ result: "invalid" }] });
+  });
+
+  it("dpo crds | head: a reader that stops early ends the command quietly, without a stack trace", async () => {
+    const child = spawn(process.execPath, ["--import", "tsx", join(repo, "src", "cli", "main.ts"), "crds"], {
+      cwd: repo,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    // Close the pipe before the command writes, as `head -c 10` does after its first read: the command's
+    // write then meets a pipe nobody reads (its 79 KB would otherwise fit in what the reader takes at once).
+    child.stdout.destroy();
+    const code = await new Promise<number | null>((resolve) => child.on("close", (c) => resolve(c)));
+    expect(stderr).toBe("");
+    expect(code).toBe(0);
   });
 
   it("kustomize build | dpo validate - reads standard input", () => {
