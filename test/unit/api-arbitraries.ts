@@ -236,14 +236,14 @@ const image = (o: Options) => pick(o, fc.constantFrom("", "registry.example/dpo:
 const pluginPodFields = (o: Options) => ({
   imagePullSecrets: fc.array(
     fc.record({ name: pick(o, fc.constantFrom("regcred", "mirror.example"), "RegCred", "") }),
-    { maxLength: 3 },
+    { maxLength: 2 },
   ),
   imagePullPolicy: pick(o, fc.constantFrom("Always" as const, "IfNotPresent" as const, "Never" as const)),
   runtimeClassName: pick(o, fc.constantFrom("nvidia", "kata.example"), "Nvidia", ""),
   podAnnotations: fc.dictionary(
     pick(o, fc.constantFrom("example.com/team", "prometheus.io/scrape", "note"), "dpo.dev/x", "-bad"),
     fc.constantFrom("", "true", '{"a":1}'),
-    { maxKeys: 3 },
+    { maxKeys: 2 },
   ),
   env: envList(o),
 });
@@ -258,8 +258,8 @@ function envList(o: Options) {
     { requiredKeys: ["name"] },
   );
   return o.invalid
-    ? fc.array(item, { maxLength: 3 })
-    : fc.uniqueArray(item, { maxLength: 3, selector: (e) => e.name });
+    ? fc.array(item, { maxLength: 2 })
+    : fc.uniqueArray(item, { maxLength: 2, selector: (e) => e.name });
 }
 
 /** metadata: a name, and annotations absent, empty, or with other keys (sometimes the reserved one). */

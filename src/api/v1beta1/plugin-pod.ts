@@ -45,18 +45,22 @@ export const ANNOTATION_KEY_MESSAGE =
   "keys must be qualified names: an optional DNS subdomain of at most 253 characters and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit";
 export const RESERVED_ANNOTATION_MESSAGE = `keys must not be in the ${RESERVED_ANNOTATION_DOMAIN} domain: the operator sets those annotations itself`;
 
-function isAnnotationKey(key: string): boolean {
+export function isAnnotationKey(key: string): boolean {
   const slash = key.indexOf("/");
   return key.length <= 317 && slash <= 253 && QUALIFIED_NAME.test(key);
 }
 
-function isReservedAnnotationKey(key: string): boolean {
+export function isReservedAnnotationKey(key: string): boolean {
   return key.startsWith(`${RESERVED_ANNOTATION_DOMAIN}/`) || key.includes(`.${RESERVED_ANNOTATION_DOMAIN}/`);
 }
 
 function shownKey(key: string): string {
   return JSON.stringify(key.length > 40 ? `${key.slice(0, 40)}...` : key);
 }
+
+/** The CEL rules on spec.plugin.podAnnotations, as the CRD carries them. */
+export const POD_ANNOTATION_KEY_RULE = `self.all(k, size(k) <= 317 && (!k.contains('/') || k.indexOf('/') <= 253) && k.matches('${QUALIFIED_NAME_PATTERN.replaceAll("\\", "\\\\")}'))`;
+export const POD_ANNOTATION_RESERVED_RULE = `self.all(k, !k.startsWith('${RESERVED_ANNOTATION_DOMAIN}/') && !k.contains('.${RESERVED_ANNOTATION_DOMAIN}/'))`;
 
 export const PodAnnotationsSchema = z
   .record(z.string(), z.string().max(MAX_POD_ANNOTATION_VALUE))
@@ -68,7 +72,9 @@ export const PodAnnotationsSchema = z
     for (const key of keys) {
       if (!isAnnotationKey(key)) {
         ctx.addIssue({ code: "custom", message: `key ${shownKey(key)}: ${ANNOTATION_KEY_MESSAGE}` });
-      } else if (isReservedAnnotationKey(key)) {
+      }
+      // Both checks, as the CRD's two rules each report.
+      if (isReservedAnnotationKey(key)) {
         ctx.addIssue({ code: "custom", message: `key ${shownKey(key)}: ${RESERVED_ANNOTATION_MESSAGE}` });
       }
     }
@@ -76,14 +82,8 @@ export const PodAnnotationsSchema = z
   .meta({
     maxProperties: MAX_POD_ANNOTATIONS,
     ...celRules(
-      {
-        rule: `self.all(k, size(k) <= 317 && (!k.contains('/') || k.indexOf('/') <= 253) && k.matches('${QUALIFIED_NAME_PATTERN.replaceAll("\\", "\\\\")}'))`,
-        message: ANNOTATION_KEY_MESSAGE,
-      },
-      {
-        rule: `self.all(k, !k.startsWith('${RESERVED_ANNOTATION_DOMAIN}/') && !k.contains('.${RESERVED_ANNOTATION_DOMAIN}/'))`,
-        message: RESERVED_ANNOTATION_MESSAGE,
-      },
+      { rule: POD_ANNOTATION_KEY_RULE, message: ANNOTATION_KEY_MESSAGE },
+      { rule: POD_ANNOTATION_RESERVED_RULE, message: RESERVED_ANNOTATION_MESSAGE },
     ),
   });
 
@@ -107,6 +107,11 @@ export function isReservedEnvName(name: string): boolean {
   return (RESERVED_ENV_NAMES as readonly string[]).includes(name) || name.startsWith(RESERVED_ENV_PREFIX);
 }
 
+/** The CEL rule on each spec.plugin.env item, as the CRD carries it. */
+export const ENV_RESERVED_RULE = `!(self.name in [${RESERVED_ENV_NAMES.map((n) => `'${n}'`).join(", ")}]) && !self.name.startsWith('${RESERVED_ENV_PREFIX}')`;
+/** An env name as Kubernetes checked them before 1.34's relaxed rule, which every supported version accepts. */
+export const ENV_NAME_PATTERN = "^[-._a-zA-Z][-._a-zA-Z0-9]*$";
+
 export const MAX_ENV = 64;
 export const MAX_ENV_VALUE = 4096;
 
@@ -123,7 +128,7 @@ export const EnvVarSchema = z
       .min(1)
       .max(256)
       .regex(
-        /^[-._a-zA-Z][-._a-zA-Z0-9]*$/,
+        new RegExp(ENV_NAME_PATTERN),
         "must consist of letters, digits, '_', '-' and '.', and not start with a digit",
       )
       .describe("Name of the environment variable."),
@@ -141,7 +146,7 @@ export const EnvVarSchema = z
   })
   .meta(
     celRules({
-      rule: `!(self.name in [${RESERVED_ENV_NAMES.map((n) => `'${n}'`).join(", ")}]) && !self.name.startsWith('${RESERVED_ENV_PREFIX}')`,
+      rule: ENV_RESERVED_RULE,
       message: RESERVED_ENV_MESSAGE,
       fieldPath: ".name",
     }),
