@@ -371,7 +371,7 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
       NAME,
       120_000,
     );
-    const revision = status.upgrade!.currentRevision!;
+    const revision = status.upgrade!.currentRevision;
     const ds = await waitFor("one DaemonSet, of the new revision", async (observe) => {
       const list = await apps.listNamespacedDaemonSet({
         namespace: NAMESPACE,
