@@ -332,6 +332,80 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
     expect(podsAfter.filter((uid) => podsBefore.includes(uid))).toEqual([]);
   });
 
+  it("rolls spec.plugin's pod fields out as a new revision whose DaemonSet and pods carry them", async () => {
+    // A pod naming a RuntimeClass that does not exist is refused by admission; runc is any node's handler.
+    await kubectl(["apply", "--server-side", "-f", "-"], {
+      input: JSON.stringify({
+        apiVersion: "node.k8s.io/v1",
+        kind: "RuntimeClass",
+        metadata: { name: "dpo-e2e" },
+        handler: "runc",
+      }),
+    });
+    const before = await pluginDaemonSet(kc, NAMESPACE, NAME);
+    const fields = {
+      imagePullSecrets: [{ name: "e2e-regcred" }],
+      imagePullPolicy: "Never",
+      runtimeClassName: "dpo-e2e",
+      podAnnotations: { "example.com/team": "e2e" },
+      env: [{ name: "E2E_NODE", value: "$(NODE_NAME)" }],
+    };
+    await custom.patchClusterCustomObject({
+      ...GROUP,
+      name: NAME,
+      body: Object.entries(fields).map(([field, value]) => ({
+        op: "add",
+        path: `/spec/plugin/${field}`,
+        value,
+      })),
+    });
+    const status = await statusWhere(
+      "the new revision on every node, Ready",
+      (s, c) =>
+        s.observedGeneration === c.metadata.generation &&
+        condition(s, "Ready")?.status === "True" &&
+        s.nodes?.updated === 3 &&
+        s.upgrade?.phase === "Complete" &&
+        s.upgrade.currentRevision === s.upgrade.updateRevision &&
+        s.upgrade.currentRevision !== before?.metadata?.labels?.["dpo.dev/revision"],
+      NAME,
+      120_000,
+    );
+    const revision = status.upgrade!.currentRevision;
+    const ds = await waitFor("one DaemonSet, of the new revision", async (observe) => {
+      const list = await apps.listNamespacedDaemonSet({
+        namespace: NAMESPACE,
+        labelSelector: `dpo.dev/config=${NAME}`,
+      });
+      observe(list.items.map((d) => d.metadata?.name));
+      return list.items.length === 1 && list.items[0]!.metadata?.labels?.["dpo.dev/revision"] === revision
+        ? list.items[0]
+        : undefined;
+    });
+    const pods = await waitFor("a running pod of the new revision on every node", async (observe) => {
+      const list = await core.listNamespacedPod({
+        namespace: NAMESPACE,
+        labelSelector: `dpo.dev/config=${NAME},dpo.dev/revision=${revision}`,
+      });
+      observe(list.items.map((p) => [p.spec?.nodeName, p.status?.phase]));
+      const running = list.items.filter((p) => p.status?.phase === "Running");
+      return running.length === nodes.length ? running : undefined;
+    });
+    for (const template of [ds.spec!.template, ...pods]) {
+      expect(template.metadata?.annotations).toMatchObject({ "example.com/team": "e2e" });
+      expect(template.metadata?.annotations?.["dpo.dev/config-hash"]).toMatch(/^[0-9a-f]{16}$/);
+      const pod = template.spec!;
+      expect(pod.runtimeClassName).toBe("dpo-e2e");
+      expect(pod.imagePullSecrets).toEqual([{ name: "e2e-regcred" }]);
+      const container = pod.containers[0]!;
+      expect(container.imagePullPolicy).toBe("Never");
+      expect(container.env?.find((e) => e.name === "E2E_NODE")).toEqual({
+        name: "E2E_NODE",
+        value: "$(NODE_NAME)",
+      });
+    }
+  });
+
   it("refuses a second config for the same resource on the same nodes: ResourceNameConflict, no DaemonSet", async () => {
     const second = "e2e-foo-duplicate";
     await custom.createClusterCustomObject({ ...GROUP, body: manifest(second, baseSpec) });

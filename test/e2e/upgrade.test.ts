@@ -94,7 +94,9 @@ describe("a plugin upgrade across kubelets of different versions", () => {
         "the new revision on every node, Complete",
         (s) => {
           if (s.upgrade?.phase === "Progressing") moving.push(s);
-          return s.upgrade?.phase === "Complete" && s.upgrade.updateRevision !== from && s.upgrade.updated === 3;
+          return (
+            s.upgrade?.phase === "Complete" && s.upgrade.updateRevision !== from && s.upgrade.updated === 3
+          );
         },
         240_000,
       );

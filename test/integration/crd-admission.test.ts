@@ -189,6 +189,30 @@ describe("valid manifests", () => {
   });
 });
 
+describe("spec.plugin.env", () => {
+  it("is a list keyed by name: a name twice is refused by create and by server-side apply", async () => {
+    const manifest = fixture(validDir, "mock-plugin-pod.yaml");
+    const plugin = manifest.spec.plugin as { env: unknown[] };
+    plugin.env = [
+      { name: "TZ", value: "UTC" },
+      { name: "TZ", value: "CET" },
+    ];
+    // dpo validate names the repeat's index, as a create does; server-side apply names the list.
+    expect(validateDevicePluginConfig(manifest)).toMatchObject({
+      ok: false,
+      errors: [{ path: "spec.plugin.env[1]", message: "must not repeat the name TZ" }],
+    });
+    const created = await strictCreate(manifest);
+    if (created.exitCode === 0) createdConfigs.add(manifest.metadata.name);
+    expect(created.exitCode, `accepted: ${created.stdout}`).not.toBe(0);
+    expect(created.stderr).toContain("spec.plugin.env[1]: Duplicate value");
+    const applied = await serverSideApply(manifest);
+    if (applied.exitCode === 0) createdConfigs.add(manifest.metadata.name);
+    expect(applied.exitCode, `accepted: ${applied.stdout}`).not.toBe(0);
+    expect(applied.stderr).toContain('.spec.plugin.env: duplicate entries for key [name="TZ"]');
+  });
+});
+
 describe("resourceName", () => {
   it("cannot change once created, while the rest of the spec can", async () => {
     const manifest = fixture(validDir, "mock-basic.yaml");

@@ -254,6 +254,36 @@ function keepingFewBroken<T>(o: Options, spec: fc.Arbitrary<T>, holds: (s: T) =>
 
 const image = (o: Options) => pick(o, fc.constantFrom("", "registry.example/dpo:1.0"), "x".repeat(1025));
 
+/** spec.plugin's pod fields, each also empty where a list or map; invalid: bad names, reserved keys and env. */
+const pluginPodFields = (o: Options) => ({
+  imagePullSecrets: fc.array(
+    fc.record({ name: pick(o, fc.constantFrom("regcred", "mirror.example"), "RegCred", "") }),
+    { maxLength: 2 },
+  ),
+  imagePullPolicy: pick(o, fc.constantFrom("Always" as const, "IfNotPresent" as const, "Never" as const)),
+  runtimeClassName: pick(o, fc.constantFrom("nvidia", "kata.example"), "Nvidia", ""),
+  podAnnotations: fc.dictionary(
+    pick(o, fc.constantFrom("example.com/team", "prometheus.io/scrape", "note"), "dpo.dev/x", "-bad"),
+    fc.constantFrom("", "true", '{"a":1}'),
+    { maxKeys: 2 },
+  ),
+  env: envList(o),
+});
+
+/** Extra env: valid lists name each variable once; invalid ones may repeat a name too. */
+function envList(o: Options) {
+  const item = fc.record(
+    {
+      name: pick(o, fc.constantFrom("HTTPS_PROXY", "TZ", "my.var"), "NODE_NAME", "DPO_X", "1X"),
+      value: fc.constantFrom("", "http://proxy.example:3128", "$(NODE_NAME)"),
+    },
+    { requiredKeys: ["name"] },
+  );
+  return o.invalid
+    ? fc.array(item, { maxLength: 2 })
+    : fc.uniqueArray(item, { maxLength: 2, selector: (e) => e.name });
+}
+
 /** metadata: a name, and annotations absent, empty, or with other keys (sometimes the reserved one). */
 const metadata = (o: Options) =>
   fc.record(
@@ -348,6 +378,7 @@ export function betaObject(o: Options): fc.Arbitrary<BetaObject> {
             limits: fc.dictionary(fc.constantFrom("cpu", "memory"), fc.constantFrom("1", "128Mi")),
           }),
           logLevel: logLevel(o),
+          ...pluginPodFields(o),
         }),
         upgrade: upgrade(o),
         publish,

@@ -136,6 +136,12 @@ describe("conversion properties", () => {
         field.startsWith("spec.nodeSelectorTerm") ||
         field === "spec.priority" ||
         field.startsWith("spec.plugin.resources") ||
+        // The plugin pod's fields came with v1beta1 only.
+        field.startsWith("spec.plugin.imagePullSecrets") ||
+        field === "spec.plugin.imagePullPolicy" ||
+        field === "spec.plugin.runtimeClassName" ||
+        field.startsWith("spec.plugin.podAnnotations") ||
+        field.startsWith("spec.plugin.env") ||
         field === `metadata.annotations.${LOST_FIELDS_ANNOTATION}`
       );
     };

@@ -41,7 +41,8 @@ const STATUS_COLUMNS: readonly PrinterColumn[] = [
     name: "Nodes",
     type: "string",
     jsonPath: ".status.nodes.summary",
-    description: "Nodes where a plugin of any revision serves devices / nodes the config targets; see Updated for the upgrade.",
+    description:
+      "Nodes where a plugin of any revision serves devices / nodes the config targets; see Updated for the upgrade.",
   },
   {
     name: "Devices",

@@ -6,6 +6,7 @@ import { z } from "zod";
 import { celRules } from "./cel.crd.js";
 import { BackendSchema } from "./backend.js";
 import { listOf, mapOf } from "./fields.js";
+import { pluginPodFields } from "./plugin-pod.js";
 import { checkPublish, DRASchema, PUBLISH_MODES, publishCelRules } from "./publish.js";
 import { ResourceNameSchema } from "./resource-name.js";
 import {
@@ -17,6 +18,7 @@ import {
 
 export * from "./backend.js";
 export { listOf, mapOf } from "./fields.js";
+export * from "./plugin-pod.js";
 export * from "./publish.js";
 export * from "./resource-name.js";
 export * from "./targeting.js";
@@ -180,6 +182,7 @@ export const PluginSchema = z
       "CPU and memory requests and limits of the plugin container.",
     ),
     logLevel: z.enum(LOG_LEVELS).default("info").describe(LOG_LEVEL_DESCRIPTION),
+    ...pluginPodFields,
   })
   .strict();
 

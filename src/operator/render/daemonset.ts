@@ -12,6 +12,7 @@ import type {
   V1VolumeMount,
 } from "@kubernetes/client-node";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
+import { DEFAULT_IMAGE_PULL_POLICY } from "../../api/v1beta1/plugin-pod.js";
 import { canonicalJson } from "../../api/conversion/merge-patch.js";
 import { DEFAULT_CDI_DIR } from "../../cdi/spec.js";
 import {
@@ -284,13 +285,15 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
     { name: "POD_UID", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.uid" } } },
     { name: "DPO_LOG_LEVEL", value: spec.plugin.logLevel },
     ...backend.env,
+    // After the operator's own, so a value may refer to them as $(NODE_NAME); their names are refused.
+    ...(spec.plugin.env ?? []).map((e) => ({ ...e })),
   ];
 
   const resources = resourcesOf(config);
   const container: V1Container = {
     name: PLUGIN_CONTAINER_NAME,
     image: spec.plugin.image !== "" ? spec.plugin.image : ctx.operatorImage,
-    imagePullPolicy: "IfNotPresent",
+    imagePullPolicy: spec.plugin.imagePullPolicy ?? DEFAULT_IMAGE_PULL_POLICY,
     args: pluginArgs(ctx, dra || spec.cdi.enabled),
     env,
     ports: [
@@ -322,15 +325,16 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
     ],
   };
 
-  const imagePullSecrets = pluginImagePullSecrets(ctx);
+  const imagePullSecrets = pluginImagePullSecrets(ctx, spec.plugin.imagePullSecrets);
   return {
     metadata: {
       labels,
-      annotations: { [ANNOTATION_CONFIG_HASH]: pluginConfigHash(config) },
+      annotations: { ...spec.plugin.podAnnotations, [ANNOTATION_CONFIG_HASH]: pluginConfigHash(config) },
     },
     spec: {
       serviceAccountName: ctx.pluginServiceAccount,
       ...(imagePullSecrets ? { imagePullSecrets } : {}),
+      ...(spec.plugin.runtimeClassName ? { runtimeClassName: spec.plugin.runtimeClassName } : {}),
       automountServiceAccountToken: true,
       enableServiceLinks: false,
       ...(spec.plugin.priorityClassName !== "" ? { priorityClassName: spec.plugin.priorityClassName } : {}),

@@ -1,5 +1,6 @@
-// The image pull Secrets of plugin pods: the operator's own list (its --plugin-image-pull-secrets flag, which
-// the chart's imagePullSecrets value fills), so plugins pull the same private image the operator did.
+// The image pull Secrets of plugin pods: the config's spec.plugin.imagePullSecrets, then the operator's own list
+// (its --plugin-image-pull-secrets flag, which the chart's imagePullSecrets value fills), so plugins pull a
+// config's own image and the same private image the operator did.
 import type { V1LocalObjectReference } from "@kubernetes/client-node";
 import type { RenderContext } from "./context.js";
 
@@ -25,8 +26,17 @@ export function parseImagePullSecretNames(list: string, field: string): string[]
   return names;
 }
 
-/** The pod's `imagePullSecrets`, or undefined when there are none (the field is then left out). */
-export function pluginImagePullSecrets(ctx: RenderContext): V1LocalObjectReference[] | undefined {
-  const names = ctx.pluginImagePullSecrets ?? [];
+/**
+ * The pod's `imagePullSecrets`: the union of the config's (first, in their order) and the operator's, each
+ * name once, or undefined when there are none (the field is then left out, so a config without any renders
+ * as before the spec field existed). The kubelet tries every Secret whose registry matches the image, so
+ * the order only decides which of two Secrets for one registry is tried first: the config's, which was
+ * written for its own image.
+ */
+export function pluginImagePullSecrets(
+  ctx: RenderContext,
+  fromSpec: readonly { name: string }[] = [],
+): V1LocalObjectReference[] | undefined {
+  const names = [...new Set([...fromSpec.map((s) => s.name), ...(ctx.pluginImagePullSecrets ?? [])])];
   return names.length > 0 ? names.map((name) => ({ name })) : undefined;
 }

@@ -323,7 +323,11 @@ export function evaluateNode(
 }
 
 /** Whether a live, ready plugin pod other than `chosen` serves the node with its own report. */
-function servedByAnotherPod(observation: NodeObservation, chosen: V1Pod | undefined, truth: DeviceTruth): boolean {
+function servedByAnotherPod(
+  observation: NodeObservation,
+  chosen: V1Pod | undefined,
+  truth: DeviceTruth,
+): boolean {
   return observation.pods.some((other) => {
     if (other === chosen || !podIsReady(other) || podIsTerminating(other)) return false;
     const report = chooseReport(observation.reports, other)?.status;

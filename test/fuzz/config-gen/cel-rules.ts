@@ -2,6 +2,13 @@
 import {
   checkDefaultDriverName,
   DRA_DEFAULT_DRIVER_RULE,
+  ENV_RESERVED_RULE,
+  isAnnotationKey,
+  isReservedAnnotationKey,
+  isReservedEnvName,
+  POD_ANNOTATION_KEY_RULE,
+  POD_ANNOTATION_RESERVED_RULE,
+  RESERVED_ENV_NAMES,
   INTEGER_VALUE,
   ONE_INTEGER_RULE,
   VALUES_FORBIDDEN_RULE,
@@ -10,7 +17,7 @@ import {
 import type { StructuralSchema } from "../../../src/api/crd.js";
 import type { FuzzRng } from "./fuzz-rng.js";
 import { codePoints, isObject, showPath, text, type Json, type JsonObject, type Path } from "./json.js";
-import { anyString, dnsSubdomain, edged, LOWER } from "./patterns.js";
+import { ALNUM, anyString, dnsSubdomain, edged, LOWER } from "./patterns.js";
 
 export interface RuleContext {
   rng: FuzzRng;
@@ -267,6 +274,67 @@ export const CEL_RULES: CelHandler[] = [
       const key = anyString(c.rng, Number(max) + 1);
       value[key] = c.gen(c.schema.additionalProperties, [...c.path, key]);
       return { value, what: `a key of ${Number(max) + 1} characters` };
+    },
+  },
+  {
+    // Pod annotation keys are qualified names: a bad key becomes a good one holding the same value.
+    rule: exact(POD_ANNOTATION_KEY_RULE),
+    satisfy(value, _m, c) {
+      if (!isObject(value)) return value;
+      for (const [k, v] of Object.entries(value)) {
+        if (isAnnotationKey(k)) continue;
+        delete value[k];
+        value[
+          `${dnsSubdomain(c.rng, 1 + c.rng.int(30))}/${edged(c.rng, 1 + c.rng.int(40), ALNUM, `${ALNUM}-_.`)}`
+        ] = v;
+      }
+      return value;
+    },
+    violate(value, _m, c) {
+      if (!isObject(value) || !c.schema.additionalProperties) return undefined;
+      const key = c.rng.pick([
+        "a b",
+        "-x",
+        "x-",
+        "example.com/",
+        "/x",
+        "a/b/c",
+        `example.com/${"n".repeat(64)}`,
+      ]);
+      value[key] = c.gen(c.schema.additionalProperties, [...c.path, key]);
+      return { value, what: `the annotation key ${JSON.stringify(key)}` };
+    },
+  },
+  {
+    // ... outside the operator's own domain.
+    rule: exact(POD_ANNOTATION_RESERVED_RULE),
+    satisfy(value) {
+      if (isObject(value))
+        for (const k of Object.keys(value)) if (isReservedAnnotationKey(k)) delete value[k];
+      return value;
+    },
+    violate(value, _m, c) {
+      if (!isObject(value) || !c.schema.additionalProperties) return undefined;
+      const key = c.rng.pick(["dpo.dev/config-hash", "dpo.dev/x", "upgrade.dpo.dev/y"]);
+      value[key] = c.gen(c.schema.additionalProperties, [...c.path, key]);
+      return { value, what: `the annotation key ${key}` };
+    },
+  },
+  {
+    // The plugin container's extra env names none the operator sets.
+    rule: exact(ENV_RESERVED_RULE),
+    satisfy(value, _m, c) {
+      for (let i = 0; i < 200; i++) {
+        if (!isObject(value) || typeof value.name !== "string" || !isReservedEnvName(value.name))
+          return value;
+        value.name = c.gen(c.schema.properties!.name!, [...c.path, "name"]);
+      }
+      throw new Error(`config-gen: cannot satisfy ${ENV_RESERVED_RULE} at ${showPath(c.path)}`);
+    },
+    violate(value, _m, c) {
+      if (!isObject(value)) return undefined;
+      value.name = c.rng.pick([...RESERVED_ENV_NAMES, "DPO_LOG_LEVEL", "DPO_X"]);
+      return { value, what: `the env name ${value.name}` };
     },
   },
   {

@@ -64,7 +64,8 @@ export class Generator {
       case "array": {
         const min = schema.minItems ?? 0;
         const n = rng.intIn(min, Math.min(schema.maxItems ?? min + 3, min + 3));
-        return Array.from({ length: n }, (_, i) => this.gen(schema.items!, [...path, i]));
+        const items = Array.from({ length: n }, (_, i) => this.gen(schema.items!, [...path, i]));
+        return uniqueByMapKeys(schema, items);
       }
       case "object":
         return this.object(schema, path);
@@ -152,4 +153,17 @@ function mapKey(rng: FuzzRng, max: number): string {
   if (r < 0.8) return edged(rng, 1 + rng.int(12), ALNUM, `${ALNUM}-_.`);
   if (r < 0.9) return anyString(rng, max);
   return anyString(rng, rng.int(Math.min(max, 20) + 1));
+}
+
+/** A list of type map holds each key once (the API server refuses a repeat): later repeats are dropped. */
+function uniqueByMapKeys(schema: StructuralSchema, items: Json[]): Json[] {
+  const keys = schema["x-kubernetes-list-map-keys"];
+  if (schema["x-kubernetes-list-type"] !== "map" || keys === undefined) return items;
+  const seen = new Set<string>();
+  return items.filter((item) => {
+    const key = JSON.stringify(keys.map((k) => (item as JsonObject)[k]));
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
 }

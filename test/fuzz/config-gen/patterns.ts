@@ -1,6 +1,10 @@
 // Strings: alphabets, DNS names and any text, and PATTERNS, how to write a string that matches each
 // `pattern` of both schemas and some that do not.
-import { EXTENDED_RESOURCE_NAME_PATTERN, LABEL_KEY_PATTERN } from "../../../src/api/v1beta1/spec.js";
+import {
+  ENV_NAME_PATTERN,
+  EXTENDED_RESOURCE_NAME_PATTERN,
+  LABEL_KEY_PATTERN,
+} from "../../../src/api/v1beta1/spec.js";
 import type { FuzzRng } from "./fuzz-rng.js";
 import { codePoints, showPath, type Path } from "./json.js";
 
@@ -65,6 +69,13 @@ const ABSOLUTE_PATH_CHARS = `${ALNUM}-_.*?`;
 
 /** Every `pattern` of both served versions; keyed by the pattern text exactly as the CRD carries it. */
 export const PATTERNS: Record<string, PatternEntry> = {
+  [ENV_NAME_PATTERN]: {
+    valid: (rng, n) =>
+      n === 0
+        ? undefined
+        : charsFrom(rng, `${LOWER}${LOWER.toUpperCase()}-._`, 1) + charsFrom(rng, `${ALNUM}-._`, n - 1),
+    invalid: ["1X", "A B", "A=B", "", "\u00e4", "A/B", "$X"],
+  },
   [EXTENDED_RESOURCE_NAME_PATTERN]: {
     valid: (rng, n) => {
       if (n < 3) return undefined;
