@@ -219,6 +219,7 @@ describe("SurgeUpgrades: whether the kubelets let a plugin upgrade surge, and wh
       "Reconciling",
       "Stalled",
       "Degraded",
+      "ExtendedResourceMapping",
     ]);
   });
 });

@@ -14,6 +14,7 @@ import {
   pluginRunsOnNode,
   type SlimResourceSlice,
 } from "../status/index.js";
+import { extendedResourceMapping } from "../status/extended-resource.js";
 import {
   INDEX_BY_CONFIG,
   soonest,
@@ -52,6 +53,11 @@ export class ConfigReconciler {
   useDraInformers(slices: Informer<SlimResourceSlice>, deviceClasses: Informer<CachedDeviceClass>): void {
     this.deps.slices = slices;
     this.deps.deviceClasses = deviceClasses;
+  }
+
+  /** What the dry-run probe found: whether the API server keeps DeviceClass spec.extendedResourceName. */
+  useExtendedResourceNameKept(kept: boolean): void {
+    this.deps.extendedResourceNameKept = kept;
   }
 
   /**
@@ -95,7 +101,16 @@ export class ConfigReconciler {
     const nodes = deps.nodes.list();
     const conflictWith = this.resourceNameConflict(config, nodes);
 
-    const dra = await reconcileDraObjects(deps, config, conflictWith === undefined);
+    const extendedResource = {
+      resourceApiServed: resourceApiServed(deps),
+      fieldKept: deps.extendedResourceNameKept,
+    };
+    const mapping = extendedResourceMapping({
+      resourceName: config.spec.resourceName,
+      publish: config.spec.publish,
+      ...extendedResource,
+    });
+    const dra = await reconcileDraObjects(deps, config, conflictWith === undefined, mapping.name);
     signal?.throwIfAborted();
     let workloads: WorkloadOutcome | undefined;
     if (conflictWith !== undefined) await removePluginWorkloads(deps, name);
@@ -125,7 +140,8 @@ export class ConfigReconciler {
       upgrade: decision?.status,
       upgradeProblems: decision?.problems,
       upgradeModes: decision?.modes,
-      resourceApiServed: config.spec.publish === "DRA" ? resourceApiServed(deps) : undefined,
+      resourceApiServed: config.spec.publish === "DRA" ? extendedResource.resourceApiServed : undefined,
+      extendedResource,
       conflictWith,
       applyError: workloads?.applyError,
       deviceTruth: dra.truth,
