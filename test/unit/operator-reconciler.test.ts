@@ -656,57 +656,57 @@ describe("ConfigReconciler: the DeviceClass's extended resource name, as the pro
     name: string;
     kept: boolean | undefined;
     existing: ReturnType<typeof owned> | undefined;
-    /** The extended resource name of the class written, or "none" when nothing is written. */
-    writes: string | undefined | "none";
+    /** The class written, with its extended resource name, or "nothing" when none is written. */
+    writes: { extendedResourceName: string | undefined } | "nothing";
     condition: string;
   }[] = [
     {
       name: "kept (1.37): a new class maps the resource name",
       kept: true,
       existing: undefined,
-      writes: "vendor.example/foo",
+      writes: { extendedResourceName: "vendor.example/foo" },
       condition: "True/ExtendedResourceMapped",
     },
     {
       name: "dropped (1.35 defaults): a new class maps none",
       kept: false,
       existing: undefined,
-      writes: undefined,
+      writes: { extendedResourceName: undefined },
       condition: "False/ExtendedResourceUnsupported",
     },
     {
       name: "dropped: a class without the name is not rewritten every pass",
       kept: false,
       existing: owned(undefined),
-      writes: "none",
+      writes: "nothing",
       condition: "False/ExtendedResourceUnsupported",
     },
     {
       name: "kept: a class without the name gets it",
       kept: true,
       existing: owned(undefined),
-      writes: "vendor.example/foo",
+      writes: { extendedResourceName: "vendor.example/foo" },
       condition: "True/ExtendedResourceMapped",
     },
     {
       name: "kept: a class with the name is left alone",
       kept: true,
       existing: owned("vendor.example/foo"),
-      writes: "none",
+      writes: "nothing",
       condition: "True/ExtendedResourceMapped",
     },
     {
       name: "not probed yet: the class keeps the name it has",
       kept: undefined,
       existing: owned("vendor.example/foo"),
-      writes: "none",
+      writes: "nothing",
       condition: "Unknown/ExtendedResourceSupportUnknown",
     },
     {
       name: "not probed yet: a new class maps none",
       kept: undefined,
       existing: undefined,
-      writes: undefined,
+      writes: { extendedResourceName: undefined },
       condition: "Unknown/ExtendedResourceSupportUnknown",
     },
   ];
@@ -723,10 +723,10 @@ describe("ConfigReconciler: the DeviceClass's extended resource name, as the pro
       metadata: { name: string };
       spec: { extendedResourceName?: string };
     }[];
-    if (writes === "none") expect(classWrites).toEqual([]);
+    if (writes === "nothing") expect(classWrites).toEqual([]);
     else {
       expect(classWrites.map((o) => o.metadata.name)).toEqual([CLASS]);
-      expect(classWrites[0]?.spec.extendedResourceName).toBe(writes);
+      expect(classWrites[0]?.spec.extendedResourceName).toBe(writes.extendedResourceName);
     }
     const status = t.applied.filter((a) => a.kind === "status").at(-1)?.status;
     const got = status?.conditions?.find((c) => c.type === "ExtendedResourceMapping");
@@ -737,10 +737,7 @@ describe("ConfigReconciler: the DeviceClass's extended resource name, as the pro
 
   it("a DevicePlugin config says whether a switch to DRA could map its name, and writes no class", async () => {
     const t = setup();
-    t.reconciler.useDraInformers(
-      new FakeCache().asInformer() as never,
-      new FakeCache().asInformer() as never,
-    );
+    t.reconciler.useDraInformers(new FakeCache().asInformer() as never, new FakeCache().asInformer());
     t.reconciler.useExtendedResourceNameKept(false);
     t.nodes.put({ metadata: { name: "n1" }, status: { nodeInfo: { kubeletVersion: "v1.35.4" } as never } });
     t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
