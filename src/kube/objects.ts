@@ -20,6 +20,14 @@ export interface SubresourceOptions {
   subresource?: string;
 }
 
+export interface CreateOptions {
+  /**
+   * A server-side dry run (`dryRun=All`): the API server defaults, validates and admits the object and
+   * answers with what it would store, and stores nothing.
+   */
+  dryRun?: boolean;
+}
+
 export type PropagationPolicy = "Background" | "Foreground" | "Orphan";
 
 export interface DeleteOptions {
@@ -50,7 +58,7 @@ export interface ObjectClientOptions {
 /** The single-object verbs, as the controllers use them; KubeObjectClient sends them to an API server. */
 export interface ObjectClient {
   /** POST: fails with AlreadyExists when the name is taken, so a stale cache never overwrites. */
-  create<T extends NamedObject>(ref: ResourceRef, object: T): Promise<T>;
+  create<T extends NamedObject>(ref: ResourceRef, object: T, options?: CreateOptions): Promise<T>;
   /** GET of one object (or subresource); NotFound when there is none. */
   get<T extends KubernetesObject>(ref: ResourceRef, key: ObjectKey, options?: SubresourceOptions): Promise<T>;
   /** PUT: with the resourceVersion the object carries, fails with Conflict when that is stale. */
@@ -81,12 +89,17 @@ function pathOf(ref: ResourceRef, key: ObjectKey, subresource?: string): string 
   return objectPath(ref, key.name, ref.namespaced ? key.namespace : undefined, subresource);
 }
 
-export function createRequest(ref: ResourceRef, object: NamedObject, fieldManager: string): KubeRequest {
+export function createRequest(
+  ref: ResourceRef,
+  object: NamedObject,
+  fieldManager: string,
+  options: CreateOptions = {},
+): KubeRequest {
   const key = keyOf(ref, object);
   return {
     method: "POST",
     path: collectionPath(ref, ref.namespaced ? key.namespace : undefined),
-    query: { fieldManager },
+    query: { fieldManager, ...(options.dryRun === true ? { dryRun: "All" } : {}) },
     body: object,
   };
 }
@@ -162,8 +175,8 @@ export class KubeObjectClient implements ObjectClient {
     return kubeRequest<T>(this.kc, { ...request, fence: this.fence });
   }
 
-  create<T extends NamedObject>(ref: ResourceRef, object: T): Promise<T> {
-    return this.write<T>(createRequest(ref, object, this.fieldManager));
+  create<T extends NamedObject>(ref: ResourceRef, object: T, options?: CreateOptions): Promise<T> {
+    return this.write<T>(createRequest(ref, object, this.fieldManager, options));
   }
 
   get<T extends KubernetesObject>(

@@ -29,6 +29,7 @@ import { wireConfigEvents } from "./event-wiring.js";
 import { createOperatorInformers, type OperatorInformers } from "./informers.js";
 import { OperatorMetrics } from "./metrics.js";
 import { StorageMigrationRunner } from "./migration/runner.js";
+import { probeOnce, probeUntilAnswered } from "./extended-resource-probe.js";
 import { DEVICE_PLUGIN_CONFIG_CRD_NAME } from "../api/crd.js";
 
 /**
@@ -75,6 +76,8 @@ export class Operator {
   private draServed = false;
   /** Waits for resource.k8s.io/v1 to be served, when it was not at start. */
   private draWait: Promise<void> | undefined;
+  /** Asks again whether DeviceClass spec.extendedResourceName is kept, after a probe failed. */
+  private fieldProbe: Promise<void> | undefined;
   private readonly reconciler: ConfigReconciler;
   private readonly stopController = new AbortController();
   private synced = false;
@@ -183,6 +186,35 @@ export class Operator {
   }
 
   /**
+   * Whether the API server keeps DeviceClass spec.extendedResourceName (a server-side dry run, see
+   * extended-resource-probe.ts), asked once resource.k8s.io/v1 is served and before configs are
+   * reconciled with the answer. A failed probe is asked again every RESOURCE_API_PROBE_INTERVAL_MS in the
+   * background (configs say ExtendedResourceSupportUnknown meanwhile), and every config is reconciled
+   * again once it answers. The dry run stores nothing, so it needs no leadership.
+   */
+  private async probeExtendedResourceName(): Promise<void> {
+    const opts = {
+      // Unfenced: a dry run writes nothing, and the answer is wanted before this replica leads.
+      objects: new KubeObjectClient(this.opts.kubeConfig, { fieldManager: MANAGED_BY }),
+      logger: this.opts.logger,
+    };
+    const kept = await probeOnce(opts);
+    if (kept !== undefined) {
+      this.reconciler.useExtendedResourceNameKept(kept);
+      return;
+    }
+    this.fieldProbe = probeUntilAnswered({
+      ...opts,
+      retryMs: RESOURCE_API_PROBE_INTERVAL_MS,
+      signal: this.stopController.signal,
+    }).then((answer) => {
+      if (answer === undefined) return;
+      this.reconciler.useExtendedResourceNameKept(answer);
+      for (const key of this.informers.configs.keys()) this.queue.add(key);
+    });
+  }
+
+  /**
    * Asks again every RESOURCE_API_PROBE_INTERVAL_MS until the API server serves resource.k8s.io/v1, then
    * starts the DRA informers, hands them to the reconciler once synced and reconciles every config again,
    * so DRA configs publish and leave ResourceAPIUnavailable without an operator restart.
@@ -200,6 +232,7 @@ export class Operator {
       } catch {
         return; // stopped meanwhile
       }
+      await this.probeExtendedResourceName();
       this.reconciler.useDraInformers(this.informers.slices, this.informers.deviceClasses);
       this.opts.logger.info(
         "resource.k8s.io/v1 is served now: configs with publish DRA get their DeviceClass",
@@ -225,6 +258,7 @@ export class Operator {
   async start(): Promise<void> {
     this.draServed = await this.probeDra();
     if (this.draServed) {
+      await this.probeExtendedResourceName();
       this.reconciler.useDraInformers(this.informers.slices, this.informers.deviceClasses);
     } else {
       this.opts.logger.warn(
@@ -280,6 +314,7 @@ export class Operator {
     await this.workers;
     this.stopController.abort();
     await this.draWait;
+    await this.fieldProbe;
     await this.migration;
     await this.electorRun?.catch(() => undefined);
     await Promise.all(this.runningInformers().map((i) => i.stop()));

@@ -123,6 +123,21 @@ async function configStatus(
   );
 }
 
+/**
+ * Whether the control plane keeps DeviceClass spec.extendedResourceName: DRAExtendedResource is on by
+ * default from 1.36 (locked on in 1.37) and off in 1.35, and tools/cluster sets no feature gates.
+ */
+function mapsExtendedResources(): boolean {
+  const version = injectedCluster().kubernetesVersion;
+  const minor = /^v?1\.(\d+)\./.exec(version)?.[1];
+  if (minor === undefined)
+    throw new Error(`clusterKubernetesVersion ${JSON.stringify(version)} is no v1.N.P`);
+  return Number(minor) >= 36;
+}
+
+const extendedResourceMapping = (s: DevicePluginConfigStatus) =>
+  s.conditions?.find((c) => c.type === "ExtendedResourceMapping");
+
 const ready = (s: DevicePluginConfigStatus): boolean =>
   s.conditions?.some((c) => c.type === "Ready" && c.status === "True") === true;
 
@@ -251,13 +266,31 @@ describe("a DevicePluginConfig published through DRA", () => {
     expect(reported[0]?.capacity).toEqual({ memory: { value: "80Gi" } });
     const klass = await kubeRequest<{
       metadata: { ownerReferences?: { kind: string; name: string }[] };
-      spec: { selectors: { cel: { expression: string } }[] };
+      spec: { selectors: { cel: { expression: string } }[]; extendedResourceName?: string };
     }>(kc, { method: "GET", path: `${CLASSES}/${BIG_CLASS}` });
     expect(klass.metadata.ownerReferences?.[0]).toMatchObject({ kind: "DevicePluginConfig", name: BIG });
     expect(klass.spec.selectors.map((sel) => sel.cel.expression)).toEqual([
       `device.driver == "${DRIVER}"`,
       `device.attributes["${DRIVER}"].model == "X100"`,
     ]);
+    // KEP-5004: where the API server keeps the field (1.36 on), pods asking for the config's resource name
+    // are served by the class; where it drops it (1.35 defaults), the class carries none and the config says why.
+    const mapped = mapsExtendedResources();
+    expect(klass.spec.extendedResourceName).toBe(mapped ? "e2e-dra.example/x100" : undefined);
+    const status = await configStatus(
+      BIG,
+      `ExtendedResourceMapping ${mapped ? "True" : "False"}`,
+      (s) => extendedResourceMapping(s)?.status === (mapped ? "True" : "False"),
+    );
+    expect(extendedResourceMapping(status)).toMatchObject(
+      mapped
+        ? { reason: "ExtendedResourceMapped", message: expect.stringContaining("maps e2e-dra.example/x100") }
+        : {
+            reason: "ExtendedResourceUnsupported",
+            message: expect.stringContaining("feature gate DRAExtendedResource is off"),
+          },
+    );
+    expect(status.conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
   });
 
   it("gets a claim selecting by attribute and capacity scheduled to the node with such a device, prepared over v1 with the backend's CDI edits", async () => {
@@ -427,12 +460,40 @@ describe("a DevicePluginConfig published through DRA", () => {
       },
       { timeoutMs: 120_000, intervalMs: 250 },
     );
-    await custom.patchClusterCustomObject({
+    // The device plugin path serves the name; the condition says whether a switch back to DRA could map it
+    // (on the oldest control plane it cannot, and the device plugin keeps serving: issue 23, item 5).
+    const mapped = mapsExtendedResources();
+    const asPlugin = await configStatus(
+      BIG,
+      "Ready as a device plugin with both devices, saying whether DRA could map the name",
+      (s) =>
+        ready(s) &&
+        s.devices?.summary === "2/2" &&
+        extendedResourceMapping(s)?.status === (mapped ? "True" : "False"),
+    );
+    expect(extendedResourceMapping(asPlugin)).toMatchObject(
+      mapped
+        ? {
+            reason: "ExtendedResourceMapped",
+            message: expect.stringContaining("spec.publish is DevicePlugin, so the device plugin serves"),
+          }
+        : {
+            reason: "ExtendedResourceUnsupported",
+            message: expect.stringContaining("the device plugin path keeps serving"),
+          },
+    );
+    const back = (await custom.patchClusterCustomObject({
       ...CONFIGS,
       name: BIG,
       body: [{ op: "replace", path: "/spec/publish", value: "DRA" }],
-    });
-    await configStatus(BIG, "Ready through DRA again", (s) => ready(s) && s.devices?.summary === "2/2");
+    })) as { metadata: { generation: number } };
+    // The status of the DevicePlugin generation is Ready with 2/2 too: only one written for this
+    // generation says anything about DRA.
+    await configStatus(
+      BIG,
+      `Ready through DRA again (observedGeneration ${back.metadata.generation})`,
+      (s) => s.observedGeneration === back.metadata.generation && ready(s) && s.devices?.summary === "2/2",
+    );
     const slices = await slicesOf(BIG);
     expect(slices).toHaveLength(1);
     expect(slices[0]?.spec.devices).toHaveLength(2);

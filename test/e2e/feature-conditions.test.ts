@@ -219,6 +219,7 @@ describe("SurgeUpgrades: whether the kubelets let a plugin upgrade surge, and wh
       "Reconciling",
       "Stalled",
       "Degraded",
+      "ExtendedResourceMapping",
     ]);
   });
 });
@@ -252,6 +253,8 @@ describe("DRAPublishing: whether the API server serves resource.k8s.io/v1", () =
       "Degraded=False/NoProblems",
       "SurgeUpgrades=Unknown/NoMatchingNodes",
       "DRAPublishing=False/ResourceAPIUnavailable",
+      // Shares the reason, but only DRAPublishing stalls the config.
+      "ExtendedResourceMapping=False/ResourceAPIUnavailable",
     ]);
     expect(condition(stalled, "DRAPublishing")?.message).toBe(unavailable);
     expect(proxy!.hiddenRequests).toContain(RESOURCE_API);
@@ -281,6 +284,8 @@ describe("DRAPublishing: whether the API server serves resource.k8s.io/v1", () =
       "Degraded=False/NoProblems",
       "SurgeUpgrades=Unknown/NoMatchingNodes",
       "DRAPublishing=True/ResourceAPIServed",
+      // The operator probed DeviceClass spec.extendedResourceName once the group was served (1.37 keeps it).
+      "ExtendedResourceMapping=True/ExtendedResourceMapped",
     ]);
     // The DRA side runs now: the config's DeviceClass exists.
     await waitFor(`DeviceClass ${DRA_DRIVER}`, async (observe) => {

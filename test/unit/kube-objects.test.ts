@@ -127,6 +127,26 @@ describe("object requests", () => {
       },
     },
     {
+      name: "create, a server-side dry run: dryRun=All, the body as given",
+      request: createRequest(DEVICE_CLASSES, cls, "dpo", { dryRun: true }),
+      want: {
+        method: "POST",
+        path: "/apis/resource.k8s.io/v1/deviceclasses",
+        query: { fieldManager: "dpo", dryRun: "All" },
+        body: cls,
+      },
+    },
+    {
+      name: "create, dryRun false: a real create",
+      request: createRequest(DEVICE_CLASSES, cls, "dpo", { dryRun: false }),
+      want: {
+        method: "POST",
+        path: "/apis/resource.k8s.io/v1/deviceclasses",
+        query: { fieldManager: "dpo" },
+        body: cls,
+      },
+    },
+    {
       name: "get",
       request: getRequest(CONFIG_MAPS, { name: "cm", namespace: "ns" }),
       want: { method: "GET", path: "/api/v1/namespaces/ns/configmaps/cm" },

@@ -22,6 +22,8 @@ import {
   type StoredConfig,
 } from "../../src/operator/controllers/config-reconciler.js";
 import { OperatorMetrics } from "../../src/operator/metrics.js";
+import { validateDevicePluginConfig } from "../../src/api/validate.js";
+import { renderDeviceClass } from "../../src/operator/controllers/dra.js";
 
 const NS = "dpo-system";
 
@@ -83,6 +85,8 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
   const configMaps = new FakeCache<V1ConfigMap>();
   const reports = new FakeCache<DeviceNodeState>();
   const applied: Applied[] = [];
+  /** The bodies of creates and updates, as sent. */
+  const written: KubernetesObject[] = [];
   const deleted: string[] = [];
   const events: string[] = [];
   const logs: string[] = [];
@@ -115,11 +119,13 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
       create: (_ref: ResourceRef, obj: KubernetesObject) => {
         if (failApply) return Promise.reject(failApply);
         applied.push({ kind: "DaemonSet", name: obj.metadata!.name! });
+        written.push(obj);
         return Promise.resolve(obj);
       },
       update: (_ref: ResourceRef, obj: KubernetesObject) => {
         if (failApply) return Promise.reject(failApply);
         applied.push({ kind: "DaemonSet", name: obj.metadata!.name! });
+        written.push(obj);
         return Promise.resolve(obj);
       },
       patch: (ref: ResourceRef, key: ObjectKey) => {
@@ -162,6 +168,7 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
     configMaps,
     reports,
     applied,
+    written,
     deleted,
     events,
     logs,
@@ -629,11 +636,13 @@ describe("ConfigReconciler: what the cluster's versions allow, in the status", (
     t.nodes.put(node("n1", "v1.35.4"));
     t.configs.put(config("foo", "2026-01-01T00:00:00Z", { upgrade: { strategy: "Replace" } }));
     await t.reconciler.reconcile("foo");
+    // ExtendedResourceMapping is set in both publish modes (whether a switch to DRA could map the name).
     expect(lastStatus(t)?.conditions?.map((c) => c.type)).toEqual([
       "Ready",
       "Reconciling",
       "Stalled",
       "Degraded",
+      "ExtendedResourceMapping",
     ]);
   });
 
@@ -662,5 +671,113 @@ describe("ConfigReconciler: what the cluster's versions allow, in the status", (
       reason: "ResourceAPIServed",
     });
     expect(condition(lastStatus(t), "Stalled")).toMatchObject({ status: "False" });
+  });
+});
+
+describe("ConfigReconciler: the DeviceClass's extended resource name, as the probe found", () => {
+  const stored = config("foo", "2026-01-01T00:00:00Z", { publish: "DRA" });
+  const parsed = validateDevicePluginConfig(stored);
+  if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
+  const CLASS = "foo.vendor.example";
+  const owned = (name: string | undefined) => {
+    const cls = renderDeviceClass(parsed.value, name);
+    return { ...cls, metadata: { ...cls.metadata, resourceVersion: "7" } };
+  };
+  const cases: {
+    name: string;
+    kept: boolean | undefined;
+    existing: ReturnType<typeof owned> | undefined;
+    /** The class written, with its extended resource name, or "nothing" when none is written. */
+    writes: { extendedResourceName: string | undefined } | "nothing";
+    condition: string;
+  }[] = [
+    {
+      name: "kept (1.37): a new class maps the resource name",
+      kept: true,
+      existing: undefined,
+      writes: { extendedResourceName: "vendor.example/foo" },
+      condition: "True/ExtendedResourceMapped",
+    },
+    {
+      name: "dropped (1.35 defaults): a new class maps none",
+      kept: false,
+      existing: undefined,
+      writes: { extendedResourceName: undefined },
+      condition: "False/ExtendedResourceUnsupported",
+    },
+    {
+      name: "dropped: a class without the name is not rewritten every pass",
+      kept: false,
+      existing: owned(undefined),
+      writes: "nothing",
+      condition: "False/ExtendedResourceUnsupported",
+    },
+    {
+      name: "kept: a class without the name gets it",
+      kept: true,
+      existing: owned(undefined),
+      writes: { extendedResourceName: "vendor.example/foo" },
+      condition: "True/ExtendedResourceMapped",
+    },
+    {
+      name: "kept: a class with the name is left alone",
+      kept: true,
+      existing: owned("vendor.example/foo"),
+      writes: "nothing",
+      condition: "True/ExtendedResourceMapped",
+    },
+    {
+      name: "not probed yet: the class keeps the name it has",
+      kept: undefined,
+      existing: owned("vendor.example/foo"),
+      writes: "nothing",
+      condition: "Unknown/ExtendedResourceSupportUnknown",
+    },
+    {
+      name: "not probed yet: a new class maps none",
+      kept: undefined,
+      existing: undefined,
+      writes: { extendedResourceName: undefined },
+      condition: "Unknown/ExtendedResourceSupportUnknown",
+    },
+  ];
+  it.each(cases)("$name", async ({ kept, existing, writes, condition: want }) => {
+    const t = setup();
+    const classes = new FakeCache<KubernetesObject & { spec?: unknown }>();
+    t.reconciler.useDraInformers(new FakeCache().asInformer() as never, classes.asInformer() as never);
+    if (kept !== undefined) t.reconciler.useExtendedResourceNameKept(kept);
+    if (existing) classes.put(existing);
+    t.nodes.put({ metadata: { name: "n1" }, status: { nodeInfo: { kubeletVersion: "v1.37.2" } as never } });
+    t.configs.put(stored);
+    await t.reconciler.reconcile("foo");
+    const classWrites = t.written.filter((o) => o.kind === "DeviceClass") as {
+      metadata: { name: string };
+      spec: { extendedResourceName?: string };
+    }[];
+    if (writes === "nothing") expect(classWrites).toEqual([]);
+    else {
+      expect(classWrites.map((o) => o.metadata.name)).toEqual([CLASS]);
+      expect(classWrites[0]?.spec.extendedResourceName).toBe(writes.extendedResourceName);
+    }
+    const status = t.applied.filter((a) => a.kind === "status").at(-1)?.status;
+    const got = status?.conditions?.find((c) => c.type === "ExtendedResourceMapping");
+    expect(`${got?.status}/${got?.reason}`).toBe(want);
+    // Informational: it alone never makes the config not Ready.
+    expect(status?.conditions?.find((c) => c.type === "Stalled")?.status).toBe("False");
+  });
+
+  it("a DevicePlugin config says whether a switch to DRA could map its name, and writes no class", async () => {
+    const t = setup();
+    t.reconciler.useDraInformers(new FakeCache().asInformer() as never, new FakeCache().asInformer());
+    t.reconciler.useExtendedResourceNameKept(false);
+    t.nodes.put({ metadata: { name: "n1" }, status: { nodeInfo: { kubeletVersion: "v1.35.4" } as never } });
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    await t.reconciler.reconcile("foo");
+    expect(t.written.filter((o) => o.kind === "DeviceClass")).toEqual([]);
+    const status = t.applied.filter((a) => a.kind === "status").at(-1)?.status;
+    expect(status?.conditions?.find((c) => c.type === "ExtendedResourceMapping")).toMatchObject({
+      status: "False",
+      reason: "ExtendedResourceUnsupported",
+    });
   });
 });

@@ -1149,4 +1149,144 @@ describe("aggregateStatus: version-dependent features say in the status why they
       ]);
     });
   });
+
+  describe("ExtendedResourceMapping: whether the DeviceClass maps the resource name (informational)", () => {
+    const DRIVER = "foo.hardware-vendor.example";
+    const draTruth = {
+      deviceTruth: {
+        kind: "ResourceSlices" as const,
+        driver: DRIVER,
+        published: new Map(Object.entries({ n1: 4, n2: 4, n3: 4 })),
+      },
+    };
+    const draNodes = versions("v1.37.2", "v1.37.2", "v1.37.2").map((s) => ({
+      ...s,
+      capacity: undefined,
+      allocatable: undefined,
+    }));
+    const cases: {
+      name: string;
+      publish: "DevicePlugin" | "DRA";
+      resourceApiServed: boolean;
+      fieldKept: boolean | undefined;
+      want: string;
+      says: string;
+    }[] = [
+      {
+        name: "DRA, the field kept (1.37): True, the class maps the name",
+        publish: "DRA",
+        resourceApiServed: true,
+        fieldKept: true,
+        want: "ExtendedResourceMapping=True/ExtendedResourceMapped",
+        says: `the DeviceClass maps ${RESOURCE}`,
+      },
+      {
+        name: "DRA, the field dropped (1.35 defaults): False, unsupported",
+        publish: "DRA",
+        resourceApiServed: true,
+        fieldKept: false,
+        want: "ExtendedResourceMapping=False/ExtendedResourceUnsupported",
+        says: "feature gate DRAExtendedResource is off",
+      },
+      {
+        name: "DRA, not probed yet: Unknown",
+        publish: "DRA",
+        resourceApiServed: true,
+        fieldKept: undefined,
+        want: "ExtendedResourceMapping=Unknown/ExtendedResourceSupportUnknown",
+        says: "not known yet",
+      },
+      {
+        name: "DRA, resource.k8s.io/v1 not served: False (Stalled comes from DRAPublishing alone)",
+        publish: "DRA",
+        resourceApiServed: false,
+        fieldKept: undefined,
+        want: "ExtendedResourceMapping=False/ResourceAPIUnavailable",
+        says: "does not serve resource.k8s.io/v1",
+      },
+      {
+        name: "DevicePlugin, the field kept: True, a switch to DRA would map the name",
+        publish: "DevicePlugin",
+        resourceApiServed: true,
+        fieldKept: true,
+        want: "ExtendedResourceMapping=True/ExtendedResourceMapped",
+        says: `spec.publish is DevicePlugin, so the device plugin serves ${RESOURCE}`,
+      },
+      {
+        name: "DevicePlugin, the field dropped: False, the device plugin keeps serving",
+        publish: "DevicePlugin",
+        resourceApiServed: true,
+        fieldKept: false,
+        want: "ExtendedResourceMapping=False/ExtendedResourceUnsupported",
+        says: "the device plugin path keeps serving",
+      },
+      {
+        name: "DevicePlugin, resource.k8s.io/v1 not served: False, and the config is not Stalled",
+        publish: "DevicePlugin",
+        resourceApiServed: false,
+        fieldKept: undefined,
+        want: "ExtendedResourceMapping=False/ResourceAPIUnavailable",
+        says: "the device plugin path keeps serving it",
+      },
+    ];
+    it.each(cases)("$name", ({ publish, resourceApiServed, fieldKept, want, says }) => {
+      const base =
+        publish === "DRA"
+          ? {
+              ...input(configWith({ publish: "DRA" }), draNodes),
+              ...draTruth,
+              resourceApiServed,
+            }
+          : input(configWith({}), versions("v1.37.2", "v1.37.2", "v1.37.2"));
+      const without = aggregateStatus(base);
+      const { status, events } = aggregateStatus({
+        ...base,
+        extendedResource: { resourceApiServed, fieldKept },
+      });
+      // The condition is added last; every other condition and the events stay as they were without it.
+      expect(conditionSummary(status)).toEqual([...conditionSummary(without.status), want]);
+      expect(conditionSummary(without.status)).not.toContain(want);
+      expect(events).toEqual(without.events);
+      expect(condition(status, "ExtendedResourceMapping")).toMatchObject({ observedGeneration: 2 });
+      expect(condition(status, "ExtendedResourceMapping").message).toContain(says);
+      if (publish === "DevicePlugin") {
+        expect(condition(status, "Ready").status).toBe("True");
+        expect(condition(status, "Stalled").status).toBe("False");
+      }
+    });
+
+    it("is not set while the config yields its resource name to another", () => {
+      const { status } = aggregateStatus({
+        ...input(configWith({}), versions("v1.37.2", "v1.37.2", "v1.37.2")),
+        conflictWith: "other",
+        extendedResource: { resourceApiServed: true, fieldKept: true },
+      });
+      expect(status.conditions?.map((c) => c.type)).not.toContain("ExtendedResourceMapping");
+    });
+
+    it("keeps its transition time while it stays, and takes a new one when it turns", () => {
+      const base = input(configWith({}), versions("v1.37.2", "v1.37.2", "v1.37.2"));
+      const first = aggregateStatus({
+        ...base,
+        extendedResource: { resourceApiServed: true, fieldKept: undefined },
+      }).status;
+      const later = new Date(T0.getTime() + 60_000);
+      const same = aggregateStatus({
+        ...base,
+        previous: first,
+        now: later,
+        extendedResource: { resourceApiServed: true, fieldKept: undefined },
+      }).status;
+      const turned = aggregateStatus({
+        ...base,
+        previous: first,
+        now: later,
+        extendedResource: { resourceApiServed: true, fieldKept: true },
+      }).status;
+      const at = (st: DevicePluginConfigStatus) =>
+        condition(st, "ExtendedResourceMapping").lastTransitionTime;
+      expect(at(same)).toBe(at(first));
+      expect(at(turned)).toBe(later.toISOString().replace(/\.\d{3}Z$/, "Z"));
+    });
+  });
 });

@@ -16,6 +16,7 @@ import {
   type Resolution,
   type SlimResourceSlice,
 } from "../status/index.js";
+import { extendedResourceMapping } from "../status/extended-resource.js";
 import {
   INDEX_BY_CONFIG,
   soonest,
@@ -54,6 +55,11 @@ export class ConfigReconciler {
   useDraInformers(slices: Informer<SlimResourceSlice>, deviceClasses: Informer<CachedDeviceClass>): void {
     this.deps.slices = slices;
     this.deps.deviceClasses = deviceClasses;
+  }
+
+  /** What the dry-run probe found: whether the API server keeps DeviceClass spec.extendedResourceName. */
+  useExtendedResourceNameKept(kept: boolean): void {
+    this.deps.extendedResourceNameKept = kept;
   }
 
   /**
@@ -101,7 +107,16 @@ export class ConfigReconciler {
     const resolution = this.resolveResourceName(config, nodes);
     const { conflictWith, targeting } = resolution;
 
-    const dra = await reconcileDraObjects(deps, config, conflictWith === undefined);
+    const extendedResource = {
+      resourceApiServed: resourceApiServed(deps),
+      fieldKept: deps.extendedResourceNameKept,
+    };
+    const mapping = extendedResourceMapping({
+      resourceName: config.spec.resourceName,
+      publish: config.spec.publish,
+      ...extendedResource,
+    });
+    const dra = await reconcileDraObjects(deps, config, conflictWith === undefined, mapping.name);
     signal?.throwIfAborted();
     let workloads: WorkloadOutcome | undefined;
     if (conflictWith !== undefined) await removePluginWorkloads(deps, name);
@@ -131,7 +146,8 @@ export class ConfigReconciler {
       upgrade: decision?.status,
       upgradeProblems: decision?.problems,
       upgradeModes: decision?.modes,
-      resourceApiServed: config.spec.publish === "DRA" ? resourceApiServed(deps) : undefined,
+      resourceApiServed: config.spec.publish === "DRA" ? extendedResource.resourceApiServed : undefined,
+      extendedResource,
       conflictWith,
       resolution,
       applyError: workloads?.applyError,

@@ -43,6 +43,11 @@ export interface ConfigReconcilerDeps {
   slices?: Informer<SlimResourceSlice> | undefined;
   deviceClasses?: Informer<CachedDeviceClass> | undefined;
   /**
+   * Whether the API server keeps DeviceClass spec.extendedResourceName, as the operator's dry-run probe
+   * found (extended-resource-probe.ts); undefined until a probe answered.
+   */
+  extendedResourceNameKept?: boolean | undefined;
+  /**
    * Creates, replaces and deletes of single objects: DaemonSets (POST and PUT with the resourceVersion
    * they were planned from, so a stale cache gets AlreadyExists or Conflict), DeviceClasses, and deletes
    * with a uid precondition where a newer namesake must survive.

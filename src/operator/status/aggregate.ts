@@ -18,7 +18,14 @@ import { pluginObjectName } from "../render/names.js";
 import type { UpgradeMode } from "../upgrade/planner.js";
 import { boundConditionMessage, withTransitionTimes, type ConditionDraft } from "./conditions.js";
 import { dominantReason, problemCountsMessage } from "./degraded.js";
-import { draPublishingCondition, FEATURE_REASONS, surgeUpgradesCondition } from "./features.js";
+import { extendedResourceMapping } from "./extended-resource.js";
+import {
+  DRA_PUBLISHING,
+  draPublishingCondition,
+  FEATURE_REASONS,
+  surgeUpgradesCondition,
+  type FeatureCondition,
+} from "./features.js";
 import { evaluateNode, kubeletTruth, type DeviceTruth, type NodeHealth } from "./node-health.js";
 import { rolloutOf, upgradeRollout, type Rollout } from "./rollout-progress.js";
 import type { Resolution } from "./conflicts.js";
@@ -77,6 +84,12 @@ export interface AggregateStatusInput {
    * (ResourceAPIUnavailable). Absent: no DRAPublishing condition.
    */
   resourceApiServed?: boolean | undefined;
+  /**
+   * What the operator knows of the API server for the ExtendedResourceMapping condition (both publish
+   * modes; see extended-resource.ts): whether it serves resource.k8s.io/v1, and whether it keeps
+   * DeviceClass spec.extendedResourceName (undefined: not probed yet). Absent: no such condition.
+   */
+  extendedResource?: { resourceApiServed: boolean; fieldKept: boolean | undefined } | undefined;
   /** The status as last written, for transition times and events. */
   previous: DevicePluginConfigStatus | undefined;
   now: Date;
@@ -164,7 +177,10 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   const features = evaluate ? featureConditions(input, targeted, tooOld) : [];
   // A DRA config on an API server without resource.k8s.io/v1 publishes nothing on any node, and waiting
   // does not change that: someone has to turn the API on or the config to DevicePlugin.
-  const resourceApiUnavailable = features.find((c) => c.reason === FEATURE_REASONS.resourceApiUnavailable);
+  // Only DRAPublishing's: ExtendedResourceMapping shares the reason and is informational (never Stalled).
+  const resourceApiUnavailable = features.find(
+    (c) => c.type === DRA_PUBLISHING && c.reason === FEATURE_REASONS.resourceApiUnavailable,
+  );
   const stalled: { reason: string; message: string } | undefined =
     input.conflictWith !== undefined
       ? {
@@ -342,13 +358,14 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
 /**
  * The conditions of the version-dependent features the config uses (see features.ts): SurgeUpgrades
  * from the rollout's modes for the targeted nodes, DRAPublishing from the API server's groups and the
- * kubelets too old for DRA plugins (the rollout's KubeletTooOld nodes, which in DRA mode are those).
+ * kubelets too old for DRA plugins (the rollout's KubeletTooOld nodes, which in DRA mode are those), and
+ * ExtendedResourceMapping from what the probe found (informational: it changes no other condition).
  */
 function featureConditions(
   input: AggregateStatusInput,
   targeted: readonly V1Node[],
   tooOld: ReadonlySet<string>,
-): ReturnType<typeof draPublishingCondition>[] {
+): FeatureCondition[] {
   const { spec } = input.config;
   const versionOf = (node: V1Node): string => node.status?.nodeInfo?.kubeletVersion ?? "";
   const modes = input.upgradeModes;
@@ -363,7 +380,7 @@ function featureConditions(
             return mode === undefined ? [] : [{ kubeletVersion: versionOf(node), mode }];
           }),
         });
-  let dra: ReturnType<typeof draPublishingCondition> | undefined;
+  let dra: FeatureCondition | undefined;
   if (spec.publish === "DRA" && input.resourceApiServed !== undefined) {
     const tooOldVersions = input.nodes
       .filter(
@@ -377,5 +394,13 @@ function featureConditions(
       tooOld: tooOldVersions,
     });
   }
-  return [surge, dra].filter((c) => c !== undefined);
+  const mapping =
+    input.extendedResource === undefined
+      ? undefined
+      : extendedResourceMapping({
+          resourceName: spec.resourceName,
+          publish: spec.publish,
+          ...input.extendedResource,
+        }).condition;
+  return [surge, dra, mapping].filter((c) => c !== undefined);
 }

@@ -29,6 +29,11 @@ export type ExtendedResourceNameChoice = string | null | undefined;
 
 export interface ExtendedResourceFacts {
   resourceName: string;
+  /**
+   * The config's publish mode. In DevicePlugin mode the condition says whether a switch to DRA could map
+   * the name (no class exists yet); the default is DRA.
+   */
+  publish?: "DevicePlugin" | "DRA";
   choice?: ExtendedResourceNameChoice;
   /** Whether the API server serves resource.k8s.io/v1 (DeviceClasses). */
   resourceApiServed: boolean;
@@ -129,7 +134,10 @@ export function extendedResourceMapping(facts: ExtendedResourceFacts): ExtendedR
       type: EXTENDED_RESOURCE_MAPPING,
       status: "True",
       reason: EXTENDED_RESOURCE_REASONS.mapped,
-      message: `the DeviceClass maps ${name}: pods asking for it are given devices through DRA`,
+      message:
+        facts.publish === "DevicePlugin"
+          ? `spec.publish is DevicePlugin, so the device plugin serves ${name}; the API server keeps ${FIELD}, so after a switch to DRA the DeviceClass maps it and pods asking for it keep working`
+          : `the DeviceClass maps ${name}: pods asking for it are given devices through DRA`,
     },
   };
 }

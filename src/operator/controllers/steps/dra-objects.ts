@@ -47,11 +47,14 @@ export function resourceApiServed(deps: StepDeps): boolean {
  * name; classes it owns under another name (or at all, once it left DRA) deleted; its stale
  * ResourceSlices deleted; and, for a DRA config, the published devices per node for the status and the
  * upgrade gate. `mayOwnClass` is false while the config yields to another for its resource name.
+ * `extendedResourceName` is what the class maps (extendedResourceMapping's name: only where the API
+ * server keeps the field); while no probe has answered, the class keeps the name it has.
  */
 export async function reconcileDraObjects(
   deps: StepDeps,
   config: DevicePluginConfig,
   mayOwnClass: boolean,
+  extendedResourceName?: string,
 ): Promise<DraOutcome> {
   const { slices, deviceClasses } = deps;
   const name = config.metadata.name;
@@ -68,7 +71,12 @@ export async function reconcileDraObjects(
   };
   const wanted = isDra && mayOwnClass ? draDeviceClassName(config.spec) : undefined;
   if (wanted !== undefined && deviceClasses.hasSynced()) {
-    const action = decideDeviceClass(config, deviceClasses.get(wanted));
+    const existing = deviceClasses.get(wanted);
+    const mapped =
+      deps.extendedResourceNameKept === undefined
+        ? existing?.spec?.extendedResourceName
+        : extendedResourceName;
+    const action = decideDeviceClass(config, existing, mapped);
     try {
       if (action.kind === "Create") {
         await deps.objects.create(DEVICE_CLASSES, action.object);
