@@ -196,9 +196,9 @@ export class OperatorMetrics {
     }
   }
 
-  /** Removes every dpo_config_* series of `config` (deleted, or no longer this replica's to report). */
-  forgetConfig(config: string): void {
-    for (const gauge of [
+  /** The dpo_config_* gauges labelled by config alone. */
+  private configGauges(): Gauge<"config">[] {
+    return [
       this.configReady,
       this.configNodesDesired,
       this.configNodesReady,
@@ -207,29 +207,21 @@ export class OperatorMetrics {
       this.configDevicesAdvertised,
       this.configDevicesAllocatable,
       this.configDevicesUnhealthy,
-    ]) {
-      gauge.remove({ config });
-    }
+    ];
+  }
+
+  /** Removes every dpo_config_* series of `config` (deleted, or no longer this replica's to report). */
+  forgetConfig(config: string): void {
+    for (const gauge of this.configGauges()) gauge.remove({ config });
     for (const reason of PROBLEM_REASONS) this.configProblemNodes.remove({ config, reason });
     for (const phase of UPGRADE_PHASES) this.configRolloutPhase.remove({ config, phase });
   }
 
   /** Removes the dpo_config_* series of every config, when this replica stops leading. */
   forgetAllConfigs(): void {
-    for (const gauge of [
-      this.configReady,
-      this.configNodesDesired,
-      this.configNodesReady,
-      this.configNodesAvailable,
-      this.configNodesUpdated,
-      this.configDevicesAdvertised,
-      this.configDevicesAllocatable,
-      this.configDevicesUnhealthy,
-      this.configProblemNodes,
-      this.configRolloutPhase,
-    ]) {
-      gauge.reset();
-    }
+    for (const gauge of this.configGauges()) gauge.reset();
+    this.configProblemNodes.reset();
+    this.configRolloutPhase.reset();
   }
 
   /** The Prometheus text exposition of every metric above, as served on /metrics. */
