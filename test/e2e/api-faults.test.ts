@@ -118,6 +118,7 @@ async function differences(s: Subject): Promise<string[]> {
   want("nodes", status?.nodes && { ...status.nodes, summary: undefined }, {
     desired: nodes.length,
     ready: nodes.length,
+    available: nodes.length,
     updated: nodes.length,
     summary: undefined,
   });

@@ -298,6 +298,7 @@ describe("printer columns", () => {
       "SHARING",
       "POLICY",
       "MODE",
+      "SERVING",
       "REASON",
     ]);
     const cells = row?.split(/\s+/) ?? [];
@@ -314,6 +315,7 @@ describe("printer columns", () => {
       "TimeSlicing",
       "Packed",
       "DevicePlugin",
+      "<none>",
       "UnhealthyDevices",
     ]);
   });

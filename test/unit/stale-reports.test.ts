@@ -5,7 +5,11 @@ import { describe, expect, it } from "vitest";
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import type { Toleration } from "../../src/api/v1beta1/spec.js";
 import { deviceNodeStateName } from "../../src/contract/node-state.js";
-import { findStaleReports, type StaleReason } from "../../src/operator/controllers/stale-reports.js";
+import {
+  findStaleReports,
+  NODE_GONE_GRACE_MS,
+  type StaleReason,
+} from "../../src/operator/controllers/stale-reports.js";
 
 const CONFIG = "foo";
 
@@ -311,5 +315,36 @@ describe("findStaleReports", () => {
         [`${CONFIG}-n1`, "Superseded", current.metadata.name],
       ]);
     });
+  });
+});
+
+describe("findStaleReports and a report that reached the cache before its node", () => {
+  const now = Date.parse("2026-11-27T09:00:00Z");
+  const young = (ageMs: number): DeviceNodeState => {
+    const r = report("new-node");
+    r.metadata["creationTimestamp"] = new Date(now - ageMs).toISOString();
+    return r;
+  };
+  const find = (r: DeviceNodeState) =>
+    findStaleReports({
+      configName: CONFIG,
+      spec: { nodeSelector: selected, tolerations: [] },
+      reports: [r],
+      node: () => undefined,
+      nodesSynced: true,
+      limit: 10,
+      now,
+    });
+
+  it("is not NodeGone while younger than the grace, and says when to look again", () => {
+    const result = find(young(4_000));
+    expect(result.stale).toEqual([]);
+    expect(result.recheckInMs).toBe(NODE_GONE_GRACE_MS - 4_000 + 1);
+  });
+
+  it("is NodeGone once older than the grace", () => {
+    const result = find(young(NODE_GONE_GRACE_MS + 1));
+    expect(result.stale.map((s) => s.reason)).toEqual(["NodeGone"]);
+    expect(result.recheckInMs).toBeUndefined();
   });
 });

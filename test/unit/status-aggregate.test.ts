@@ -464,7 +464,12 @@ describe("aggregateStatus", () => {
       },
     });
     const pods = base.pods.map((p, i) => ({ ...p, metadata: { ...p.metadata, uid: `old-${i}` } }));
-    const reports = base.reports.map((r, i) => ({ ...r, status: { ...r.status!, podUID: `old-${i}` } }));
+    // On n1 the new plugin has already taken the node's report over (it registered; its pod is not Ready
+    // yet), as in a real surge; on n2 the report is still the old plugin's.
+    const reports = base.reports.map((r, i) => ({
+      ...r,
+      status: { ...r.status!, podUID: r.spec.nodeName === "n1" ? "new-n1" : `old-${i}` },
+    }));
     const starting = (node: string): V1Pod => ({
       metadata: {
         name: `dpo-${cfg.metadata.name}-bbb-${node}`,

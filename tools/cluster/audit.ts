@@ -61,6 +61,8 @@ export interface AuditedRequest {
   subresource: string | undefined;
   name: string | undefined;
   code: number | undefined;
+  /** A dry run (`dryRun=All`): the server checked the request and stored nothing. */
+  dryRun: boolean;
   /** Milliseconds since the epoch, with the server's microseconds as the fraction. */
   receivedMs: number;
   /** When the stage of this line (ResponseComplete under a policy that omits the others) was reached. */
@@ -88,6 +90,7 @@ export function parseAuditLog(text: string): AuditedRequest[] {
       kind?: string;
       stage?: string;
       verb?: string;
+      requestURI?: string;
       user?: { username?: string; extra?: Record<string, string[]> };
       objectRef?: { resource?: string; subresource?: string; name?: string; namespace?: string };
       responseStatus?: { code?: number };
@@ -110,6 +113,7 @@ export function parseAuditLog(text: string): AuditedRequest[] {
       subresource: event.objectRef?.subresource,
       name: event.objectRef?.name,
       code: event.responseStatus?.code,
+      dryRun: /[?&]dryRun=All(&|$)/.test(event.requestURI ?? ""),
       receivedMs: parseMicroTime(event.requestReceivedTimestamp),
       stageMs: parseMicroTime(event.stageTimestamp),
     });

@@ -24,6 +24,12 @@ export type StaleReason = "NodeGone" | "NodeNotTargeted" | "Superseded" | "Revis
  * new revision's first report can be in the API before the operator's caches show its DaemonSet.
  */
 export const REVISION_GONE_GRACE_MS = 60_000;
+/**
+ * A report whose node the synced cache does not show is NodeGone only once it is older than this: the
+ * report and node informers are separate watches, so a report written just after its node joined can reach
+ * the cache before the node does (seen in the e2e tests, which create both within milliseconds).
+ */
+export const NODE_GONE_GRACE_MS = 10_000;
 
 export interface StaleReport {
   report: DeviceNodeState;
@@ -62,6 +68,8 @@ export interface StaleReportsResult {
   stale: StaleReport[];
   /** Stale reports beyond `limit`, left for a later reconcile. */
   remaining: number;
+  /** When to look again at a report whose node is missing but that is too young to be NodeGone. */
+  recheckInMs?: number;
 }
 
 /**
@@ -108,13 +116,16 @@ export function findStaleReports(input: StaleReportsInput): StaleReportsResult {
     }
   }
   const now = input.now ?? Date.now();
+  let recheckInMs: number | undefined;
   for (const report of candidates) {
     const node = input.nodesSynced ? input.node(report.spec.nodeName) : undefined;
     const replacement = hasCurrentName(report)
       ? undefined
       : currentByNode.get(`${report.spec.configName}/${report.spec.nodeName}`);
     if (input.nodesSynced && node === undefined) {
-      stale.push({ report, reason: "NodeGone" });
+      const age = now - creationMillis(report);
+      if (age > NODE_GONE_GRACE_MS) stale.push({ report, reason: "NodeGone" });
+      else recheckInMs = Math.min(recheckInMs ?? Infinity, NODE_GONE_GRACE_MS - age + 1);
     } else if (node !== undefined && !pluginMayRunOnNode(node, input.spec, input.targeting)) {
       stale.push({ report, reason: "NodeNotTargeted" });
     } else if (replacement !== undefined) {
@@ -128,7 +139,11 @@ export function findStaleReports(input: StaleReportsInput): StaleReportsResult {
     }
   }
   const limit = Math.max(0, input.limit);
-  return { stale: stale.slice(0, limit), remaining: Math.max(0, stale.length - limit) };
+  return {
+    stale: stale.slice(0, limit),
+    remaining: Math.max(0, stale.length - limit),
+    ...(recheckInMs !== undefined ? { recheckInMs } : {}),
+  };
 }
 
 /** A report's creation time in ms epoch; 0 when it has none (so it counts as old). */

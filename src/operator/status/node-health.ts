@@ -322,7 +322,11 @@ export function evaluateNode(
   };
 }
 
-/** Whether a live, ready plugin pod other than `chosen` serves the node with its own report. */
+/**
+ * Whether a live, ready plugin pod other than `chosen` serves the node: registered (by the node's report,
+ * whichever pod wrote it last: during a surge the new plugin takes the report over while the old one still
+ * serves) and advertised by the kubelet as the report says.
+ */
 function servedByAnotherPod(
   observation: NodeObservation,
   chosen: V1Pod | undefined,
@@ -331,7 +335,7 @@ function servedByAnotherPod(
   return observation.pods.some((other) => {
     if (other === chosen || !podIsReady(other) || podIsTerminating(other)) return false;
     const report = chooseReport(observation.reports, other)?.status;
-    if (report === undefined || report.podUID !== other.metadata?.uid) return false;
+    if (report === undefined) return false;
     const problem = problemOf(other, report, nodeDeviceCounts(observation.node, truth, report).problem);
     return problem === undefined || problem.reason === "UnhealthyDevices";
   });

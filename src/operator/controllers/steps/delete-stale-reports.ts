@@ -6,6 +6,7 @@ import { revisionOfDaemonSet } from "../../upgrade/daemonset-state.js";
 import {
   CLEANUP_ERROR_RETRY_MS,
   CLEANUP_RETRY_MS,
+  soonerRetry,
   INDEX_BY_CONFIG,
   type StepDeps,
 } from "../reconciler-deps.js";
@@ -32,7 +33,7 @@ export async function deleteStaleReports(
   // Revisions are judged only against a synced cache that shows at least one DaemonSet: before the
   // first one exists, every report would look like one of a revision that is gone.
   const daemonSets = deps.daemonSets.hasSynced() ? ownedDaemonSets(deps, name) : [];
-  const { stale, remaining } = findStaleReports({
+  const { stale, remaining, recheckInMs } = findStaleReports({
     configName: name,
     spec: config.spec,
     targeting,
@@ -43,7 +44,7 @@ export async function deleteStaleReports(
     revisions: daemonSets.length > 0 ? new Set(daemonSets.map(revisionOfDaemonSet)) : undefined,
     now: deps.now().getTime(),
   });
-  let retryMs = remaining > 0 ? CLEANUP_RETRY_MS : undefined;
+  let retryMs = soonerRetry(remaining > 0 ? CLEANUP_RETRY_MS : undefined, recheckInMs);
   for (const { report, reason, replacedBy } of stale) {
     const reportName = report.metadata.name;
     const uid = typeof report.metadata["uid"] === "string" ? report.metadata["uid"] : undefined;
