@@ -116,9 +116,10 @@ async function differences(s: Subject): Promise<string[]> {
   const capacity = nodes.length * s.devices;
   want("observedGeneration", status?.observedGeneration, config.metadata.generation);
   want("nodes", status?.nodes && { ...status.nodes, summary: undefined }, {
+    // In the order the API server gives the keys back (sorted).
+    available: nodes.length,
     desired: nodes.length,
     ready: nodes.length,
-    available: nodes.length,
     updated: nodes.length,
     summary: undefined,
   });

@@ -129,7 +129,10 @@ describe("a plugin upgrade across kubelets of different versions", () => {
     // spec is not rolled out yet: kstatus InProgress, Argo CD Progressing) with a message that says so.
     expect(moving.length, "statuses seen while the upgrade was Progressing").toBeGreaterThan(0);
     for (const s of moving) {
-      expect(s.nodes?.available, JSON.stringify(s.nodes)).toBeGreaterThanOrEqual(2);
+      expect(
+        s.nodes?.available,
+        JSON.stringify({ nodes: s.nodes, upgrade: s.upgrade, problems: s.problems }),
+      ).toBeGreaterThanOrEqual(2);
       expect(s.nodes?.summary).toBe(`${s.nodes?.available}/3`);
       expect(s.conditions?.find((c) => c.type === "Ready")).toMatchObject({
         status: "False",

@@ -490,6 +490,19 @@ describe("aggregateStatus", () => {
     });
   });
 
+  it("counts a node whose registered plugin's pod has not passed its readiness probe yet as available, not ready", () => {
+    // The kubelet advertises a registered plugin's devices before the probe passes; a crash-looping
+    // container (waiting) serves nothing, whatever its last report said.
+    const cfg = config();
+    const { status } = aggregateStatus(
+      input(
+        cfg,
+        three({ n2: { pod: { ready: false } }, n3: { pod: { ready: false, waiting: "CrashLoopBackOff" } } }),
+      ),
+    );
+    expect(status.nodes).toMatchObject({ desired: 3, ready: 1, available: 2, summary: "2/3" });
+  });
+
   it("does not count a node as available when only a terminating or unregistered pod is left on it", () => {
     const cfg = config();
     const base = input(cfg, three({ n2: { report: { state: "NotRegistered" } } }));

@@ -317,26 +317,25 @@ export function evaluateNode(
     allocated: report?.allocated ?? 0,
     updated: pod !== undefined && podRunsConfigHash(pod, configHash),
     ready,
-    available: ready || servedByAnotherPod(observation, pod, truth),
+    available: ready || nodeServes(observation, truth),
     problem: problem === undefined ? undefined : { node: nodeName, ...problem },
   };
 }
 
 /**
- * Whether a live, ready plugin pod other than `chosen` serves the node: registered (by the node's report,
- * whichever pod wrote it last: during a surge the new plugin takes the report over while the old one still
- * serves) and advertised by the kubelet as the report says.
+ * Whether the node serves devices: a running, not terminating plugin pod of any revision whose plugin is
+ * registered (by the node's report, whichever pod wrote it last: during a surge the new plugin takes the
+ * report over while the old one still serves) and advertised by the kubelet as the report says, with no
+ * container waiting. Pod readiness is not asked for: the kubelet advertises a registered plugin's devices before its pod's
+ * readiness probe has passed, and the upgrade gate moves on by the kubelet, not by the probe.
  */
-function servedByAnotherPod(
-  observation: NodeObservation,
-  chosen: V1Pod | undefined,
-  truth: DeviceTruth,
-): boolean {
-  return observation.pods.some((other) => {
-    if (other === chosen || !podIsReady(other) || podIsTerminating(other)) return false;
-    const report = chooseReport(observation.reports, other)?.status;
-    if (report === undefined) return false;
-    const problem = problemOf(other, report, nodeDeviceCounts(observation.node, truth, report).problem);
-    return problem === undefined || problem.reason === "UnhealthyDevices";
+function nodeServes(observation: NodeObservation, truth: DeviceTruth): boolean {
+  return observation.pods.some((pod) => {
+    if (pod.status?.phase !== "Running" || podIsTerminating(pod)) return false;
+    // A container waiting (CrashLoopBackOff, say) has no plugin running, whatever its last report said.
+    if ((pod.status.containerStatuses ?? []).some((c) => c.state?.waiting !== undefined)) return false;
+    const report = chooseReport(observation.reports, pod)?.status;
+    if (report?.registration?.state !== "Registered") return false;
+    return nodeDeviceCounts(observation.node, truth, report).problem(report) === undefined;
   });
 }
