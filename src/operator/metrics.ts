@@ -132,7 +132,7 @@ export class OperatorMetrics {
   });
   readonly configNodesAvailable = new Gauge({
     name: "dpo_config_nodes_available",
-    help: "Nodes where a plugin of any revision is ready, registered and advertised by the kubelet: the nodes serving devices, old revision included during an upgrade (status.nodes.available).",
+    help: "Nodes where a plugin of any revision runs, registered and advertised by the kubelet: the nodes serving devices, old revision included during an upgrade (status.nodes.available).",
     labelNames: ["config"] as const,
     registers: [this.registry],
   });

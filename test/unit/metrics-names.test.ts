@@ -299,7 +299,7 @@ describe("operator metrics", () => {
       ),
       dpo_config_nodes_available: expected(
         "gauge",
-        "Nodes where a plugin of any revision is ready, registered and advertised by the kubelet: the nodes serving devices, old revision included during an upgrade (status.nodes.available).",
+        "Nodes where a plugin of any revision runs, registered and advertised by the kubelet: the nodes serving devices, old revision included during an upgrade (status.nodes.available).",
         ["config"],
       ),
       dpo_config_nodes_updated: expected(

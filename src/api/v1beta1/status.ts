@@ -161,7 +161,7 @@ export const DevicePluginConfigStatusSchema = z
           .min(0)
           .optional()
           .describe(
-            "Targeted nodes where a plugin pod of any revision is ready, registered and advertised by the kubelet: during an upgrade the old revision serves until the new one takes over. Absent in statuses written before it existed.",
+            "Targeted nodes where a plugin pod of any revision runs, registered and advertised by the kubelet (its readiness probe need not have passed yet; a waiting container does not count): during an upgrade the old revision serves until the new one takes over. Absent in statuses written before it existed.",
           ),
         updated: z.number().int().min(0).describe("Targeted nodes whose plugin pod runs the current config."),
         summary: z.string().max(64).describe("available/desired, for printer columns."),
