@@ -6,31 +6,17 @@ import { isConflict, isNotFound, NODES } from "../../../kube/index.js";
 import { nodeKeys } from "../../render/index.js";
 import { stripPatch } from "../../upgrade/node-labels.js";
 import { CLEANUP_RETRY_MS, type StepDeps } from "../reconciler-deps.js";
+import { NodeWriteExpectations } from "./node-write-expectations.js";
 
 /** Node patches one pass sends at most. */
 export const NODE_CLEANUP_BATCH = 100;
 
 /**
- * Per operator (keyed by its Node informer) and config, the Nodes a pass stripped and the resourceVersion
- * each patch was planned from. Until the cache shows a newer version of such a Node, the next pass leaves
- * it alone: without that, a pass that comes back before the cache caught up writes the same Node again
- * (bench-upgrade at 1000 nodes: 1,421 patches for 1000 nodes).
+ * The Nodes each config's cleanup passes stripped. Until the cache shows a newer version of such a Node, the
+ * next pass leaves it alone: without that, a pass that comes back before the cache caught up writes the same
+ * Node again (bench-upgrade at 1000 nodes: 1,421 patches for 1000 nodes).
  */
-const stripped = new WeakMap<object, Map<string, Map<string, string>>>();
-
-function strippedBy(deps: StepDeps, configName: string): Map<string, string> {
-  let perConfig = stripped.get(deps.nodes);
-  if (perConfig === undefined) {
-    perConfig = new Map();
-    stripped.set(deps.nodes, perConfig);
-  }
-  let nodes = perConfig.get(configName);
-  if (nodes === undefined) {
-    nodes = new Map();
-    perConfig.set(configName, nodes);
-  }
-  return nodes;
-}
+const stripped = new NodeWriteExpectations();
 
 /**
  * Takes the config's keys off every cached Node that carries them and is not to `keep` them. Returns
@@ -43,7 +29,8 @@ export async function stripNodeLabels(
   keep: (node: V1Node) => boolean,
 ): Promise<number | undefined> {
   const keys = nodeKeys(configName);
-  const pending = strippedBy(deps, configName);
+  // Forgets the Nodes the cache has caught up on (or that carry nothing of the config any more).
+  const pending = stripped.pending(deps, configName);
   let waiting = 0;
   const patches = deps.nodes
     .list()
@@ -57,12 +44,6 @@ export async function stripNodeLabels(
       }
       return [patch];
     });
-  // Forget the Nodes the cache has caught up on (or that carry nothing of the config any more).
-  const cachedNow = new Set(patches.map((p) => p.node));
-  for (const [node, plannedFrom] of pending) {
-    if (cachedNow.has(node) || deps.nodes.get(node)?.metadata?.resourceVersion !== plannedFrom)
-      pending.delete(node);
-  }
   let retry = patches.length > NODE_CLEANUP_BATCH || waiting > 0 ? CLEANUP_RETRY_MS : undefined;
   let written = 0;
   for (const patch of patches.slice(0, NODE_CLEANUP_BATCH)) {

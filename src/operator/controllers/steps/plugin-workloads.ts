@@ -18,6 +18,7 @@ import { containsDesired, LABEL_REVISION, renderPluginConfigMap } from "../../re
 import { pluginRunsOnNode, type Targeting } from "../../status/selection.js";
 import type { NodePatch } from "../../upgrade/node-labels.js";
 import { decideRollout, type RolloutDecision } from "../../upgrade/rollout.js";
+import { NodeWriteExpectations } from "./node-write-expectations.js";
 
 import { INDEX_BY_CONFIG, WRITE_CONFLICT_RETRY_MS, type StepDeps } from "../reconciler-deps.js";
 import { ownedDaemonSets, ownedConfigMaps } from "../owned-objects.js";
@@ -44,7 +45,7 @@ export async function applyPluginWorkloads(
 ): Promise<WorkloadOutcome> {
   const name = config.metadata.name;
   const ns = deps.render.namespace;
-  const pending = pendingNodeWrites(deps, name);
+  const pending = expectations.pending(deps, name).size;
   const decision = decideRollout({
     config,
     // The DaemonSets' node affinity carries the terms decided among the configs of the resource name.
@@ -125,38 +126,8 @@ export async function applyPluginWorkloads(
 /** When to look again while the Node cache catches up with this operator's own writes. */
 const CACHE_CATCH_UP_RETRY_MS = 100;
 
-/**
- * The Nodes each config's passes wrote, with the resourceVersion each write was planned from, per
- * operator (keyed by its Node informer): the expectations of client-go's controllers.
- */
-const written = new WeakMap<object, Map<string, Map<string, string>>>();
-
-function expectations(deps: StepDeps, config: string): Map<string, string> {
-  let perConfig = written.get(deps.nodes);
-  if (perConfig === undefined) {
-    perConfig = new Map<string, Map<string, string>>();
-    written.set(deps.nodes, perConfig);
-  }
-  let nodes = perConfig.get(config);
-  if (nodes === undefined) {
-    nodes = new Map<string, string>();
-    perConfig.set(config, nodes);
-  }
-  return nodes;
-}
-
-/**
- * How many Nodes this config's passes wrote that the cache still shows as they were before the write
- * (same resourceVersion); those it has caught up on, or that are gone, are forgotten.
- */
-function pendingNodeWrites(deps: StepDeps, config: string): number {
-  const nodes = expectations(deps, config);
-  for (const [node, plannedFrom] of nodes) {
-    const cached = deps.nodes.get(node);
-    if (cached === undefined || cached.metadata?.resourceVersion !== plannedFrom) nodes.delete(node);
-  }
-  return nodes.size;
-}
+/** The Nodes each config's rollout passes wrote (client-go's expectations). */
+const expectations = new NodeWriteExpectations();
 
 /** Node patches of one pass in flight at once. */
 export const NODE_PATCH_CONCURRENCY = 16;
@@ -198,7 +169,7 @@ async function patchNode(deps: StepDeps, config: string, patch: NodePatch): Prom
   try {
     await deps.objects.patch(NODES, { name: patch.node }, "merge", patch.body);
     if (patch.resourceVersion !== undefined)
-      expectations(deps, config).set(patch.node, patch.resourceVersion);
+      expectations.of(deps, config).set(patch.node, patch.resourceVersion);
     deps.metrics.applies.inc({ kind: "Node" });
     deps.logger.info(
       {
