@@ -7,6 +7,7 @@ import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { deviceNodeStateName } from "../../src/contract/node-state.js";
 import {
+  ConflictError,
   ForbiddenError,
   NotFoundError,
   TransientError,
@@ -24,6 +25,7 @@ import {
 import { OperatorMetrics } from "../../src/operator/metrics.js";
 import { validateDevicePluginConfig } from "../../src/api/validate.js";
 import { renderDeviceClass } from "../../src/operator/controllers/dra.js";
+import { nodeKeys } from "../../src/operator/render/index.js";
 
 const NS = "dpo-system";
 
@@ -198,6 +200,21 @@ async function revisionOf(stored: StoredConfig | undefined): Promise<string> {
   });
 }
 
+/** The ConfigMap and DaemonSet the operator renders for a stored config. */
+async function renderedFor(stored: StoredConfig | undefined): Promise<{ cm: V1ConfigMap; ds: V1DaemonSet }> {
+  const { renderPluginConfigMap, renderPluginDaemonSet } = await import("../../src/operator/render/index.js");
+  const parsed = validateDevicePluginConfig(stored);
+  if (!parsed.ok) throw new Error("test config invalid");
+  const ctx = {
+    namespace: NS,
+    operatorImage: "dpo:test",
+    pluginServiceAccount: "dpo-plugin",
+    registrationMode: "kubelet" as const,
+  };
+  const ds = renderPluginDaemonSet(parsed.value, ctx);
+  return { cm: renderPluginConfigMap(parsed.value, ctx, ds.metadata!.labels!["dpo.dev/revision"]!), ds };
+}
+
 function condition(status: DevicePluginConfigStatus | undefined, type: string) {
   return status?.conditions?.find((c) => c.type === type);
 }
@@ -258,6 +275,33 @@ describe("ConfigReconciler", () => {
     await t.reconciler.reconcile("foo");
     await t.reconciler.reconcile("foo");
     expect(t.applied.slice(before)).toEqual([]);
+  });
+
+  it("after a DaemonSet write meets a 409, sends it again only once the cache shows a newer DaemonSet", async () => {
+    const t = setup();
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    const { cm, ds: rendered } = await renderedFor(t.configs.get("foo"));
+    // Someone edited the image: the operator puts it back with an Update planned from resourceVersion 5.
+    const drifted = (resourceVersion: string): V1DaemonSet => {
+      const ds = structuredClone(rendered);
+      ds.metadata!.resourceVersion = resourceVersion;
+      ds.spec!.template.spec!.containers[0]!.image = "edited:by-hand";
+      return ds;
+    };
+    t.settle({ cm, ds: drifted("5") });
+    const updates = () => t.applied.filter((a) => a.kind === "DaemonSet").length;
+    t.failApplyWith(new ConflictError("the object has been modified", { code: 409, reason: "Conflict" }));
+    await t.reconciler.reconcile("foo");
+    t.failApplyWith(undefined);
+    // The cache still shows version 5 (its watch is behind): the same write would meet the same 409.
+    await t.reconciler.reconcile("foo");
+    await t.reconciler.reconcile("foo");
+    expect(updates()).toBe(0);
+    // The watch brings version 6, still drifted: now the write goes out, planned from 6.
+    t.daemonSets.put(drifted("6"));
+    await t.reconciler.reconcile("foo");
+    expect(updates()).toBe(1);
+    expect(t.written.at(-1)?.metadata?.resourceVersion).toBe("6");
   });
 
   it("does not write or announce the same status twice while the cache lags behind its own write", async () => {
@@ -614,6 +658,31 @@ describe("ConfigReconciler: what the cluster's versions allow, in the status", (
   });
   const lastStatus = (t: ReturnType<typeof setup>) =>
     t.applied.filter((a) => a.kind === "status").at(-1)?.status;
+
+  it("after a Node patch meets a 409, patches that node again only once the cache shows a newer Node", async () => {
+    const t = setup();
+    // A revision label an earlier rollout left names a revision that is gone: the steady state patches
+    // the node back onto the current one.
+    const n1 = (resourceVersion: string): V1Node => {
+      const n = node("n1", "v1.37.2");
+      n.metadata!.resourceVersion = resourceVersion;
+      n.metadata!.labels = { [nodeKeys("foo").revision]: "gone0000" };
+      return n;
+    };
+    t.nodes.put(n1("7"));
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    t.settle({ cm: (await renderedFor(t.configs.get("foo"))).cm });
+    const nodePatches = () => t.applied.filter((a) => a.kind === "Node").length;
+    t.failApplyWith(new ConflictError("the object has been modified", { code: 409, reason: "Conflict" }));
+    await t.reconciler.reconcile("foo");
+    t.failApplyWith(undefined);
+    await t.reconciler.reconcile("foo");
+    await t.reconciler.reconcile("foo");
+    expect(nodePatches()).toBe(0);
+    t.nodes.put(n1("8"));
+    await t.reconciler.reconcile("foo");
+    expect(nodePatches()).toBe(1);
+  });
 
   it("says which nodes replace instead of surging, from the rollout's own plan", async () => {
     const t = setup();

@@ -18,7 +18,7 @@ import { containsDesired, LABEL_REVISION, renderPluginConfigMap } from "../../re
 import { pluginRunsOnNode, type Targeting } from "../../status/selection.js";
 import type { NodePatch } from "../../upgrade/node-labels.js";
 import { decideRollout, type RolloutDecision } from "../../upgrade/rollout.js";
-import { NodeWriteExpectations } from "./node-write-expectations.js";
+import { DaemonSetWriteExpectations, NodeWriteExpectations } from "./node-write-expectations.js";
 
 import { INDEX_BY_CONFIG, WRITE_CONFLICT_RETRY_MS, type StepDeps } from "../reconciler-deps.js";
 import { ownedDaemonSets, ownedConfigMaps } from "../owned-objects.js";
@@ -79,6 +79,15 @@ export async function applyPluginWorkloads(
     // node twice or count fewer nodes in flight than there are. Wait for the watch to catch up.
     return { decision, retryMs: CACHE_CATCH_UP_RETRY_MS };
   }
+  const conflicted = conflicts.pending(deps, name);
+  if (
+    conflicted.size > 0 &&
+    decision.writes.some((w) => w.kind === "Update" && conflicted.has(w.daemonSet.metadata?.name ?? ""))
+  ) {
+    // A DaemonSet write met a 409 and the cache still shows the version it was planned from: the same
+    // write would meet the same 409. Wait for the watch to bring the newer one.
+    return { decision, retryMs: CACHE_CATCH_UP_RETRY_MS };
+  }
   const patched = await patchNodes(
     deps,
     name,
@@ -100,6 +109,8 @@ export async function applyPluginWorkloads(
       deps.logger.info({ config: name, daemonSet: dsName, write: write.kind }, "plugin DaemonSet written");
     } catch (err) {
       if (isConflict(err) || isAlreadyExists(err) || isNotFound(err)) {
+        const plannedFrom = write.kind === "Update" ? write.daemonSet.metadata?.resourceVersion : undefined;
+        if (isConflict(err) && plannedFrom !== undefined) conflicts.of(deps, name).set(dsName, plannedFrom);
         deps.logger.debug(
           { config: name, daemonSet: dsName, write: write.kind, err: String(err) },
           "lost a race writing a plugin DaemonSet; planning again from the cache",
@@ -126,8 +137,13 @@ export async function applyPluginWorkloads(
 /** When to look again while the Node cache catches up with this operator's own writes. */
 const CACHE_CATCH_UP_RETRY_MS = 100;
 
-/** The Nodes each config's rollout passes wrote (client-go's expectations). */
+/**
+ * The Nodes each config's rollout passes wrote, or met a 409 on (client-go's expectations): either way
+ * the next plan waits until the cache shows a newer version of them.
+ */
 const expectations = new NodeWriteExpectations();
+/** The DaemonSets each config's passes met a 409 on, with the version the write was planned from. */
+const conflicts = new DaemonSetWriteExpectations();
 
 /** Node patches of one pass in flight at once. */
 export const NODE_PATCH_CONCURRENCY = 16;
@@ -185,6 +201,8 @@ async function patchNode(deps: StepDeps, config: string, patch: NodePatch): Prom
     return undefined;
   } catch (err) {
     if (isConflict(err) || isNotFound(err)) {
+      if (isConflict(err) && patch.resourceVersion !== undefined)
+        expectations.of(deps, config).set(patch.node, patch.resourceVersion);
       deps.logger.debug(
         { config, node: patch.node, err: String(err) },
         "lost a race writing a node's revision labels; planning again from the cache",
