@@ -104,12 +104,12 @@ describe("extendedResourceMapping", () => {
     },
     {
       name: "turned off by the user: no name, and the switch may start (pods use claims)",
-      facts: { ...SERVED, choice: null, fieldKept: false },
+      facts: { ...SERVED, choice: "", fieldKept: false },
       mapped: undefined,
       status: "False",
       reason: "ExtendedResourceMappingDisabled",
       mayStart: true,
-      says: "spec.dra.extendedResourceName is null",
+      says: "spec.dra.deviceClass.extendedResourceName is empty",
     },
     {
       name: "a chosen name that is no extended resource name names the field",
@@ -118,7 +118,7 @@ describe("extendedResourceMapping", () => {
       status: "False",
       reason: "InvalidExtendedResourceName",
       mayStart: false,
-      says: 'spec.dra.extendedResourceName: "kubernetes.io/gpu" must not be in the kubernetes.io domain',
+      says: 'spec.dra.deviceClass.extendedResourceName: "kubernetes.io/gpu" must not be in the kubernetes.io domain',
     },
   ];
   it.each(cases)("$name", ({ facts, mapped, status, reason, mayStart, says }) => {

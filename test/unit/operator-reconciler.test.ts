@@ -759,7 +759,25 @@ describe("ConfigReconciler: the DeviceClass's extended resource name, as the pro
     /** The class written, with its extended resource name, or "nothing" when none is written. */
     writes: { extendedResourceName: string | undefined } | "nothing";
     condition: string;
+    /** spec.dra.deviceClass.extendedResourceName; unset when absent. */
+    choice?: string;
   }[] = [
+    {
+      name: "kept: a chosen name is mapped instead of the resource name",
+      kept: true,
+      existing: owned("vendor.example/foo"),
+      choice: "example.com/accelerator",
+      writes: { extendedResourceName: "example.com/accelerator" },
+      condition: "True/ExtendedResourceMapped",
+    },
+    {
+      name: "kept: an empty name turns the mapping off, and the class loses the name it had",
+      kept: true,
+      existing: owned("vendor.example/foo"),
+      choice: "",
+      writes: { extendedResourceName: undefined },
+      condition: "False/ExtendedResourceMappingDisabled",
+    },
     {
       name: "kept (1.37): a new class maps the resource name",
       kept: true,
@@ -810,14 +828,21 @@ describe("ConfigReconciler: the DeviceClass's extended resource name, as the pro
       condition: "Unknown/ExtendedResourceSupportUnknown",
     },
   ];
-  it.each(cases)("$name", async ({ kept, existing, writes, condition: want }) => {
+  it.each(cases)("$name", async ({ kept, existing, writes, condition: want, choice }) => {
     const t = setup();
     const classes = new FakeCache<KubernetesObject & { spec?: unknown }>();
     t.reconciler.useDraInformers(new FakeCache().asInformer() as never, classes.asInformer() as never);
     if (kept !== undefined) t.reconciler.useExtendedResourceNameKept(kept);
     if (existing) classes.put(existing);
     t.nodes.put({ metadata: { name: "n1" }, status: { nodeInfo: { kubeletVersion: "v1.37.2" } as never } });
-    t.configs.put(stored);
+    t.configs.put(
+      choice === undefined
+        ? stored
+        : config("foo", "2026-01-01T00:00:00Z", {
+            publish: "DRA",
+            dra: { deviceClass: { extendedResourceName: choice } },
+          }),
+    );
     await t.reconciler.reconcile("foo");
     const classWrites = t.written.filter((o) => o.kind === "DeviceClass") as {
       metadata: { name: string };

@@ -2,6 +2,7 @@
 import { z } from "zod";
 import type { CelRule } from "./cel.crd.js";
 import { DNS_SUBDOMAIN, listOf } from "./fields.js";
+import { ExtendedResourceNameSchema } from "./resource-name.js";
 
 /** How a config offers its devices: the kubelet's device plugin API, or Dynamic Resource Allocation. */
 export const PUBLISH_MODES = ["DevicePlugin", "DRA"] as const;
@@ -45,6 +46,9 @@ export const DRADeviceClassSchema = z
     selectors: listOf(DeviceSelectorSchema, DEVICE_CLASS_SELECTORS_MAX - 1)
       .default([])
       .describe("CEL selectors every device of the class must also match, beside the driver's own."),
+    extendedResourceName: ExtendedResourceNameSchema.optional().describe(
+      "The extended resource the DeviceClass maps (its spec.extendedResourceName): a pod asking for resources.limits {<name>: N} gets N devices of the class through DRA, with no ResourceClaim written by its user. Unset: the config's resourceName, so pod specs written for the device plugin keep working. Empty: no mapping; pods ask with ResourceClaims. Served where the API server keeps the field (Kubernetes 1.36 and later with the defaults); the ExtendedResourceMapping condition says whether it does.",
+    ),
   })
   .strict();
 

@@ -15,6 +15,9 @@ const QUALIFIED_NAME_PART = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 export const EXTENDED_RESOURCE_NAME_PATTERN =
   "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$";
 
+/** EXTENDED_RESOURCE_NAME_PATTERN, or the empty string. */
+export const EXTENDED_RESOURCE_NAME_OR_EMPTY_PATTERN = `^$|${EXTENDED_RESOURCE_NAME_PATTERN}`;
+
 /**
  * Checks an extended resource name the way the kubelet's device manager and the API server do:
  * `<domain>/<name>`, the domain a DNS subdomain outside `kubernetes.io`, the name a qualified name
@@ -44,29 +47,51 @@ export function checkExtendedResourceName(name: string): string | undefined {
   return undefined;
 }
 
+/** checkExtendedResourceName as a zod refinement; `allowEmpty`: "" passes. */
+function refineName(allowEmpty: boolean): (name: string, ctx: z.RefinementCtx) => void {
+  return (name, ctx) => {
+    if (allowEmpty && name === "") return;
+    const problem = checkExtendedResourceName(name);
+    if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+  };
+}
+
+/** The CEL side of checkExtendedResourceName, beside EXTENDED_RESOURCE_NAME_PATTERN (an empty name passes). */
+const EXTENDED_RESOURCE_NAME_RULES = [
+  {
+    rule: "!self.contains('/') || self.indexOf('/') <= 244",
+    message:
+      "domain must be a DNS subdomain of at most 244 characters (requests.<domain> must stay a DNS subdomain)",
+  },
+  {
+    rule: "!self.contains('kubernetes.io/')",
+    message: "must not be in the kubernetes.io domain (reserved for Kubernetes resources)",
+  },
+  { rule: "!self.startsWith('requests.')", message: "must not start with 'requests.'" },
+];
+
 /** An extended resource name, with the rules of the kubelet and the API server; shared by both API versions. */
 export const ResourceNameSchema = z
   .string()
   .max(316)
-  .superRefine((name, ctx) => {
-    const problem = checkExtendedResourceName(name);
-    if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
-  })
+  .superRefine(refineName(false))
   .describe("Extended resource name the kubelet advertises, <domain>/<name>. Immutable.")
   // For the API server only: a zod .regex() here would report each bad name twice in `dpo validate`.
   .meta({
     pattern: EXTENDED_RESOURCE_NAME_PATTERN,
-    ...celRules(
-      {
-        rule: "!self.contains('/') || self.indexOf('/') <= 244",
-        message:
-          "domain must be a DNS subdomain of at most 244 characters (requests.<domain> must stay a DNS subdomain)",
-      },
-      {
-        rule: "!self.contains('kubernetes.io/')",
-        message: "must not be in the kubernetes.io domain (reserved for Kubernetes resources)",
-      },
-      { rule: "!self.startsWith('requests.')", message: "must not start with 'requests.'" },
-      { rule: "self == oldSelf", message: "is immutable" },
-    ),
+    ...celRules(...EXTENDED_RESOURCE_NAME_RULES, { rule: "self == oldSelf", message: "is immutable" }),
+  });
+
+/**
+ * The extended resource a DRA DeviceClass maps, or "" for none (as `storageClassName: ""` means no
+ * class): the rules of resourceName, without its immutability (changing the mapping is a new DeviceClass
+ * spec, nothing more).
+ */
+export const ExtendedResourceNameSchema = z
+  .string()
+  .max(316)
+  .superRefine(refineName(true))
+  .meta({
+    pattern: EXTENDED_RESOURCE_NAME_OR_EMPTY_PATTERN,
+    ...celRules(...EXTENDED_RESOURCE_NAME_RULES),
   });

@@ -16,7 +16,7 @@ import {
   type Resolution,
   type SlimResourceSlice,
 } from "../status/index.js";
-import { extendedResourceMapping } from "../status/extended-resource.js";
+import { extendedResourceMapping, extendedResourceNameChoice } from "../status/extended-resource.js";
 import {
   INDEX_BY_CONFIG,
   soonest,
@@ -114,6 +114,7 @@ export class ConfigReconciler {
     const mapping = extendedResourceMapping({
       resourceName: config.spec.resourceName,
       publish: config.spec.publish,
+      choice: extendedResourceNameChoice(config.spec),
       ...extendedResource,
     });
     const dra = await reconcileDraObjects(deps, config, conflictWith === undefined, mapping.name);

@@ -18,7 +18,7 @@ import { pluginObjectName } from "../render/names.js";
 import type { UpgradeMode } from "../upgrade/planner.js";
 import { boundConditionMessage, withTransitionTimes, type ConditionDraft } from "./conditions.js";
 import { dominantReason, problemCountsMessage } from "./degraded.js";
-import { extendedResourceMapping } from "./extended-resource.js";
+import { extendedResourceMapping, extendedResourceNameChoice } from "./extended-resource.js";
 import {
   DRA_PUBLISHING,
   draPublishingCondition,
@@ -400,6 +400,7 @@ function featureConditions(
       : extendedResourceMapping({
           resourceName: spec.resourceName,
           publish: spec.publish,
+          choice: extendedResourceNameChoice(spec),
           ...input.extendedResource,
         }).condition;
   return [surge, dra, mapping].filter((c) => c !== undefined);

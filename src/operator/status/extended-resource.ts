@@ -22,10 +22,20 @@ export const EXTENDED_RESOURCE_REASONS = {
 } as const;
 
 /**
- * The user's choice, shaped like the proposed `spec.dra.extendedResourceName`: undefined maps the
- * config's resourceName, a string maps that name instead, null turns the mapping off.
+ * The user's choice, `spec.dra.deviceClass.extendedResourceName`: undefined maps the config's
+ * resourceName, a name maps that name instead, "" turns the mapping off.
  */
-export type ExtendedResourceNameChoice = string | null | undefined;
+export type ExtendedResourceNameChoice = string | undefined;
+
+/** The field that holds the choice, for messages. */
+const CHOICE_FIELD = "spec.dra.deviceClass.extendedResourceName";
+
+/** The user's choice in a spec. */
+export function extendedResourceNameChoice(spec: {
+  dra?: { deviceClass?: { extendedResourceName?: string | undefined } | undefined } | undefined;
+}): ExtendedResourceNameChoice {
+  return spec.dra?.deviceClass?.extendedResourceName;
+}
 
 export interface ExtendedResourceFacts {
   resourceName: string;
@@ -61,7 +71,7 @@ const FIELD = "DeviceClass spec.extendedResourceName";
  * start (pods must then use ResourceClaims).
  */
 export function extendedResourceMapping(facts: ExtendedResourceFacts): ExtendedResourceMapping {
-  if (facts.choice === null) {
+  if (facts.choice === "") {
     return {
       name: undefined,
       switchToDraMayStart: true,
@@ -69,14 +79,14 @@ export function extendedResourceMapping(facts: ExtendedResourceFacts): ExtendedR
         type: EXTENDED_RESOURCE_MAPPING,
         status: "False",
         reason: EXTENDED_RESOURCE_REASONS.disabled,
-        message: `spec.dra.extendedResourceName is null: the DeviceClass maps no extended resource, so pods must ask for these devices with ResourceClaims`,
+        message: `${CHOICE_FIELD} is empty: the DeviceClass maps no extended resource, so pods must ask for these devices with ResourceClaims`,
       },
     };
   }
   const name = facts.choice ?? facts.resourceName;
   const problem = checkExtendedResourceName(name);
   if (problem !== undefined) {
-    const field = facts.choice === undefined ? "spec.resourceName" : "spec.dra.extendedResourceName";
+    const field = facts.choice === undefined ? "spec.resourceName" : CHOICE_FIELD;
     return {
       name: undefined,
       switchToDraMayStart: false,

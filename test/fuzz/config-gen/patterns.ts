@@ -2,6 +2,7 @@
 // `pattern` of both schemas and some that do not.
 import {
   ENV_NAME_PATTERN,
+  EXTENDED_RESOURCE_NAME_OR_EMPTY_PATTERN,
   EXTENDED_RESOURCE_NAME_PATTERN,
   LABEL_KEY_PATTERN,
 } from "../../../src/api/v1beta1/spec.js";
@@ -192,6 +193,11 @@ export const PATTERNS: Record<string, PatternEntry> = {
       return `${sign}${number}${suffix}`;
     },
     invalid: ["1.2.3", "Mi", "100MB", "1 Gi", "abc", "0x10", "1e", "--1", "1Mi "],
+  },
+  // A DeviceClass's extended resource name: one, or "" for none.
+  [EXTENDED_RESOURCE_NAME_OR_EMPTY_PATTERN]: {
+    valid: (rng, n) => (n === 0 ? "" : PATTERNS[EXTENDED_RESOURCE_NAME_PATTERN]!.valid(rng, n)),
+    invalid: ["foo", "/foo", "example.com/", "a/b/c", "Example.com/foo", " ", "example.com/fo o"],
   },
 };
 
