@@ -158,6 +158,7 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.unsubscribe = this.devices.onChange((s) => {
       this.recordDevices(s);
       this.publisher.changed();
+      this.plugin.healthChanged();
       this.emit("devices", s);
     });
     this.followPodResources();
