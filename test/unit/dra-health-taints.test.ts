@@ -6,6 +6,7 @@ import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import {
   planSlices,
+  resourceSliceName,
   type PoolDevice,
   type PoolInput,
   type ResourceSlice,
@@ -284,11 +285,12 @@ describe("DeviceTaintProbe", () => {
     expect(probe.state()).toBe("Kept");
   });
 
-  it("the probe slice is valid for the API server: a DNS name, the node's own pool apart from the real one", () => {
+  it("the probe slice passes the API server and dpo's admission policy: a DNS name of its own, the node's own node and pool", () => {
     const slice = taintProbeSlice("d.example.com", "node-1");
     expect(slice.metadata.name).toMatch(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/);
+    expect(slice.metadata.name).not.toBe(resourceSliceName("d.example.com", "node-1", 0));
     expect(slice.spec.nodeName).toBe("node-1");
-    expect(slice.spec.pool.name).not.toBe("node-1");
+    expect(slice.spec.pool.name).toBe("node-1");
     expect(slice.spec.devices?.[0]?.taints?.[0]).toMatchObject({
       key: UNHEALTHY_TAINT_KEY,
       effect: "NoSchedule",

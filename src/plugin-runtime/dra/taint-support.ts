@@ -51,7 +51,11 @@ export function taintSupportFromWrite(
   return isDeepStrictEqual(want, got) ? "Kept" : "Dropped";
 }
 
-/** The slice sent as the dry run: one device with dpo's unhealthy taint, in a pool of its own. Pure. */
+/**
+ * The slice sent as the dry run: one device with dpo's unhealthy taint, in the node's own pool (the
+ * admission policy dpo-plugin-own-node-slices refuses any other pool; a dry run stores nothing, so the
+ * real pool is not touched), under a name of its own. Pure.
+ */
 export function taintProbeSlice(driver: string, node: string): ResourceSlice {
   const hash = createHash("sha256").update(`${driver}/${node}/taint-probe`).digest("hex").slice(0, 16);
   const taint: DeviceTaint = { key: UNHEALTHY_TAINT_KEY, value: "Probe", effect: "NoSchedule" };
@@ -62,7 +66,7 @@ export function taintProbeSlice(driver: string, node: string): ResourceSlice {
     spec: {
       driver,
       nodeName: node,
-      pool: { name: `${node}-taint-probe`, generation: 1, resourceSliceCount: 1 },
+      pool: { name: node, generation: 1, resourceSliceCount: 1 },
       devices: [{ name: "probe", taints: [taint] }],
     },
   };
