@@ -5,7 +5,7 @@
 import type * as grpc from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { Health } from "../devices/types.js";
-import { draHealthV1, draHealthV1alpha1 } from "../proto/index.js";
+import { draHealthV1, type draHealthV1alpha1 } from "../proto/index.js";
 
 /**
  * How often the complete list goes out again although nothing changed. The kubelet stamps each device
@@ -134,12 +134,12 @@ export class DraHealthStreams {
 
   /** The v1 service. */
   v1Service(): draHealthV1.DRAResourceHealthServer {
-    return { nodeWatchResources: (call) => this.open(call as HealthCall, "v1") };
+    return { nodeWatchResources: (call) => this.open(call, "v1") };
   }
 
   /** The v1alpha1 service: the same messages in another package, so the same responses. */
   v1alpha1Service(): draHealthV1alpha1.DRAResourceHealthServer {
-    return { nodeWatchResources: (call) => this.open(call as HealthCall, "v1alpha1") };
+    return { nodeWatchResources: (call) => this.open(call, "v1alpha1") };
   }
 
   private open(call: HealthCall, version: string): void {
