@@ -55,7 +55,12 @@ interface Slice {
     nodeName: string;
     driver: string;
     pool: { generation: number };
-    devices?: { name: string; attributes?: unknown; capacity?: unknown }[];
+    devices?: {
+      name: string;
+      attributes?: unknown;
+      capacity?: unknown;
+      taints?: { key: string; value?: string; effect: string; timeAdded?: string }[];
+    }[];
   };
 }
 
@@ -123,16 +128,26 @@ async function configStatus(
   );
 }
 
-/**
- * Whether the control plane keeps DeviceClass spec.extendedResourceName: DRAExtendedResource is on by
- * default from 1.36 (locked on in 1.37) and off in 1.35, and tools/cluster sets no feature gates.
- */
-function mapsExtendedResources(): boolean {
+/** The control plane's minor version (tools/cluster sets no feature gates, so its defaults hold). */
+function clusterMinor(): number {
   const version = injectedCluster().kubernetesVersion;
   const minor = /^v?1\.(\d+)\./.exec(version)?.[1];
   if (minor === undefined)
     throw new Error(`clusterKubernetesVersion ${JSON.stringify(version)} is no v1.N.P`);
-  return Number(minor) >= 36;
+  return Number(minor);
+}
+
+/**
+ * Whether the control plane keeps DeviceClass spec.extendedResourceName: DRAExtendedResource is on by
+ * default from 1.36 (locked on in 1.37) and off in 1.35.
+ */
+function mapsExtendedResources(): boolean {
+  return clusterMinor() >= 36;
+}
+
+/** Whether it keeps ResourceSlice device taints: DRADeviceTaints is beta, on by default, from 1.36. */
+function keepsDeviceTaints(): boolean {
+  return clusterMinor() >= 36;
 }
 
 const extendedResourceMapping = (s: DevicePluginConfigStatus) =>
@@ -343,7 +358,7 @@ describe("a DevicePluginConfig published through DRA", () => {
     expect(sim.draManager(smallNode).driver(DRIVER)?.service).toBe("v1beta1.DRAPlugin");
   });
 
-  it("takes an unhealthy device out of the slice, so a new claim gets the other one", async () => {
+  it("keeps an unhealthy device in the slice with a taint within 2 s where the API server keeps taints (out of it on 1.35), so a new claim waits; the taint goes within 2 s of recovery", async () => {
     const shared = await kubeRequest<{
       status?: { allocation?: { devices?: { results?: { device: string }[] } } };
     }>(kc, {
@@ -352,17 +367,61 @@ describe("a DevicePluginConfig published through DRA", () => {
     });
     const held = shared.status?.allocation?.devices?.results?.[0]?.device ?? "";
     const other = ["y10-0", "y10-1"].find((d) => d !== held)!;
-    writeHealth(smallNode, { [other]: "Unhealthy" });
-    await waitFor(
-      `${other} gone from the slice of ${smallNode}`,
+    const taints = keepsDeviceTaints();
+    const smallDevices = async () =>
+      (await slicesOf(SMALL))
+        .flatMap((s) => s.spec.devices ?? [])
+        .sort((a, b) => a.name.localeCompare(b.name));
+
+    const failedAt = performance.now();
+    writeHealth(smallNode, { [other]: { health: "Unhealthy", reason: "ECC error: 12" } });
+    const failed = await waitFor(
+      taints
+        ? `${other} tainted in the slice of ${smallNode}`
+        : `${other} gone from the slice of ${smallNode}`,
       async (observe) => {
-        const devices = (await slicesOf(SMALL)).flatMap((s) => s.spec.devices ?? []).map((d) => d.name);
-        observe(devices);
-        return devices.length === 1 && devices[0] === held;
+        const devices = await smallDevices();
+        // What the plugin said about taint support, should it never taint.
+        const said = sim
+          .pluginLogs(smallNode)
+          .split("\n")
+          .filter((line) => line.includes("taints"))
+          .slice(-2);
+        observe({ devices: devices.map((d) => ({ name: d.name, taints: d.taints })), said });
+        const mine = devices.find((d) => d.name === other);
+        return taints
+          ? devices.length === 2 &&
+            mine?.taints?.length === 1 &&
+            devices.find((d) => d.name === held)?.taints === undefined
+            ? mine
+            : undefined
+          : devices.length === 1 && devices[0]?.name === held;
       },
-      { timeoutMs: 30_000, intervalMs: 100 },
+      { timeoutMs: 30_000, intervalMs: 50 },
     );
-    await configStatus(SMALL, "one device unhealthy", (s) => s.devices?.unhealthy === 1);
+    const taintedMs = performance.now() - failedAt;
+    console.log(
+      `device unhealthy -> ${taints ? "slice tainted" : "device out of the slice"}: ${Math.round(taintedMs)} ms`,
+    );
+    if (taints) {
+      expect(failed).toMatchObject({
+        taints: [
+          {
+            key: "dpo.dev/unhealthy",
+            value: "ECC_error_12",
+            effect: "NoSchedule",
+            timeAdded: expect.any(String),
+          },
+        ],
+      });
+      expect(taintedMs, `the taint took ${Math.round(taintedMs)} ms`).toBeLessThan(2_000);
+    }
+    // Counted alike whether the device is tainted or left out, and as on the device plugin path.
+    await configStatus(
+      SMALL,
+      "one device unhealthy, one allocatable",
+      (s) => s.devices?.unhealthy === 1 && s.devices.summary === "1/2",
+    );
     // Every Y10 is held (the shared claim) or unhealthy: a new claim for one stays unallocated.
     await apply([
       {
@@ -383,7 +442,22 @@ describe("a DevicePluginConfig published through DRA", () => {
       },
       { timeoutMs: 60_000, intervalMs: 250 },
     );
+    const recoveredAt = performance.now();
     writeHealth(smallNode, {});
+    await waitFor(
+      `${other} back in the slice of ${smallNode} without a taint`,
+      async (observe) => {
+        const devices = await smallDevices();
+        observe(devices.map((d) => ({ name: d.name, taints: d.taints })));
+        return devices.length === 2 && devices.every((d) => d.taints === undefined);
+      },
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
+    const recoveredMs = performance.now() - recoveredAt;
+    console.log(
+      `device healthy -> ${taints ? "taint gone" : "device back in the slice"}: ${Math.round(recoveredMs)} ms`,
+    );
+    expect(recoveredMs, `the taint took ${Math.round(recoveredMs)} ms to go`).toBeLessThan(2_000);
     const late = await admitted("late");
     expect(late.node).toBe(smallNode);
     expect(Object.values(late.cdiDeviceIds).flat()[0]).toContain(other);

@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import protobuf from "protobufjs";
+import { DRA_REGISTERED_SERVICES } from "../../src/plugin-runtime/dra/dra-plugin.js";
 import { beforeAll, describe, expect, it } from "vitest";
 import { POD_RESOURCES_DIR, POD_RESOURCES_SOCKET_NAME } from "../../src/contract/kubelet-paths.js";
 import {
@@ -12,6 +13,9 @@ import {
   DevicePluginClient,
   DRA_PLUGIN_TYPE,
   DRA_SUPPORTED_SERVICES,
+  DRA_HEALTH_SERVICES,
+  DRA_HEALTH_V1_SERVICE,
+  DRA_HEALTH_V1ALPHA1_SERVICE,
   DRA_V1_SERVICE,
   DRA_V1BETA1_SERVICE,
   draV1,
@@ -170,6 +174,16 @@ const contractFiles = [
     name: "dra/v1beta1",
     ours: OUR_PROTO_FILES.draV1beta1,
     upstreamOf: (u: UpstreamProtoFiles) => u.draV1beta1,
+  },
+  {
+    name: "dra-health/v1",
+    ours: OUR_PROTO_FILES.draHealthV1,
+    upstreamOf: (u: UpstreamProtoFiles) => u.draHealthV1,
+  },
+  {
+    name: "dra-health/v1alpha1",
+    ours: OUR_PROTO_FILES.draHealthV1alpha1,
+    upstreamOf: (u: UpstreamProtoFiles) => u.draHealthV1alpha1,
   },
 ] as const;
 
@@ -535,6 +549,46 @@ describe("exported constants match the upstream constants", () => {
     expect(manager).toMatch(
       /for _, service := range supportedServices \{\s*if slices\.Contains\(servicesSupportedByKubelet, service\)/,
     );
+  });
+
+  it("DRAResourceHealth service names for supported_versions, as the API module defines them", () => {
+    const serviceName = (protoFile: string): string =>
+      goConstant(
+        readFileSync(path.join(path.dirname(protoFile), "types.go"), "utf8"),
+        /\bDRAResourceHealthService\s*=\s*"([^"]+)"/,
+      );
+    expect(DRA_HEALTH_V1_SERVICE).toBe(serviceName(upstream.draHealthV1));
+    expect(DRA_HEALTH_V1ALPHA1_SERVICE).toBe(serviceName(upstream.draHealthV1alpha1));
+  });
+
+  it(`DRAResourceHealth services the kubelet of ${KUBERNETES_MODULE}@${kubernetesVersionOf(KUBELET_MODULE_VERSION)} streams from, in the order it prefers`, () => {
+    const sources = locateKubeletDraSources();
+    const pluginSource = readFileSync(sources.plugin, "utf8");
+    const list = goConstant(pluginSource, /healthServicesSupportedByKubelet\s*=\s*\[\]string\{([^}]*)\}/);
+    const aliases = new Map([
+      [
+        goConstant(pluginSource, /(\w+)\s+"k8s\.io\/kubelet\/pkg\/apis\/dra-health\/v1"/),
+        DRA_HEALTH_V1_SERVICE,
+      ],
+      [
+        goConstant(pluginSource, /(\w+)\s+"k8s\.io\/kubelet\/pkg\/apis\/dra-health\/v1alpha1"/),
+        DRA_HEALTH_V1ALPHA1_SERVICE,
+      ],
+    ]);
+    const kubeletServices = [...list.matchAll(/(\w+)\.DRAResourceHealthService/g)].map((match) => {
+      const service = aliases.get(match[1]!);
+      if (service === undefined)
+        throw new Error(`unknown alias ${match[1]} in healthServicesSupportedByKubelet`);
+      return service;
+    });
+    expect(kubeletServices).toEqual(DRA_HEALTH_SERVICES);
+    // pickHealthService walks the kubelet's list and takes the first the plugin lists: listing both is
+    // enough, in any place of supported_versions, and the DRAPlugin choice ignores names it does not know.
+    const manager = readFileSync(sources.manager, "utf8");
+    expect(manager).toMatch(
+      /for _, service := range healthServicesSupportedByKubelet \{\s*if slices\.Contains\(supportedServices, service\)/,
+    );
+    expect(DRA_REGISTERED_SERVICES).toEqual([...DRA_SUPPORTED_SERVICES, ...DRA_HEALTH_SERVICES]);
   });
 
   it(`PodResources socket, as the kubelet of ${KUBERNETES_MODULE}@${kubernetesVersionOf(KUBELET_MODULE_VERSION)} places it`, () => {

@@ -417,7 +417,12 @@ describe("registration through the plugin watcher", () => {
       type: "DRAPlugin",
       name: DRIVER,
       endpoint: plugin.endpoint,
-      supportedVersions: ["v1.DRAPlugin", "v1beta1.DRAPlugin"],
+      supportedVersions: [
+        "v1.DRAPlugin",
+        "v1beta1.DRAPlugin",
+        "v1.DRAResourceHealth",
+        "v1alpha1.DRAResourceHealth",
+      ],
     });
     // The endpoint is an absolute socket path in the driver's plugin directory that serves both versions.
     expect(info.endpoint.startsWith(join(root.dir, "plugins", DRIVER) + "/")).toBe(true);

@@ -5,6 +5,7 @@ import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { observationAgrees, SlicePublisher } from "../../src/plugin-runtime/dra/publisher.js";
 import type { PoolDevice, ResourceSlice } from "../../src/plugin-runtime/dra/slices.js";
+import { DeviceTaintProbe } from "../../src/plugin-runtime/dra/taint-support.js";
 import {
   ApiError,
   type ApiRequest,
@@ -32,6 +33,10 @@ class FakeApi {
   /** The path of every watch started. */
   readonly watchPaths: string[] = [];
   failures: ApiError[] = [];
+  /** As a 1.35 API server with DRADeviceTaints off: device taints are dropped from every write. */
+  dropTaints = false;
+  /** Server-side dry runs seen (answered, never stored). */
+  dryRuns = 0;
   private rv = 0;
   private uid = 0;
   private readonly watchers = new Set<Watcher>();
@@ -50,7 +55,11 @@ class FakeApi {
         } as T);
       case "POST":
       case "PUT": {
-        const slice = req.body as ResourceSlice;
+        const slice = this.stored(req.body as ResourceSlice);
+        if (req.path.includes("dryRun=All")) {
+          this.dryRuns++;
+          return Promise.resolve(slice as T);
+        }
         const uid = this.objects.get(slice.metadata.name)?.metadata.uid ?? `uid-${++this.uid}`;
         const stored = {
           ...slice,
@@ -67,6 +76,12 @@ class FakeApi {
       default:
         return Promise.reject(new Error(`unexpected ${req.method}`));
     }
+  }
+
+  private stored(slice: ResourceSlice): ResourceSlice {
+    if (!this.dropTaints) return slice;
+    const devices = slice.spec.devices?.map(({ taints: _dropped, ...rest }) => rest);
+    return { ...slice, spec: { ...slice.spec, ...(devices === undefined ? {} : { devices }) } };
   }
 
   watch<T>(req: ApiWatchRequest, onEvent: (event: WatchEvent<T>) => void): Promise<void> {
@@ -284,6 +299,78 @@ describe("SlicePublisher", () => {
       },
     );
     expect(api.calls.at(-2)).toBe("GET");
+  });
+});
+
+describe("SlicePublisher with device taints", () => {
+  function startTainted(api: FakeApi): SlicePublisher {
+    const p = new SlicePublisher({
+      client: api,
+      driver: "d.example.com",
+      node: "n",
+      configName: "c",
+      devices: () => devices,
+      logger,
+      coalesceMs: 5,
+      deviceTaints: new DeviceTaintProbe({ client: api, driver: "d.example.com", node: "n", logger }),
+    });
+    publishers.push(p);
+    return p;
+  }
+  const stored = (api: FakeApi) => [...api.objects.values()].flatMap((s) => s.spec.devices ?? []);
+
+  it("keeps an unhealthy device in the slice with its taint, writes nothing more while it stays so, and drops the taint on recovery", async () => {
+    devices = [
+      { name: "a", health: "Healthy" },
+      { name: "b", health: "Healthy" },
+    ];
+    const api = new FakeApi();
+    const p = startTainted(api);
+    await p.start();
+    // All healthy: no reason to ask whether taints are kept.
+    expect(api.dryRuns).toBe(0);
+    devices = [
+      { name: "a", health: "Healthy" },
+      { name: "b", health: "Unhealthy", reason: "ECC error" },
+    ];
+    p.changed();
+    await waitFor("b tainted", () => stored(api).find((d) => d.name === "b")?.taints?.length === 1, {
+      intervalMs: 5,
+    });
+    expect(api.dryRuns).toBe(1);
+    expect(stored(api).find((d) => d.name === "b")?.taints?.[0]).toMatchObject({
+      key: "dpo.dev/unhealthy",
+      value: "ECC_error",
+      effect: "NoSchedule",
+    });
+    expect(p.state()?.devices).toBe(1);
+    const writes = api.calls.length;
+    for (let i = 0; i < 3; i++) {
+      p.changed();
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(api.calls.length).toBe(writes);
+    devices = [
+      { name: "a", health: "Healthy" },
+      { name: "b", health: "Healthy" },
+    ];
+    p.changed();
+    await waitFor("b untainted", () => stored(api).every((d) => d.taints === undefined), { intervalMs: 5 });
+    expect(stored(api).map((d) => d.name)).toEqual(["a", "b"]);
+    expect(p.state()?.devices).toBe(2);
+  });
+
+  it("leaves an unhealthy device out where the API server drops taints (1.35), as without taints", async () => {
+    devices = [
+      { name: "a", health: "Healthy" },
+      { name: "b", health: "Unhealthy", reason: "ECC" },
+    ];
+    const api = new FakeApi();
+    api.dropTaints = true;
+    const p = startTainted(api);
+    await p.start();
+    expect(api.dryRuns).toBe(1);
+    expect(stored(api)).toEqual([{ name: "a" }]);
   });
 });
 

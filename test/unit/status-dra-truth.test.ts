@@ -34,6 +34,17 @@ function slice(
   };
 }
 
+/** The slice with the named devices marked tainted, as slimResourceSliceForCache marks them. */
+function tainted(s: SlimResourceSlice, names: readonly string[]): SlimResourceSlice {
+  return {
+    ...s,
+    spec: {
+      ...s.spec,
+      devices: s.spec.devices.map((d) => (names.includes(d.name) ? { ...d, tainted: true as const } : d)),
+    },
+  };
+}
+
 describe("publishedDevicesByNode", () => {
   it.each<{ case: string; slices: SlimResourceSlice[]; want: Record<string, number> }>([
     { case: "no slices", slices: [], want: {} },
@@ -65,12 +76,48 @@ describe("publishedDevicesByNode", () => {
       want: { n1: 5 },
     },
     { case: "an empty pool publishes zero", slices: [slice("n1", 0)], want: { n1: 0 } },
+    {
+      case: "a tainted device (unhealthy, kept in the slice) is not counted",
+      slices: [tainted(slice("n1", 4), ["d1"])],
+      want: { n1: 3 },
+    },
+    {
+      case: "every device tainted: zero",
+      slices: [tainted(slice("n1", 2), ["d0", "d1"])],
+      want: { n1: 0 },
+    },
   ])("$case", ({ slices, want }) => {
     expect(Object.fromEntries(publishedDevicesByNode(slices, DRIVER))).toEqual(want);
   });
 });
 
 describe("slimResourceSliceForCache", () => {
+  it.each([
+    { effect: "NoSchedule", tainted: true },
+    { effect: "NoExecute", tainted: true },
+    { effect: "None", tainted: false },
+  ])("a device with a $effect taint is marked tainted: $tainted", ({ effect, tainted: want }) => {
+    const slim = slimResourceSliceForCache({
+      metadata: { name: "s" },
+      spec: {
+        driver: DRIVER,
+        nodeName: "n1",
+        pool: { name: "n1", generation: 1, resourceSliceCount: 1 },
+        devices: [
+          {
+            name: "d0",
+            taints: [{ key: "dpo.dev/unhealthy", value: "ECC", effect, timeAdded: "2026-11-27T10:00:00Z" }],
+          },
+          { name: "d1" },
+        ],
+      },
+    });
+    expect(slim.spec.devices).toEqual([
+      want ? { name: "d0", tainted: true } : { name: "d0" },
+      { name: "d1" },
+    ]);
+  });
+
   it("keeps labels, driver, node, pool and device names; drops attributes, capacities, managedFields", () => {
     const full = {
       apiVersion: "resource.k8s.io/v1",
@@ -246,5 +293,89 @@ describe("evaluateNode against the ResourceSlices (DRA mode)", () => {
   it("nodeDeviceCounts without a report: published devices only", () => {
     const counts = nodeDeviceCounts(node("n1"), slices({ n1: 5 }));
     expect([counts.capacity, counts.allocatable]).toEqual([5, 5]);
+  });
+});
+
+describe("health counts the same in both modes", () => {
+  // One node, four devices, one unhealthy ("XID"): as the kubelet advertises a device plugin's, as a DRA
+  // plugin's slice holds them with taints kept (1.36+), and with taints dropped (1.35: left out).
+  const fullSlice = (devices: { name: string; taints?: { key: string; effect: string }[] }[]) =>
+    slimResourceSliceForCache({
+      metadata: { name: "s" },
+      spec: {
+        driver: DRIVER,
+        nodeName: "n1",
+        pool: { name: "n1", generation: 1, resourceSliceCount: 1 },
+        devices,
+      },
+    });
+  const unhealthyTaint = [{ key: "dpo.dev/unhealthy", effect: "NoSchedule" }];
+  const modes: { mode: string; node: V1Node; truth: DeviceTruth }[] = [
+    {
+      mode: "DevicePlugin (the kubelet: capacity 4, allocatable 3)",
+      node: {
+        metadata: { name: "n1" },
+        status: { capacity: { "example.com/foo": "4" }, allocatable: { "example.com/foo": "3" } },
+      },
+      truth: kubeletTruth("example.com/foo"),
+    },
+    {
+      mode: "DRA, the unhealthy device tainted in the slice",
+      node: node("n1"),
+      truth: {
+        kind: "ResourceSlices",
+        driver: DRIVER,
+        published: publishedDevicesByNode(
+          [
+            fullSlice([
+              { name: "h0" },
+              { name: "h1" },
+              { name: "h2" },
+              { name: "u0", taints: unhealthyTaint },
+            ]),
+          ],
+          DRIVER,
+        ),
+      },
+    },
+    {
+      mode: "DRA, the unhealthy device left out (taints dropped)",
+      node: node("n1"),
+      truth: {
+        kind: "ResourceSlices",
+        driver: DRIVER,
+        published: publishedDevicesByNode(
+          [fullSlice([{ name: "h0" }, { name: "h1" }, { name: "h2" }])],
+          DRIVER,
+        ),
+      },
+    },
+  ];
+
+  it.each(modes)("$mode", ({ node: n, truth }) => {
+    const health = evaluateNode(
+      { node: n, pods: [readyPod], reports: [report(3, 1)] },
+      "example.com/foo",
+      "h",
+      truth,
+    );
+    expect({
+      capacity: health.capacity,
+      allocatable: health.allocatable,
+      unhealthy: health.unhealthy,
+      ready: health.ready,
+      problem: health.problem,
+    }).toEqual({
+      capacity: 4,
+      allocatable: 3,
+      unhealthy: 1,
+      ready: true,
+      problem: {
+        node: "n1",
+        reason: "UnhealthyDevices",
+        message: "1 of 4 devices unhealthy: XID",
+        devices: ["u0"],
+      },
+    });
   });
 });

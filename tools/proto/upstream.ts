@@ -15,6 +15,8 @@ export interface UpstreamProtoFiles {
   readonly podResources: string;
   readonly draV1: string;
   readonly draV1beta1: string;
+  readonly draHealthV1: string;
+  readonly draHealthV1alpha1: string;
 }
 
 /** Paths of our copies, relative to the repository root. */
@@ -24,6 +26,8 @@ export const OUR_PROTO_FILES = {
   podResources: "src/plugin-runtime/proto/podresources/v1/api.proto",
   draV1: "src/plugin-runtime/proto/dra/v1/api.proto",
   draV1beta1: "src/plugin-runtime/proto/dra/v1beta1/api.proto",
+  draHealthV1: "src/plugin-runtime/proto/dra-health/v1/api.proto",
+  draHealthV1alpha1: "src/plugin-runtime/proto/dra-health/v1alpha1/api.proto",
 } as const;
 
 // `go` is often installed outside the default PATH (the official tarball unpacks to /usr/local/go).
@@ -70,6 +74,8 @@ export function locateUpstreamProtoFiles(version: string = KUBELET_MODULE_VERSIO
     podResources: path.join(dir, "pkg/apis/podresources/v1/api.proto"),
     draV1: path.join(dir, "pkg/apis/dra/v1/api.proto"),
     draV1beta1: path.join(dir, "pkg/apis/dra/v1beta1/api.proto"),
+    draHealthV1: path.join(dir, "pkg/apis/dra-health/v1/api.proto"),
+    draHealthV1alpha1: path.join(dir, "pkg/apis/dra-health/v1alpha1/api.proto"),
   };
   for (const file of [
     files.devicePlugin,
@@ -77,6 +83,8 @@ export function locateUpstreamProtoFiles(version: string = KUBELET_MODULE_VERSIO
     files.podResources,
     files.draV1,
     files.draV1beta1,
+    files.draHealthV1,
+    files.draHealthV1alpha1,
   ]) {
     if (!existsSync(file)) throw new Error(`${KUBELET_MODULE}@${version} has no ${file}`);
   }

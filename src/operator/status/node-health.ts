@@ -150,8 +150,10 @@ function notRegistered(registration: DeviceNodeStateStatus["registration"]): Omi
  * Where a node's device counts come from on the API side, the truth a plugin's report is checked against:
  * - `Kubelet` (DevicePlugin mode): Node.status.capacity and allocatable of the extended resource.
  * - `ResourceSlices` (DRA mode): the devices the node's slices of the driver publish (see
- *   publishedDevicesByNode). A DRA plugin leaves unhealthy devices out of its slices, so the published
- *   count is what can be allocated; capacity adds back the devices the report says are unhealthy.
+ *   publishedDevicesByNode). A DRA plugin leaves unhealthy devices out of its slices, or taints them where
+ *   the API server keeps taints, and tainted devices are not counted, so the published count is what can
+ *   be allocated either way; capacity adds back the devices the report says are unhealthy, as the
+ *   kubelet's capacity keeps a device plugin's unhealthy devices.
  */
 export type DeviceTruth =
   | { kind: "Kubelet"; resourceName: string }

@@ -6,8 +6,8 @@ import { LABEL_CONFIG } from "../../contract/names.js";
 
 /**
  * A ResourceSlice (resource.k8s.io/v1) as the operator's cache keeps it: identity and labels, the driver,
- * the node, the pool, and each device's name only. Attributes and capacities are most of a slice and
- * nothing the operator reads; counting devices needs no more than their names.
+ * the node, the pool, and each device's name and whether a taint keeps new claims off it. Attributes and
+ * capacities are most of a slice and nothing the operator reads; counting devices needs no more.
  */
 export interface SlimResourceSlice {
   apiVersion?: string;
@@ -20,9 +20,13 @@ export interface SlimResourceSlice {
     driver: string;
     nodeName?: string;
     pool: { name: string; generation: number; resourceSliceCount: number };
-    devices: { name: string }[];
+    /** `tainted`: a NoSchedule or NoExecute taint (an unhealthy device kept in the slice, KEP-5055). */
+    devices: { name: string; tainted?: true }[];
   };
 }
+
+/** Taint effects that keep new allocations off a device (None only informs). */
+const BLOCKING_TAINT_EFFECTS = new Set(["NoSchedule", "NoExecute"]);
 
 /** What the ResourceSlice informer keeps of each slice (see SlimResourceSlice). */
 export function slimResourceSliceForCache(slice: unknown): SlimResourceSlice {
@@ -34,7 +38,7 @@ export function slimResourceSliceForCache(slice: unknown): SlimResourceSlice {
       driver?: string;
       nodeName?: string;
       pool?: { name?: string; generation?: number; resourceSliceCount?: number };
-      devices?: { name?: string }[];
+      devices?: { name?: string; taints?: { effect?: string }[] }[];
     };
   };
   const m = s.metadata ?? {};
@@ -62,7 +66,11 @@ export function slimResourceSliceForCache(slice: unknown): SlimResourceSlice {
         generation: spec.pool?.generation ?? 0,
         resourceSliceCount: spec.pool?.resourceSliceCount ?? 0,
       },
-      devices: (spec.devices ?? []).map((d) => ({ name: d.name ?? "" })),
+      devices: (spec.devices ?? []).map((d) =>
+        (d.taints ?? []).some((t) => BLOCKING_TAINT_EFFECTS.has(t.effect ?? ""))
+          ? { name: d.name ?? "", tainted: true as const }
+          : { name: d.name ?? "" },
+      ),
     },
   };
 }
@@ -73,7 +81,8 @@ export function sliceConfigLabel(slice: SlimResourceSlice): string | undefined {
 }
 
 /**
- * Devices published per node by `driver`: for each pool of a node, only the slices of the pool's highest
+ * Devices published per node by `driver` that new claims can get (tainted ones, an unhealthy device kept
+ * in its slice, left out): for each pool of a node, only the slices of the pool's highest
  * generation count (a consumer must ignore the others, resource.k8s.io/v1 ResourcePool), summed over
  * them; a node with several pools of the driver sums the pools. Slices being deleted and slices for no
  * single node (all nodes, a node selector: never dpo's) are left out. A node with no slice is absent.
@@ -89,7 +98,8 @@ export function publishedDevicesByNode(
     if (spec.driver !== driver || !spec.nodeName || slice.metadata.deletionTimestamp) continue;
     const key = `${spec.nodeName}\u0000${spec.pool.name}`;
     const seen = pools.get(key);
-    const devices = spec.devices.length;
+    // A tainted device is in the slice but no new claim gets it: it counts as the kubelet's allocatable does.
+    const devices = spec.devices.filter((d) => d.tainted !== true).length;
     if (seen === undefined || spec.pool.generation > seen.generation) {
       pools.set(key, { node: spec.nodeName, generation: spec.pool.generation, devices });
     } else if (spec.pool.generation === seen.generation) {

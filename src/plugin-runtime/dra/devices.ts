@@ -64,8 +64,8 @@ export function draDevicesOf(backend: Pick<DeviceBackend, "devices" | "cdiContai
 
 /**
  * The node's devices as the ResourceSlice publisher takes them: DRA name, health and the typed
- * attributes and capacities (NUMA node included). Unhealthy ones are kept here; the slice builder
- * leaves them out. Pure.
+ * attributes and capacities (NUMA node included), and why an unhealthy one is. Unhealthy ones are kept
+ * here; the publisher taints them or leaves them out. Pure.
  */
 export function draPoolDevices(physical: readonly PhysicalDevice[]): PoolDevice[] {
   return physical.map((device) => {
@@ -73,6 +73,7 @@ export function draPoolDevices(physical: readonly PhysicalDevice[]): PoolDevice[
     return {
       name: draDeviceName(device.id),
       health: device.health,
+      reason: device.reason,
       attributes: typed.attributes,
       capacity: typed.capacity,
     };

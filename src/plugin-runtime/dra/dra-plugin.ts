@@ -1,5 +1,6 @@
 // The kubelet-facing DRA plugin: the DRAPlugin service in v1 and v1beta1 from one implementation on one
-// unix socket, registered through the kubelet's plugin watcher. Prepares claims by writing one CDI spec
+// unix socket, with the optional DRAResourceHealth stream (v1 and v1alpha1) beside it, registered through
+// the kubelet's plugin watcher. Prepares claims by writing one CDI spec
 // file per claim; devices and claims come from injected sources, so nothing here calls the API server.
 import * as grpc from "@grpc/grpc-js";
 import { mkdir, unlink } from "node:fs/promises";
@@ -7,12 +8,21 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import { cdiSpecText, DEFAULT_CDI_DIR, writeCdiSpecFile } from "../../cdi/index.js";
 import { DRA_PLUGINS_DIR, PLUGINS_REGISTRY_DIR } from "../../contract/kubelet-paths.js";
-import { DRA_PLUGIN_TYPE, DRA_SUPPORTED_SERVICES, draV1, draV1beta1 } from "../proto/index.js";
+import {
+  DRA_HEALTH_SERVICES,
+  DRA_PLUGIN_TYPE,
+  DRA_SUPPORTED_SERVICES,
+  draHealthV1,
+  draHealthV1alpha1,
+  draV1,
+  draV1beta1,
+} from "../proto/index.js";
 import { PluginWatcherRegistration } from "../registration/plugin-watcher.js";
 import { removeStaleSockets, socketFileName, socketPath, socketPrefix } from "../registration/sockets.js";
 import { refuseMalformed, tolerantDefinition } from "../server/malformed.js";
 import type { ClaimReference, DraResourceClaim, ResourceClaimGetter } from "./claim.js";
 import type { DraNodeDevice } from "./devices.js";
+import { DraHealthStreams } from "./health-stream.js";
 import {
   claimReferenceProblem,
   claimSpecFileName,
@@ -67,7 +77,16 @@ export interface DraPluginOptions {
   readonly onRegistrationStatus?: (status: DraRegistrationStatus) => void;
   /** Told how long each call the kubelet made took to answer, once answered (the latency metrics). */
   readonly onAnswered?: (method: DraCall, seconds: number) => void;
+  /** How often the health stream repeats the complete list although nothing changed. */
+  readonly healthHeartbeatMs?: number;
 }
+
+/**
+ * What the plugin lists in supported_versions: the DRAPlugin services first (a kubelet takes the first it
+ * knows, and older ones skip names they do not know), then the health services the kubelet looks for by
+ * name (pickHealthService).
+ */
+export const DRA_REGISTERED_SERVICES: readonly string[] = [...DRA_SUPPORTED_SERVICES, ...DRA_HEALTH_SERVICES];
 
 /** The kubelet's two calls to a DRA plugin. */
 export type DraCall = "NodePrepareResources" | "NodeUnprepareResources";
@@ -94,6 +113,8 @@ export class DraPlugin {
   private lastStatus: DraRegistrationStatus | undefined;
   /** File writes and removals one at a time, so a prepare and an unprepare of one claim cannot interleave. */
   private fileChain: Promise<unknown> = Promise.resolve();
+  /** The kubelet's device health streams (DRAResourceHealth). */
+  readonly health: DraHealthStreams;
 
   constructor(private readonly opts: DraPluginOptions) {
     const kind = draCdiKind(opts.driverName);
@@ -104,6 +125,17 @@ export class DraPlugin {
     this.pluginDir = opts.pluginDir ?? join(DRA_PLUGINS_DIR, opts.driverName);
     this.registryDir = opts.registryDir ?? PLUGINS_REGISTRY_DIR;
     this.cdiDir = opts.cdiDir ?? DEFAULT_CDI_DIR;
+    this.health = new DraHealthStreams({
+      pool: opts.nodeName,
+      devices: () => opts.devices(),
+      logger: this.log,
+      heartbeatMs: opts.healthHeartbeatMs,
+    });
+  }
+
+  /** The devices' health may have changed: every open health stream gets the complete list again. */
+  healthChanged(): void {
+    this.health.changed();
   }
 
   /** `<driver>/device`: the CDI kind of every device this plugin prepares. */
@@ -158,6 +190,14 @@ export class DraPlugin {
       tolerantDefinition(draV1beta1.DRAPluginService),
       refuseMalformed(draV1beta1.DRAPluginService, this.v1beta1Service()),
     );
+    server.addService(
+      tolerantDefinition(draHealthV1.DRAResourceHealthService),
+      refuseMalformed(draHealthV1.DRAResourceHealthService, this.health.v1Service()),
+    );
+    server.addService(
+      tolerantDefinition(draHealthV1alpha1.DRAResourceHealthService),
+      refuseMalformed(draHealthV1alpha1.DRAResourceHealthService, this.health.v1alpha1Service()),
+    );
     await new Promise<void>((resolve, reject) =>
       server.bindAsync(`unix://${path}`, grpc.ServerCredentials.createInsecure(), (err) =>
         err ? reject(err) : resolve(),
@@ -165,7 +205,7 @@ export class DraPlugin {
     );
     this.server = server;
     this.endpointPath = path;
-    this.log.info({ socket: path, services: DRA_SUPPORTED_SERVICES }, "serving the DRA plugin");
+    this.log.info({ socket: path, services: DRA_REGISTERED_SERVICES }, "serving the DRA plugin");
   }
 
   /** Registers the served DRA socket with the kubelet through the plugin watcher. */
@@ -179,7 +219,7 @@ export class DraPlugin {
       pluginType: DRA_PLUGIN_TYPE,
       resourceName: this.opts.driverName,
       endpointPath: () => this.endpointPath ?? "",
-      supportedVersions: DRA_SUPPORTED_SERVICES,
+      supportedVersions: DRA_REGISTERED_SERVICES,
       logger: this.log,
       onStatus: (registered, error) => {
         this.lastStatus = { registered, error };
@@ -199,6 +239,8 @@ export class DraPlugin {
     this.endpointPath = undefined;
     await this.registration?.close();
     this.registration = undefined;
+    // Open health streams would keep the server from shutting down gracefully.
+    this.health.close();
     if (server) {
       await shutdownServer(server, 500);
     }

@@ -23,6 +23,7 @@ import { draDeviceName, draDevicesOf, draPoolDevices } from "./devices.js";
 import { DRA_SOCKET_PREFIX, DraPlugin, type DraRegistrationStatus } from "./dra-plugin.js";
 import { NewerInstanceProbe } from "../registration/handover.js";
 import { SlicePublisher, type PublishedPool } from "./publisher.js";
+import { DeviceTaintProbe } from "./taint-support.js";
 
 export interface DraRuntimeOptions {
   readonly config: DevicePluginConfig;
@@ -111,6 +112,12 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
       handoverPollMs: opts.handoverPollMs,
       // The kubelet deletes every slice of its node when it starts: the watch puts them back at once.
       watch: opts.api,
+      deviceTaints: new DeviceTaintProbe({
+        client: opts.api,
+        driver: this.driverName,
+        node: opts.nodeName,
+        logger: this.log,
+      }),
     });
   }
 
@@ -151,6 +158,7 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.unsubscribe = this.devices.onChange((s) => {
       this.recordDevices(s);
       this.publisher.changed();
+      this.plugin.healthChanged();
       this.emit("devices", s);
     });
     this.followPodResources();

@@ -8,6 +8,8 @@ import type { Logger } from "pino";
 import type { ApiClient } from "../report/api-client.js";
 import { ApiError } from "../report/api-client.js";
 import { NodeSliceWatch, type SliceObservation } from "./slice-watch.js";
+import { DEFAULT_TAINT_PROBE_RETRY_MS, type DeviceTaintProbe } from "./taint-support.js";
+import { publishedDeviceChunks } from "./taints.js";
 import {
   planSlices,
   RESOURCE_SLICES_PATH,
@@ -68,6 +70,13 @@ export interface SlicePublisherOptions {
   /** The delay before publishing again after a second change behind the plugin's back, and the most. */
   readonly resyncBackoffMs?: number;
   readonly resyncMaxMs?: number;
+  /**
+   * Where the API server keeps device taints (the probe says), unhealthy devices stay in the slice with
+   * dpo's NoSchedule taint. Absent, or while the probe has no answer: they are left out.
+   */
+  readonly deviceTaints?: DeviceTaintProbe;
+  /** How soon a pass is tried again while the taint probe has no answer and a device is unhealthy. */
+  readonly taintProbeRetryMs?: number;
 }
 
 /** How often an instance looks for a newer one beside it (a readdir; a connect only when one exists). */
@@ -77,7 +86,7 @@ export const DEFAULT_HANDOVER_POLL_MS = 1_000;
 export interface PublishedPool {
   readonly generation: number;
   readonly slices: number;
-  /** Devices in the slices: the healthy ones. */
+  /** Devices in the slices that new claims may get: the healthy (untainted) ones. */
   readonly devices: number;
   /** When the pass that wrote it started (epoch ms), for latency measurements. */
   readonly requestedAtMs: number;
@@ -368,16 +377,34 @@ export class SlicePublisher {
         configName: this.opts.configName,
         devices: this.opts.devices(),
       };
-      const plan = planSlices(input, existing, this.lastGeneration);
+      const unhealthy = input.devices.some((device) => device.health !== "Healthy");
+      const probe = this.opts.deviceTaints;
+      // Asked only once a device is unhealthy: with all healthy, both forms of the pool are the same.
+      const taintsKept = unhealthy && probe !== undefined && (await probe.kept(this.abort.signal));
+      const chunks = publishedDeviceChunks(input.devices, existing, taintsKept, new Date());
+      const plan = planSlices(input, existing, this.lastGeneration, chunks);
       const after = new Map(existing.map((slice) => [slice.metadata.name, slice]));
+      let learned = false;
       for (const op of plan.ops) {
         const result = await this.execute(op);
         if (op.op === "delete") after.delete(op.name);
-        else if (result !== undefined) after.set(result.metadata.name, result);
+        else if (result !== undefined) {
+          after.set(result.metadata.name, result);
+          learned = (probe?.learn(op.slice, result) ?? false) || learned;
+        }
       }
       this.known = [...after.values()];
       this.lastGeneration = plan.generation;
-      const devices = [...after.values()].reduce((n, slice) => n + (slice.spec.devices?.length ?? 0), 0);
+      // A write showed taints dropped after all (the gate went off): publish without the unhealthy devices.
+      if (learned && probe?.state() === "Dropped") this.pending = true;
+      // No answer on taints yet: try again later, so an unhealthy device does not stay out for good.
+      if (unhealthy && probe?.state() === "Unknown" && this.timer === undefined) {
+        this.schedule(this.opts.taintProbeRetryMs ?? DEFAULT_TAINT_PROBE_RETRY_MS);
+      }
+      const devices = [...after.values()].reduce(
+        (n, slice) => n + (slice.spec.devices ?? []).filter((d) => (d.taints?.length ?? 0) === 0).length,
+        0,
+      );
       this.published = {
         generation: plan.generation,
         slices: after.size,

@@ -21,6 +21,13 @@ export interface SliceDevice {
   readonly name: string;
   readonly attributes?: Readonly<Record<string, DraAttributeValue>>;
   readonly capacity?: Readonly<Record<string, DraCapacityValue>>;
+  /** Device taints (KEP-5055): an unhealthy device's, see taints.ts. `timeAdded` is RFC 3339. */
+  readonly taints?: readonly {
+    readonly key: string;
+    readonly value?: string;
+    readonly effect: string;
+    readonly timeAdded?: string;
+  }[];
 }
 
 /** resource.k8s.io/v1 ResourceSlice as this project writes and reads it. */
@@ -48,6 +55,8 @@ export interface ResourceSlice {
 /** A device of the node as the publisher sees it: its DRA name, health and typed attributes. */
 export interface PoolDevice extends SliceDevice {
   readonly health: Health;
+  /** Why the device is unhealthy: the value of its taint where the slice keeps unhealthy devices. */
+  readonly reason?: string;
 }
 
 /**
@@ -103,9 +112,15 @@ export function sliceDeviceChunks(devices: readonly PoolDevice[]): SliceDevice[]
   return chunks.length === 0 ? [[]] : chunks;
 }
 
-/** The pool's slices at `generation`, without resourceVersions. Pure. */
-export function desiredSlices(input: PoolInput, generation: number): ResourceSlice[] {
-  const chunks = sliceDeviceChunks(input.devices);
+/**
+ * The pool's slices at `generation`, without resourceVersions. `chunks` are the devices of each slice:
+ * by default sliceDeviceChunks (healthy devices only); with taints, taints.ts's publishedDeviceChunks. Pure.
+ */
+export function desiredSlices(
+  input: PoolInput,
+  generation: number,
+  chunks: readonly (readonly SliceDevice[])[] = sliceDeviceChunks(input.devices),
+): ResourceSlice[] {
   return chunks.map((devices, index) => ({
     apiVersion: RESOURCE_SLICE_API_VERSION,
     kind: RESOURCE_SLICE_KIND,
@@ -165,6 +180,15 @@ function normalizeDevices(devices: readonly SliceDevice[] | undefined): unknown 
       d.capacity !== undefined && Object.keys(d.capacity).length > 0
         ? Object.fromEntries(Object.entries(d.capacity).map(([k, c]) => [k, quantityAmount(c.value)]))
         : undefined,
+    taints:
+      d.taints !== undefined && d.taints.length > 0
+        ? d.taints.map((t) => ({
+            key: t.key,
+            value: t.value ?? "",
+            effect: t.effect,
+            timeAdded: t.timeAdded,
+          }))
+        : undefined,
   }));
 }
 
@@ -174,16 +198,18 @@ function normalizeDevices(devices: readonly SliceDevice[] | undefined): unknown 
  * this process has written (0 at start). When everything matches and all slices share one generation the
  * plan is empty; otherwise every desired slice is written at a generation above any seen, so the pool
  * generation never goes backwards across restarts and consumers never mix two versions of the pool.
- * Slices that are not desired (fewer devices, a foreign name) are deleted after the writes. Pure.
+ * Slices that are not desired (fewer devices, a foreign name) are deleted after the writes. `chunks` as
+ * for desiredSlices. Pure.
  */
 export function planSlices(
   input: PoolInput,
   existing: readonly ResourceSlice[],
   lastGeneration = 0,
+  chunks: readonly (readonly SliceDevice[])[] = sliceDeviceChunks(input.devices),
 ): SlicePlan {
   const byName = new Map(existing.map((slice) => [slice.metadata.name, slice]));
   const current = Math.max(lastGeneration, ...existing.map((slice) => slice.spec.pool.generation));
-  const probe = desiredSlices(input, current);
+  const probe = desiredSlices(input, current, chunks);
   const wanted = new Set(probe.map((slice) => slice.metadata.name));
   const generations = new Set(existing.map((slice) => slice.spec.pool.generation));
   const unchanged =
@@ -199,7 +225,7 @@ export function planSlices(
   const generation = current + 1;
   const replaced: SliceOp[] = [];
   const writes: SliceOp[] = [];
-  for (const want of desiredSlices(input, generation)) {
+  for (const want of desiredSlices(input, generation, chunks)) {
     const have = byName.get(want.metadata.name);
     if (have === undefined) {
       writes.push({ op: "create", slice: want });

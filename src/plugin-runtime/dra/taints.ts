@@ -4,6 +4,7 @@
 import type { Health } from "../devices/types.js";
 import {
   RESOURCE_SLICE_MAX_DEVICES,
+  sliceDeviceChunks,
   type PoolDevice,
   type ResourceSlice,
   type SliceDevice,
@@ -68,7 +69,7 @@ function rfc3339(time: Date): string {
  */
 export function healthTaints(
   device: { health: Health; reason: string },
-  previous: readonly DeviceTaint[] | undefined,
+  previous: NonNullable<SliceDevice["taints"]> | undefined,
   now: Date,
 ): DeviceTaint[] {
   if (device.health === "Healthy") return [];
@@ -85,9 +86,9 @@ export function healthTaints(
 
 /** Each device's taints in the existing slices of the pool, by device name. Pure. */
 export function taintsInSlices(
-  slices: readonly { spec: { devices?: readonly TaintedSliceDevice[] | undefined } }[],
-): Map<string, readonly DeviceTaint[]> {
-  const out = new Map<string, readonly DeviceTaint[]>();
+  slices: readonly { spec: { devices?: readonly SliceDevice[] | undefined } }[],
+): Map<string, NonNullable<SliceDevice["taints"]>> {
+  const out = new Map<string, NonNullable<SliceDevice["taints"]>>();
   for (const slice of slices) {
     for (const device of slice.spec.devices ?? []) {
       if (device.taints !== undefined && device.taints.length > 0) out.set(device.name, device.taints);
@@ -143,4 +144,22 @@ export function taintedDeviceChunks(
   const chunks: TaintedSliceDevice[][] = [];
   for (let i = 0; i < devices.length; i += size) chunks.push(devices.slice(i, i + size));
   return chunks.length === 0 ? [[]] : chunks;
+}
+
+/**
+ * The devices of each slice of the pool, as the publisher writes them. Where the API server keeps taints
+ * (`taintsKept`), every device of the node, the unhealthy ones tainted (timeAdded carried over from
+ * `existing`), at most 64 per slice once any is tainted; where it drops them (1.35 defaults) or that is not
+ * known, the healthy devices only, as before taints existed: a tainted device stored without its taint
+ * would be handed to new claims. Pure.
+ */
+export function publishedDeviceChunks(
+  devices: readonly PoolDevice[],
+  existing: readonly ResourceSlice[],
+  taintsKept: boolean,
+  now: Date,
+): SliceDevice[][] {
+  if (!taintsKept) return sliceDeviceChunks(devices);
+  const withReasons = devices.map((device) => ({ ...device, reason: device.reason ?? "" }));
+  return taintedDeviceChunks(taintedSliceDevices(withReasons, existing, now));
 }

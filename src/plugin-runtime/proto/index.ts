@@ -102,3 +102,19 @@ export const DRA_PLUGIN_TYPE = "DRAPlugin";
 export const DRA_V1_SERVICE = "v1.DRAPlugin";
 export const DRA_V1BETA1_SERVICE = "v1beta1.DRAPlugin";
 export const DRA_SUPPORTED_SERVICES: readonly string[] = [DRA_V1_SERVICE, DRA_V1BETA1_SERVICE];
+
+// The kubelet's DRA resource health API (KEP-4680), v1 and v1alpha1: the same messages and service in two
+// packages, each exported as a namespace (draHealthV1.DeviceHealth, draHealthV1alpha1.DRAResourceHealthService).
+export * as draHealthV1 from "./gen/dra-health/v1/api.js";
+export * as draHealthV1alpha1 from "./gen/dra-health/v1alpha1/api.js";
+
+/**
+ * The optional health service, as listed in GetInfo's `supported_versions` (k8s.io/kubelet
+ * pkg/apis/dra-health/{v1,v1alpha1}/types.go, DRAResourceHealthService). The 1.37 kubelet
+ * (pkg/kubelet/cm/dra/plugin, pickHealthService) walks its own list, v1 then v1alpha1, and streams from
+ * the first the plugin lists; a plugin that lists neither gets no stream. Older kubelets pick the
+ * DRAPlugin service from the same list and skip names they do not know, so these go after it.
+ */
+export const DRA_HEALTH_V1_SERVICE = "v1.DRAResourceHealth";
+export const DRA_HEALTH_V1ALPHA1_SERVICE = "v1alpha1.DRAResourceHealth";
+export const DRA_HEALTH_SERVICES: readonly string[] = [DRA_HEALTH_V1_SERVICE, DRA_HEALTH_V1ALPHA1_SERVICE];
