@@ -6,8 +6,9 @@ import { LABEL_CONFIG } from "../../contract/names.js";
 
 /**
  * A ResourceSlice (resource.k8s.io/v1) as the operator's cache keeps it: identity and labels, the driver,
- * the node, the pool, and each device's name only. Attributes and capacities are most of a slice and
- * nothing the operator reads; counting devices needs no more than their names.
+ * the node, the pool, and each device's name, with allowMultipleAllocations where the API server kept it
+ * (dra-sharing.ts reads it). Attributes and capacities are most of a slice and nothing the operator
+ * reads; counting devices needs no more than their names.
  */
 export interface SlimResourceSlice {
   apiVersion?: string;
@@ -20,7 +21,7 @@ export interface SlimResourceSlice {
     driver: string;
     nodeName?: string;
     pool: { name: string; generation: number; resourceSliceCount: number };
-    devices: { name: string }[];
+    devices: { name: string; allowMultipleAllocations?: true }[];
   };
 }
 
@@ -34,7 +35,7 @@ export function slimResourceSliceForCache(slice: unknown): SlimResourceSlice {
       driver?: string;
       nodeName?: string;
       pool?: { name?: string; generation?: number; resourceSliceCount?: number };
-      devices?: { name?: string }[];
+      devices?: { name?: string; allowMultipleAllocations?: boolean }[];
     };
   };
   const m = s.metadata ?? {};
@@ -62,7 +63,11 @@ export function slimResourceSliceForCache(slice: unknown): SlimResourceSlice {
         generation: spec.pool?.generation ?? 0,
         resourceSliceCount: spec.pool?.resourceSliceCount ?? 0,
       },
-      devices: (spec.devices ?? []).map((d) => ({ name: d.name ?? "" })),
+      devices: (spec.devices ?? []).map((d) =>
+        d.allowMultipleAllocations === true
+          ? { name: d.name ?? "", allowMultipleAllocations: true as const }
+          : { name: d.name ?? "" },
+      ),
     },
   };
 }
