@@ -62,7 +62,9 @@ export interface ShareableDevice {
 /** A device with its sharing applied: the capacities may carry request policies now. */
 export type SharedDevice<D extends ShareableDevice> = Omit<D, "capacity"> & {
   readonly allowMultipleAllocations?: true;
-  readonly capacity?: Readonly<Record<string, { readonly value: string; readonly requestPolicy?: CapacityRequestPolicy }>>;
+  readonly capacity?: Readonly<
+    Record<string, { readonly value: string; readonly requestPolicy?: CapacityRequestPolicy }>
+  >;
 };
 
 /**
@@ -107,7 +109,9 @@ export function shareDevice<D extends ShareableDevice>(device: D, sharing: Shari
  */
 export function concurrentAllocations(device: {
   readonly allowMultipleAllocations?: boolean;
-  readonly capacity?: Readonly<Record<string, { readonly value: string; readonly requestPolicy?: CapacityRequestPolicy }>>;
+  readonly capacity?: Readonly<
+    Record<string, { readonly value: string; readonly requestPolicy?: CapacityRequestPolicy }>
+  >;
 }): number {
   if (device.allowMultipleAllocations !== true) return 1;
   let most = Number.POSITIVE_INFINITY;
