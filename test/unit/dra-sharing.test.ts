@@ -3,7 +3,7 @@
 // slices say what they sent, several claims prepare one device alike, and the operator's DRASharing
 // condition tells an API server that dropped allowMultipleAllocations from one that kept it.
 import { describe, expect, it } from "vitest";
-import { SharingSchema } from "../../src/api/v1beta1/spec.js";
+import { SharingSchema, type Sharing } from "../../src/api/v1beta1/spec.js";
 import { LABEL_SHARED_ALLOCATIONS } from "../../src/contract/names.js";
 import {
   DRA_SHARING,
@@ -82,7 +82,12 @@ describe("one config, the same sharing in both modes", () => {
       `v${i}`,
     ]),
   );
-  it.each([
+  const cases: {
+    name: string;
+    sharing: Record<string, unknown>;
+    attributes: Record<string, string>;
+    holders: number;
+  }[] = [
     { name: "no sharing", sharing: { strategy: "None" }, attributes: {}, holders: 1 },
     { name: "TimeSlicing 2", sharing: { strategy: "TimeSlicing", replicas: 2 }, attributes: {}, holders: 2 },
     {
@@ -110,7 +115,8 @@ describe("one config, the same sharing in both modes", () => {
       attributes: {},
       holders: 1024,
     },
-  ])(
+  ];
+  it.each(cases)(
     "$name: $holders pods share one device on each path, the next one does not",
     ({ sharing, attributes, holders }) => {
       const parsed = SharingSchema.parse(sharing);
@@ -145,7 +151,7 @@ describe("one config, the same sharing in both modes", () => {
 describe("shareDevice", () => {
   const timeSliced = SharingSchema.parse({ strategy: "TimeSlicing", replicas: 3 });
   const replicas = { value: "3", requestPolicy: { default: "1", validValues: ["1"] } };
-  it.each([
+  const cases: { name: string; sharing: Sharing; device: SliceDevice; want: unknown }[] = [
     {
       name: "not shared: the device as it is",
       sharing: SharingSchema.parse({ strategy: "None" }),
@@ -198,7 +204,8 @@ describe("shareDevice", () => {
         capacity: { [REPLICAS_CAPACITY]: replicas },
       },
     },
-  ])("$name", ({ sharing, device, want }) => {
+  ];
+  it.each(cases)("$name", ({ sharing, device, want }) => {
     expect(shareDevice(device, sharing)).toEqual(want);
   });
 });
