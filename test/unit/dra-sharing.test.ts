@@ -60,7 +60,7 @@ function podsAdmitted(device: SliceDevice, pods: number): boolean[] {
       if (holders === 0) holders++;
       continue;
     }
-    const caps = Object.entries(device.capacity ?? {}) as [string, SliceCapacity][];
+    const caps = Object.entries<SliceCapacity>(device.capacity ?? {});
     const fits = caps.every(([name, c]) => {
       const take = quantityAmount(c.requestPolicy?.default ?? c.value);
       return (consumed.get(name) ?? 0) + take <= quantityAmount(c.value);
