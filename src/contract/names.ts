@@ -14,6 +14,11 @@ export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
 export const LABEL_CONFIG = "dpo.dev/config";
 /** `app.kubernetes.io/managed-by` on the DRA objects: the operator's DeviceClasses, the plugin's ResourceSlices. */
 export const DRA_MANAGED_BY = "dpo";
+/**
+ * On a ResourceSlice whose devices the plugin sent with allowMultipleAllocations (a time-sliced config):
+ * labels are never dropped, so the operator compares what was sent with what the API server stored.
+ */
+export const LABEL_SHARED_ALLOCATIONS = "dpo.dev/shared-allocations";
 
 function shortHash(text: string): string {
   return createHash("sha256").update(text).digest("hex").slice(0, HASH_SUFFIX_LENGTH);

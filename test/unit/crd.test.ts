@@ -304,7 +304,6 @@ describe("DevicePluginConfig CRD", () => {
     expect(alphaSpec?.properties?.sharedDevNum).toMatchObject({ type: "integer", minimum: 1, maximum: 1024 });
     expect(alphaSpec?.["x-kubernetes-validations"]?.map((r) => r.fieldPath)).toEqual([
       ".dra.driverName",
-      ".sharedDevNum",
       ".mock",
       ".mock",
       ".devfs",

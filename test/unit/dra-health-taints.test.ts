@@ -113,6 +113,17 @@ describe("publishedDeviceChunks", () => {
     expect(chunks.length).toBe(1);
   });
 
+  it("a time-sliced device stays shared while it is tainted, and after", () => {
+    const shared = (d: ReturnType<typeof unhealthy>) => ({ ...d, allowMultipleAllocations: true });
+    const tainted = publishedDeviceChunks([shared(unhealthy("a")), shared(healthy("b"))], [], true, NOW);
+    expect(tainted.flat().map((d) => [d.name, d.allowMultipleAllocations, d.taints?.length ?? 0])).toEqual([
+      ["a", true, 1],
+      ["b", true, 0],
+    ]);
+    const leftOut = publishedDeviceChunks([shared(unhealthy("a")), shared(healthy("b"))], [], false, NOW);
+    expect(leftOut.flat().map((d) => [d.name, d.allowMultipleAllocations])).toEqual([["b", true]]);
+  });
+
   it("once a device is tainted, 64 devices a slice; untainted, 128", () => {
     const many = Array.from({ length: 100 }, (_, i) => healthy(`d${String(i).padStart(3, "0")}`));
     expect(publishedDeviceChunks(many, [], true, NOW).map((c) => c.length)).toEqual([100]);

@@ -52,12 +52,9 @@ describe("publish validation in both versions", () => {
   it.each([
     ["v1beta1", { ...beta }, []],
     ["v1beta1", { ...beta, publish: "DRA" }, []],
-    [
-      "v1beta1",
-      { ...beta, publish: "DRA", sharing: { strategy: "TimeSlicing", replicas: 2 } },
-      ["spec.sharing.strategy"],
-    ],
-    // Time-slicing is kept while publishing through the device plugin API: switching is one field.
+    // Time-slicing means the same in both modes (a device shared by several allocations in DRA mode), so
+    // switching is one field.
+    ["v1beta1", { ...beta, publish: "DRA", sharing: { strategy: "TimeSlicing", replicas: 2 } }, []],
     ["v1beta1", { ...beta, publish: "DevicePlugin", sharing: { strategy: "TimeSlicing", replicas: 2 } }, []],
     ["v1beta1", { ...beta, resourceName: "vendor.example/Foo", publish: "DRA" }, ["spec.dra.driverName"]],
     ["v1beta1", { ...beta, resourceName: "vendor.example/Foo", publish: "DevicePlugin" }, []],
@@ -78,7 +75,8 @@ describe("publish validation in both versions", () => {
       ["spec.dra.deviceClass.selectors[0].cel.expression"],
     ],
     ["v1alpha1", { ...alpha, publish: "DRA" }, []],
-    ["v1alpha1", { ...alpha, publish: "DRA", sharedDevNum: 2 }, ["spec.sharedDevNum"]],
+    ["v1alpha1", { ...alpha, publish: "DRA", sharedDevNum: 2 }, []],
+    ["v1alpha1", { ...alpha, publish: "DRA", sharedDevNum: 0 }, ["spec.sharedDevNum"]],
     ["v1alpha1", { ...alpha, publish: "DRA", sharedDevNum: 1 }, []],
     ["v1alpha1", { ...alpha, resourceName: "vendor.example/Foo", publish: "DRA" }, ["spec.dra.driverName"]],
   ])("%s %j refuses %j", (version, spec, paths) => {

@@ -1168,6 +1168,64 @@ describe("aggregateStatus: version-dependent features say in the status why they
     });
   });
 
+  describe("DRASharing: whether a time-sliced DRA config's devices are shared (informational)", () => {
+    const draInput = (sharing: Record<string, unknown>) => ({
+      ...input(
+        configWith({ publish: "DRA", sharing }),
+        versions("v1.37.2", "v1.37.2", "v1.37.2").map((s) => ({
+          ...s,
+          capacity: undefined,
+          allocatable: undefined,
+        })),
+      ),
+      deviceTruth: {
+        kind: "ResourceSlices" as const,
+        driver: "foo.hardware-vendor.example",
+        published: new Map(Object.entries({ n1: 4, n2: 4, n3: 4 })),
+        // Each published device is one device for `replicas` claims, as the reports count replicas.
+        sharesPerDevice: typeof sharing.replicas === "number" ? sharing.replicas : 1,
+      },
+      resourceApiServed: true,
+    });
+    it.each([
+      { kept: true, want: "DRASharing=True/SharedAllocations" },
+      { kept: false, want: "DRASharing=False/SharedAllocationsUnsupported" },
+      { kept: undefined, want: "DRASharing=Unknown/SharedAllocationsUnknown" },
+    ])("kept $kept: $want, and Ready, Stalled and the events stay as they were", ({ kept, want }) => {
+      const base = draInput({ strategy: "TimeSlicing", replicas: 4 });
+      const without = aggregateStatus(draInput({ strategy: "None" }));
+      const { status, events } = aggregateStatus({ ...base, sharedAllocationsKept: kept });
+      expect(conditionSummary(status)).toEqual([...conditionSummary(without.status), want]);
+      expect(events).toEqual(without.events);
+      expect(condition(status, "Ready").status).toBe("True");
+      expect(condition(status, "Stalled").status).toBe("False");
+    });
+
+    it("counts a time-sliced published device once per share, or the nodes read as mismatched", () => {
+      const base = draInput({ strategy: "TimeSlicing", replicas: 4 });
+      const unscaled = aggregateStatus({
+        ...base,
+        deviceTruth: { ...base.deviceTruth, sharesPerDevice: undefined },
+        sharedAllocationsKept: true,
+      });
+      expect(condition(unscaled.status, "Degraded").reason).toBe("CapacityMismatch");
+    });
+
+    it("is not set on a config that does not time-slice, nor in DevicePlugin mode", () => {
+      for (const config of [
+        configWith({ publish: "DRA" }),
+        configWith({ sharing: { strategy: "TimeSlicing", replicas: 4 } }),
+      ]) {
+        const { status } = aggregateStatus({
+          ...input(config, versions("v1.37.2", "v1.37.2", "v1.37.2")),
+          resourceApiServed: config.spec.publish === "DRA" ? true : undefined,
+          sharedAllocationsKept: false,
+        });
+        expect(status.conditions?.map((c) => c.type)).not.toContain("DRASharing");
+      }
+    });
+  });
+
   describe("ExtendedResourceMapping: whether the DeviceClass maps the resource name (informational)", () => {
     const DRIVER = "foo.hardware-vendor.example";
     const draTruth = {

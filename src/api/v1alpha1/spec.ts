@@ -92,7 +92,7 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
   })
   .strict()
   .superRefine((spec, ctx) => {
-    checkPublish(spec, (spec.sharedDevNum ?? 1) > 1, ctx, ["sharedDevNum"]);
+    checkPublish(spec, ctx);
     const want = V1ALPHA1_BACKEND_MEMBER[spec.backend];
     if (want !== undefined && spec[want] === undefined) {
       ctx.addIssue({ code: "custom", path: [want], message: `must be set when backend is ${spec.backend}` });
@@ -110,7 +110,7 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
   // The superRefine above as CEL, so a CRD serving v1alpha1 refuses the same manifests at the same paths.
   .meta(
     celRules(
-      ...publishCelRules("has(self.sharedDevNum) && self.sharedDevNum > 1", ".sharedDevNum"),
+      ...publishCelRules(),
       ...V1ALPHA1_MEMBER_BACKEND_TYPES.flatMap((type) => {
         const member = V1ALPHA1_BACKEND_MEMBER[type];
         return [

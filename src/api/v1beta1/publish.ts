@@ -109,14 +109,11 @@ const DEFAULTED_DRIVER_CEL =
 /** With publish DRA and no driver name, the default one must be a valid driver name (CEL at spec level). */
 export const DRA_DEFAULT_DRIVER_RULE = `!has(self.publish) || self.publish != 'DRA' || (has(self.dra) && has(self.dra.driverName)) || !self.resourceName.contains('/') || (size(${DEFAULTED_DRIVER_CEL}) <= ${DRA_DRIVER_NAME_MAX_LENGTH} && ${DEFAULTED_DRIVER_CEL}.matches('${DNS_SUBDOMAIN_CEL_PATTERN}'))`;
 
-const DRA_TIME_SLICING_MESSAGE =
-  "must not be TimeSlicing when publish is DRA: pods share a DRA device by sharing one ResourceClaim";
-
 /**
- * The CEL rules of `publish` and `dra` at the spec's level, shared by both API versions: `timeSlicing` is
- * the version's CEL for "the spec shares devices by time-slicing", `sharingField` the field to name.
+ * The CEL rules of `publish` and `dra` at the spec's level, shared by both API versions. Time-slicing is
+ * allowed with DRA: it becomes a device shared by several allocations (src/plugin-runtime/dra/sharing.ts).
  */
-export function publishCelRules(timeSlicing: string, sharingField: string): CelRule[] {
+export function publishCelRules(): CelRule[] {
   return [
     {
       rule: DRA_DEFAULT_DRIVER_RULE,
@@ -124,24 +121,17 @@ export function publishCelRules(timeSlicing: string, sharingField: string): CelR
       fieldPath: ".dra.driverName",
       reason: "FieldValueRequired",
     },
-    {
-      rule: `!has(self.publish) || self.publish != 'DRA' || !(${timeSlicing})`,
-      message: DRA_TIME_SLICING_MESSAGE,
-      fieldPath: sharingField,
-    },
   ];
 }
 
-/** The zod side of publishCelRules, naming the same fields; `sharing` is the version's own reading. */
+/** The zod side of publishCelRules, naming the same fields. */
 export function checkPublish(
   spec: {
     resourceName: string;
     publish?: PublishMode | undefined;
     dra?: { driverName?: string | undefined } | undefined;
   },
-  timeSlicing: boolean,
   ctx: z.RefinementCtx,
-  sharingPath: (string | number)[],
 ): void {
   if (spec.publish !== "DRA") return;
   // As the CEL rule: judged whenever the resource name has a '/', even one with its own problems (the API
@@ -150,8 +140,5 @@ export function checkPublish(
     const problem = checkDefaultDriverName(spec.resourceName);
     if (problem !== undefined)
       ctx.addIssue({ code: "custom", path: ["dra", "driverName"], message: problem });
-  }
-  if (timeSlicing) {
-    ctx.addIssue({ code: "custom", path: sharingPath, message: DRA_TIME_SLICING_MESSAGE });
   }
 }

@@ -303,17 +303,8 @@ export const DevicePluginConfigSpecSchema = z
     ),
   })
   .strict()
-  .superRefine((spec, ctx) =>
-    checkPublish(spec, spec.sharing.strategy === "TimeSlicing", ctx, ["sharing", "strategy"]),
-  )
-  .meta(
-    celRules(
-      ...publishCelRules(
-        "has(self.sharing) && has(self.sharing.strategy) && self.sharing.strategy == 'TimeSlicing'",
-        ".sharing.strategy",
-      ),
-    ),
-  );
+  .superRefine((spec, ctx) => checkPublish(spec, ctx))
+  .meta(celRules(...publishCelRules()));
 
 export type DevicePluginConfigSpec = z.infer<typeof DevicePluginConfigSpecSchema>;
 export type DevicePluginConfigSpecInput = z.input<typeof DevicePluginConfigSpecSchema>;

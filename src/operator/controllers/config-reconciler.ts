@@ -13,6 +13,7 @@ import {
   invalidSpecStatus,
   pluginRunsOnNode,
   resolveResourceNames,
+  sharedAllocationsKept,
   type Resolution,
   type SlimResourceSlice,
 } from "../status/index.js";
@@ -149,6 +150,7 @@ export class ConfigReconciler {
       upgradeModes: decision?.modes,
       resourceApiServed: config.spec.publish === "DRA" ? extendedResource.resourceApiServed : undefined,
       extendedResource,
+      sharedAllocationsKept: sharedAllocationsOf(deps, config),
       conflictWith,
       resolution,
       applyError: workloads?.applyError,
@@ -184,4 +186,15 @@ export class ConfigReconciler {
     }
     return resolveResourceNames(valid, nodes).get(name)!;
   }
+}
+
+/**
+ * What the config's stored slices show of allowMultipleAllocations (dra-sharing.ts), for a time-sliced
+ * DRA config whose slice cache is complete; undefined otherwise.
+ */
+function sharedAllocationsOf(deps: StepDeps, config: DevicePluginConfig): boolean | undefined {
+  const slices = deps.slices;
+  if (config.spec.publish !== "DRA" || config.spec.sharing.strategy !== "TimeSlicing") return undefined;
+  if (slices === undefined || !slices.hasSynced()) return undefined;
+  return sharedAllocationsKept(slices.byIndex(INDEX_BY_CONFIG, configLabelValue(config.metadata.name)));
 }

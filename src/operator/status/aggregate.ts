@@ -18,6 +18,7 @@ import { pluginObjectName } from "../render/names.js";
 import type { UpgradeMode } from "../upgrade/planner.js";
 import { boundConditionMessage, withTransitionTimes, type ConditionDraft } from "./conditions.js";
 import { dominantReason, problemCountsMessage } from "./degraded.js";
+import { draSharingCondition } from "./dra-sharing.js";
 import { extendedResourceMapping, extendedResourceNameChoice } from "./extended-resource.js";
 import {
   DRA_PUBLISHING,
@@ -90,6 +91,11 @@ export interface AggregateStatusInput {
    * DeviceClass spec.extendedResourceName (undefined: not probed yet). Absent: no such condition.
    */
   extendedResource?: { resourceApiServed: boolean; fieldKept: boolean | undefined } | undefined;
+  /**
+   * Whether the API server kept allowMultipleAllocations on the config's slices (sharedAllocationsKept),
+   * for the DRASharing condition of a time-sliced DRA config; undefined: no evidence yet.
+   */
+  sharedAllocationsKept?: boolean | undefined;
   /** The status as last written, for transition times and events. */
   previous: DevicePluginConfigStatus | undefined;
   now: Date;
@@ -358,8 +364,9 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
 /**
  * The conditions of the version-dependent features the config uses (see features.ts): SurgeUpgrades
  * from the rollout's modes for the targeted nodes, DRAPublishing from the API server's groups and the
- * kubelets too old for DRA plugins (the rollout's KubeletTooOld nodes, which in DRA mode are those), and
- * ExtendedResourceMapping from what the probe found (informational: it changes no other condition).
+ * kubelets too old for DRA plugins (the rollout's KubeletTooOld nodes, which in DRA mode are those),
+ * ExtendedResourceMapping from what the probe found, and DRASharing from what the slices kept (both
+ * informational: they change no other condition).
  */
 function featureConditions(
   input: AggregateStatusInput,
@@ -403,5 +410,14 @@ function featureConditions(
           choice: extendedResourceNameChoice(spec),
           ...input.extendedResource,
         }).condition;
-  return [surge, dra, mapping].filter((c) => c !== undefined);
+  const sharing =
+    input.resourceApiServed === undefined
+      ? undefined
+      : draSharingCondition({
+          publish: spec.publish,
+          sharing: spec.sharing,
+          resourceApiServed: input.resourceApiServed,
+          kept: input.sharedAllocationsKept,
+        });
+  return [surge, dra, mapping, sharing].filter((c) => c !== undefined);
 }

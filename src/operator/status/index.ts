@@ -4,6 +4,7 @@ export * from "./conditions.js";
 export * from "./conflicts.js";
 export * from "./config-series.js";
 export * from "./degraded.js";
+export * from "./dra-sharing.js";
 export * from "./invalid-spec.js";
 export * from "./node-health.js";
 export * from "./selection.js";

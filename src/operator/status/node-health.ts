@@ -153,11 +153,18 @@ function notRegistered(registration: DeviceNodeStateStatus["registration"]): Omi
  *   publishedDevicesByNode). A DRA plugin leaves unhealthy devices out of its slices, or taints them where
  *   the API server keeps taints, and tainted devices are not counted, so the published count is what can
  *   be allocated either way; capacity adds back the devices the report says are unhealthy, as the
- *   kubelet's capacity keeps a device plugin's unhealthy devices.
+ *   kubelet's capacity keeps a device plugin's unhealthy devices. A time-sliced device is published once
+ *   for `sharesPerDevice` claims (default 1) and counts that many times, as the plugin's report counts
+ *   its replicas in both modes.
  */
 export type DeviceTruth =
   | { kind: "Kubelet"; resourceName: string }
-  | { kind: "ResourceSlices"; driver: string; published: ReadonlyMap<string, number> };
+  | {
+      kind: "ResourceSlices";
+      driver: string;
+      published: ReadonlyMap<string, number>;
+      sharesPerDevice?: number;
+    };
 
 /** The DevicePlugin-mode truth for `resourceName`. */
 export function kubeletTruth(resourceName: string): DeviceTruth {
@@ -288,7 +295,8 @@ export function nodeDeviceCounts(
       problem: kubeletCountsProblem(capacity, allocatable, truth.resourceName),
     };
   }
-  const published = truth.published.get(node.metadata?.name ?? "");
+  const devices = truth.published.get(node.metadata?.name ?? "");
+  const published = devices === undefined ? undefined : devices * (truth.sharesPerDevice ?? 1);
   return {
     capacity:
       published === undefined ? undefined : published + (report ? unhealthyAdvertisedCount(report) : 0),

@@ -6,7 +6,8 @@ import { LABEL_CONFIG } from "../../contract/names.js";
 
 /**
  * A ResourceSlice (resource.k8s.io/v1) as the operator's cache keeps it: identity and labels, the driver,
- * the node, the pool, and each device's name and whether a taint keeps new claims off it. Attributes and
+ * the node, the pool, and each device's name, whether a taint keeps new claims off it, and
+ * allowMultipleAllocations where the API server kept it (dra-sharing.ts reads it). Attributes and
  * capacities are most of a slice and nothing the operator reads; counting devices needs no more.
  */
 export interface SlimResourceSlice {
@@ -21,7 +22,7 @@ export interface SlimResourceSlice {
     nodeName?: string;
     pool: { name: string; generation: number; resourceSliceCount: number };
     /** `tainted`: a NoSchedule or NoExecute taint (an unhealthy device kept in the slice, KEP-5055). */
-    devices: { name: string; tainted?: true }[];
+    devices: { name: string; tainted?: true; allowMultipleAllocations?: true }[];
   };
 }
 
@@ -38,7 +39,7 @@ export function slimResourceSliceForCache(slice: unknown): SlimResourceSlice {
       driver?: string;
       nodeName?: string;
       pool?: { name?: string; generation?: number; resourceSliceCount?: number };
-      devices?: { name?: string; taints?: { effect?: string }[] }[];
+      devices?: { name?: string; taints?: { effect?: string }[]; allowMultipleAllocations?: boolean }[];
     };
   };
   const m = s.metadata ?? {};
@@ -67,9 +68,13 @@ export function slimResourceSliceForCache(slice: unknown): SlimResourceSlice {
         resourceSliceCount: spec.pool?.resourceSliceCount ?? 0,
       },
       devices: (spec.devices ?? []).map((d) =>
-        (d.taints ?? []).some((t) => BLOCKING_TAINT_EFFECTS.has(t.effect ?? ""))
-          ? { name: d.name ?? "", tainted: true as const }
-          : { name: d.name ?? "" },
+        ({
+          name: d.name ?? "",
+          ...((d.taints ?? []).some((t) => BLOCKING_TAINT_EFFECTS.has(t.effect ?? ""))
+            ? { tainted: true as const }
+            : {}),
+          ...(d.allowMultipleAllocations === true ? { allowMultipleAllocations: true as const } : {}),
+        }),
       ),
     },
   };

@@ -14,6 +14,12 @@ export interface DeviceRequestAllocationResult {
   readonly pool: string;
   /** The device's name within the pool. */
   readonly device: string;
+  /**
+   * Set by the scheduler on each allocation of a device that allows multiple allocations (a time-sliced
+   * device): claims holding one device each get their own. Preparing reads nothing from it, since each
+   * claim gets its own CDI spec file and device name.
+   */
+  readonly shareID?: string;
 }
 
 /**

@@ -5,6 +5,8 @@ import type { CdiContainerEdits } from "../../cdi/spec.js";
 import type { DeviceBackend } from "../devices/backend.js";
 import type { Health, PhysicalDevice } from "../devices/types.js";
 import { draTypedAttributes } from "../devices/attributes.js";
+import type { Sharing } from "../../api/v1beta1/spec.js";
+import { shareDevice } from "./sharing.js";
 import type { PoolDevice } from "./slices.js";
 
 /** One device of this node, as the DRA plugin prepares it. */
@@ -64,18 +66,20 @@ export function draDevicesOf(backend: Pick<DeviceBackend, "devices" | "cdiContai
 
 /**
  * The node's devices as the ResourceSlice publisher takes them: DRA name, health and the typed
- * attributes and capacities (NUMA node included), and why an unhealthy one is. Unhealthy ones are kept
- * here; the publisher taints them or leaves them out. Pure.
+ * attributes and capacities (NUMA node included), shared as the config's `sharing` says (sharing.ts:
+ * time-slicing lets several claims hold one device), and why an unhealthy one is. Unhealthy ones are
+ * kept here; the publisher taints them or leaves them out. Pure.
  */
-export function draPoolDevices(physical: readonly PhysicalDevice[]): PoolDevice[] {
+export function draPoolDevices(physical: readonly PhysicalDevice[], sharing?: Sharing): PoolDevice[] {
   return physical.map((device) => {
     const typed = draTypedAttributes({ attributes: device.attributes, numaNode: device.numaNode });
-    return {
+    const pooled: PoolDevice = {
       name: draDeviceName(device.id),
       health: device.health,
       reason: device.reason,
       attributes: typed.attributes,
       capacity: typed.capacity,
     };
+    return sharing === undefined ? pooled : shareDevice(pooled, sharing);
   });
 }

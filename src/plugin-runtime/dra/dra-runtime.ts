@@ -102,7 +102,7 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
       driver: this.driverName,
       node: opts.nodeName,
       configName: opts.config.metadata.name,
-      devices: () => draPoolDevices(this.devices.snapshot().physical),
+      devices: () => draPoolDevices(this.devices.snapshot().physical, spec.sharing),
       logger: this.log,
       coalesceMs: opts.sliceCoalesceMs,
       retryBaseMs: opts.sliceRetryBaseMs,

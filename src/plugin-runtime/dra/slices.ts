@@ -2,9 +2,16 @@
 // node's devices, and the plan that turns what the API server has into them. The publisher does the I/O.
 import { createHash } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
-import { configLabelValue, DRA_MANAGED_BY, LABEL_CONFIG, LABEL_MANAGED_BY } from "../../contract/names.js";
+import {
+  configLabelValue,
+  DRA_MANAGED_BY,
+  LABEL_CONFIG,
+  LABEL_MANAGED_BY,
+  LABEL_SHARED_ALLOCATIONS,
+} from "../../contract/names.js";
 import type { Health } from "../devices/types.js";
 import { quantityAmount, type DraAttributeValue, type DraCapacityValue } from "../devices/attributes.js";
+import type { CapacityRequestPolicy } from "./sharing.js";
 
 export const RESOURCE_SLICE_API_VERSION = "resource.k8s.io/v1";
 export const RESOURCE_SLICE_KIND = "ResourceSlice";
@@ -16,11 +23,18 @@ export const RESOURCE_SLICE_MAX_DEVICES = 128;
 export const SLICE_FIELD_NODE_NAME = "spec.nodeName";
 export const SLICE_FIELD_DRIVER = "spec.driver";
 
+/** resource.k8s.io/v1 DeviceCapacity: a request policy only on a device that allows multiple allocations. */
+export interface SliceCapacity extends DraCapacityValue {
+  readonly requestPolicy?: CapacityRequestPolicy;
+}
+
 /** resource.k8s.io/v1 Device, the members this project publishes. */
 export interface SliceDevice {
   readonly name: string;
   readonly attributes?: Readonly<Record<string, DraAttributeValue>>;
-  readonly capacity?: Readonly<Record<string, DraCapacityValue>>;
+  readonly capacity?: Readonly<Record<string, SliceCapacity>>;
+  /** Set on a time-sliced device (sharing.ts): several claims may hold it at once. */
+  readonly allowMultipleAllocations?: boolean;
   /** Device taints (KEP-5055): an unhealthy device's, see taints.ts. `timeAdded` is RFC 3339. */
   readonly taints?: readonly {
     readonly key: string;
@@ -95,6 +109,7 @@ export function sliceDeviceChunks(devices: readonly PoolDevice[]): SliceDevice[]
         name: string;
         attributes?: SliceDevice["attributes"];
         capacity?: SliceDevice["capacity"];
+        allowMultipleAllocations?: boolean;
       } = { name: device.name };
       if (device.attributes !== undefined && Object.keys(device.attributes).length > 0) {
         out.attributes = device.attributes;
@@ -102,6 +117,7 @@ export function sliceDeviceChunks(devices: readonly PoolDevice[]): SliceDevice[]
       if (device.capacity !== undefined && Object.keys(device.capacity).length > 0) {
         out.capacity = device.capacity;
       }
+      if (device.allowMultipleAllocations === true) out.allowMultipleAllocations = true;
       return out;
     })
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -114,7 +130,9 @@ export function sliceDeviceChunks(devices: readonly PoolDevice[]): SliceDevice[]
 
 /**
  * The pool's slices at `generation`, without resourceVersions. `chunks` are the devices of each slice:
- * by default sliceDeviceChunks (healthy devices only); with taints, taints.ts's publishedDeviceChunks. Pure.
+ * by default sliceDeviceChunks (healthy devices only); with taints, taints.ts's publishedDeviceChunks. A
+ * slice with a device sent with allowMultipleAllocations says so in a label (LABEL_SHARED_ALLOCATIONS), so
+ * the operator can tell an API server that dropped the field from a config that does not share. Pure.
  */
 export function desiredSlices(
   input: PoolInput,
@@ -126,7 +144,9 @@ export function desiredSlices(
     kind: RESOURCE_SLICE_KIND,
     metadata: {
       name: resourceSliceName(input.driver, input.node, index),
-      labels: sliceLabels(input.configName),
+      labels: devices.some((d) => d.allowMultipleAllocations === true)
+        ? { ...sliceLabels(input.configName), [LABEL_SHARED_ALLOCATIONS]: "true" }
+        : sliceLabels(input.configName),
     },
     spec: {
       driver: input.driver,
@@ -162,7 +182,9 @@ function immutableMatches(existing: ResourceSlice, want: ResourceSlice): boolean
 /** Whether the existing slice already says what `want` says, generation aside. */
 function sameContent(existing: ResourceSlice, want: ResourceSlice): boolean {
   const labels = existing.metadata.labels ?? {};
-  const labelsOk = Object.entries(want.metadata.labels ?? {}).every(([k, v]) => labels[k] === v);
+  const labelsOk =
+    Object.entries(want.metadata.labels ?? {}).every(([k, v]) => labels[k] === v) &&
+    labels[LABEL_SHARED_ALLOCATIONS] === want.metadata.labels?.[LABEL_SHARED_ALLOCATIONS];
   return (
     labelsOk &&
     immutableMatches(existing, want) &&
@@ -171,15 +193,21 @@ function sameContent(existing: ResourceSlice, want: ResourceSlice): boolean {
   );
 }
 
-/** Devices as compared: what the API server returns drops empty maps, and so does the builder. */
+/**
+ * Devices as compared: what the API server returns drops empty maps, and so does the builder; quantities
+ * by amount. An API server whose DRAConsumableCapacity gate is off (1.35 defaults) drops
+ * allowMultipleAllocations and request policies, so a time-sliced pool differs after every write there
+ * and is written once per pass: the operator's DRASharing condition says the devices are exclusive.
+ */
 function normalizeDevices(devices: readonly SliceDevice[] | undefined): unknown {
   return (devices ?? []).map((d) => ({
     name: d.name,
     attributes: d.attributes !== undefined && Object.keys(d.attributes).length > 0 ? d.attributes : undefined,
     capacity:
       d.capacity !== undefined && Object.keys(d.capacity).length > 0
-        ? Object.fromEntries(Object.entries(d.capacity).map(([k, c]) => [k, quantityAmount(c.value)]))
+        ? Object.fromEntries(Object.entries(d.capacity).map(([k, c]) => [k, normalizeCapacity(c)]))
         : undefined,
+    allowMultipleAllocations: d.allowMultipleAllocations === true ? true : undefined,
     taints:
       d.taints !== undefined && d.taints.length > 0
         ? d.taints.map((t) => ({
@@ -190,6 +218,16 @@ function normalizeDevices(devices: readonly SliceDevice[] | undefined): unknown 
           }))
         : undefined,
   }));
+}
+
+function normalizeCapacity(capacity: SliceCapacity): unknown {
+  const policy = capacity.requestPolicy;
+  if (policy === undefined) return quantityAmount(capacity.value);
+  return {
+    value: quantityAmount(capacity.value),
+    default: quantityAmount(policy.default),
+    validValues: policy.validValues?.map(quantityAmount),
+  };
 }
 
 /**

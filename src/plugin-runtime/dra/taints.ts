@@ -123,6 +123,8 @@ export function taintedSliceDevices(
       ...(device.capacity !== undefined && Object.keys(device.capacity).length > 0
         ? { capacity: device.capacity }
         : {}),
+      // A time-sliced device stays shared while tainted (sharing.ts).
+      ...(device.allowMultipleAllocations === true ? { allowMultipleAllocations: true } : {}),
       ...(taints.length > 0 ? { taints } : {}),
     });
   }

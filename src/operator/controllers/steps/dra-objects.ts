@@ -114,7 +114,9 @@ export async function reconcileDraObjects(
     const published = slices.hasSynced()
       ? publishedDevicesByNode(slices.byIndex(INDEX_BY_DRIVER, driver), driver)
       : new Map<string, number>();
-    outcome.truth = { kind: "ResourceSlices", driver, published };
+    const { sharing } = config.spec;
+    const sharesPerDevice = sharing.strategy === "TimeSlicing" ? (sharing.replicas ?? 1) : 1;
+    outcome.truth = { kind: "ResourceSlices", driver, published, sharesPerDevice };
     // Before the slice cache is complete, the gate would read every node as empty: leave it to Node
     // allocatable (which holds nothing in DRA mode, so it waits) rather than record zero baselines.
     if (slices.hasSynced()) outcome.publishedDevices = published;
