@@ -67,15 +67,13 @@ export function slimResourceSliceForCache(slice: unknown): SlimResourceSlice {
         generation: spec.pool?.generation ?? 0,
         resourceSliceCount: spec.pool?.resourceSliceCount ?? 0,
       },
-      devices: (spec.devices ?? []).map((d) =>
-        ({
-          name: d.name ?? "",
-          ...((d.taints ?? []).some((t) => BLOCKING_TAINT_EFFECTS.has(t.effect ?? ""))
-            ? { tainted: true as const }
-            : {}),
-          ...(d.allowMultipleAllocations === true ? { allowMultipleAllocations: true as const } : {}),
-        }),
-      ),
+      devices: (spec.devices ?? []).map((d) => ({
+        name: d.name ?? "",
+        ...((d.taints ?? []).some((t) => BLOCKING_TAINT_EFFECTS.has(t.effect ?? ""))
+          ? { tainted: true as const }
+          : {}),
+        ...(d.allowMultipleAllocations === true ? { allowMultipleAllocations: true as const } : {}),
+      })),
     },
   };
 }
