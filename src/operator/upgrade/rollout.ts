@@ -26,6 +26,7 @@ import {
   forUpdate,
   hasRole,
   parseUpgradeState,
+  publishModeOfDaemonSet,
   revisionOfDaemonSet,
   serializeUpgradeState,
   withRole,
@@ -41,7 +42,7 @@ import {
   type NodeRecord,
 } from "./node-labels.js";
 import {
-  availableDevices,
+  baselineDevices,
   membershipOf,
   moveView,
   observeNode,
@@ -52,6 +53,9 @@ import {
 } from "./observe.js";
 import { planRollout, type Plan, type RolloutSpec, type UpgradeMode } from "./planner.js";
 import { displayRevision, problemsOf, steadyStatus, tooOldNodes, upgradeStatus } from "./rollout-status.js";
+
+import { switchStartBlocked } from "../dra-switch/gate.js";
+import { switchEvents, switchMessage } from "../dra-switch/events.js";
 
 export type { RolloutInput } from "./observe.js";
 
@@ -133,15 +137,32 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
   const liveRevisions = new Set([revision, ...live.map(revisionOfDaemonSet)]);
 
   // Too-old kubelets are never targeted, by any revision; the planner says which they are.
-  const observe = (view: MoveView | undefined, move: Move | undefined): Plan =>
-    planRollout({
+  // A publish switch: every node replaced, the path being left gone before the other starts; a switch
+  // to DRA starts nodes only while the DeviceClass maps the extended resource (dra-switch/gate.ts).
+  const observe = (view: MoveView | undefined, move: Move | undefined): Plan => {
+    const switching = view?.switching;
+    const blocked =
+      switching === undefined || move?.forceRollback === true
+        ? undefined
+        : switchStartBlocked({ ...switching, mapping: input.mapping });
+    return planRollout({
       nodes: input.nodes.map((n) => observeNode(n, view, input)),
       spec,
       now,
       rollingBack: move === undefined ? false : move.state.rollingBack || move.forceRollback,
       publish: config.spec.publish,
       fenceReplace: true,
+      ...(switching !== undefined ? { switching: true } : {}),
+      ...(blocked !== undefined ? { startBlocked: blocked } : {}),
     });
+  };
+  /** The switch's per-node events and status message, where the move is a switch. */
+  const narrate = (plan: Plan, view: MoveView, status: UpgradeStatus): void => {
+    if (view.switching === undefined) return;
+    events.push(...switchEvents(plan.actions, view.switching, config.spec.resourceName));
+    if (status.message === undefined && status.phase !== "Complete")
+      status.message = switchMessage(view.switching, plan.inFlight, plan.blocked);
+  };
 
   const writes: RolloutWrite[] = [];
   const events: RolloutEvent[] = [];
@@ -199,6 +220,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     }
     const status = upgradeStatus(plan, baseRevision, revisionOfDaemonSet(target));
     status.phase = "RollingBack";
+    narrate(plan, view, status);
     status.message = `returning nodes from revision ${displayRevision(revisionOfDaemonSet(target))} to ${displayRevision(baseRevision)} before the current spec's revision ${revision} rolls out`;
     return decided(plan, status, true);
   }
@@ -213,10 +235,14 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
         annotations: { [ANNOTATION_UPGRADE_STATE]: serializeUpgradeState(state) },
       }),
     });
+    const fromMode = publishModeOfDaemonSet(base);
     events.push({
       type: "Normal",
       reason: "UpgradeStarted",
-      message: `upgrading the plugin from revision ${displayRevision(baseRevision)} to ${revision}, ${spec.strategy} strategy, at most ${String(spec.maxUnavailable)} node(s) at a time`,
+      message:
+        fromMode === config.spec.publish
+          ? `upgrading the plugin from revision ${displayRevision(baseRevision)} to ${revision}, ${spec.strategy} strategy, at most ${String(spec.maxUnavailable)} node(s) at a time`
+          : `switching spec.publish from ${fromMode} to ${config.spec.publish} (revision ${displayRevision(baseRevision)} to ${revision}) node by node, each node replaced whatever the strategy, at most ${String(spec.maxUnavailable)} node(s) at a time`,
     });
     const plan = observe(undefined, undefined);
     const status = upgradeStatus(plan, baseRevision, revision);
@@ -268,6 +294,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
   // old revision as the current one.
   const status = upgradeStatus(plan, promote ? revision : baseRevision, revision);
   if (plan.phase === "Complete" && !promote) status.phase = "Progressing";
+  narrate(plan, view, status);
   if (plan.phase === "RolledBack" || plan.phase === "Failed") {
     status.message = `node(s) ${plan.failed.slice(0, 5).join(", ")} did not get the new plugin advertised within ${spec.progressDeadlineSeconds}s; ${plan.phase === "RolledBack" ? "every node is back on the previous revision" : "the upgrade stopped"}: fix the spec to start a new one`;
   }
@@ -390,7 +417,7 @@ function applyPlan(
         recordFor(e).startedAt = input.now;
         break;
       case "RecordBaseline":
-        recordFor(e).baseline = availableDevices(byName.get(action.node)!, input);
+        recordFor(e).baseline = baselineDevices(byName.get(action.node)!, view, input);
         break;
       case "MarkFailed":
         recordFor(e).failed = true;

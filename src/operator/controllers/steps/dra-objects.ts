@@ -12,6 +12,9 @@ import {
 import { configLabelValue } from "../../../contract/names.js";
 import { publishedDevicesByNode, type DeviceTruth } from "../../status/index.js";
 import { decideDeviceClass, findSlicesToDelete, ownedByConfig } from "../dra.js";
+import { ownedDaemonSets } from "../owned-objects.js";
+import { publishModeOfDaemonSet } from "../../upgrade/daemonset-state.js";
+import { ownedBy, podIsPresent } from "../../upgrade/observe.js";
 import {
   CLEANUP_ERROR_RETRY_MS,
   CLEANUP_RETRY_MS,
@@ -30,6 +33,8 @@ export interface DraOutcome {
   truth?: DeviceTruth;
   /** Devices per node that the slices publish, for the upgrade gate; once the slice cache is complete. */
   publishedDevices?: ReadonlyMap<string, number>;
+  /** The same in either mode (an entry wherever a slice exists), for a publish switch's ordering. */
+  sliceDevices?: ReadonlyMap<string, number>;
   deviceClassConflict?: string;
   retryMs?: number;
 }
@@ -109,17 +114,33 @@ export async function reconcileDraObjects(
     }
   }
   retry(await deleteSlices(deps, name, config));
+  const driver = draDriverName(config.spec);
+  if (slices.hasSynced())
+    outcome.sliceDevices = publishedDevicesByNode(slices.byIndex(INDEX_BY_DRIVER, driver), driver);
   if (isDra) {
-    const driver = draDriverName(config.spec);
-    const published = slices.hasSynced()
-      ? publishedDevicesByNode(slices.byIndex(INDEX_BY_DRIVER, driver), driver)
-      : new Map<string, number>();
+    const published = outcome.sliceDevices ?? new Map<string, number>();
     outcome.truth = { kind: "ResourceSlices", driver, published };
     // Before the slice cache is complete, the gate would read every node as empty: leave it to Node
     // allocatable (which holds nothing in DRA mode, so it waits) rather than record zero baselines.
     if (slices.hasSynced()) outcome.publishedDevices = published;
   }
   return outcome;
+}
+
+/**
+ * The nodes where a pod of one of the config's DRA-mode DaemonSets still exists: during a switch from DRA
+ * their slices stay until that pod is gone (the switch deletes them then, and only then starts the
+ * device plugin there), so a node not yet switched keeps serving through DRA.
+ */
+function draPluginNodes(deps: StepDeps, name: string): ReadonlySet<string> {
+  const draSets = ownedDaemonSets(deps, name).filter((ds) => publishModeOfDaemonSet(ds) === "DRA");
+  const nodes = new Set<string>();
+  if (draSets.length === 0) return nodes;
+  for (const pod of deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name))) {
+    if (!podIsPresent(pod) || pod.spec?.nodeName === undefined) continue;
+    if (draSets.some((ds) => ownedBy(pod, ds))) nodes.add(pod.spec.nodeName);
+  }
+  return nodes;
 }
 
 /**
@@ -147,6 +168,7 @@ export async function deleteSlices(
     slices: slices.byIndex(INDEX_BY_CONFIG, label),
     node: (n) => deps.nodes.get(n),
     nodesSynced: deps.nodes.hasSynced(),
+    draPluginOn: config === undefined ? undefined : draPluginNodes(deps, name),
     limit: SLICE_DELETES_PER_RECONCILE,
   });
   let retryMs = remaining > 0 ? CLEANUP_RETRY_MS : undefined;

@@ -17,7 +17,7 @@ import { configLabelValue } from "../../../contract/names.js";
 import { containsDesired, LABEL_REVISION, renderPluginConfigMap } from "../../render/index.js";
 import { pluginRunsOnNode, type Targeting } from "../../status/selection.js";
 import type { NodePatch } from "../../upgrade/node-labels.js";
-import { decideRollout, type RolloutDecision } from "../../upgrade/rollout.js";
+import { decideRollout, type RolloutDecision, type RolloutInput } from "../../upgrade/rollout.js";
 import { NodeWriteExpectations } from "./node-write-expectations.js";
 
 import { INDEX_BY_CONFIG, WRITE_CONFLICT_RETRY_MS, type StepDeps } from "../reconciler-deps.js";
@@ -42,6 +42,7 @@ export async function applyPluginWorkloads(
   nodes: readonly V1Node[],
   publishedDevices: ReadonlyMap<string, number> | undefined,
   targeting?: Targeting,
+  switchFacts?: Pick<RolloutInput, "sliceDevices" | "mapping">,
 ): Promise<WorkloadOutcome> {
   const name = config.metadata.name;
   const ns = deps.render.namespace;
@@ -55,6 +56,7 @@ export async function applyPluginWorkloads(
     pods: deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name)),
     reports: deps.reports.byIndex(INDEX_BY_CONFIG, name),
     publishedDevices,
+    ...switchFacts,
     now: deps.now().getTime(),
   });
   const configMap = renderPluginConfigMap(config, deps.render, decision.revision) as ApplyObject;
