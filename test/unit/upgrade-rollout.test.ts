@@ -186,6 +186,7 @@ function revName(rev: string | null | undefined): string {
 function written(d: RolloutDecision): string[] {
   return d.writes.map((w) => {
     if (w.kind === "Delete") return `Delete ${revName(w.revision)}`;
+    if (w.kind === "DeleteSlices") return `DeleteSlices ${w.node}`;
     if (w.kind === "PatchNode") {
       const labels = w.patch.body.metadata.labels ?? {};
       const parts = [`Node ${w.patch.node}`];

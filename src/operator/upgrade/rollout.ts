@@ -56,6 +56,7 @@ import { displayRevision, problemsOf, steadyStatus, tooOldNodes, upgradeStatus }
 
 import { switchStartBlocked } from "../dra-switch/gate.js";
 import { switchEvents, switchMessage } from "../dra-switch/events.js";
+import { nodesToClearOfSlices } from "../dra-switch/slices.js";
 
 export type { RolloutInput } from "./observe.js";
 
@@ -75,7 +76,12 @@ export type RolloutWrite =
    * must land before any patch after it: a rollback's moves never land without the failure that decided
    * them.
    */
-  | { kind: "PatchNode"; patch: NodePatch; ordered?: true };
+  | { kind: "PatchNode"; patch: NodePatch; ordered?: true }
+  /**
+   * A publish switch leaving DRA on the node: delete the node's ResourceSlices of the config (its DRA
+   * plugin is gone and never deletes its own pool). The device plugin starts there only once they are.
+   */
+  | { kind: "DeleteSlices"; node: string };
 
 export interface RolloutEvent {
   type: "Normal" | "Warning";
@@ -159,6 +165,16 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
   /** The switch's per-node events and status message, where the move is a switch. */
   const narrate = (plan: Plan, view: MoveView, status: UpgradeStatus): void => {
     if (view.switching === undefined) return;
+    const back = plan.phase === "RollingBack" || plan.phase === "RolledBack";
+    if ((back ? view.switching.to : view.switching.from) === "DRA") {
+      const inFlight = new Set(plan.inFlight);
+      const observed = input.nodes.filter((n) => inFlight.has(n.metadata?.name ?? ""));
+      for (const node of nodesToClearOfSlices(
+        observed.map((n) => observeNode(n, view, input)),
+        !back,
+      ))
+        writes.push({ kind: "DeleteSlices", node });
+    }
     events.push(...switchEvents(plan.actions, view.switching, config.spec.resourceName));
     if (status.message === undefined && status.phase !== "Complete")
       status.message = switchMessage(view.switching, plan.inFlight, plan.blocked);

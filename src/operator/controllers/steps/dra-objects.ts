@@ -195,3 +195,22 @@ export async function deleteSlices(
   }
   return retryMs;
 }
+
+/**
+ * A publish switch leaving DRA on `node` (its DRA plugin pod gone): the node's ResourceSlices of the
+ * config go, so the device plugin can start there without both paths advertising the name.
+ */
+export async function deleteNodeSlices(deps: StepDeps, name: string, node: string): Promise<void> {
+  const slices = deps.slices;
+  if (slices === undefined || !slices.hasSynced()) return;
+  for (const slice of slices.byIndex(INDEX_BY_CONFIG, configLabelValue(name))) {
+    if (slice.spec.nodeName !== node || slice.metadata.deletionTimestamp) continue;
+    const sliceName = slice.metadata.name ?? "";
+    try {
+      await deps.objects.delete(RESOURCE_SLICES, { name: sliceName }, { uid: slice.metadata.uid || undefined });
+      deps.logger.info({ config: name, slice: sliceName, node }, "deleted ResourceSlice: the node leaves DRA");
+    } catch (err) {
+      if (!isNotFound(err) && !isConflict(err)) throw err;
+    }
+  }
+}

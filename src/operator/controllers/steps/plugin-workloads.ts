@@ -19,6 +19,7 @@ import { pluginRunsOnNode, type Targeting } from "../../status/selection.js";
 import type { NodePatch } from "../../upgrade/node-labels.js";
 import { decideRollout, type RolloutDecision, type RolloutInput } from "../../upgrade/rollout.js";
 import { NodeWriteExpectations } from "./node-write-expectations.js";
+import { deleteNodeSlices } from "./dra-objects.js";
 
 import { INDEX_BY_CONFIG, WRITE_CONFLICT_RETRY_MS, type StepDeps } from "../reconciler-deps.js";
 import { ownedDaemonSets, ownedConfigMaps } from "../owned-objects.js";
@@ -89,6 +90,10 @@ export async function applyPluginWorkloads(
   if (patched !== undefined) return { decision, ...patched };
   for (const write of decision.writes) {
     if (write.kind === "PatchNode") continue;
+    if (write.kind === "DeleteSlices") {
+      await deleteNodeSlices(deps, name, write.node);
+      continue;
+    }
     const dsName = write.kind === "Delete" ? write.name : (write.daemonSet.metadata?.name ?? "");
     try {
       if (write.kind === "Create") {
