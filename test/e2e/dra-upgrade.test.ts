@@ -419,7 +419,7 @@ describe("a config's switch between DevicePlugin and DRA", () => {
         // Each node ends on the target path alone: devices in its slices, or in its allocatable.
         await waitFor(
           `every node on ${target} alone`,
-          async (observe) => {
+          (observe) => {
             const published = watch.sliceDevices();
             const seen = switchNodes.map((n) => ({
               node: n,
@@ -427,13 +427,12 @@ describe("a config's switch between DevicePlugin and DRA", () => {
               sliceDevices: published.get(n) ?? 0,
             }));
             observe(seen);
-            return seen.every((x) =>
+            const onTarget = seen.every((x) =>
               target === "DRA"
                 ? x.allocatable === 0 && x.sliceDevices === DEVICES
                 : x.allocatable === DEVICES && x.sliceDevices === 0,
-            )
-              ? true
-              : undefined;
+            );
+            return Promise.resolve(onTarget ? true : undefined);
           },
           { timeoutMs: 60_000, intervalMs: 250 },
         );
