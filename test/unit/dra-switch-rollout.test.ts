@@ -561,6 +561,9 @@ describe("switch events and message", () => {
     expect(switchMessage({ from: "DRA", to: "DevicePlugin" }, ["a"], undefined)).toBe(
       "switching spec.publish from DRA to DevicePlugin node by node, each node replaced: in flight (neither path or starting): a",
     );
+    expect(switchMessage({ from: "DevicePlugin", to: "DRA" }, ["a", "b"], undefined, true)).toBe(
+      "rolling the switch back from DRA to DevicePlugin node by node, each node replaced: in flight (neither path or starting): a, b",
+    );
     const long = switchMessage({ from: "DevicePlugin", to: "DRA" }, [], "x".repeat(2000));
     expect(long.length).toBe(1024);
     expect(

@@ -74,11 +74,15 @@ export function switchMessage(
   switching: { from: PublishMode; to: PublishMode },
   inFlight: readonly string[],
   blocked: string | undefined,
+  rollingBack = false,
 ): string {
   const shown = inFlight.slice(0, 5).join(", ");
   const more = inFlight.length > 5 ? ` and ${inFlight.length - 5} more` : "";
   const moving =
     inFlight.length === 0 ? "no node in flight" : `in flight (neither path or starting): ${shown}${more}`;
-  const text = `switching spec.publish from ${switching.from} to ${switching.to} node by node, each node replaced: ${moving}${blocked !== undefined ? `; ${blocked}` : ""}`;
+  const what = rollingBack
+    ? `rolling the switch back from ${switching.to} to ${switching.from}`
+    : `switching spec.publish from ${switching.from} to ${switching.to}`;
+  const text = `${what} node by node, each node replaced: ${moving}${blocked !== undefined ? `; ${blocked}` : ""}`;
   return text.length > 1024 ? `${text.slice(0, 1021)}...` : text;
 }

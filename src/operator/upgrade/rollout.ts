@@ -177,7 +177,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     }
     events.push(...switchEvents(plan.actions, view.switching, config.spec.resourceName));
     if (status.message === undefined && status.phase !== "Complete")
-      status.message = switchMessage(view.switching, plan.inFlight, plan.blocked);
+      status.message = switchMessage(view.switching, plan.inFlight, plan.blocked, back);
   };
 
   const writes: RolloutWrite[] = [];
