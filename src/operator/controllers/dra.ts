@@ -144,7 +144,7 @@ export interface SliceCleanupInput {
   /** Whether the node cache holds a complete list: before that, a missing node proves nothing. */
   nodesSynced: boolean;
   /**
-   * Nodes where a DRA plugin pod of the config still exists: a config that left DRA keeps their slices
+   * Nodes where a DRA plugin pod of the config still runs: a config that left DRA keeps their slices
    * (NotDRA) until the pod is gone, so a publish switch stops each node's DRA path before its slices go.
    */
   draPluginOn?: ReadonlySet<string> | undefined;
@@ -157,7 +157,7 @@ export interface SliceCleanupInput {
  * - ConfigGone: the config was deleted: every slice of it goes; a plugin of the old revision still
  *   running re-creates its slice, which the slice's own event brings back here, until it is gone.
  * - NotDRA: it publishes through the device plugin API now: every slice goes but those on nodes where
- *   a DRA plugin pod of it still exists (draPluginOn), which go once the switch has stopped that pod.
+ *   a DRA plugin pod of it still runs (draPluginOn), which go once the switch has stopped that pod.
  * - OtherDriver: the config's driver name changed; the old driver's pool has no plugin left.
  * - NodeGone / NodeNotTargeted: the node left a synced cache, or the config's plugin can no longer run
  *   there (the same lenient rule as for stale DeviceNodeStates: a NoSchedule taint keeps the pod).

@@ -14,7 +14,7 @@ import { publishedDevicesByNode, type DeviceTruth } from "../../status/index.js"
 import { decideDeviceClass, findSlicesToDelete, ownedByConfig } from "../dra.js";
 import { ownedDaemonSets } from "../owned-objects.js";
 import { publishModeOfDaemonSet } from "../../upgrade/daemonset-state.js";
-import { ownedBy, podIsPresent } from "../../upgrade/observe.js";
+import { ownedBy } from "../../upgrade/observe.js";
 import {
   CLEANUP_ERROR_RETRY_MS,
   CLEANUP_RETRY_MS,
@@ -128,7 +128,7 @@ export async function reconcileDraObjects(
 }
 
 /**
- * The nodes where a pod of one of the config's DRA-mode DaemonSets still exists: during a switch from DRA
+ * The nodes where a pod of one of the config's DRA-mode DaemonSets still runs: during a switch from DRA
  * their slices stay until that pod is gone (the switch deletes them then, and only then starts the
  * device plugin there), so a node not yet switched keeps serving through DRA.
  */
@@ -137,7 +137,9 @@ function draPluginNodes(deps: StepDeps, name: string): ReadonlySet<string> {
   const nodes = new Set<string>();
   if (draSets.length === 0) return nodes;
   for (const pod of deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name))) {
-    if (!podIsPresent(pod) || pod.spec?.nodeName === undefined) continue;
+    // Running (terminating or not): a pod that never started publishes nothing, and on a node without a
+    // kubelet it would never leave.
+    if (pod.status?.phase !== "Running" || pod.spec?.nodeName === undefined) continue;
     if (draSets.some((ds) => ownedBy(pod, ds))) nodes.add(pod.spec.nodeName);
   }
   return nodes;
@@ -207,8 +209,15 @@ export async function deleteNodeSlices(deps: StepDeps, name: string, node: strin
     if (slice.spec.nodeName !== node || slice.metadata.deletionTimestamp) continue;
     const sliceName = slice.metadata.name ?? "";
     try {
-      await deps.objects.delete(RESOURCE_SLICES, { name: sliceName }, { uid: slice.metadata.uid || undefined });
-      deps.logger.info({ config: name, slice: sliceName, node }, "deleted ResourceSlice: the node leaves DRA");
+      await deps.objects.delete(
+        RESOURCE_SLICES,
+        { name: sliceName },
+        { uid: slice.metadata.uid || undefined },
+      );
+      deps.logger.info(
+        { config: name, slice: sliceName, node },
+        "deleted ResourceSlice: the node leaves DRA",
+      );
     } catch (err) {
       if (!isNotFound(err) && !isConflict(err)) throw err;
     }
