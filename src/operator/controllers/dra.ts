@@ -179,7 +179,8 @@ export function findSlicesToDelete(input: SliceCleanupInput): {
     }
     if (config.spec.publish !== "DRA") {
       const node = slice.spec.nodeName;
-      if (node === undefined || !(input.draPluginOn?.has(node) ?? false)) out.push({ slice, reason: "NotDRA" });
+      if (node === undefined || !(input.draPluginOn?.has(node) ?? false))
+        out.push({ slice, reason: "NotDRA" });
       continue;
     }
     if (slice.spec.driver !== draDriverName(config.spec)) {
