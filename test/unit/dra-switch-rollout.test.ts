@@ -3,7 +3,8 @@
 // late, DRA plugins publishing their pools, the switch's own slice deletions (nodesToClearOfSlices), and a
 // rollback at a random moment. Properties: no node ever has both paths advertising, no node is switched
 // forward twice, maxUnavailable holds, and a fair history ends Complete (or RolledBack) with every node on
-// the path it ends on. Then tables for the start gate, the slice rule and the per-node events.
+// the path it ends on. Then tables for the start gate, the slice rule, the per-node events and the
+// device counts per node's path.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { PublishMode } from "../../src/api/v1beta1/publish.js";
@@ -11,6 +12,12 @@ import { switchEvents, switchMessage } from "../../src/operator/dra-switch/event
 import { switchStartBlocked, type SwitchGateInput } from "../../src/operator/dra-switch/gate.js";
 import { nodesToClearOfSlices, type SliceNodeView } from "../../src/operator/dra-switch/slices.js";
 import { extendedResourceMapping } from "../../src/operator/status/extended-resource.js";
+import {
+  kubeletTruth,
+  nodeDeviceCounts,
+  type DeviceTruth,
+  type PathTruth,
+} from "../../src/operator/status/node-health.js";
 import {
   planRollout,
   type NodeObservation,
@@ -572,4 +579,33 @@ describe("switch events and message", () => {
       ),
     ).toBe(true);
   });
+});
+
+describe("device counts during a switch: each node on its plugin's path", () => {
+  const node = (name: string, allocatable?: string) => ({
+    metadata: { name },
+    status:
+      allocatable === undefined
+        ? {}
+        : { capacity: { "x/gpu": allocatable }, allocatable: { "x/gpu": allocatable } },
+  });
+  const truth: DeviceTruth = {
+    kind: "PerNode",
+    byNode: new Map<string, PathTruth>([["on-dp", kubeletTruth("x/gpu")]]),
+    rest: { kind: "ResourceSlices", driver: "x.example", published: new Map([["on-dra", 2]]) },
+  };
+  const cases: { name: string; node: ReturnType<typeof node>; allocatable: number | undefined }[] = [
+    {
+      name: "a node whose device plugin still runs: its allocatable",
+      node: node("on-dp", "4"),
+      allocatable: 4,
+    },
+    { name: "a node on DRA: its slices, not a stale allocatable", node: node("on-dra", "4"), allocatable: 2 },
+    { name: "a node with neither", node: node("between"), allocatable: undefined },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      expect(nodeDeviceCounts(c.node, truth).allocatable).toBe(c.allocatable);
+    });
+  }
 });

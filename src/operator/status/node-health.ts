@@ -153,12 +153,19 @@ function notRegistered(registration: DeviceNodeStateStatus["registration"]): Omi
  *   publishedDevicesByNode). A DRA plugin leaves unhealthy devices out of its slices, so the published
  *   count is what can be allocated; capacity adds back the devices the report says are unhealthy.
  */
-export type DeviceTruth =
+export type PathTruth =
   | { kind: "Kubelet"; resourceName: string }
   | { kind: "ResourceSlices"; driver: string; published: ReadonlyMap<string, number> };
 
+/**
+ * A path's truth, or during a switch of spec.publish (docs/dra.md) one per node: each node in `byNode` is
+ * judged by the path its running plugin uses, every other node by `rest` (the spec's path).
+ */
+export type DeviceTruth =
+  PathTruth | { kind: "PerNode"; byNode: ReadonlyMap<string, PathTruth>; rest: PathTruth };
+
 /** The DevicePlugin-mode truth for `resourceName`. */
-export function kubeletTruth(resourceName: string): DeviceTruth {
+export function kubeletTruth(resourceName: string): PathTruth {
   return { kind: "Kubelet", resourceName };
 }
 
@@ -277,6 +284,9 @@ export function nodeDeviceCounts(
   truth: DeviceTruth,
   report?: DeviceNodeStateStatus,
 ): { capacity: number | undefined; allocatable: number | undefined; problem: CountsProblem } {
+  if (truth.kind === "PerNode") {
+    return nodeDeviceCounts(node, truth.byNode.get(node.metadata?.name ?? "") ?? truth.rest, report);
+  }
   if (truth.kind === "Kubelet") {
     const capacity = parseCountQuantity(node.status?.capacity?.[truth.resourceName]);
     const allocatable = parseCountQuantity(node.status?.allocatable?.[truth.resourceName]);

@@ -10,7 +10,13 @@ import {
   isNotFound,
 } from "../../../kube/index.js";
 import { configLabelValue } from "../../../contract/names.js";
-import { publishedDevicesByNode, type DeviceTruth } from "../../status/index.js";
+import {
+  kubeletTruth,
+  publishedDevicesByNode,
+  type DeviceTruth,
+  type PathTruth,
+} from "../../status/index.js";
+import type { PublishMode } from "../../../api/v1beta1/publish.js";
 import { decideDeviceClass, findSlicesToDelete, ownedByConfig } from "../dra.js";
 import { ownedDaemonSets } from "../owned-objects.js";
 import { publishModeOfDaemonSet } from "../../upgrade/daemonset-state.js";
@@ -117,32 +123,53 @@ export async function reconcileDraObjects(
   const driver = draDriverName(config.spec);
   if (slices.hasSynced())
     outcome.sliceDevices = publishedDevicesByNode(slices.byIndex(INDEX_BY_DRIVER, driver), driver);
-  if (isDra) {
-    const published = outcome.sliceDevices ?? new Map<string, number>();
-    outcome.truth = { kind: "ResourceSlices", driver, published };
-    // Before the slice cache is complete, the gate would read every node as empty: leave it to Node
-    // allocatable (which holds nothing in DRA mode, so it waits) rather than record zero baselines.
-    if (slices.hasSynced()) outcome.publishedDevices = published;
-  }
+  const rest: PathTruth = isDra
+    ? { kind: "ResourceSlices", driver, published: outcome.sliceDevices ?? new Map<string, number>() }
+    : kubeletTruth(config.spec.resourceName);
+  outcome.truth = switchTruth(config, pluginPaths(deps, name), outcome.sliceDevices, rest);
+  // Before the slice cache is complete, the gate would read every node as empty: leave it to Node
+  // allocatable (which holds nothing in DRA mode, so it waits) rather than record zero baselines.
+  if (isDra && outcome.sliceDevices !== undefined) outcome.publishedDevices = outcome.sliceDevices;
   return outcome;
 }
 
 /**
- * The nodes where a pod of one of the config's DRA-mode DaemonSets still runs: during a switch from DRA
- * their slices stay until that pod is gone (the switch deletes them then, and only then starts the
- * device plugin there), so a node not yet switched keeps serving through DRA.
+ * The path each node's running plugin pod of the config publishes through (its DaemonSet's mode), where
+ * one runs. During a switch of spec.publish, nodes differ: a node whose DRA plugin still runs keeps its
+ * slices (the switch deletes them once the pod is gone), and each node's devices are counted on its path.
+ * Running, terminating or not: a pod that never started publishes nothing, and on a node without a
+ * kubelet it would never leave.
  */
-function draPluginNodes(deps: StepDeps, name: string): ReadonlySet<string> {
-  const draSets = ownedDaemonSets(deps, name).filter((ds) => publishModeOfDaemonSet(ds) === "DRA");
-  const nodes = new Set<string>();
-  if (draSets.length === 0) return nodes;
+function pluginPaths(deps: StepDeps, name: string): Map<string, PublishMode> {
+  const sets = ownedDaemonSets(deps, name).map((ds) => ({ ds, mode: publishModeOfDaemonSet(ds) }));
+  const paths = new Map<string, PublishMode>();
   for (const pod of deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name))) {
-    // Running (terminating or not): a pod that never started publishes nothing, and on a node without a
-    // kubelet it would never leave.
-    if (pod.status?.phase !== "Running" || pod.spec?.nodeName === undefined) continue;
-    if (draSets.some((ds) => ownedBy(pod, ds))) nodes.add(pod.spec.nodeName);
+    const node = pod.spec?.nodeName;
+    if (pod.status?.phase !== "Running" || node === undefined) continue;
+    const owner = sets.find((s) => ownedBy(pod, s.ds));
+    if (owner !== undefined && paths.get(node) !== "DRA") paths.set(node, owner.mode);
   }
-  return nodes;
+  return paths;
+}
+
+/** The status's device truth: the spec's path, or per node while nodes run the other path's plugin. */
+function switchTruth(
+  config: DevicePluginConfig,
+  paths: ReadonlyMap<string, PublishMode>,
+  sliceDevices: ReadonlyMap<string, number> | undefined,
+  rest: PathTruth,
+): DeviceTruth {
+  const byNode = new Map<string, PathTruth>();
+  for (const [node, path] of paths) {
+    if (path === config.spec.publish) continue;
+    byNode.set(
+      node,
+      path === "DRA"
+        ? { kind: "ResourceSlices", driver: draDriverName(config.spec), published: sliceDevices ?? new Map() }
+        : kubeletTruth(config.spec.resourceName),
+    );
+  }
+  return byNode.size === 0 ? rest : { kind: "PerNode", byNode, rest };
 }
 
 /**
@@ -170,7 +197,10 @@ export async function deleteSlices(
     slices: slices.byIndex(INDEX_BY_CONFIG, label),
     node: (n) => deps.nodes.get(n),
     nodesSynced: deps.nodes.hasSynced(),
-    draPluginOn: config === undefined ? undefined : draPluginNodes(deps, name),
+    draPluginOn:
+      config === undefined
+        ? undefined
+        : new Set([...pluginPaths(deps, name)].flatMap(([node, path]) => (path === "DRA" ? [node] : []))),
     limit: SLICE_DELETES_PER_RECONCILE,
   });
   let retryMs = remaining > 0 ? CLEANUP_RETRY_MS : undefined;
