@@ -3,8 +3,12 @@
 // the new instance takes over the node's ResourceSlices from the old one; v1.32 does not, so that node is
 // replaced. Throughout, the kubelet keeps preparing a claim on each Surge node, and not one call may fail,
 // and the Surge nodes' pools never lose a device. Afterwards every slice shows the new spec's attribute.
+// Then a second config on the same three nodes switches spec.publish from DevicePlugin to DRA and back
+// (its spec asks for Surge, which a switch never does): at every observation of the Nodes and the
+// slices, no node advertises the name through both paths; each node ends on the target path.
 import { CoreV1Api, CustomObjectsApi, Watch } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { V1Node } from "@kubernetes/client-node";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { kubeRequest } from "../../src/kube/request.js";
 import {
@@ -24,6 +28,9 @@ const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfi
 const NAME = uniqueName("e2e-draupg");
 const DRIVER = `${NAME}.dra-upgrade.example`;
 const DEVICES = 2;
+const SWITCH = uniqueName("e2e-draswitch");
+const SWITCH_DRIVER = `${SWITCH}.dra-switch.example`;
+const SWITCH_RESOURCE = `dra-switch.example/${SWITCH}`;
 const SLICES = "/apis/resource.k8s.io/v1/resourceslices";
 
 const kc = kubeConfigFromInjected();
@@ -221,6 +228,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await core.deleteNamespace({ name: namespace }).catch(() => undefined);
   await custom.deleteClusterCustomObject({ ...GROUP, name: NAME }).catch(() => undefined);
+  await custom.deleteClusterCustomObject({ ...GROUP, name: SWITCH }).catch(() => undefined);
   await operator?.stop();
   await sim?.stop();
 }, 120_000);
@@ -284,5 +292,172 @@ describe("a DRA config's plugin upgrade", () => {
     expect(pools.gaps).toEqual([]);
     // Each Surge node's kubelet ends with one instance: the new one (the old deregistered on stopping).
     for (const node of surgeNodes) expect(sim.draManager(node).instances(DRIVER)).toHaveLength(1);
+  });
+});
+
+/**
+ * Both paths of the switch config as watches show them: per node, Node.status.allocatable[name] and the
+ * devices its slices of the driver publish. Every event checks that no node has both above 0.
+ */
+async function watchAdvertising(): Promise<{
+  violations: string[];
+  allocatable: Map<string, number>;
+  sliceDevices: () => Map<string, number>;
+  observations: () => number;
+  stop: () => void;
+}> {
+  const allocatable = new Map<string, number>();
+  const slicesByName = new Map<string, { node: string; devices: number }>();
+  const violations: string[] = [];
+  let observations = 0;
+  const sliceDevices = () => {
+    const out = new Map<string, number>();
+    for (const { node, devices } of slicesByName.values()) out.set(node, (out.get(node) ?? 0) + devices);
+    return out;
+  };
+  const check = (what: string) => {
+    observations++;
+    const published = sliceDevices();
+    for (const [node, count] of allocatable) {
+      const devices = published.get(node) ?? 0;
+      if (count > 0 && devices > 0)
+        violations.push(`${what}: ${node} has allocatable ${count} and ${devices} devices in slices`);
+    }
+  };
+  const nodesWatch = await new Watch(kc).watch(
+    "/api/v1/nodes",
+    {},
+    (type, n: V1Node) => {
+      const name = n.metadata?.name ?? "";
+      const value = Number(n.status?.allocatable?.[SWITCH_RESOURCE] ?? "0");
+      if (type === "DELETED") allocatable.delete(name);
+      else allocatable.set(name, value);
+      check(`Node ${name} ${type}`);
+    },
+    () => undefined,
+  );
+  const slicesWatch = await new Watch(kc).watch(
+    SLICES,
+    { fieldSelector: `spec.driver=${SWITCH_DRIVER}` },
+    (type, slice: Slice) => {
+      if (type === "DELETED") slicesByName.delete(slice.metadata.name);
+      else
+        slicesByName.set(slice.metadata.name, {
+          node: slice.spec.nodeName,
+          devices: slice.spec.devices?.length ?? 0,
+        });
+      check(`ResourceSlice ${slice.metadata.name} ${type}`);
+    },
+    () => undefined,
+  );
+  return {
+    violations,
+    allocatable,
+    sliceDevices,
+    observations: () => observations,
+    stop: () => {
+      nodesWatch.abort();
+      slicesWatch.abort();
+    },
+  };
+}
+
+describe("a config's switch between DevicePlugin and DRA", () => {
+  it("goes node by node, never advertising the name through both paths on a node, and back", async () => {
+    const switchNodes = nodes.slice(0, 3);
+    await custom.createClusterCustomObject({
+      ...GROUP,
+      body: {
+        apiVersion: "dpo.dev/v1beta1",
+        kind: "DevicePluginConfig",
+        metadata: { name: SWITCH },
+        spec: {
+          resourceName: SWITCH_RESOURCE,
+          backend: { type: "Mock", mock: { devices: DEVICES, idPrefix: "s" } },
+          publish: "DevicePlugin",
+          dra: { driverName: SWITCH_DRIVER },
+          upgrade: { strategy: "Surge", maxUnavailable: 1, progressDeadlineSeconds: 120 },
+        },
+      },
+    });
+    const switchStatus = (what: string, pred: (s: DevicePluginConfigStatus) => boolean, timeoutMs?: number) =>
+      configStatusWhere(custom, SWITCH, what, pred, timeoutMs);
+    const first = await switchStatus(
+      "the device plugin Ready on every node",
+      (s) =>
+        s.conditions?.find((c) => c.type === "Ready")?.status === "True" &&
+        s.upgrade?.phase === "Complete" &&
+        s.nodes?.desired === 3 &&
+        s.devices?.summary === `${3 * DEVICES}/${3 * DEVICES}`,
+    );
+    expect(first.conditions?.find((c) => c.type === "ExtendedResourceMapping")?.status).toBe("True");
+    const watch = await watchAdvertising();
+    const messages = new Set<string>();
+    let rollout: RolloutWatch | undefined;
+    try {
+      for (const target of ["DRA", "DevicePlugin"] as const) {
+        rollout = new RolloutWatch(1);
+        await rollout.start(kc, NAMESPACE, SWITCH);
+        const before = await switchStatus("a revision", (s) => s.upgrade !== undefined);
+        await custom.patchClusterCustomObject({
+          ...GROUP,
+          name: SWITCH,
+          body: [{ op: "replace", path: "/spec/publish", value: target }],
+        });
+        await switchStatus(
+          `the switch to ${target} Complete on every node`,
+          (s) => {
+            if (s.upgrade?.message?.startsWith("switching spec.publish")) messages.add(s.upgrade.message);
+            return (
+              s.upgrade?.phase === "Complete" &&
+              s.upgrade.updateRevision !== before.upgrade!.updateRevision &&
+              s.upgrade.updated === 3
+            );
+          },
+          300_000,
+        );
+        // Each node ends on the target path alone: devices in its slices, or in its allocatable.
+        await waitFor(
+          `every node on ${target} alone`,
+          (observe) => {
+            const published = watch.sliceDevices();
+            const seen = switchNodes.map((n) => ({
+              node: n,
+              allocatable: watch.allocatable.get(n) ?? 0,
+              sliceDevices: published.get(n) ?? 0,
+            }));
+            observe(seen);
+            const onTarget = seen.every((x) =>
+              target === "DRA"
+                ? x.allocatable === 0 && x.sliceDevices === DEVICES
+                : x.allocatable === DEVICES && x.sliceDevices === 0,
+            );
+            return Promise.resolve(onTarget ? true : undefined);
+          },
+          { timeoutMs: 60_000, intervalMs: 250 },
+        );
+        rollout.stop();
+        expect(rollout.violations, target).toEqual([]);
+        expect(rollout.maxBetween, `${target}: nodes between paths at once`).toBe(1);
+        expect([...rollout.surged], `${target}: a switch never surges`).toEqual([]);
+        expect([...rollout.replaced].sort(), target).toEqual([...switchNodes].sort());
+      }
+    } finally {
+      watch.stop();
+      rollout?.stop();
+    }
+    const done = await switchStatus(
+      "Ready on the device plugin again",
+      (s) =>
+        s.conditions?.find((c) => c.type === "Ready")?.status === "True" &&
+        s.devices?.summary === `${3 * DEVICES}/${3 * DEVICES}`,
+    );
+    console.log(
+      `publish switch: ${watch.observations()} observations of Nodes and slices, ${watch.violations.length} with both paths advertising; status messages seen: ${[...messages].slice(0, 3).join(" | ")}`,
+    );
+    expect(watch.violations).toEqual([]);
+    expect(watch.observations()).toBeGreaterThan(0);
+    expect(messages.size, "the status said which node was where").toBeGreaterThan(0);
+    expect(done.upgrade?.phase).toBe("Complete");
   });
 });

@@ -208,7 +208,10 @@ describe("findSlicesToDelete", () => {
     slice("g", "n1", { driver: "old.example.com" }),
     slice("h", "gone", { deleting: true }),
   ];
-  const run = (cfg: DevicePluginConfig | undefined, opts: { synced?: boolean; limit?: number } = {}) =>
+  const run = (
+    cfg: DevicePluginConfig | undefined,
+    opts: { synced?: boolean; limit?: number; draPluginOn?: string[] } = {},
+  ) =>
     findSlicesToDelete({
       configLabel: "gpu",
       config: cfg,
@@ -216,10 +219,17 @@ describe("findSlicesToDelete", () => {
       node: (n) => nodes[n],
       nodesSynced: opts.synced ?? true,
       limit: opts.limit ?? 100,
+      ...(opts.draPluginOn !== undefined ? { draPluginOn: new Set(opts.draPluginOn) } : {}),
     });
   const summary = (r: ReturnType<typeof run>) => r.slices.map((s) => `${s.slice.metadata.name}:${s.reason}`);
 
-  it.each<{ case: string; cfg: DevicePluginConfig | undefined; synced?: boolean; want: string[] }>([
+  it.each<{
+    case: string;
+    cfg: DevicePluginConfig | undefined;
+    synced?: boolean;
+    draPluginOn?: string[];
+    want: string[];
+  }>([
     {
       case: "a DRA config: another driver's, a node gone, a node not selected or evicting; a NoSchedule taint keeps it",
       cfg: config(),
@@ -237,12 +247,25 @@ describe("findSlicesToDelete", () => {
       want: ["a:NotDRA", "b:NotDRA", "c:NotDRA", "d:NotDRA", "e:NotDRA", "g:NotDRA"],
     },
     {
+      case: "switching to DevicePlugin: the slices of nodes whose DRA plugin still runs stay until it is gone",
+      cfg: config({ publish: "DevicePlugin" }),
+      draPluginOn: ["n1", "n3"],
+      want: ["b:NotDRA", "d:NotDRA", "e:NotDRA"],
+    },
+    {
       case: "the config is gone: every slice of it, none of another config's",
       cfg: undefined,
       want: ["a:ConfigGone", "b:ConfigGone", "c:ConfigGone", "d:ConfigGone", "e:ConfigGone", "g:ConfigGone"],
     },
-  ])("$case", ({ cfg, synced, want }) => {
-    expect(summary(run(cfg, synced === undefined ? {} : { synced }))).toEqual(want);
+  ])("$case", ({ cfg, synced, draPluginOn, want }) => {
+    expect(
+      summary(
+        run(cfg, {
+          ...(synced === undefined ? {} : { synced }),
+          ...(draPluginOn === undefined ? {} : { draPluginOn }),
+        }),
+      ),
+    ).toEqual(want);
   });
 
   it("deletes a bounded batch and says how many are left", () => {

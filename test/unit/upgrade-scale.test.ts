@@ -191,6 +191,8 @@ function rollout(nodeCount: number, maxUnavailable: `${number}%`): Figures {
         write(structuredClone(w.daemonSet));
       } else if (w.kind === "Delete") {
         daemonSets.delete(w.name);
+      } else if (w.kind === "DeleteSlices") {
+        throw new Error(`no publish switch here, yet the rollout deletes ${w.node}'s slices`);
       } else {
         const node = nodes.get(w.patch.node)!;
         expect(w.patch.resourceVersion).toBe(node.metadata!.resourceVersion);

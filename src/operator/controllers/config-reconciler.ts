@@ -122,7 +122,11 @@ export class ConfigReconciler {
     signal?.throwIfAborted();
     let workloads: WorkloadOutcome | undefined;
     if (conflictWith !== undefined) await removePluginWorkloads(deps, name);
-    else workloads = await applyPluginWorkloads(deps, config, nodes, dra.publishedDevices, targeting);
+    else
+      workloads = await applyPluginWorkloads(deps, config, nodes, dra.publishedDevices, targeting, {
+        sliceDevices: dra.sliceDevices,
+        mapping: { switchToDraMayStart: mapping.switchToDraMayStart, ...mapping.condition },
+      });
     // Nodes the plugin does not run on (any more) keep none of its labels.
     const labelsRetry = await stripNodeLabels(
       deps,

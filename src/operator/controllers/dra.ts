@@ -143,15 +143,21 @@ export interface SliceCleanupInput {
   node: (name: string) => V1Node | undefined;
   /** Whether the node cache holds a complete list: before that, a missing node proves nothing. */
   nodesSynced: boolean;
+  /**
+   * Nodes where a DRA plugin pod of the config still runs: a config that left DRA keeps their slices
+   * (NotDRA) until the pod is gone, so a publish switch stops each node's DRA path before its slices go.
+   */
+  draPluginOn?: ReadonlySet<string> | undefined;
   limit: number;
 }
 
 /**
  * The config's ResourceSlices (by label) that nobody will remove if the operator does not: the plugin
  * never deletes its pool on shutdown, so that a restart or upgrade never empties it.
- * - ConfigGone: the config was deleted. NotDRA: it publishes through the device plugin API now. Either
- *   way every slice of it goes; a plugin of the old revision still running re-creates its slice, which
- *   the slice's own event brings back here, until the rollout has replaced that plugin.
+ * - ConfigGone: the config was deleted: every slice of it goes; a plugin of the old revision still
+ *   running re-creates its slice, which the slice's own event brings back here, until it is gone.
+ * - NotDRA: it publishes through the device plugin API now: every slice goes but those on nodes where
+ *   a DRA plugin pod of it still runs (draPluginOn), which go once the switch has stopped that pod.
  * - OtherDriver: the config's driver name changed; the old driver's pool has no plugin left.
  * - NodeGone / NodeNotTargeted: the node left a synced cache, or the config's plugin can no longer run
  *   there (the same lenient rule as for stale DeviceNodeStates: a NoSchedule taint keeps the pod).
@@ -172,7 +178,9 @@ export function findSlicesToDelete(input: SliceCleanupInput): {
       continue;
     }
     if (config.spec.publish !== "DRA") {
-      out.push({ slice, reason: "NotDRA" });
+      const node = slice.spec.nodeName;
+      if (node === undefined || !(input.draPluginOn?.has(node) ?? false))
+        out.push({ slice, reason: "NotDRA" });
       continue;
     }
     if (slice.spec.driver !== draDriverName(config.spec)) {

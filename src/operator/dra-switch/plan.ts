@@ -2,6 +2,8 @@
 // planner: given what each node runs and advertises now, what to do on each node next. The one rule it
 // exists for: on no node do both paths advertise the resource at once, because where both do, the device
 // plugin wins (kubernetes#139141) and DRA-mapped pods are not served as planned. The driver does the I/O.
+// The operator runs the same rule through the upgrade planner (planner.ts `switching`), which keeps the
+// per-node records, fence, deadline and rollback a switch needs; this standalone form is not called.
 import type { PublishMode } from "../../api/v1beta1/publish.js";
 
 /** Which path's plugin the operator assigns to a node; None between stopping one and starting the other. */

@@ -183,6 +183,9 @@ export function renderPluginDaemonSet(
   };
 }
 
+/** The volume only a DRA plugin's pod mounts: how a rendered DaemonSet tells its publish mode. */
+export const DRA_PLUGINS_VOLUME = "dra-plugins";
+
 /**
  * The kubelet's directories a plugin in DRA mode uses, instead of the device-plugins directory (no
  * kubelet.sock, no device plugin socket): its DRA socket under `<DRA_PLUGINS_DIR>/<driver>/`, its
@@ -196,7 +199,7 @@ export function renderPluginDaemonSet(
 function draKubeletMounts(): HostPathMount[] {
   return [
     {
-      name: "dra-plugins",
+      name: DRA_PLUGINS_VOLUME,
       hostPath: DRA_PLUGINS_DIR,
       mountPath: DRA_PLUGINS_DIR,
       type: "DirectoryOrCreate",

@@ -157,7 +157,7 @@ function notRegistered(registration: DeviceNodeStateStatus["registration"]): Omi
  *   for `sharesPerDevice` claims (default 1) and counts that many times, as the plugin's report counts
  *   its replicas in both modes.
  */
-export type DeviceTruth =
+export type PathTruth =
   | { kind: "Kubelet"; resourceName: string }
   | {
       kind: "ResourceSlices";
@@ -166,8 +166,15 @@ export type DeviceTruth =
       sharesPerDevice?: number;
     };
 
+/**
+ * A path's truth, or during a switch of spec.publish (docs/dra.md) one per node: each node in `byNode` is
+ * judged by the path its running plugin uses, every other node by `rest` (the spec's path).
+ */
+export type DeviceTruth =
+  PathTruth | { kind: "PerNode"; byNode: ReadonlyMap<string, PathTruth>; rest: PathTruth };
+
 /** The DevicePlugin-mode truth for `resourceName`. */
-export function kubeletTruth(resourceName: string): DeviceTruth {
+export function kubeletTruth(resourceName: string): PathTruth {
   return { kind: "Kubelet", resourceName };
 }
 
@@ -286,6 +293,9 @@ export function nodeDeviceCounts(
   truth: DeviceTruth,
   report?: DeviceNodeStateStatus,
 ): { capacity: number | undefined; allocatable: number | undefined; problem: CountsProblem } {
+  if (truth.kind === "PerNode") {
+    return nodeDeviceCounts(node, truth.byNode.get(node.metadata?.name ?? "") ?? truth.rest, report);
+  }
   if (truth.kind === "Kubelet") {
     const capacity = parseCountQuantity(node.status?.capacity?.[truth.resourceName]);
     const allocatable = parseCountQuantity(node.status?.allocatable?.[truth.resourceName]);

@@ -4,6 +4,7 @@
 // (legacyPlacement) so that an upgrade it was running carries on, and rewritten once its nodes carry labels.
 import type { V1DaemonSet, V1NodeSelectorTerm } from "@kubernetes/client-node";
 import {
+  DRA_PLUGINS_VOLUME,
   LABEL_REVISION,
   NODE_REVISION_PREFIX,
   placementAffinity,
@@ -178,4 +179,10 @@ export function withState(ds: V1DaemonSet, state: UpgradeState | undefined): V1D
   ds.metadata = { ...ds.metadata, annotations };
   if (Object.keys(annotations).length === 0) delete ds.metadata.annotations;
   return ds;
+}
+
+/** How a plugin DaemonSet's pods publish: DRA where the template mounts the DRA plugins directory. */
+export function publishModeOfDaemonSet(ds: V1DaemonSet): "DevicePlugin" | "DRA" {
+  const volumes = ds.spec?.template.spec?.volumes ?? [];
+  return volumes.some((v) => v.name === DRA_PLUGINS_VOLUME) ? "DRA" : "DevicePlugin";
 }

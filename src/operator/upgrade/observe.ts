@@ -4,17 +4,20 @@
 import type { V1DaemonSet, V1Node, V1Pod } from "@kubernetes/client-node";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
+import type { PublishMode } from "../../api/v1beta1/publish.js";
 import { nodeKeys, type NodeKeys, type RenderContext } from "../render/index.js";
 import { parseCountQuantity } from "../../api/quantity.js";
 import { unhealthyAdvertisedCount } from "../../contract/node-state.js";
 import {
   legacyPlacement,
+  publishModeOfDaemonSet,
   revisionOfDaemonSet,
   type LegacyNodeRecord,
   type UpgradeState,
 } from "./daemonset-state.js";
 import { isFenced, nodeLabels, parseNodeRecord, runsRevision, type NodeRecord } from "./node-labels.js";
 import type { NodeObservation } from "./planner.js";
+import type { MappingFacts } from "../dra-switch/gate.js";
 
 /** What one rollout pass reads: the config and the cluster objects of its plugin (decideRollout's input). */
 export interface RolloutInput {
@@ -35,6 +38,14 @@ export interface RolloutInput {
    * the gate's rule (back to the baseline, less the unhealthy) is the same.
    */
   publishedDevices?: ReadonlyMap<string, number> | undefined;
+  /**
+   * Either mode, once the slice cache is complete: the devices each node's ResourceSlices of the config's
+   * driver publish, with an entry (0 for an empty pool) wherever a slice exists. A publish switch reads
+   * it for the DRA path's side of each node; without it a switch from DRA never sees the slices gone.
+   */
+  sliceDevices?: ReadonlyMap<string, number> | undefined;
+  /** What ExtendedResourceMapping says, for the gate of a switch to DRA (dra-switch/gate.ts). */
+  mapping?: MappingFacts | undefined;
   now: number;
 }
 
@@ -51,6 +62,32 @@ export interface Move {
 export function availableDevices(node: V1Node, input: RolloutInput): number {
   if (input.publishedDevices !== undefined) return input.publishedDevices.get(node.metadata?.name ?? "") ?? 0;
   return parseCountQuantity(node.status?.allocatable?.[input.config.spec.resourceName]) ?? 0;
+}
+
+/**
+ * What one path advertises on the node: the device plugin's allocatable, or the devices the DRA path's
+ * slices publish; `present` whether it advertises at all (allocatable above 0; any slice, an empty pool
+ * too). Unknown slices (cache not complete) count as present, so a switch waits rather than guesses.
+ */
+export function pathDevices(
+  node: V1Node,
+  input: RolloutInput,
+  path: PublishMode,
+): { count: number; present: boolean } {
+  if (path === "DevicePlugin") {
+    const count = parseCountQuantity(node.status?.allocatable?.[input.config.spec.resourceName]) ?? 0;
+    return { count, present: count > 0 };
+  }
+  if (input.sliceDevices === undefined) return { count: 0, present: true };
+  const count = input.sliceDevices.get(node.metadata?.name ?? "");
+  return { count: count ?? 0, present: count !== undefined };
+}
+
+/** What RecordBaseline stores: in a switch the old path's count, the only one the node had before. */
+export function baselineDevices(node: V1Node, view: MoveView, input: RolloutInput): number {
+  return view.switching === undefined
+    ? availableDevices(node, input)
+    : pathDevices(node, input, view.switching.from).count;
 }
 
 /** Whether the pod is one of the DaemonSet's (by owner uid). */
@@ -99,6 +136,8 @@ export interface MoveView {
   legacyOnly: ReadonlySet<string> | undefined;
   pods: ReadonlyMap<string, V1Pod[]>;
   reports: ReadonlyMap<string, DeviceNodeState[]>;
+  /** Set when the revisions publish through different paths: a publish switch. */
+  switching: { from: PublishMode; to: PublishMode } | undefined;
 }
 
 function groupByNode<T>(items: readonly T[], nodeOf: (item: T) => string | undefined): Map<string, T[]> {
@@ -116,7 +155,10 @@ function groupByNode<T>(items: readonly T[], nodeOf: (item: T) => string | undef
 export function moveView(move: Move, input: RolloutInput): MoveView {
   const base = legacyPlacement(move.base);
   const target = legacyPlacement(move.target);
+  const from = publishModeOfDaemonSet(move.base);
+  const to = publishModeOfDaemonSet(move.target);
   return {
+    switching: from === to ? undefined : { from, to },
     move,
     keys: nodeKeys(input.config.metadata.name),
     baseRevision: revisionOfDaemonSet(move.base),
@@ -190,6 +232,7 @@ export function observeNode(node: V1Node, view: MoveView | undefined, input: Rol
     record.baseline !== undefined && judged?.status !== undefined
       ? Math.min(record.baseline, judged.status.advertised)
       : record.baseline;
+  const switched = view.switching === undefined ? undefined : switchFields(node, view, input, newPods);
   return {
     name,
     kubeletVersion,
@@ -198,11 +241,33 @@ export function observeNode(node: V1Node, view: MoveView | undefined, input: Rol
     oldPodPresent: oldPods.some(podIsPresent),
     newRegistered: newReport !== undefined,
     oldRegistered: oldReport !== undefined,
-    allocatable,
+    allocatable: switched?.allocatable ?? allocatable,
+    ...(switched?.fields ?? {}),
     unhealthy: judged?.status ? unhealthyAdvertisedCount(judged.status) : 0,
     ...(record.startedAt !== undefined ? { startedAt: record.startedAt } : {}),
     ...(baseline !== undefined ? { baseline } : {}),
     ...(record.failed === true ? { failed: true } : {}),
     ...(isFenced(node, view.keys) ? { fenced: true } : {}),
+  };
+}
+
+/** A switch's side of a node's observation: each path's advertisement, judged per path. */
+function switchFields(
+  node: V1Node,
+  view: MoveView,
+  input: RolloutInput,
+  newPods: readonly V1Pod[],
+): { allocatable: number; fields: Partial<NodeObservation> } {
+  const { from, to } = view.switching!;
+  const old = pathDevices(node, input, from);
+  const next = pathDevices(node, input, to);
+  return {
+    allocatable: next.count,
+    fields: {
+      oldAdvertises: old.present,
+      newAdvertises: next.present,
+      oldAllocatable: old.count,
+      newPodPresent: newPods.some(podIsPresent),
+    },
   };
 }

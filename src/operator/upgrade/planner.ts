@@ -40,6 +40,15 @@ export interface NodeObservation {
   failed?: boolean;
   /** The node carries the rollout's Replace taint, which keeps new pods off it (see Fence). */
   fenced?: boolean;
+  /**
+   * A publish switch only (PlanInput.switching): whether the old path still advertises on the node (its
+   * allocatable above 0, or a ResourceSlice of the driver for it), whether the new one does, what the
+   * old path advertises (back() judges it), and whether a pod of the new revision exists on the node.
+   */
+  oldAdvertises?: boolean;
+  newAdvertises?: boolean;
+  oldAllocatable?: number;
+  newPodPresent?: boolean;
 }
 
 export type RolloutStrategy = "Auto" | "Replace" | "Surge";
@@ -75,6 +84,18 @@ export interface PlanInput {
    * nothing; untaint (Unfence) once the new plugin's devices are back in the Node object.
    */
   fenceReplace?: boolean;
+  /**
+   * The revisions publish through different paths (spec.publish changed: DevicePlugin and DRA). Every
+   * node is then replaced whatever the strategy says, and on each node the path being left stops
+   * advertising before the other is assigned, in both directions (a rollback too): where both advertise
+   * a name the device plugin wins (kubernetes#139141). See docs/dra.md.
+   */
+  switching?: boolean;
+  /**
+   * Why no node may start moving forward now, if one may not (a switch to DRA while the DeviceClass
+   * cannot map the extended resource). Nodes in flight finish; the phase stays Progressing.
+   */
+  startBlocked?: string;
 }
 
 /** How a node changes revision: Surge starts the new plugin beside the old one, Replace stops the old one first. */
@@ -146,6 +167,8 @@ export interface Plan {
   problems: NodeProblem[];
   /** The upgrade mode of every targeted node. */
   modes: Record<string, UpgradeMode>;
+  /** PlanInput.startBlocked, where it kept a node from starting. */
+  blocked?: string;
 }
 
 /**
@@ -200,7 +223,8 @@ function done(obs: NodeObservation): boolean {
 
 /** Back on the old revision: only the old list, and the old plugin serving. */
 function back(obs: NodeObservation): boolean {
-  return obs.inOld && !obs.inNew && gate(obs, obs.oldRegistered);
+  const judged = obs.oldAllocatable === undefined ? obs : { ...obs, allocatable: obs.oldAllocatable };
+  return obs.inOld && !obs.inNew && !(obs.newPodPresent ?? false) && gate(judged, obs.oldRegistered);
 }
 
 function byName(a: { name: string }, b: { name: string }): number {
@@ -212,6 +236,7 @@ function classify(
   nodes: readonly NodeObservation[],
   strategy: RolloutStrategy,
   publish: "DevicePlugin" | "DRA",
+  switching: boolean,
 ): { targets: Target[]; problems: NodeProblem[] } {
   const dra = publish === "DRA";
   const requirement = dra ? MINIMUM_DRA_KUBELET : MINIMUM_KUBELET;
@@ -234,8 +259,9 @@ function classify(
       problems.push({ node: obs.name, reason: tooOld.reason, message: tooOld.message });
       continue;
     }
-    const canSurge = supportsSurge(version, surgeFacts);
-    if (strategy === "Surge" && !canSurge) {
+    // A switch never surges: both paths would advertise the name on the node at once.
+    const canSurge = !switching && supportsSurge(version, surgeFacts);
+    if (strategy === "Surge" && !canSurge && !switching) {
       problems.push({
         node: obs.name,
         reason: "SurgeUnsupported",
@@ -279,7 +305,8 @@ class Actions {
 export function planRollout(input: PlanInput): Plan {
   const { spec, now } = input;
   const nodes = [...input.nodes].sort(byName);
-  const { targets, problems } = classify(nodes, spec.strategy, input.publish ?? "DevicePlugin");
+  const switching = input.switching === true;
+  const { targets, problems } = classify(nodes, spec.strategy, input.publish ?? "DevicePlugin", switching);
   const limit = resolveMaxUnavailable(spec.maxUnavailable, targets.length);
   const fence = input.fenceReplace === true;
   const actions = new Actions();
@@ -303,6 +330,7 @@ export function planRollout(input: PlanInput): Plan {
 
   const inFlight: string[] = [];
   let rollbackPending = false;
+  let blocked: string | undefined;
   if (rollingBack) {
     const waiting: Target[] = [];
     for (const t of targets) {
@@ -329,7 +357,12 @@ export function planRollout(input: PlanInput): Plan {
       // can lose its registration when the new one stops; such a node then stays in flight instead
       // of counting as back. Replacing in reverse would need to see the new pod gone, which the
       // observation does not carry.
-      if (!obs.inOld) actions.add(obs.name, "AddToOld");
+      // A switch goes back the way it went forward, Replace-like: the new path stops and stops
+      // advertising before the old one is assigned again.
+      if (switching) {
+        if (obs.inNew) actions.add(obs.name, "RemoveFromNew");
+        else if (!obs.inOld && !obs.newPodPresent && !obs.newAdvertises) actions.add(obs.name, "AddToOld");
+      } else if (!obs.inOld) actions.add(obs.name, "AddToOld");
       else if (obs.inNew && obs.oldRegistered) actions.add(obs.name, "RemoveFromNew");
     }
     rollbackPending = waiting.length > 0;
@@ -337,7 +370,7 @@ export function planRollout(input: PlanInput): Plan {
       for (const { obs } of waiting) {
         if (inFlight.length >= limit) break;
         inFlight.push(obs.name);
-        actions.add(obs.name, "AddToOld");
+        actions.add(obs.name, switching ? "RemoveFromNew" : "AddToOld");
       }
     }
   } else {
@@ -368,7 +401,8 @@ export function planRollout(input: PlanInput): Plan {
         // Fenced first, on a pass of its own: the old plugin stops only once the taint is in the Node
         // object the scheduler reads.
         actions.add(obs.name, fence && obs.fenced !== true ? "Fence" : "RemoveFromOld");
-      } else if (!obs.inNew && !obs.oldPodPresent) {
+      } else if (!obs.inNew && !obs.oldPodPresent && !(obs.oldAdvertises ?? false)) {
+        // A switch also waits for the old path's advertisement to be gone from the API server.
         // Only once the old pod is gone: two instances on a kubelet that cannot surge lose the resource.
         actions.add(obs.name, "AddToNew");
       }
@@ -376,7 +410,9 @@ export function planRollout(input: PlanInput): Plan {
     // A failure pauses the rollout: nothing new starts. The in-flight count may already be over the
     // limit (a restarted operator, a lowered maxUnavailable): then nothing starts until it drops.
     const starting = new Set<string>();
-    if (!spec.paused && failed.size === 0) {
+    if (!spec.paused && failed.size === 0 && input.startBlocked !== undefined && untouched.length > 0) {
+      blocked = input.startBlocked;
+    } else if (!spec.paused && failed.size === 0) {
       for (const { obs, mode } of untouched) {
         if (inFlight.length >= limit) break;
         inFlight.push(obs.name);
@@ -409,5 +445,6 @@ export function planRollout(input: PlanInput): Plan {
     total: targets.length,
     problems,
     modes: Object.fromEntries(targets.map((t) => [t.obs.name, t.mode])),
+    ...(blocked !== undefined ? { blocked } : {}),
   };
 }

@@ -26,6 +26,7 @@ import {
   forUpdate,
   hasRole,
   parseUpgradeState,
+  publishModeOfDaemonSet,
   revisionOfDaemonSet,
   serializeUpgradeState,
   withRole,
@@ -41,7 +42,7 @@ import {
   type NodeRecord,
 } from "./node-labels.js";
 import {
-  availableDevices,
+  baselineDevices,
   membershipOf,
   moveView,
   observeNode,
@@ -52,6 +53,10 @@ import {
 } from "./observe.js";
 import { planRollout, type Plan, type RolloutSpec, type UpgradeMode } from "./planner.js";
 import { displayRevision, problemsOf, steadyStatus, tooOldNodes, upgradeStatus } from "./rollout-status.js";
+
+import { switchStartBlocked } from "../dra-switch/gate.js";
+import { switchEvents, switchMessage } from "../dra-switch/events.js";
+import { nodesToClearOfSlices } from "../dra-switch/slices.js";
 
 export type { RolloutInput } from "./observe.js";
 
@@ -71,7 +76,12 @@ export type RolloutWrite =
    * must land before any patch after it: a rollback's moves never land without the failure that decided
    * them.
    */
-  | { kind: "PatchNode"; patch: NodePatch; ordered?: true };
+  | { kind: "PatchNode"; patch: NodePatch; ordered?: true }
+  /**
+   * A publish switch leaving DRA on the node: delete the node's ResourceSlices of the config (its DRA
+   * plugin is gone and never deletes its own pool). The device plugin starts there only once they are.
+   */
+  | { kind: "DeleteSlices"; node: string };
 
 export interface RolloutEvent {
   type: "Normal" | "Warning";
@@ -133,15 +143,42 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
   const liveRevisions = new Set([revision, ...live.map(revisionOfDaemonSet)]);
 
   // Too-old kubelets are never targeted, by any revision; the planner says which they are.
-  const observe = (view: MoveView | undefined, move: Move | undefined): Plan =>
-    planRollout({
+  // A publish switch: every node replaced, the path being left gone before the other starts; a switch
+  // to DRA starts nodes only while the DeviceClass maps the extended resource (dra-switch/gate.ts).
+  const observe = (view: MoveView | undefined, move: Move | undefined): Plan => {
+    const switching = view?.switching;
+    const blocked =
+      switching === undefined || move?.forceRollback === true
+        ? undefined
+        : switchStartBlocked({ ...switching, mapping: input.mapping });
+    return planRollout({
       nodes: input.nodes.map((n) => observeNode(n, view, input)),
       spec,
       now,
       rollingBack: move === undefined ? false : move.state.rollingBack || move.forceRollback,
       publish: config.spec.publish,
       fenceReplace: true,
+      ...(switching !== undefined ? { switching: true } : {}),
+      ...(blocked !== undefined ? { startBlocked: blocked } : {}),
     });
+  };
+  /** The switch's per-node events and status message, where the move is a switch. */
+  const narrate = (plan: Plan, view: MoveView, status: UpgradeStatus): void => {
+    if (view.switching === undefined) return;
+    const back = plan.phase === "RollingBack" || plan.phase === "RolledBack";
+    if ((back ? view.switching.to : view.switching.from) === "DRA") {
+      const inFlight = new Set(plan.inFlight);
+      const observed = input.nodes.filter((n) => inFlight.has(n.metadata?.name ?? ""));
+      for (const node of nodesToClearOfSlices(
+        observed.map((n) => observeNode(n, view, input)),
+        !back,
+      ))
+        writes.push({ kind: "DeleteSlices", node });
+    }
+    events.push(...switchEvents(plan.actions, view.switching, config.spec.resourceName));
+    if (status.message === undefined && status.phase !== "Complete")
+      status.message = switchMessage(view.switching, plan.inFlight, plan.blocked, back);
+  };
 
   const writes: RolloutWrite[] = [];
   const events: RolloutEvent[] = [];
@@ -199,6 +236,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     }
     const status = upgradeStatus(plan, baseRevision, revisionOfDaemonSet(target));
     status.phase = "RollingBack";
+    narrate(plan, view, status);
     status.message = `returning nodes from revision ${displayRevision(revisionOfDaemonSet(target))} to ${displayRevision(baseRevision)} before the current spec's revision ${revision} rolls out`;
     return decided(plan, status, true);
   }
@@ -213,10 +251,14 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
         annotations: { [ANNOTATION_UPGRADE_STATE]: serializeUpgradeState(state) },
       }),
     });
+    const fromMode = publishModeOfDaemonSet(base);
     events.push({
       type: "Normal",
       reason: "UpgradeStarted",
-      message: `upgrading the plugin from revision ${displayRevision(baseRevision)} to ${revision}, ${spec.strategy} strategy, at most ${String(spec.maxUnavailable)} node(s) at a time`,
+      message:
+        fromMode === config.spec.publish
+          ? `upgrading the plugin from revision ${displayRevision(baseRevision)} to ${revision}, ${spec.strategy} strategy, at most ${String(spec.maxUnavailable)} node(s) at a time`
+          : `switching spec.publish from ${fromMode} to ${config.spec.publish} (revision ${displayRevision(baseRevision)} to ${revision}) node by node, each node replaced whatever the strategy, at most ${String(spec.maxUnavailable)} node(s) at a time`,
     });
     const plan = observe(undefined, undefined);
     const status = upgradeStatus(plan, baseRevision, revision);
@@ -268,6 +310,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
   // old revision as the current one.
   const status = upgradeStatus(plan, promote ? revision : baseRevision, revision);
   if (plan.phase === "Complete" && !promote) status.phase = "Progressing";
+  narrate(plan, view, status);
   if (plan.phase === "RolledBack" || plan.phase === "Failed") {
     status.message = `node(s) ${plan.failed.slice(0, 5).join(", ")} did not get the new plugin advertised within ${spec.progressDeadlineSeconds}s; ${plan.phase === "RolledBack" ? "every node is back on the previous revision" : "the upgrade stopped"}: fix the spec to start a new one`;
   }
@@ -390,7 +433,7 @@ function applyPlan(
         recordFor(e).startedAt = input.now;
         break;
       case "RecordBaseline":
-        recordFor(e).baseline = availableDevices(byName.get(action.node)!, input);
+        recordFor(e).baseline = baselineDevices(byName.get(action.node)!, view, input);
         break;
       case "MarkFailed":
         recordFor(e).failed = true;

@@ -10,8 +10,17 @@ import {
   isNotFound,
 } from "../../../kube/index.js";
 import { configLabelValue } from "../../../contract/names.js";
-import { publishedDevicesByNode, type DeviceTruth } from "../../status/index.js";
+import {
+  kubeletTruth,
+  publishedDevicesByNode,
+  type DeviceTruth,
+  type PathTruth,
+} from "../../status/index.js";
+import type { PublishMode } from "../../../api/v1beta1/publish.js";
 import { decideDeviceClass, findSlicesToDelete, ownedByConfig } from "../dra.js";
+import { ownedDaemonSets } from "../owned-objects.js";
+import { publishModeOfDaemonSet } from "../../upgrade/daemonset-state.js";
+import { ownedBy } from "../../upgrade/observe.js";
 import {
   CLEANUP_ERROR_RETRY_MS,
   CLEANUP_RETRY_MS,
@@ -30,6 +39,8 @@ export interface DraOutcome {
   truth?: DeviceTruth;
   /** Devices per node that the slices publish, for the upgrade gate; once the slice cache is complete. */
   publishedDevices?: ReadonlyMap<string, number>;
+  /** The same in either mode (an entry wherever a slice exists), for a publish switch's ordering. */
+  sliceDevices?: ReadonlyMap<string, number>;
   deviceClassConflict?: string;
   retryMs?: number;
 }
@@ -109,19 +120,66 @@ export async function reconcileDraObjects(
     }
   }
   retry(await deleteSlices(deps, name, config));
-  if (isDra) {
-    const driver = draDriverName(config.spec);
-    const published = slices.hasSynced()
-      ? publishedDevicesByNode(slices.byIndex(INDEX_BY_DRIVER, driver), driver)
-      : new Map<string, number>();
-    const { sharing } = config.spec;
-    const sharesPerDevice = sharing.strategy === "TimeSlicing" ? (sharing.replicas ?? 1) : 1;
-    outcome.truth = { kind: "ResourceSlices", driver, published, sharesPerDevice };
-    // Before the slice cache is complete, the gate would read every node as empty: leave it to Node
-    // allocatable (which holds nothing in DRA mode, so it waits) rather than record zero baselines.
-    if (slices.hasSynced()) outcome.publishedDevices = published;
-  }
+  const driver = draDriverName(config.spec);
+  if (slices.hasSynced())
+    outcome.sliceDevices = publishedDevicesByNode(slices.byIndex(INDEX_BY_DRIVER, driver), driver);
+  const rest: PathTruth = isDra
+    ? draTruth(config, outcome.sliceDevices ?? new Map<string, number>())
+    : kubeletTruth(config.spec.resourceName);
+  outcome.truth = switchTruth(config, pluginPaths(deps, name), outcome.sliceDevices, rest);
+  // Before the slice cache is complete, the gate would read every node as empty: leave it to Node
+  // allocatable (which holds nothing in DRA mode, so it waits) rather than record zero baselines.
+  if (isDra && outcome.sliceDevices !== undefined) outcome.publishedDevices = outcome.sliceDevices;
   return outcome;
+}
+
+/**
+ * The path each node's running plugin pod of the config publishes through (its DaemonSet's mode), where
+ * one runs. During a switch of spec.publish, nodes differ: a node whose DRA plugin still runs keeps its
+ * slices (the switch deletes them once the pod is gone), and each node's devices are counted on its path.
+ * Running, terminating or not: a pod that never started publishes nothing, and on a node without a
+ * kubelet it would never leave.
+ */
+function pluginPaths(deps: StepDeps, name: string): Map<string, PublishMode> {
+  const sets = ownedDaemonSets(deps, name).map((ds) => ({ ds, mode: publishModeOfDaemonSet(ds) }));
+  const paths = new Map<string, PublishMode>();
+  for (const pod of deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name))) {
+    const node = pod.spec?.nodeName;
+    if (pod.status?.phase !== "Running" || node === undefined) continue;
+    const owner = sets.find((s) => ownedBy(pod, s.ds));
+    if (owner !== undefined && paths.get(node) !== "DRA") paths.set(node, owner.mode);
+  }
+  return paths;
+}
+
+/** The status's device truth: the spec's path, or per node while nodes run the other path's plugin. */
+/**
+ * The DRA path's truth: the devices the node's slices publish, a time-sliced device counting once per
+ * share, as the plugin's report counts its replicas.
+ */
+function draTruth(config: DevicePluginConfig, published: ReadonlyMap<string, number>): PathTruth {
+  const { sharing } = config.spec;
+  const sharesPerDevice = sharing.strategy === "TimeSlicing" ? (sharing.replicas ?? 1) : 1;
+  return { kind: "ResourceSlices", driver: draDriverName(config.spec), published, sharesPerDevice };
+}
+
+function switchTruth(
+  config: DevicePluginConfig,
+  paths: ReadonlyMap<string, PublishMode>,
+  sliceDevices: ReadonlyMap<string, number> | undefined,
+  rest: PathTruth,
+): DeviceTruth {
+  const byNode = new Map<string, PathTruth>();
+  for (const [node, path] of paths) {
+    if (path === config.spec.publish) continue;
+    byNode.set(
+      node,
+      path === "DRA"
+        ? draTruth(config, sliceDevices ?? new Map<string, number>())
+        : kubeletTruth(config.spec.resourceName),
+    );
+  }
+  return byNode.size === 0 ? rest : { kind: "PerNode", byNode, rest };
 }
 
 /**
@@ -149,6 +207,10 @@ export async function deleteSlices(
     slices: slices.byIndex(INDEX_BY_CONFIG, label),
     node: (n) => deps.nodes.get(n),
     nodesSynced: deps.nodes.hasSynced(),
+    draPluginOn:
+      config === undefined
+        ? undefined
+        : new Set([...pluginPaths(deps, name)].flatMap(([node, path]) => (path === "DRA" ? [node] : []))),
     limit: SLICE_DELETES_PER_RECONCILE,
   });
   let retryMs = remaining > 0 ? CLEANUP_RETRY_MS : undefined;
@@ -174,4 +236,30 @@ export async function deleteSlices(
     }
   }
   return retryMs;
+}
+
+/**
+ * A publish switch leaving DRA on `node` (its DRA plugin pod gone): the node's ResourceSlices of the
+ * config go, so the device plugin can start there without both paths advertising the name.
+ */
+export async function deleteNodeSlices(deps: StepDeps, name: string, node: string): Promise<void> {
+  const slices = deps.slices;
+  if (slices === undefined || !slices.hasSynced()) return;
+  for (const slice of slices.byIndex(INDEX_BY_CONFIG, configLabelValue(name))) {
+    if (slice.spec.nodeName !== node || slice.metadata.deletionTimestamp) continue;
+    const sliceName = slice.metadata.name ?? "";
+    try {
+      await deps.objects.delete(
+        RESOURCE_SLICES,
+        { name: sliceName },
+        { uid: slice.metadata.uid || undefined },
+      );
+      deps.logger.info(
+        { config: name, slice: sliceName, node },
+        "deleted ResourceSlice: the node leaves DRA",
+      );
+    } catch (err) {
+      if (!isNotFound(err) && !isConflict(err)) throw err;
+    }
+  }
 }

@@ -17,8 +17,9 @@ import { configLabelValue } from "../../../contract/names.js";
 import { containsDesired, LABEL_REVISION, renderPluginConfigMap } from "../../render/index.js";
 import { pluginRunsOnNode, type Targeting } from "../../status/selection.js";
 import type { NodePatch } from "../../upgrade/node-labels.js";
-import { decideRollout, type RolloutDecision } from "../../upgrade/rollout.js";
+import { decideRollout, type RolloutDecision, type RolloutInput } from "../../upgrade/rollout.js";
 import { DaemonSetWriteExpectations, NodeWriteExpectations } from "./node-write-expectations.js";
+import { deleteNodeSlices } from "./dra-objects.js";
 
 import { INDEX_BY_CONFIG, WRITE_CONFLICT_RETRY_MS, type StepDeps } from "../reconciler-deps.js";
 import { ownedDaemonSets, ownedConfigMaps } from "../owned-objects.js";
@@ -42,6 +43,7 @@ export async function applyPluginWorkloads(
   nodes: readonly V1Node[],
   publishedDevices: ReadonlyMap<string, number> | undefined,
   targeting?: Targeting,
+  switchFacts?: Pick<RolloutInput, "sliceDevices" | "mapping">,
 ): Promise<WorkloadOutcome> {
   const name = config.metadata.name;
   const ns = deps.render.namespace;
@@ -55,6 +57,7 @@ export async function applyPluginWorkloads(
     pods: deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name)),
     reports: deps.reports.byIndex(INDEX_BY_CONFIG, name),
     publishedDevices,
+    ...switchFacts,
     now: deps.now().getTime(),
   });
   const configMap = renderPluginConfigMap(config, deps.render, decision.revision) as ApplyObject;
@@ -96,6 +99,10 @@ export async function applyPluginWorkloads(
   if (patched !== undefined) return { decision, ...patched };
   for (const write of decision.writes) {
     if (write.kind === "PatchNode") continue;
+    if (write.kind === "DeleteSlices") {
+      await deleteNodeSlices(deps, name, write.node);
+      continue;
+    }
     const dsName = write.kind === "Delete" ? write.name : (write.daemonSet.metadata?.name ?? "");
     try {
       if (write.kind === "Create") {
