@@ -56,6 +56,11 @@ async function slice(): Promise<ResourceSlice> {
   });
 }
 
+/** The slice's devices without a taint: the ones new claims can get. */
+function untainted(s: ResourceSlice): NonNullable<ResourceSlice["spec"]["devices"]> {
+  return (s.spec.devices ?? []).filter((d) => (d.taints?.length ?? 0) === 0);
+}
+
 function unary<Req, Res>(
   fn: (req: Req, cb: (err: grpc.ServiceError | null, res: Res) => void) => unknown,
   req: Req,
@@ -120,7 +125,12 @@ describe("DraRuntime on a real API server", () => {
     try {
       const info = await unary<InfoRequest, PluginInfo>(watcher.getInfo.bind(watcher), {});
       expect(info).toMatchObject({ type: "DRAPlugin", name: driver, endpoint: runtime.status().socketPath });
-      expect(info.supportedVersions).toEqual(["v1.DRAPlugin", "v1beta1.DRAPlugin"]);
+      expect(info.supportedVersions).toEqual([
+        "v1.DRAPlugin",
+        "v1beta1.DRAPlugin",
+        "v1.DRAResourceHealth",
+        "v1alpha1.DRAResourceHealth",
+      ]);
       const registered = new Promise((resolve) => runtime.once("registered", resolve));
       await unary(watcher.notifyRegistrationStatus.bind(watcher), { pluginRegistered: true, error: "" });
       await registered;
@@ -188,15 +198,20 @@ describe("DraRuntime on a real API server", () => {
     }
   });
 
-  it("takes an unhealthy device out of the slice within 1 s of the backend noticing", async () => {
+  it("taints an unhealthy device in its slice within 1 s of the backend noticing (the API server keeps taints)", async () => {
     const before = (await slice()).spec.pool.generation;
     const t0 = performance.now();
     writeFileSync(healthFile, JSON.stringify({ "foo-0": "Unhealthy" }));
     await waitFor(
-      "foo-0 gone from the slice",
-      async () => {
+      "foo-0 tainted in the slice",
+      async (observe) => {
         const s = await slice();
-        return s.spec.pool.generation > before && !s.spec.devices?.some((d) => d.name === "foo-0");
+        const foo0 = s.spec.devices?.find((d) => d.name === "foo-0");
+        observe({ generation: s.spec.pool.generation, foo0 });
+        return (
+          s.spec.pool.generation > before &&
+          foo0?.taints?.some((t) => t.key === "dpo.dev/unhealthy" && t.effect === "NoSchedule") === true
+        );
       },
       { timeoutMs: 5_000, intervalMs: 10 },
     );
@@ -250,8 +265,9 @@ describe("DraRuntime on a real API server", () => {
       }
       return newRuntime({ ...config, spec }, 100);
     };
+    // The models of the devices new claims can get: an unhealthy device stays in the slice, tainted.
     const models = async (): Promise<string[]> =>
-      ((await slice()).spec.devices ?? []).map((d) => {
+      untainted(await slice()).map((d) => {
         const model = d.attributes?.["model"];
         return model !== undefined && "string" in model ? model.string : "";
       });
@@ -275,7 +291,7 @@ describe("DraRuntime on a real API server", () => {
 
       // A health change both instances see: only the newer one writes it.
       writeFileSync(healthFile, JSON.stringify({ "foo-0": "Unhealthy", "foo-1": "Unhealthy" }));
-      await waitFor("foo-1 out of the slice", async () => ((await slice()).spec.devices ?? []).length === 1, {
+      await waitFor("foo-1 tainted in the slice", async () => untainted(await slice()).length === 1, {
         timeoutMs: 5_000,
         intervalMs: 20,
       });
@@ -298,7 +314,7 @@ describe("DraRuntime on a real API server", () => {
         intervalMs: 20,
       });
       expect(old.publisher.standingByFor()).toBeUndefined();
-      expect(((await slice()).spec.devices ?? []).map((d) => d.name)).toEqual(["foo-2"]);
+      expect(untainted(await slice()).map((d) => d.name)).toEqual(["foo-2"]);
     } finally {
       await fresh.stop();
       await old.stop();

@@ -149,6 +149,8 @@ export class SlicePublisher {
   private readonly log: Logger;
   /** The pool as the API server holds it after our last successful pass; undefined: list first. */
   private known: ResourceSlice[] | undefined;
+  /** The slices of the last pass: their taints' times outlive a deletion of the slices (kubelet start). */
+  private lastPublished: ResourceSlice[] = [];
   private lastGeneration = 0;
   private published: PublishedPool | undefined;
   private lastError: string | undefined;
@@ -381,7 +383,8 @@ export class SlicePublisher {
       const probe = this.opts.deviceTaints;
       // Asked only once a device is unhealthy: with all healthy, both forms of the pool are the same.
       const taintsKept = unhealthy && probe !== undefined && (await probe.kept(this.abort.signal));
-      const chunks = publishedDeviceChunks(input.devices, existing, taintsKept, new Date());
+      const carried = [...this.lastPublished, ...existing];
+      const chunks = publishedDeviceChunks(input.devices, carried, taintsKept, new Date());
       const plan = planSlices(input, existing, this.lastGeneration, chunks);
       const after = new Map(existing.map((slice) => [slice.metadata.name, slice]));
       let learned = false;
@@ -393,7 +396,7 @@ export class SlicePublisher {
           learned = (probe?.learn(op.slice, result) ?? false) || learned;
         }
       }
-      this.known = [...after.values()];
+      this.known = this.lastPublished = [...after.values()];
       this.lastGeneration = plan.generation;
       // A write showed taints dropped after all (the gate went off): publish without the unhealthy devices.
       if (learned && probe?.state() === "Dropped") this.pending = true;
