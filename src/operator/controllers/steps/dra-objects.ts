@@ -15,6 +15,7 @@ import {
   publishedDevicesByNode,
   type DeviceTruth,
   type PathTruth,
+  type SlimResourceSlice,
 } from "../../status/index.js";
 import type { PublishMode } from "../../../api/v1beta1/publish.js";
 import { decideDeviceClass, findSlicesToDelete, ownedByConfig } from "../dra.js";
@@ -215,27 +216,37 @@ export async function deleteSlices(
   });
   let retryMs = remaining > 0 ? CLEANUP_RETRY_MS : undefined;
   for (const { slice, reason } of doomed) {
-    const sliceName = slice.metadata.name ?? "";
     try {
-      await deps.objects.delete(
-        RESOURCE_SLICES,
-        { name: sliceName },
-        { uid: slice.metadata.uid || undefined },
-      );
-      deps.logger.info(
-        { config: name, slice: sliceName, node: slice.spec.nodeName, reason },
-        "deleted ResourceSlice",
-      );
+      await deleteSlice(deps, name, slice, { reason }, "deleted ResourceSlice");
     } catch (err) {
-      if (isNotFound(err) || isConflict(err)) continue;
       deps.logger.warn(
-        { config: name, slice: sliceName, err: String(err) },
+        { config: name, slice: slice.metadata.name, err: String(err) },
         "could not delete ResourceSlice; retrying later",
       );
       retryMs = CLEANUP_ERROR_RETRY_MS;
     }
   }
   return retryMs;
+}
+
+/**
+ * Deletes one slice, if it is still the one the cache showed (uid precondition), and logs it. A 404 or
+ * 409 (gone already, or a new slice under the name, judged afresh next time) is done; other errors throw.
+ */
+async function deleteSlice(
+  deps: StepDeps,
+  config: string,
+  slice: SlimResourceSlice,
+  fields: Record<string, string>,
+  message: string,
+): Promise<void> {
+  const sliceName = slice.metadata.name ?? "";
+  try {
+    await deps.objects.delete(RESOURCE_SLICES, { name: sliceName }, { uid: slice.metadata.uid || undefined });
+    deps.logger.info({ config, slice: sliceName, node: slice.spec.nodeName, ...fields }, message);
+  } catch (err) {
+    if (!isNotFound(err) && !isConflict(err)) throw err;
+  }
 }
 
 /**
@@ -247,19 +258,6 @@ export async function deleteNodeSlices(deps: StepDeps, name: string, node: strin
   if (slices === undefined || !slices.hasSynced()) return;
   for (const slice of slices.byIndex(INDEX_BY_CONFIG, configLabelValue(name))) {
     if (slice.spec.nodeName !== node || slice.metadata.deletionTimestamp) continue;
-    const sliceName = slice.metadata.name ?? "";
-    try {
-      await deps.objects.delete(
-        RESOURCE_SLICES,
-        { name: sliceName },
-        { uid: slice.metadata.uid || undefined },
-      );
-      deps.logger.info(
-        { config: name, slice: sliceName, node },
-        "deleted ResourceSlice: the node leaves DRA",
-      );
-    } catch (err) {
-      if (!isNotFound(err) && !isConflict(err)) throw err;
-    }
+    await deleteSlice(deps, name, slice, {}, "deleted ResourceSlice: the node leaves DRA");
   }
 }
