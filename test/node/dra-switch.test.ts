@@ -70,8 +70,9 @@ class PodWatch {
   }
 
   /**
-   * A watch that goes on until stop(): the API server ends watches (and a connection may drop), so each
-   * end is recorded and the watch started again from the last resourceVersion seen.
+   * A watch that goes on until stop(): client-node's Watch gives up after 30 s without an event (seen on
+   * the real node: the first try's watches ended during the first switch) and the API server ends watches
+   * too, so each end is recorded and the watch started again from the last resourceVersion seen.
    */
   private async follow<T extends { metadata?: { resourceVersion?: string } }>(
     path: string,
@@ -84,6 +85,13 @@ class PodWatch {
         path,
         { ...query, ...(version === undefined ? {} : { resourceVersion: version }) },
         (type, object: T) => {
+          if (type === "ERROR") {
+            // A Status, not an object (e.g. 410 Gone): the server ends the watch next; start over then.
+            this.ends.push(`${path}: ${JSON.stringify(object)}`);
+            version = undefined;
+            return;
+          }
+          if (type === "BOOKMARK") return;
           version = object.metadata?.resourceVersion ?? version;
           handle(type, object);
         },
