@@ -84,11 +84,4 @@ export class CdiSpecSync {
     this.stopped = true;
     clearTimeout(this.retryTimer);
   }
-
-  /** Removes the spec; a failure is logged. */
-  async remove(): Promise<void> {
-    await this.writer?.remove().catch((err: unknown) => {
-      this.log.warn({ err: String(err), path: this.writer?.path }, "cannot remove the CDI spec");
-    });
-  }
 }

@@ -256,7 +256,9 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     if (socketPath) await unlink(socketPath).catch(() => undefined);
     await this.watcherRegistration?.close();
     await this.devices.stop();
-    await this.cdiSpec?.remove();
+    // The CDI spec stays: containers of pods admitted through Allocate name its devices, and containerd
+    // resolves them whenever it creates one (a pod admitted just before a switch to DRA, a restart), for
+    // as long as the pod lives, which can be longer than this plugin. The next plugin rewrites it.
     this.setRegistered(false);
     this.log.info("plugin runtime stopped");
   }

@@ -330,8 +330,10 @@ describe("a DevicePluginConfig published through DRA", () => {
     expect(sim.draManager(leanNode).driver(DRIVER)?.service).toBe("v1beta1.DRAPlugin");
     expect(sim.draManager(bigNode).driver(DRIVER)?.service).toBe("v1.DRAPlugin");
     const ids = Object.values(trainer.cdiDeviceIds).flat();
-    expect(ids).toHaveLength(1);
+    // The device's own CDI device, then the request's (what Allocate gives on the device plugin path).
+    expect(ids).toHaveLength(2);
     expect(ids[0]).toMatch(new RegExp(`^${DRIVER.replace(/\./g, "\\.")}/device=`));
+    expect(ids[1]).toMatch(new RegExp(`^${DRIVER.replace(/\./g, "\\.")}/device=[0-9a-f-]+_gpu$`));
     // The CDI spec file the plugin wrote for the claim holds the Mock backend's edits for its device.
     const cdiDir = sim.hostPath(bigNode, "/var/run/cdi");
     const specs = readdirSync(cdiDir).filter((f) => f.startsWith(`${DRIVER}-`));
@@ -701,9 +703,10 @@ describe("a time-sliced config shares one device the same way on both paths", ()
     }
     expect(allocations.map((a) => a.device)).toEqual(Array(holders).fill("shared-0"));
     if (shared) expect(new Set(allocations.map((a) => a.shareID)).size).toBe(holders);
-    // Each claim has its own CDI device, with the device's own edits (what each replica gets through CDI).
+    // Each claim has its own CDI device, with the device's own edits (what each replica gets through CDI),
+    // and one for its request (the plugin's env, as Allocate gives it).
     const ids = admittedPods.flatMap((p) => Object.values(p.cdiDeviceIds).flat());
-    expect(new Set(ids).size).toBe(holders);
+    expect(new Set(ids).size).toBe(2 * holders);
     const cdiDir = sim.hostPath(bigNode, "/var/run/cdi");
     for (const file of readdirSync(cdiDir).filter((f) => f.startsWith(`${SHARED_DRIVER}-`))) {
       expect(readFileSync(join(cdiDir, file), "utf8")).toContain("=shared-0");

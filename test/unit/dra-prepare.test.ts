@@ -2,9 +2,15 @@
 // preparing a claim (which results are ours, which are refused, the CDI spec and the answer).
 import type { ResourceV1ResourceClaim } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { cdiTransientSpecFileName } from "../../src/cdi/index.js";
+import { cdiTransientSpecFileName, type CdiContainerEdits } from "../../src/cdi/index.js";
+import type { ContainerAllocation } from "../../src/plugin-runtime/devices/types.js";
 import type { DraResourceClaim } from "../../src/plugin-runtime/dra/claim.js";
-import { draDeviceName, draDevicesOf, type DraNodeDevice } from "../../src/plugin-runtime/dra/devices.js";
+import {
+  allocationEdits,
+  draDeviceName,
+  draDevicesOf,
+  type DraNodeDevice,
+} from "../../src/plugin-runtime/dra/devices.js";
 import {
   baseRequestName,
   claimCdiDeviceName,
@@ -12,6 +18,7 @@ import {
   claimSpecFileName,
   draCdiKind,
   planClaimPreparation,
+  requestCdiDeviceName,
 } from "../../src/plugin-runtime/dra/prepare.js";
 
 describe("draDeviceName", () => {
@@ -194,6 +201,50 @@ describe("planClaimPreparation", () => {
     });
   });
 
+  it("adds each request's edits as a whole once, named by the request's first answer entry", () => {
+    const requestEdits = (ids: readonly string[]) => ({ env: [`IDS=${ids.join(",")}`] });
+    const plan = planClaimPreparation(
+      ref,
+      claimWith([
+        { request: "a", device: "foo-1" },
+        { request: "a", device: "foo-0" },
+        { request: "b/x", device: "foo-0" },
+      ]),
+      { ...node, requestEdits },
+      devices,
+    );
+    expect(plan.ok && plan.devices.map((d) => d.cdiDeviceIds)).toEqual([
+      ["foo.example.com/device=uid-1-foo-1", "foo.example.com/device=uid-1_a"],
+      ["foo.example.com/device=uid-1-foo-0"],
+      ["foo.example.com/device=uid-1-foo-0", "foo.example.com/device=uid-1_b"],
+    ]);
+    expect(plan.ok && plan.spec?.devices).toEqual([
+      // The spec lists its devices by name (buildCdiSpec).
+      { name: "uid-1_a", containerEdits: { env: ["IDS=foo-1,foo-0"] } },
+      { name: "uid-1_b", containerEdits: { env: ["IDS=foo-0"] } },
+      { name: "uid-1-foo-0", containerEdits: { env: ["D=foo-0"] } },
+      { name: "uid-1-foo-1", containerEdits: { env: ["D=foo-1"] } },
+    ]);
+    // Device names are DNS labels: a request's entry can never take a device's name.
+    expect(requestCdiDeviceName("uid-1", "foo-0")).not.toBe(claimCdiDeviceName("uid-1", "foo-0"));
+  });
+
+  it("adds no request entry when the request's edits are empty", () => {
+    const plan = planClaimPreparation(
+      ref,
+      claimWith([{ request: "a", device: "foo-1" }]),
+      {
+        ...node,
+        requestEdits: () => ({}),
+      },
+      devices,
+    );
+    expect(plan.ok && plan.devices.map((d) => d.cdiDeviceIds)).toEqual([
+      ["foo.example.com/device=uid-1-foo-1"],
+    ]);
+    expect(plan.ok && plan.spec?.devices.map((d) => d.name)).toEqual(["uid-1-foo-1"]);
+  });
+
   it.each([
     {
       case: "another driver's results only",
@@ -279,5 +330,49 @@ describe("planClaimPreparation", () => {
     };
     const plan = planClaimPreparation(ref, fromClient, node, devices);
     expect(plan.ok).toBe(true);
+  });
+});
+
+describe("allocationEdits", () => {
+  const none: ContainerAllocation = { envs: {}, mounts: [], devices: [], annotations: {} };
+  it.each<{ case: string; allocation: ContainerAllocation; edits: CdiContainerEdits }>([
+    {
+      case: "env only: the backend's and DPO_<RESOURCE> naming the ids",
+      allocation: { ...none, envs: { MOCK_DEVICE_IDS: "s-1,s-2" } },
+      edits: { env: ["MOCK_DEVICE_IDS=s-1,s-2", "DPO_VENDOR_EXAMPLE_GPU=s-1,s-2"] },
+    },
+    {
+      case: "mounts keep their mode, device nodes their host path only where it differs",
+      allocation: {
+        ...none,
+        mounts: [
+          { containerPath: "/lib/x", hostPath: "/opt/x", readOnly: true },
+          { containerPath: "/data", hostPath: "/data", readOnly: false },
+        ],
+        devices: [
+          { containerPath: "/dev/foo0", hostPath: "/dev/foo0", permissions: "rw" },
+          { containerPath: "/dev/bar", hostPath: "/dev/foo1", permissions: "rwm" },
+        ],
+        annotations: { "vendor.example/x": "dropped" },
+      },
+      edits: {
+        env: ["DPO_VENDOR_EXAMPLE_GPU=s-1,s-2"],
+        mounts: [
+          { hostPath: "/opt/x", containerPath: "/lib/x", options: ["bind", "ro"] },
+          { hostPath: "/data", containerPath: "/data", options: ["bind", "rw"] },
+        ],
+        deviceNodes: [
+          { path: "/dev/foo0", permissions: "rw" },
+          { path: "/dev/bar", hostPath: "/dev/foo1", permissions: "rwm" },
+        ],
+      },
+    },
+    {
+      case: "the resource env wins over a backend env of the same name",
+      allocation: { ...none, envs: { DPO_VENDOR_EXAMPLE_GPU: "other" } },
+      edits: { env: ["DPO_VENDOR_EXAMPLE_GPU=s-1,s-2"] },
+    },
+  ])("$case", ({ allocation, edits }) => {
+    expect(allocationEdits(allocation, "vendor.example/gpu", ["s-1", "s-2"])).toEqual(edits);
   });
 });

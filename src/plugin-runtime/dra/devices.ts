@@ -3,7 +3,8 @@
 import { createHash } from "node:crypto";
 import type { CdiContainerEdits } from "../../cdi/spec.js";
 import type { DeviceBackend } from "../devices/backend.js";
-import type { Health, PhysicalDevice } from "../devices/types.js";
+import { resourceEnvName } from "../devices/env.js";
+import type { ContainerAllocation, Health, PhysicalDevice } from "../devices/types.js";
 import { draTypedAttributes } from "../devices/attributes.js";
 import type { Sharing } from "../../api/v1beta1/spec.js";
 import { shareDevice } from "./sharing.js";
@@ -62,6 +63,41 @@ export function draDevicesOf(backend: Pick<DeviceBackend, "devices" | "cdiContai
     });
   }
   return out;
+}
+
+/**
+ * What the device plugin's Allocate gives a container for `physicalIds` (the backend's env, mounts and
+ * device nodes, and `DPO_<RESOURCE>` naming the ids), as CDI edits: the DRA plugin adds them to each
+ * request, so a pod sees the same on both paths (a config switched between them). Annotations have no
+ * CDI container edit and are left out. Pure.
+ */
+export function allocationEdits(
+  allocation: ContainerAllocation,
+  resourceName: string,
+  physicalIds: readonly string[],
+): CdiContainerEdits {
+  const env = { ...allocation.envs, [resourceEnvName(resourceName)]: physicalIds.join(",") };
+  return {
+    env: Object.entries(env).map(([name, value]) => `${name}=${value}`),
+    ...(allocation.mounts.length === 0
+      ? {}
+      : {
+          mounts: allocation.mounts.map((m) => ({
+            hostPath: m.hostPath,
+            containerPath: m.containerPath,
+            options: ["bind", m.readOnly ? "ro" : "rw"],
+          })),
+        }),
+    ...(allocation.devices.length === 0
+      ? {}
+      : {
+          deviceNodes: allocation.devices.map((d) => ({
+            path: d.containerPath,
+            ...(d.hostPath === d.containerPath ? {} : { hostPath: d.hostPath }),
+            permissions: d.permissions,
+          })),
+        }),
+  };
 }
 
 /**

@@ -29,6 +29,7 @@ import {
   claimUidProblem,
   draCdiKind,
   planClaimPreparation,
+  type DriverOnNode,
   type PreparedDevice,
 } from "./prepare.js";
 import { shutdownServer } from "../server/shutdown.js";
@@ -64,6 +65,8 @@ export interface DraPluginOptions {
   readonly nodeName: string;
   /** This node's devices with their current health (e.g. draDevicesOf(backend)); called on every prepare. */
   readonly devices: () => readonly DraNodeDevice[];
+  /** What a container gets for one request's devices together (DriverOnNode.requestEdits). */
+  readonly requestEdits?: DriverOnNode["requestEdits"];
   readonly claims: ResourceClaimGetter;
   readonly logger: Logger;
   /** Directory of the DRA socket; default `/var/lib/kubelet/plugins/<driver>`. */
@@ -266,7 +269,8 @@ export class DraPlugin {
   private async prepareClaims(unique: readonly ClaimReference[]): Promise<Map<string, PrepareOutcome>> {
     const claims = await Promise.all(unique.map((ref) => this.readClaim(ref)));
     const devices = new Map(this.opts.devices().map((device) => [device.name, device]));
-    const node = { driver: this.opts.driverName, pool: this.opts.nodeName, cdiKind: this.kind };
+    const { driverName: driver, nodeName: pool, requestEdits } = this.opts;
+    const node: DriverOnNode = { driver, pool, cdiKind: this.kind, requestEdits };
     const outcomes = new Map<string, PrepareOutcome>();
     await this.serialized(async () => {
       for (const [i, ref] of unique.entries()) {

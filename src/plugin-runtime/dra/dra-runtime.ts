@@ -19,7 +19,7 @@ import { PodResourcesMonitor } from "../podresources/monitor.js";
 import type { ApiClient } from "../report/api-client.js";
 import type { PluginRuntimeEvents, RuntimeStatus } from "../runtime.js";
 import { ApiResourceClaimGetter } from "./claims-api.js";
-import { draDeviceName, draDevicesOf, draPoolDevices } from "./devices.js";
+import { allocationEdits, draDeviceName, draDevicesOf, draPoolDevices } from "./devices.js";
 import { DRA_SOCKET_PREFIX, DraPlugin, type DraRegistrationStatus } from "./dra-plugin.js";
 import { NewerInstanceProbe } from "../registration/handover.js";
 import { SlicePublisher, type PublishedPool } from "./publisher.js";
@@ -85,6 +85,7 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
       driverName: this.driverName,
       nodeName: opts.nodeName,
       devices: () => draDevicesOf(backend),
+      requestEdits: (ids) => allocationEdits(backend.allocate(ids), spec.resourceName, ids),
       claims: new ApiResourceClaimGetter(opts.api),
       logger: this.log,
       pluginDir: join(opts.draPluginsDir ?? DRA_PLUGINS_DIR, this.driverName),

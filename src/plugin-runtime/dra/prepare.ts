@@ -5,6 +5,7 @@ import {
   cdiTransientSpecFileName,
   parseCdiKind,
   qualifiedCdiName,
+  type CdiContainerEdits,
   type CdiDevice,
   type CdiSpec,
 } from "../../cdi/spec.js";
@@ -68,6 +69,14 @@ export function claimCdiDeviceName(claimUid: string, device: string): string {
   return `${claimUid}-${device}`;
 }
 
+/**
+ * The CDI device name of what one request of a claim needs as a whole (requestEdits):
+ * `<claim uid>_<request>`. Device names are DNS labels (no `_`), so it never names a device's entry. Pure.
+ */
+export function requestCdiDeviceName(claimUid: string, request: string): string {
+  return `${claimUid}_${request}`;
+}
+
 /** `request/subrequest` → `request`: the kubelet's answer names the claim's own requests. Pure. */
 export function baseRequestName(request: string): string {
   const slash = request.indexOf("/");
@@ -89,6 +98,12 @@ export interface DriverOnNode {
   readonly pool: string;
   /** `<driver>/device` (see draCdiKind). */
   readonly cdiKind: string;
+  /**
+   * What a container needs for one request's devices together, beyond each device's own edits: what the
+   * device plugin's Allocate gives for the same devices (see allocationEdits), so a pod sees the same env
+   * on both paths. Given the request's physical ids.
+   */
+  readonly requestEdits?: (physicalIds: readonly string[]) => CdiContainerEdits;
 }
 
 export type ClaimPlan =
@@ -148,6 +163,7 @@ export function planClaimPreparation(
       cdiDeviceIds: [qualifiedCdiName(node.cdiKind, cdiName)],
     });
   }
+  addRequestEdits(ref.uid, node, prepared, devices, cdiDevices);
   const fileName = claimSpecFileName(node.cdiKind, ref.uid);
   if (cdiDevices.size === 0) return { ok: true, devices: prepared, spec: undefined, fileName };
 
@@ -158,6 +174,37 @@ export function planClaimPreparation(
     return { ok: false, error: `ResourceClaim ${claimName}: ${described.join("; ")}` };
   }
   return { ok: true, devices: prepared, spec, fileName };
+}
+
+/**
+ * One CDI entry per request with the request's edits as a whole (node.requestEdits), named by the first
+ * answer entry of the request, so a container that uses the request gets it once. Empty edits add none.
+ */
+function addRequestEdits(
+  uid: string,
+  node: DriverOnNode,
+  prepared: PreparedDevice[],
+  devices: ReadonlyMap<string, DraNodeDevice>,
+  cdiDevices: Map<string, CdiDevice>,
+): void {
+  if (node.requestEdits === undefined) return;
+  const byRequest = new Map<string, number[]>();
+  prepared.forEach((p, i) =>
+    byRequest.set(p.requestNames[0]!, [...(byRequest.get(p.requestNames[0]!) ?? []), i]),
+  );
+  for (const [request, indexes] of byRequest) {
+    const ids = [...new Set(indexes.map((i) => devices.get(prepared[i]!.deviceName)!.physicalId))];
+    const edits = node.requestEdits(ids);
+    if ((edits.env ?? []).length + (edits.mounts ?? []).length + (edits.deviceNodes ?? []).length === 0)
+      continue;
+    const name = requestCdiDeviceName(uid, request);
+    cdiDevices.set(name, { name, containerEdits: edits });
+    const first = indexes[0]!;
+    prepared[first] = {
+      ...prepared[first]!,
+      cdiDeviceIds: [...prepared[first]!.cdiDeviceIds, qualifiedCdiName(node.cdiKind, name)],
+    };
+  }
 }
 
 function resultProblem(

@@ -1,0 +1,430 @@
+// The DevicePlugin <-> DRA switch on the real node (issue 23, acceptance 2): a Deployment whose pods ask for
+// `resources.limits: {<resourceName>: 1}` (no claim written by the user) keeps running and scaling while its
+// config's spec.publish goes from DevicePlugin to DRA and back, through the real kubelet 1.37 and the real
+// scheduler. The pods from before each switch keep running (same uids, no restart); not one pod fails
+// admission (watched for the whole test); pods created after the switch to DRA get their device through the
+// scheduler's ResourceClaim for the extended resource (pod.status.extendedResourceClaimStatus) with the same
+// env and CDI edit a device plugin pod of the config sees; after the switch back, new pods get it through the
+// device plugin again.
+import { AppsV1Api, CustomObjectsApi, Watch, type CoreV1Event, type V1Pod } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
+import { resourceEnvName } from "../../src/plugin-runtime/devices/env.js";
+import { kubeRequest } from "../../src/kube/request.js";
+import { kubeConfigFromInjected, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
+import { configStatusWhere } from "../e2e/upgrade-support.js";
+import { installDpo, startOperator, type OperatorProcess } from "../e2e/support.js";
+import {
+  core,
+  dpoImage,
+  ON_REAL_NODE,
+  realNode,
+  removeConfig,
+  waitForAdvertised,
+  workloadImage,
+} from "./support.js";
+
+const NAME = uniqueName("node-switch");
+const RESOURCE = "node-switch.example/gpu";
+const DRIVER = "gpu.node-switch.example";
+/** Enough for every pod the test creates on either path (8), whichever path counts the others. */
+const DEVICES = 8;
+const NAMESPACE_WORKLOADS = "default";
+const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
+
+const kc = kubeConfigFromInjected();
+const custom = kc.makeApiClient(CustomObjectsApi);
+const apps = kc.makeApiClient(AppsV1Api);
+let operator: OperatorProcess | undefined;
+let watched: PodWatch | undefined;
+
+interface ClaimAllocation {
+  status?: { allocation?: { devices?: { results?: { driver: string; pool: string; device: string }[] } } };
+}
+
+/**
+ * Every pod of the Deployment and every event about one, for the whole test: admission failures (a pod
+ * Failed, or the kubelet's UnexpectedAdmissionError / OutOf<resource>), container restarts, pods deleted.
+ */
+class PodWatch {
+  readonly pods = new Map<string, V1Pod>();
+  readonly admissionFailures = new Set<string>();
+  readonly restarts = new Set<string>();
+  readonly deleted: string[] = [];
+  readonly warnings = new Set<string>();
+  private readonly aborts: (() => void)[] = [];
+
+  /** Why a watch ended (each is started again at once, from the last version it saw). */
+  readonly ends: string[] = [];
+  private stopped = false;
+
+  async start(): Promise<void> {
+    await this.follow(
+      `/api/v1/namespaces/${NAMESPACE_WORKLOADS}/pods`,
+      { labelSelector: `app=${NAME}` },
+      (t, o) => this.pod(t, o),
+    );
+    await this.follow<CoreV1Event>(`/api/v1/namespaces/${NAMESPACE_WORKLOADS}/events`, {}, (t, o) =>
+      this.event(t, o),
+    );
+  }
+
+  /**
+   * A watch that goes on until stop(): client-node's Watch gives up after 30 s without an event (seen on
+   * the real node: the first try's watches ended during the first switch) and the API server ends watches
+   * too, so each end is recorded and the watch started again from the last resourceVersion seen.
+   */
+  private async follow<T extends { metadata?: { resourceVersion?: string } }>(
+    path: string,
+    query: Record<string, string>,
+    handle: (type: string, object: T) => void,
+  ): Promise<void> {
+    let version: string | undefined;
+    const open = async (): Promise<void> => {
+      const request = await new Watch(kc).watch(
+        path,
+        { ...query, ...(version === undefined ? {} : { resourceVersion: version }) },
+        (type, object: T) => {
+          if (type === "ERROR") {
+            // A Status, not an object (e.g. 410 Gone): the server ends the watch next; start over then.
+            this.ends.push(`${path}: ${JSON.stringify(object)}`);
+            version = undefined;
+            return;
+          }
+          if (type === "BOOKMARK") return;
+          version = object.metadata?.resourceVersion ?? version;
+          handle(type, object);
+        },
+        (err: unknown) => {
+          if (this.stopped) return;
+          this.ends.push(`${path}: ${err instanceof Error ? err.message : String(err)}`);
+          // An expired version (410) cannot be resumed: start over, and see every object again.
+          if (/410|expired|too old/i.test(String(err))) version = undefined;
+          setTimeout(() => void open().catch((e: unknown) => this.ends.push(`${path}: ${String(e)}`)), 100);
+        },
+      );
+      this.aborts.push(() => request.abort());
+    };
+    await open();
+  }
+
+  /** Everything the watches might have missed: every pod and event there is now, through the same checks. */
+  async sweep(): Promise<void> {
+    for (const pod of await workloadPods()) this.pod("SWEPT", pod);
+    const events = await core().listNamespacedEvent({ namespace: NAMESPACE_WORKLOADS });
+    for (const event of events.items) this.event("SWEPT", event);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const abort of this.aborts) abort();
+  }
+
+  private pod(type: string, pod: V1Pod): void {
+    const uid = pod.metadata?.uid ?? "";
+    const name = pod.metadata?.name ?? "";
+    this.pods.set(uid, pod);
+    if (type === "DELETED") this.deleted.push(name);
+    const reason = pod.status?.reason ?? "";
+    if (pod.status?.phase === "Failed" || /UnexpectedAdmissionError|^OutOf/.test(reason)) {
+      this.admissionFailures.add(
+        `${name}: phase ${pod.status?.phase}, ${reason}: ${pod.status?.message ?? ""}`,
+      );
+    }
+    for (const c of pod.status?.containerStatuses ?? []) {
+      if (c.restartCount > 0) this.restarts.add(`${name}/${c.name}: ${c.restartCount} restarts`);
+    }
+  }
+
+  private event(type: string, event: CoreV1Event): void {
+    if (type === "DELETED" || !(event.involvedObject.name ?? "").startsWith(`${NAME}-`)) return;
+    const line = `${event.involvedObject.kind} ${event.involvedObject.name}: ${event.reason}: ${event.message}`;
+    if (/UnexpectedAdmissionError|^OutOf|AdmissionError/.test(event.reason ?? ""))
+      this.admissionFailures.add(line);
+    if (event.type === "Warning") this.warnings.add(line);
+  }
+}
+
+function statusWhere(
+  what: string,
+  check: (s: DevicePluginConfigStatus) => boolean,
+  timeoutMs?: number,
+): Promise<DevicePluginConfigStatus> {
+  return configStatusWhere(custom, NAME, what, check, timeoutMs);
+}
+
+async function workloadPods(): Promise<V1Pod[]> {
+  const list = await core().listNamespacedPod({
+    namespace: NAMESPACE_WORKLOADS,
+    labelSelector: `app=${NAME}`,
+  });
+  return list.items;
+}
+
+async function scale(replicas: number): Promise<void> {
+  await apps.patchNamespacedDeploymentScale({
+    name: NAME,
+    namespace: NAMESPACE_WORKLOADS,
+    body: [{ op: "replace", path: "/spec/replicas", value: replicas }],
+  });
+}
+
+/** Waits until `count` pods of the Deployment run with their container ready; returns them. */
+async function runningPods(count: number, timeoutMs = 180_000): Promise<V1Pod[]> {
+  return waitFor(
+    `${count} Running pods of ${NAME}`,
+    async (observe) => {
+      const pods = await workloadPods();
+      observe(
+        pods.map((p) => ({
+          name: p.metadata?.name,
+          node: p.spec?.nodeName,
+          phase: p.status?.phase,
+          scheduled: p.status?.conditions?.find((c) => c.type === "PodScheduled")?.message,
+          state: p.status?.containerStatuses?.[0]?.state,
+        })),
+      );
+      const running = pods.filter(
+        (p) => p.status?.phase === "Running" && p.status.containerStatuses?.every((c) => c.ready) === true,
+      );
+      return pods.length === count && running.length === count ? running : undefined;
+    },
+    { timeoutMs, intervalMs: 500 },
+  );
+}
+
+async function containerEnv(pod: string): Promise<Record<string, string>> {
+  const { stdout } = await kubectl(["exec", "-n", NAMESPACE_WORKLOADS, pod, "--", "env"]);
+  return Object.fromEntries(
+    stdout
+      .trim()
+      .split("\n")
+      .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]),
+  );
+}
+
+/**
+ * What a container sees of its device, with the device's id taken out: the env of the plugin and of the
+ * CDI edit (`MOCK_DEVICE_<ID>=<id>`, which only a CDI-aware runtime sets), and the id it names.
+ */
+async function deviceView(pod: string): Promise<{ id: string; env: Record<string, string> }> {
+  const env = await containerEnv(pod);
+  const cdi = Object.entries(env).filter(([k]) => /^MOCK_DEVICE_S_\d+$/.test(k));
+  expect(cdi, `${pod}: exactly one CDI-set device variable in ${JSON.stringify(env)}`).toHaveLength(1);
+  const id = cdi[0]![1];
+  const ours = Object.entries(env).filter(
+    ([k]) => k.startsWith("MOCK_DEVICE_") || k === resourceEnvName(RESOURCE),
+  );
+  return {
+    id,
+    env: Object.fromEntries(
+      ours.map(([k, v]) => [
+        k.replace(id.toUpperCase().replace(/-/g, "_"), "<ID>"),
+        v.split(id).join("<id>"),
+      ]),
+    ),
+  };
+}
+
+/** The scheduler's claim for a pod's extended resource, as the pod's status names it; undefined if none. */
+async function extendedResourceClaim(
+  pod: V1Pod,
+): Promise<{ name: string; claim: ClaimAllocation } | undefined> {
+  const status = pod.status?.extendedResourceClaimStatus;
+  if (status === undefined) return undefined;
+  expect(status.requestMappings, pod.metadata?.name).toEqual([
+    expect.objectContaining({ containerName: "main", resourceName: RESOURCE }),
+  ]);
+  const claim = await kubeRequest<ClaimAllocation>(kc, {
+    method: "GET",
+    path: `/apis/resource.k8s.io/v1/namespaces/${NAMESPACE_WORKLOADS}/resourceclaims/${status.resourceClaimName}`,
+  });
+  return { name: status.resourceClaimName, claim };
+}
+
+/** Switches spec.publish and scales up by one at once (pods created during the switch), until Complete. */
+async function switchTo(target: "DRA" | "DevicePlugin", replicasDuring: number): Promise<number> {
+  const before = await statusWhere("a revision", (s) => s.upgrade !== undefined);
+  const started = performance.now();
+  await custom.patchClusterCustomObject({
+    ...GROUP,
+    name: NAME,
+    body: [{ op: "replace", path: "/spec/publish", value: target }],
+  });
+  await scale(replicasDuring);
+  await statusWhere(
+    `the switch to ${target} Complete`,
+    (s) =>
+      s.upgrade?.phase === "Complete" &&
+      s.upgrade.updateRevision !== before.upgrade!.updateRevision &&
+      s.upgrade.updated === s.upgrade.total,
+    300_000,
+  );
+  return Math.round(performance.now() - started);
+}
+
+function uidsOf(pods: readonly V1Pod[]): string[] {
+  return pods.map((p) => p.metadata!.uid!).sort();
+}
+
+beforeAll(async () => {
+  await installDpo();
+  operator = await startOperator(["--status-write-interval", "250"], {}, { pluginImage: dpoImage() });
+  await kubectl(["apply", "--server-side", "-f", "-"], {
+    input: JSON.stringify({
+      apiVersion: "dpo.dev/v1beta1",
+      kind: "DevicePluginConfig",
+      metadata: { name: NAME },
+      spec: {
+        resourceName: RESOURCE,
+        publish: "DevicePlugin",
+        dra: { driverName: DRIVER },
+        cdi: { enabled: true },
+        backend: { type: "Mock", mock: { devices: DEVICES, idPrefix: "s" } },
+        upgrade: { maxUnavailable: 1, progressDeadlineSeconds: 300 },
+        ...ON_REAL_NODE,
+      },
+    }),
+  });
+  await statusWhere(
+    "Ready on the device plugin, with the extended resource mapping possible",
+    (s) =>
+      s.conditions?.some((c) => c.type === "Ready" && c.status === "True") === true &&
+      s.conditions.some((c) => c.type === "ExtendedResourceMapping" && c.status === "True"),
+  );
+  await waitForAdvertised(RESOURCE, { capacity: DEVICES, allocatable: DEVICES });
+  watched = new PodWatch();
+  await watched.start();
+}, 300_000);
+
+afterAll(async () => {
+  watched?.stop();
+  await kubectl(
+    ["delete", "deployment", NAME, "-n", NAMESPACE_WORKLOADS, "--ignore-not-found", "--wait=true"],
+    {
+      allowFailure: true,
+    },
+  );
+  await kubectl(["delete", "pod", "-n", NAMESPACE_WORKLOADS, "-l", `app=${NAME}`, "--wait=true"], {
+    allowFailure: true,
+  });
+  await removeConfig(NAME);
+  await operator?.stop();
+}, 300_000);
+
+describe("switching a config between DevicePlugin and DRA on the real node", () => {
+  it("keeps a Deployment's pods running and scaling: no failed admission, DRA claims after the switch, the device plugin after the way back", async () => {
+    const w = watched!;
+    await apps.createNamespacedDeployment({
+      namespace: NAMESPACE_WORKLOADS,
+      body: {
+        apiVersion: "apps/v1",
+        kind: "Deployment",
+        metadata: { name: NAME, labels: { app: NAME } },
+        spec: {
+          replicas: 2,
+          selector: { matchLabels: { app: NAME } },
+          template: {
+            metadata: { labels: { app: NAME } },
+            spec: {
+              ...ON_REAL_NODE,
+              terminationGracePeriodSeconds: 0,
+              containers: [
+                {
+                  name: "main",
+                  image: workloadImage(),
+                  command: ["sleep", "3600"],
+                  resources: { limits: { [RESOURCE]: "1" } },
+                },
+              ],
+            },
+          },
+        },
+      },
+    });
+    const first = await runningPods(2);
+    const pluginView = await deviceView(first[0]!.metadata!.name!);
+    console.log(`a device plugin pod sees: ${JSON.stringify(pluginView)}`);
+    // The device plugin path: the plugin's env and the CDI edit applied by containerd.
+    expect(pluginView.env).toEqual({
+      [resourceEnvName(RESOURCE)]: "<id>",
+      MOCK_DEVICE_IDS: "<id>",
+      "MOCK_DEVICE_<ID>": "<id>",
+    });
+    for (const pod of first)
+      expect(pod.status?.extendedResourceClaimStatus, pod.metadata?.name).toBeUndefined();
+
+    // DevicePlugin -> DRA, one pod created during the switch, two after it.
+    const toDraMs = await switchTo("DRA", 3);
+    await waitForAdvertised(RESOURCE, { capacity: 0, allocatable: 0 }, 30_000).catch(async () => {
+      // The kubelet may keep a stopped plugin's capacity a while; what the scheduler reads is allocatable 0.
+      const node = await core().readNode({ name: realNode() });
+      expect(Number(node.status?.allocatable?.[RESOURCE] ?? "0"), "allocatable after the switch to DRA").toBe(
+        0,
+      );
+    });
+    const during = await runningPods(3);
+    await scale(5);
+    const onDra = await runningPods(5);
+    const newOnDra = onDra.filter((p) => !uidsOf(during).includes(p.metadata!.uid!));
+    expect(newOnDra).toHaveLength(2);
+    for (const pod of newOnDra) {
+      const name = pod.metadata!.name!;
+      const found = await extendedResourceClaim(pod);
+      expect(found, `${name}: status.extendedResourceClaimStatus after the switch to DRA`).toBeDefined();
+      const results = found!.claim.status?.allocation?.devices?.results ?? [];
+      expect(results, `claim ${found!.name}`).toEqual([
+        expect.objectContaining({ driver: DRIVER, pool: realNode() }),
+      ]);
+      const view = await deviceView(name);
+      console.log(
+        `DRA pod ${name} (claim ${found!.name}, device ${results[0]!.device}) sees: ${JSON.stringify(view)}`,
+      );
+      expect(view.id).toBe(results[0]!.device);
+      expect(view.env, `${name} sees what a device plugin pod sees`).toEqual(pluginView.env);
+    }
+    for (const pod of first) {
+      const now = onDra.find((p) => p.metadata!.uid === pod.metadata!.uid);
+      expect(now, `${pod.metadata!.name} still runs after the switch to DRA`).toBeDefined();
+      expect(now!.status?.containerStatuses?.[0]?.restartCount).toBe(0);
+    }
+
+    // DRA -> DevicePlugin, one pod during the switch, two after it.
+    const toPluginMs = await switchTo("DevicePlugin", 6);
+    await waitForAdvertised(RESOURCE, { capacity: DEVICES, allocatable: DEVICES }, 60_000);
+    const back = await runningPods(6);
+    await scale(8);
+    const all = await runningPods(8);
+    const newOnPlugin = all.filter((p) => !uidsOf(back).includes(p.metadata!.uid!));
+    expect(newOnPlugin).toHaveLength(2);
+    for (const pod of newOnPlugin) {
+      const name = pod.metadata!.name!;
+      expect(
+        pod.status?.extendedResourceClaimStatus,
+        `${name}: no DRA claim after the way back`,
+      ).toBeUndefined();
+      const view = await deviceView(name);
+      expect(view.env, `${name} gets its device from the device plugin again`).toEqual(pluginView.env);
+    }
+    // Every pod that ran before a switch runs still, under the same uid, never restarted.
+    expect(uidsOf(all)).toEqual(expect.arrayContaining(uidsOf(onDra)));
+    for (const pod of all)
+      expect(pod.status?.containerStatuses?.[0]?.restartCount, pod.metadata?.name).toBe(0);
+
+    await w.sweep();
+    // Which device each pod holds, by path: the device plugin does not know what DRA gave, nor DRA what the
+    // device plugin gave (reported, not asserted: the issue does not say).
+    const holders: string[] = [];
+    for (const pod of all) {
+      const path = pod.status?.extendedResourceClaimStatus === undefined ? "device plugin" : "DRA";
+      holders.push(`${pod.metadata!.name}: ${(await deviceView(pod.metadata!.name!)).id} (${path})`);
+    }
+    console.log(
+      `switch on the real node: to DRA ${toDraMs} ms, back ${toPluginMs} ms; ${w.pods.size} pods seen, ${w.admissionFailures.size} failed admission, ${w.restarts.size} restarts; watch ends: ${JSON.stringify(w.ends)}; devices held: ${JSON.stringify(holders)}; warnings: ${JSON.stringify([...w.warnings].filter((x) => !x.includes("MissingClusterDNS")))}`,
+    );
+    expect([...w.admissionFailures]).toEqual([]);
+    expect([...w.restarts]).toEqual([]);
+    expect(w.deleted).toEqual([]);
+    expect(w.pods.size).toBe(8);
+  }, 1_200_000);
+});
