@@ -262,7 +262,7 @@ async function main(): Promise<void> {
   let operator: ChildProcess | undefined;
   const pools = new PoolWatch();
   const rows: string[] = [];
-  let switches: SwitchFigures[] = [];
+  let switches: SwitchFigures[] | undefined;
   try {
     const started = await startBenchCluster(stateDir, NODE_COUNT);
     cluster = started.cluster;
@@ -346,6 +346,7 @@ async function main(): Promise<void> {
         `| pod with ${what} created → prepared and started (${NODE_COUNT} pods in ${(wallMs / 1000).toFixed(1)} s) | ${podMs.length} | ${fmt(podMs)} | |`,
       );
     }
+    console.error(`bench-dra: so far\n${rows.join("\n")}`);
     // One plugin process per node for the switch: the first config goes before the second comes.
     await kc.makeApiClient(CustomObjectsApi).deleteClusterCustomObject({
       group: "dpo.dev",
@@ -378,7 +379,7 @@ async function main(): Promise<void> {
   console.log("| measured | samples | p50 / p99 / max | target |");
   console.log("|---|---|---|---|");
   for (const row of rows) console.log(row);
-  printSwitches(switches);
+  printSwitches(switches ?? []);
   console.log(`\nnode ${process.version}, ${new Date().toISOString()}`);
   rmSync(stateDir, { recursive: true, force: true });
 }

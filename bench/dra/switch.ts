@@ -152,16 +152,21 @@ async function createOnDevicePlugin(custom: CustomObjectsApi, paths: PathWatch, 
     },
   });
   await waitFor(
-    `every node advertising ${SWITCH_RESOURCE} through its device plugin, the config Ready`,
+    `every node advertising ${SWITCH_RESOURCE} through its device plugin, the rollout Complete`,
     async (observe) => {
       const status = await configStatus(custom);
       const full = nodes.filter((n) => paths.allocatable.get(n) === SWITCH_DEVICES).length;
-      const ready = status?.conditions?.find((c) => c.type === "Ready")?.status;
+      const ready = status?.conditions?.find((c) => c.type === "Ready");
       const mapping = status?.conditions?.find((c) => c.type === "ExtendedResourceMapping");
-      observe({ full, ready, phase: status?.upgrade?.phase, mapping: mapping?.status });
-      return full === nodes.length && ready === "True" && status?.upgrade?.phase === "Complete"
-        ? status
-        : undefined;
+      observe({
+        full,
+        ready: [ready?.status, ready?.message],
+        phase: status?.upgrade?.phase,
+        mapping: mapping?.status,
+      });
+      // Ready is not waited for: at 100 nodes on a loaded machine it lagged the rollout by minutes (see
+      // docs/benchmarks.md); what the switch needs is every node on the device plugin path, rolled out.
+      return full === nodes.length && status?.upgrade?.phase === "Complete" ? status : undefined;
     },
     { timeoutMs: Math.max(300_000, nodes.length * 5_000), intervalMs: 1_000 },
   );
