@@ -200,7 +200,8 @@ bench-operator: build cluster-tools
 bench-upgrade: build cluster-tools
 	node --import tsx bench/upgrade.bench.ts
 
-## bench-dra: DRA at 100 simulated nodes (DPO_BENCH_NODES): device change → ResourceSlice, NodePrepareResources.
+## bench-dra: DRA at 100 simulated nodes (DPO_BENCH_NODES): slice-taint latency, NodePrepareResources, and the
+## DevicePlugin<->DRA switch with pods through the scheduler.
 bench-dra: build cluster-tools
 	node --import tsx bench/dra.bench.ts
 

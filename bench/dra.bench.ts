@@ -2,13 +2,21 @@
 // plane (KWOK nodes, the kubelet simulator running a real `dpo plugin` per node and its DRA side), 8 mock
 // devices per node. Measured in one run:
 //
-//   1. device change → ResourceSlice updated: a device's health flips in the Mock backend's health file
-//      on a node; the time until a watch on ResourceSlices shows that node's pool without the device
-//      (unhealthy devices are not published), and again until it is back;
+//   1. slice-taint latency: a device's health flips in the Mock backend's health file on a node; the
+//      time until a watch on ResourceSlices shows the device tainted in that node's pool (KEP-5055: it
+//      stays published, with a NoSchedule taint), and again until the taint is gone;
 //   2. NodePrepareResources for 1 and for 8 claims: pods whose claims the real scheduler allocates
 //      against the slices, prepared by the simulated kubelet through the plugin; each call timed at the
-//      kubelet's side (the plugin reads every claim from the API server and writes its CDI spec).
-import { CoreV1Api, type KubeConfig, type KubernetesObject, type V1Pod } from "@kubernetes/client-node";
+//      kubelet's side (the plugin reads every claim from the API server and writes its CDI spec);
+//   3. the switch: that config removed, a second one switches spec.publish DevicePlugin → DRA → back on
+//      every node while pods ask for `<resourceName>: 1` through the scheduler (bench/dra/switch.ts).
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+  type KubernetesObject,
+  type V1Pod,
+} from "@kubernetes/client-node";
 import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -21,13 +29,15 @@ import type { ClusterHandle } from "../tools/cluster/cluster.js";
 import { waitFor } from "../tools/cluster/wait.js";
 import { percentile } from "../tools/stats.js";
 import { startBenchCluster, startBenchOperator } from "./support.js";
+import { SWITCH_SETUP, switchScenario, type SwitchFigures } from "./dra/switch.js";
 
 const NODE_COUNT = Number(process.env["DPO_BENCH_NODES"] ?? 100);
 /** Health flips in flight at once, each on its own node. */
 const FLIPS_IN_FLIGHT = Number(process.env["DPO_BENCH_FLIPS_IN_FLIGHT"] ?? 10);
 /** Workload pods being created and prepared at once. */
 const PODS_IN_FLIGHT = Number(process.env["DPO_BENCH_PODS_IN_FLIGHT"] ?? 4);
-const KUBELET_VERSION = "v1.34.4";
+/** The pinned release's kubelet (tools/cluster/versions.env), as the control plane. */
+const KUBELET_VERSION = "v1.37.2";
 const DEVICES = 8;
 const FLIPPED = "x100-3";
 const NAMESPACE = "dpo-system";
@@ -40,11 +50,16 @@ const HEALTH_FILE = "/run/dpo/bench-dra-health.json";
 const STEP_TIMEOUT_MS = 30_000;
 
 interface Slice extends KubernetesObject {
-  spec: { nodeName: string; devices?: { name: string }[] };
+  spec: { nodeName: string; devices?: { name: string; taints?: { effect: string }[] }[] };
+}
+
+/** A published device: `x100-3`, or `x100-3!` while it carries a NoSchedule taint. */
+function deviceEntry(d: { name: string; taints?: { effect: string }[] }): string {
+  return (d.taints ?? []).some((t) => t.effect === "NoSchedule") ? `${d.name}!` : d.name;
 }
 
 /**
- * Each node's published device names, from an informer on the driver's slices (the project's own: it
+ * Each node's published devices (tainted ones marked, see deviceEntry), from an informer on the driver's slices (the project's own: it
  * resumes a watch the API server or client-node ends, where a bare Watch stops after 30 quiet seconds).
  */
 class PoolWatch {
@@ -58,7 +73,7 @@ class PoolWatch {
       fieldSelector: `spec.driver=${DRIVER}`,
     });
     const seen = (slice: Slice, gone = false): void => {
-      this.devices.set(slice.spec.nodeName, gone ? [] : (slice.spec.devices ?? []).map((d) => d.name).sort());
+      this.devices.set(slice.spec.nodeName, gone ? [] : (slice.spec.devices ?? []).map(deviceEntry).sort());
       for (const wake of this.waiters) wake();
     };
     this.informer.onAdd((slice) => seen(slice));
@@ -114,7 +129,7 @@ async function pooled<T>(
 
 /**
  * Every node's FLIPPED device goes unhealthy, then healthy again: the times from the health file's
- * write until the node's pool lacks it, and until it holds it again.
+ * write until the node's pool shows it tainted, and until it shows it untainted again with every device.
  */
 async function sliceLatencies(
   sim: KubeletSimulator,
@@ -125,11 +140,15 @@ async function sliceLatencies(
   const back: number[] = [];
   await pooled(nodes, FLIPS_IN_FLIGHT, async (node) => {
     let started = performance.now();
-    const held = pools.until(node, (d) => !d.includes(FLIPPED), STEP_TIMEOUT_MS);
+    const held = pools.until(node, (d) => d.includes(`${FLIPPED}!`), STEP_TIMEOUT_MS);
     writeHealth(sim, node, { [FLIPPED]: "Unhealthy" });
     gone.push((await held) - started);
     started = performance.now();
-    const restored = pools.until(node, (d) => d.includes(FLIPPED) && d.length === DEVICES, STEP_TIMEOUT_MS);
+    const restored = pools.until(
+      node,
+      (d) => d.includes(FLIPPED) && d.length === DEVICES && !d.some((e) => e.endsWith("!")),
+      STEP_TIMEOUT_MS,
+    );
     writeHealth(sim, node, {});
     back.push((await restored) - started);
   });
@@ -219,6 +238,23 @@ function fmt(values: readonly number[]): string {
   return `${Math.round(percentile(values, 50))} ms / ${Math.round(percentile(values, 99))} ms / ${Math.round(Math.max(...values))} ms`;
 }
 
+function printSwitches(switches: readonly SwitchFigures[]): void {
+  if (switches.length === 0) return;
+  console.log(
+    `\nswitch of a second config (${SWITCH_SETUP.devices} Mock devices a node, maxUnavailable ${SWITCH_SETUP.maxUnavailable}), ${SWITCH_SETUP.podsPerS} pods/s asking for \`<resourceName>: 1\` through the scheduler\n`,
+  );
+  console.log(
+    "| publish → | total | per node: old path stops → new path advertises, p50 / p99 / max | pods created / running (device plugin, DRA claim) | unscheduled at the end | UnexpectedAdmissionError (nodes) | other rejections | both paths seen on a node |",
+  );
+  console.log("|---|---|---|---|---|---|---|---|");
+  for (const s of switches) {
+    console.log(
+      `| ${s.target} | ${(s.totalMs / 1000).toFixed(1)} s | ${fmt(s.perNodeMs)} | ${s.created} / ${s.admitted} (${s.throughDevicePlugin}, ${s.throughDra}) | ${s.created - s.admitted - s.unexpectedAdmission - s.otherRejections} | ${s.unexpectedAdmission} (${s.rejectedNodes}) | ${s.otherRejections} | ${s.bothPaths} |`,
+    );
+    if (s.samples.length > 0) console.log(`  rejections seen: ${s.samples.join(" | ")}`);
+  }
+}
+
 async function main(): Promise<void> {
   const stateDir = mkdtempSync(join(tmpdir(), "dpo-bench-dra-"));
   let cluster: ClusterHandle | undefined;
@@ -226,6 +262,7 @@ async function main(): Promise<void> {
   let operator: ChildProcess | undefined;
   const pools = new PoolWatch();
   const rows: string[] = [];
+  let switches: SwitchFigures[] | undefined;
   try {
     const started = await startBenchCluster(stateDir, NODE_COUNT);
     cluster = started.cluster;
@@ -298,9 +335,9 @@ async function main(): Promise<void> {
 
     const { gone, back } = await sliceLatencies(sim, pools, nodes);
     rows.push(
-      `| device unhealthy → gone from its node's ResourceSlice | ${gone.length} | ${fmt(gone)} | ≤ 1 s |`,
+      `| device unhealthy → tainted in its node's ResourceSlice | ${gone.length} | ${fmt(gone)} | ≤ 1 s |`,
     );
-    rows.push(`| device healthy again → back in the slice | ${back.length} | ${fmt(back)} | ≤ 1 s |`);
+    rows.push(`| device healthy again → taint gone | ${back.length} | ${fmt(back)} | ≤ 1 s |`);
     for (const claims of [1, 8]) {
       const { ms, podMs, wallMs } = await prepareRound(kc, sim, nodes, claims);
       const what = `${claims} claim${claims > 1 ? "s" : ""}`;
@@ -309,6 +346,24 @@ async function main(): Promise<void> {
         `| pod with ${what} created → prepared and started (${NODE_COUNT} pods in ${(wallMs / 1000).toFixed(1)} s) | ${podMs.length} | ${fmt(podMs)} | |`,
       );
     }
+    console.error(`bench-dra: so far\n${rows.join("\n")}`);
+    // One plugin process per node for the switch: the first config goes before the second comes.
+    await kc.makeApiClient(CustomObjectsApi).deleteClusterCustomObject({
+      group: "dpo.dev",
+      version: "v1beta1",
+      plural: "devicepluginconfigs",
+      name: CONFIG,
+    });
+    await waitFor(
+      `${CONFIG}'s plugins gone from every node`,
+      (observe) => {
+        const running = sim!.plugins().filter((p) => p.running).length;
+        observe({ running });
+        return running === 0;
+      },
+      { timeoutMs: 300_000, intervalMs: 500 },
+    );
+    switches = await switchScenario(kc, sim, nodes, WORKLOADS);
   } catch (err) {
     console.error(`bench-dra failed; state (operator and plugin logs) kept in ${stateDir}`);
     throw err;
@@ -324,6 +379,7 @@ async function main(): Promise<void> {
   console.log("| measured | samples | p50 / p99 / max | target |");
   console.log("|---|---|---|---|");
   for (const row of rows) console.log(row);
+  printSwitches(switches ?? []);
   console.log(`\nnode ${process.version}, ${new Date().toISOString()}`);
   rmSync(stateDir, { recursive: true, force: true });
 }

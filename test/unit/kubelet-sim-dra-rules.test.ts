@@ -11,7 +11,11 @@ import {
   podClaimNames,
   type ClaimForPrepare,
 } from "../../tools/kubelet-sim/dra-rules.js";
-import { simulatorRunsPod } from "../../tools/kubelet-sim/pod-admission.js";
+import {
+  containerDeviceRequests,
+  simulatorRunsPod,
+  usesResourceClaims,
+} from "../../tools/kubelet-sim/pod-admission.js";
 import { rewritePluginArgs, simulatedPluginEnv } from "../../tools/kubelet-sim/plugin-pod.js";
 
 const BOTH = ["v1.DRAPlugin", "v1beta1.DRAPlugin"];
@@ -111,6 +115,65 @@ describe("a pod's claims", () => {
       true,
     );
     expect(simulatorRunsPod(pod({}))).toBe(false);
+  });
+});
+
+describe("a pod whose extended resource the scheduler mapped to DRA (KEP-5004)", () => {
+  const GPU = "example.com/gpu";
+  const NIC = "example.com/nic";
+  const asking = pod({
+    containers: [
+      { name: "a", resources: { limits: { [GPU]: "1", [NIC]: "2" } } },
+      { name: "b", resources: { limits: { [GPU]: "2" } } },
+    ],
+  });
+  const mapped = (status: object): V1Pod =>
+    ({ ...asking, status: { extendedResourceClaimStatus: status } }) as unknown as V1Pod;
+  const gpuToDra = mapped({
+    resourceClaimName: "p-extended-resources-x7k2q",
+    requestMappings: [{ containerName: "a", resourceName: GPU, requestName: "container-0-request-0" }],
+  });
+
+  it.each([
+    [
+      "no status: the device manager's",
+      asking,
+      [
+        [
+          [GPU, 1],
+          [NIC, 2],
+        ],
+        [[GPU, 2]],
+      ],
+      false,
+      [],
+    ],
+    // A name mapped once is DRA's in every container; the other name stays the device manager's.
+    [
+      "the gpu mapped: DRA's, and its claim prepared",
+      gpuToDra,
+      [[[NIC, 2]], []],
+      true,
+      [{ podClaimName: "p-extended-resources-x7k2q", claimName: "p-extended-resources-x7k2q" }],
+    ],
+    // No claim name: nothing is mapped (the kubelet's extendedResourceAllocationModeForPod).
+    [
+      "a status without a claim name: ignored",
+      mapped({ requestMappings: [{ containerName: "a", resourceName: GPU }] }),
+      [
+        [
+          [GPU, 1],
+          [NIC, 2],
+        ],
+        [[GPU, 2]],
+      ],
+      false,
+      [],
+    ],
+  ])("%s", (_what, p, devices, claims, names) => {
+    expect(containerDeviceRequests(p).map((c) => c.resources)).toEqual(devices);
+    expect(usesResourceClaims(p)).toBe(claims);
+    expect(podClaimNames(p)).toEqual(names);
   });
 });
 

@@ -3,6 +3,7 @@
 // plugin: which gRPC service a kubelet of a given version talks to a DRA plugin through, which of a
 // pod's claims go to which driver, and the kubelet's messages.
 import type { V1Pod } from "@kubernetes/client-node";
+import { extendedResourceClaimStatus } from "./pod-admission.js";
 
 export const DRA_V1_SERVICE = "v1.DRAPlugin";
 export const DRA_V1BETA1_SERVICE = "v1beta1.DRAPlugin";
@@ -70,7 +71,9 @@ export interface PodClaimName {
 /**
  * resourceclaim.Name: `resourceClaimName` directly, or for a template the name the controller recorded
  * in `status.resourceClaimStatuses` (a template entry absent there is not made yet; one present with no
- * name needs no claim, and is left out).
+ * name needs no claim, and is left out). Then the claim the scheduler made for the pod's extended
+ * resources mapped to DRA (KEP-5004, `status.extendedResourceClaimStatus`), which no entry of
+ * spec.resourceClaims names: its podClaimName is the claim's own name.
  */
 export function podClaimNames(pod: V1Pod): PodClaimName[] {
   const statuses = pod.status?.resourceClaimStatuses ?? [];
@@ -85,6 +88,8 @@ export function podClaimNames(pod: V1Pod): PodClaimName[] {
     else if (status.resourceClaimName)
       out.push({ podClaimName: c.name, claimName: status.resourceClaimName });
   }
+  const extended = extendedResourceClaimStatus(pod)?.resourceClaimName;
+  if (extended !== undefined) out.push({ podClaimName: extended, claimName: extended });
   return out;
 }
 

@@ -41,9 +41,38 @@ export function requestsExtendedResources(pod: V1Pod): boolean {
   );
 }
 
-/** Whether the pod references DRA ResourceClaims, which the kubelet prepares before starting it. */
+/**
+ * KEP-5004's `status.extendedResourceClaimStatus`, which client-node's V1PodStatus may lack: the claim the
+ * scheduler made for a pod's extended resources that a DeviceClass maps to DRA, and which container's
+ * resource went to which of its requests.
+ */
+export interface ExtendedResourceClaimStatus {
+  resourceClaimName?: string;
+  requestMappings?: { containerName?: string; resourceName?: string; requestName?: string }[];
+}
+
+export function extendedResourceClaimStatus(pod: V1Pod): ExtendedResourceClaimStatus | undefined {
+  const status = (pod.status as { extendedResourceClaimStatus?: ExtendedResourceClaimStatus } | undefined)
+    ?.extendedResourceClaimStatus;
+  return status?.resourceClaimName ? status : undefined;
+}
+
+/**
+ * Whether the pod references DRA ResourceClaims, which the kubelet prepares before starting it: in
+ * spec.resourceClaims, or the claim the scheduler made for its extended resources (KEP-5004).
+ */
 export function usesResourceClaims(pod: V1Pod): boolean {
-  return (pod.spec?.resourceClaims ?? []).length > 0;
+  return (pod.spec?.resourceClaims ?? []).length > 0 || extendedResourceClaimStatus(pod) !== undefined;
+}
+
+/**
+ * The extended resources the pod's DRA claim serves, which the device manager leaves alone: as the
+ * kubelet's extendedResourceAllocationModeForPod, a name mapped once counts as DRA's for every container.
+ */
+function draMappedResources(pod: V1Pod): Set<string> {
+  const status = extendedResourceClaimStatus(pod);
+  if (status === undefined || (status.requestMappings ?? []).length === 0) return new Set();
+  return new Set((status.requestMappings ?? []).map((m) => m.resourceName ?? ""));
 }
 
 /**
@@ -56,7 +85,7 @@ export function simulatorRunsPod(pod: V1Pod): boolean {
   return isPluginPod(pod) || requestsExtendedResources(pod) || usesResourceClaims(pod);
 }
 
-/** One container's device-manager work, in the order the kubelet admits them (init containers first). */
+/** One container's device-manager work (extended resources mapped to DRA are not in it), in the order the kubelet admits them (init containers first). */
 export interface ContainerDeviceRequest {
   name: string;
   init: boolean;
@@ -67,12 +96,13 @@ export interface ContainerDeviceRequest {
 }
 
 export function containerDeviceRequests(pod: V1Pod): ContainerDeviceRequest[] {
+  const dra = draMappedResources(pod);
   return containersOf(pod).map(({ container, init }) => ({
     name: container.name,
     init,
     restartable: init && container.restartPolicy === "Always",
     resources: Object.entries(container.resources?.limits ?? {})
-      .filter(([name]) => isExtendedResource(name))
+      .filter(([name]) => isExtendedResource(name) && !dra.has(name))
       .map(([name, quantity]) => [name, Number(quantity)] as [string, number])
       .filter(([, count]) => Number.isInteger(count) && count > 0)
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),

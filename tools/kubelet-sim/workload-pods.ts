@@ -37,8 +37,9 @@ export interface AdmittedPod {
   uid: string;
   containers: AdmittedContainer[];
   /**
-   * For a pod with ResourceClaims: each claim (by its name in spec.resourceClaims) → the CDI device ids
-   * NodePrepareResources returned for it, what the container runtime would inject. Empty otherwise.
+   * For a pod with ResourceClaims: each claim (by its name in spec.resourceClaims; the claim made for
+   * extended resources mapped to DRA by its own name) → the CDI device ids NodePrepareResources returned
+   * for it, what the container runtime would inject. Empty otherwise.
    */
   cdiDeviceIds: Record<string, string[]>;
 }
