@@ -153,7 +153,6 @@ function pluginPaths(deps: StepDeps, name: string): Map<string, PublishMode> {
   return paths;
 }
 
-/** The status's device truth: the spec's path, or per node while nodes run the other path's plugin. */
 /**
  * The DRA path's truth: the devices the node's slices publish, a time-sliced device counting once per
  * share, as the plugin's report counts its replicas.
@@ -164,6 +163,7 @@ function draTruth(config: DevicePluginConfig, published: ReadonlyMap<string, num
   return { kind: "ResourceSlices", driver: draDriverName(config.spec), published, sharesPerDevice };
 }
 
+/** The status's device truth: the spec's path, or per node while nodes run the other path's plugin. */
 function switchTruth(
   config: DevicePluginConfig,
   paths: ReadonlyMap<string, PublishMode>,
