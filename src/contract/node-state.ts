@@ -68,3 +68,11 @@ export function hasCurrentName(report: {
 export function unhealthyAdvertisedCount(report: DeviceNodeStateStatus): number {
   return report.devices.reduce((sum, d) => (d.health === "Unhealthy" ? sum + d.replicas : sum), 0);
 }
+
+/**
+ * Physical devices the report lists as held by the other publish path and left out here (0 replicas: the
+ * DRA path leaves device-plugin pods' devices out of its slices). They are the node's, not unhealthy.
+ */
+export function heldOutCount(report: DeviceNodeStateStatus): number {
+  return report.devices.reduce((sum, d) => (d.heldBy !== undefined && d.replicas === 0 ? sum + 1 : sum), 0);
+}

@@ -13,8 +13,11 @@ import { createBackend } from "./backends/index.js";
 import { CdiSpecSync } from "./cdi-spec-sync.js";
 import { DeviceSet, type DeviceSetSnapshot } from "./devices/device-set.js";
 import { PluginMetrics } from "./metrics.js";
-import { deviceSeries, type Allocations } from "./podresources/allocations.js";
-import { PodResourcesMonitor } from "./podresources/monitor.js";
+import { draDriverName } from "../api/v1beta1/spec.js";
+import { draDeviceName } from "./dra/devices.js";
+import type { HeldShares } from "./devices/held.js";
+import { deviceSeries, draClaimShares, type Allocations } from "./podresources/allocations.js";
+import { FIRST_ANSWER_WAIT_MS, PodResourcesMonitor } from "./podresources/monitor.js";
 import { ReconcileTrigger } from "./reconcile-trigger.js";
 import { KUBELET_API_VERSION, KUBELET_SOCKET_NAME, SUPPORTED_KUBELET_API_VERSIONS } from "./proto/index.js";
 import { registerRequest, registerWithKubelet } from "./registration/kubelet-registration.js";
@@ -83,8 +86,12 @@ export interface PluginRuntimeEvents {
   allocations: [Allocations];
 }
 
+const NOTHING_HELD: HeldShares = new Map();
+
 export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
   readonly metrics = new PluginMetrics();
+  /** Pods of the config's DRA driver may hold devices on this node since a switch of spec.publish. */
+  readonly otherPath = "DRA";
   readonly devices: DeviceSet;
   private readonly log: Logger;
   private readonly resourceName: string;
@@ -178,10 +185,18 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
 
   /**
    * How many devices of the resource the kubelet has given to containers, as its PodResources API last
-   * said; undefined when it is not read or has not answered yet.
+   * said (through this plugin, and through DRA claims before a switch back); undefined when it is not
+   * read or has not answered yet.
    */
   allocatedDevices(): number | undefined {
-    return this.podResources?.allocations?.size;
+    const own = this.podResources?.allocations?.size;
+    if (own === undefined) return undefined;
+    return [...(this.podResources?.heldElsewhere ?? NOTHING_HELD).values()].reduce((a, n) => a + n, own);
+  }
+
+  /** The physical devices DRA claims hold on this node (still advertised, never handed out twice). */
+  heldElsewhere(): ReadonlySet<string> {
+    return new Set(this.podResources?.heldElsewhere?.keys() ?? []);
   }
 
   /** The kubelet's last answer on which container holds which device; undefined while unknown. */
@@ -214,15 +229,21 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
         socketPath: this.opts.podResources.socketPath,
         intervalMs: this.opts.podResources.intervalMs,
         resourceName: this.resourceName,
+        heldElsewhereOf: (response) => draClaimShares(response, this.draTable()),
         logger: this.log,
         metrics: this.metrics,
       });
+      // Held devices stay advertised: the scheduler counts the DRA pods' requests against them (held.ts).
+      monitor.on("heldElsewhere", () => this.emit("allocations", monitor.allocations ?? new Map()));
       monitor.on("allocations", (allocations) => {
         this.recordDeviceSeries(this.devices.snapshot());
         this.emit("allocations", allocations);
       });
       this.podResources = monitor;
       monitor.start();
+      // Before registering: after a switch back from DRA, the claims' pods may still hold devices, and the
+      // kubelet reads at registration whether to ask this plugin which devices to give.
+      await monitor.firstAnswer(FIRST_ANSWER_WAIT_MS);
     }
 
     if (this.opts.registration === "watcher") {
@@ -261,6 +282,15 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     // as long as the pod lives, which can be longer than this plugin. The next plugin rewrites it.
     this.setRegistered(false);
     this.log.info("plugin runtime stopped");
+  }
+
+  /** The config's DRA driver's devices on this node as its claims name them, by physical id. */
+  private draTable(): { driver: string; pool: string; ids: ReadonlyMap<string, string> } {
+    return {
+      driver: draDriverName(this.opts.config.spec),
+      pool: this.opts.nodeName,
+      ids: new Map(this.devices.snapshot().physical.map((d) => [draDeviceName(d.id), d.id])),
+    };
   }
 
   private recordDevices(snap: DeviceSetSnapshot): void {
@@ -362,6 +392,10 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       logger: this.log,
       metrics: this.metrics,
       preStartTimeoutMs: this.opts.preStartTimeoutMs,
+      heldElsewhere: () => ({
+        shares: this.podResources?.heldElsewhere ?? NOTHING_HELD,
+        allocated: this.podResources?.allocations?.keys() ?? [],
+      }),
       onStreamsEnded: ({ lastedMs }) => this.onStreamsEnded(endpoint, lastedMs),
     });
     const name = socketFileName(this.prefix, this.startedAtMs, ++this.sequence);

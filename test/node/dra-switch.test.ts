@@ -5,7 +5,8 @@
 // admission (watched for the whole test); pods created after the switch to DRA get their device through the
 // scheduler's ResourceClaim for the extended resource (pod.status.extendedResourceClaimStatus) with the same
 // env and CDI edit a device plugin pod of the config sees; after the switch back, new pods get it through the
-// device plugin again.
+// device plugin again. No device is given twice: the DRA slice leaves out what device-plugin pods still
+// hold, the device plugin never hands out what DRA claims hold, and the report lists those devices as held.
 import { AppsV1Api, CustomObjectsApi, Watch, type CoreV1Event, type V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
@@ -263,6 +264,38 @@ async function switchTo(target: "DRA" | "DevicePlugin", replicasDuring: number):
   return Math.round(performance.now() - started);
 }
 
+interface HeldReport {
+  spec: { configName: string; nodeName: string };
+  status?: { devices?: { id: string; heldBy?: string }[] };
+}
+
+/** Per report of the config on the real node: the devices it lists as held by the `by` path, sorted. */
+async function heldInReports(by: "DevicePlugin" | "DRA"): Promise<string[][]> {
+  const list = await kubeRequest<{ items: HeldReport[] }>(kc, {
+    method: "GET",
+    path: "/apis/dpo.dev/v1beta1/devicenodestates",
+  });
+  return list.items
+    .filter((r) => r.spec.configName === NAME && r.spec.nodeName === realNode())
+    .map((r) =>
+      (r.status?.devices ?? [])
+        .filter((d) => d.heldBy === by)
+        .map((d) => d.id)
+        .sort(),
+    );
+}
+
+/** The device names the driver's slices publish for the real node. */
+async function sliceDevices(): Promise<string[]> {
+  const list = await kubeRequest<{
+    items: { spec: { driver: string; nodeName?: string; devices?: { name: string }[] } }[];
+  }>(kc, { method: "GET", path: "/apis/resource.k8s.io/v1/resourceslices" });
+  return list.items
+    .filter((s) => s.spec.driver === DRIVER && s.spec.nodeName === realNode())
+    .flatMap((s) => (s.spec.devices ?? []).map((d) => d.name))
+    .sort();
+}
+
 function uidsOf(pods: readonly V1Pod[]): string[] {
   return pods.map((p) => p.metadata!.uid!).sort();
 }
@@ -383,6 +416,35 @@ describe("switching a config between DevicePlugin and DRA on the real node", () 
       expect(view.id).toBe(results[0]!.device);
       expect(view.env, `${name} sees what a device plugin pod sees`).toEqual(pluginView.env);
     }
+    // What the device plugin's pods hold stays theirs: the DRA plugin leaves those devices out of its slice
+    // (the kubelet's PodResources API names them) and its report lists them as held by the device
+    // plugin, not as unhealthy.
+    const pluginHeld = (
+      await Promise.all(
+        onDra
+          .filter((p) => p.status?.extendedResourceClaimStatus === undefined)
+          .map(async (p) => (await deviceView(p.metadata!.name!)).id),
+      )
+    ).sort();
+    expect(pluginHeld.length, "device plugin pods running on DRA").toBeGreaterThanOrEqual(2);
+    await waitFor(
+      "the DRA plugin's report to list the device plugin pods' devices as held by it",
+      async (observe) => {
+        const held = await heldInReports("DevicePlugin");
+        observe(held);
+        return held.some((ids) => JSON.stringify(ids) === JSON.stringify(pluginHeld));
+      },
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
+    const published = await sliceDevices();
+    expect(
+      published.filter((d) => pluginHeld.includes(d)),
+      `slice ${JSON.stringify(published)}`,
+    ).toEqual([]);
+    expect(published).toHaveLength(DEVICES - pluginHeld.length);
+    const onDraStatus = await statusWhere("a status on DRA", (s) => s.devices !== undefined);
+    expect(onDraStatus.devices?.unhealthy ?? 0, "held devices are not unhealthy").toBe(0);
+
     for (const pod of first) {
       const now = onDra.find((p) => p.metadata!.uid === pod.metadata!.uid);
       expect(now, `${pod.metadata!.name} still runs after the switch to DRA`).toBeDefined();
@@ -391,8 +453,27 @@ describe("switching a config between DevicePlugin and DRA on the real node", () 
 
     // DRA -> DevicePlugin, one pod during the switch, two after it.
     const toPluginMs = await switchTo("DevicePlugin", 6);
+    // The device plugin advertises every device again: the scheduler counts the DRA pods' requests against
+    // them. It never hands out what their claims hold (the report says which), so the next pods get others.
     await waitForAdvertised(RESOURCE, { capacity: DEVICES, allocatable: DEVICES }, 60_000);
     const back = await runningPods(6);
+    const draHeld = (
+      await Promise.all(
+        back
+          .filter((p) => p.status?.extendedResourceClaimStatus !== undefined)
+          .map(async (p) => (await deviceView(p.metadata!.name!)).id),
+      )
+    ).sort();
+    expect(draHeld.length, "DRA pods running after the way back").toBeGreaterThanOrEqual(2);
+    await waitFor(
+      "the device plugin's report to list the DRA pods' devices as held by them",
+      async (observe) => {
+        const held = await heldInReports("DRA");
+        observe(held);
+        return held.some((ids) => JSON.stringify(ids) === JSON.stringify(draHeld));
+      },
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
     await scale(8);
     const all = await runningPods(8);
     const newOnPlugin = all.filter((p) => !uidsOf(back).includes(p.metadata!.uid!));
@@ -412,16 +493,19 @@ describe("switching a config between DevicePlugin and DRA on the real node", () 
       expect(pod.status?.containerStatuses?.[0]?.restartCount, pod.metadata?.name).toBe(0);
 
     await w.sweep();
-    // Which device each pod holds, by path: the device plugin does not know what DRA gave, nor DRA what the
-    // device plugin gave (reported, not asserted: the issue does not say).
+    // Which device each pod holds, by path: no device is given twice, whichever path gave it.
     const holders: string[] = [];
+    const ids: string[] = [];
     for (const pod of all) {
       const path = pod.status?.extendedResourceClaimStatus === undefined ? "device plugin" : "DRA";
-      holders.push(`${pod.metadata!.name}: ${(await deviceView(pod.metadata!.name!)).id} (${path})`);
+      const id = (await deviceView(pod.metadata!.name!)).id;
+      ids.push(id);
+      holders.push(`${pod.metadata!.name}: ${id} (${path})`);
     }
     console.log(
       `switch on the real node: to DRA ${toDraMs} ms, back ${toPluginMs} ms; ${w.pods.size} pods seen, ${w.admissionFailures.size} failed admission, ${w.restarts.size} restarts; watch ends: ${JSON.stringify(w.ends)}; devices held: ${JSON.stringify(holders)}; warnings: ${JSON.stringify([...w.warnings].filter((x) => !x.includes("MissingClusterDNS")))}`,
     );
+    expect(new Set(ids).size, `one device per pod: ${JSON.stringify(holders)}`).toBe(all.length);
     expect([...w.admissionFailures]).toEqual([]);
     expect([...w.restarts]).toEqual([]);
     expect(w.deleted).toEqual([]);

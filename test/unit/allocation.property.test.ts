@@ -3,6 +3,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ALLOCATION_POLICIES, type AllocationPolicy, type Sharing } from "../../src/api/v1beta1/spec.js";
 import { checkAllocateRequest, preferredAllocation } from "../../src/plugin-runtime/devices/allocation.js";
+import { heldConflicts, heldOfferedIds } from "../../src/plugin-runtime/devices/held.js";
 import { naturalCompare } from "../../src/plugin-runtime/devices/policies.js";
 import { advertiseDevices, indexAdvertisedDevices } from "../../src/plugin-runtime/devices/sharing.js";
 import type { AdvertisedDevice, PhysicalDevice } from "../../src/plugin-runtime/devices/types.js";
@@ -266,6 +267,49 @@ describe("preferredAllocation properties", () => {
         const touched = new Set(result.map((d) => d.numaNode)).size;
         expect(touched).toBe(fewestGroups(countBy(candidates, (d) => d.numaNode).values(), s.size));
       }),
+      { numRuns: RUNS },
+    );
+  });
+});
+
+describe("preferredAllocation with devices the other publish path holds", () => {
+  it("chooses a held id only once every other healthy offered one is chosen, keeps the size, and Allocate accepts every answer that avoids them", () => {
+    fc.assert(
+      fc.property(
+        policyArb,
+        scenarioArb,
+        fc.array(fc.integer({ min: 1, max: 8 }), { minLength: 16, maxLength: 16 }),
+        fc.array(fc.boolean(), { minLength: 16, maxLength: 16 }),
+        (policy, s, shareCounts, isHeld) => {
+          const shares = new Map<string, number>();
+          for (const device of s.devices.values()) {
+            const i = Number(device.physicalId.slice("dev-".length));
+            if (isHeld[i] === true) shares.set(device.physicalId, shareCounts[i]!);
+          }
+          const held = heldOfferedIds(s.available, s.devices, shares);
+          const result = preferredAllocation(policy, s.devices, {
+            available: s.available,
+            mustInclude: s.mustInclude,
+            size: s.size,
+            held,
+          });
+          // Every guarantee of the answer without held devices still holds.
+          expectGuarantees(policy, s, result);
+          const must = new Set(s.mustInclude);
+          const context = `${policy} held=[${[...held].join(",")}] -> [${result.join(",")}]`;
+          if (result.some((id) => !must.has(id) && held.has(id))) {
+            for (const device of healthyCandidates(s)) {
+              if (!held.has(device.id))
+                expect(result, `held before ${device.id}: ${context}`).toContain(device.id);
+            }
+          }
+          // Allocate's held check accepts the answer's ids that are not held, when everything the kubelet did
+          // not offer is already given through this path: no held device is given past its holders' shares.
+          const chosen = result.filter((id) => !held.has(id));
+          const given = [...s.devices.keys()].filter((id) => !s.available.includes(id));
+          expect(heldConflicts(chosen, s.devices, shares, given), context).toEqual([]);
+        },
+      ),
       { numRuns: RUNS },
     );
   });

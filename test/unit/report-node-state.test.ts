@@ -293,6 +293,84 @@ describe("buildDeviceNodeState", () => {
     expect(DeviceNodeStateStatusSchema.safeParse({ ...status, devices }).success).toBe(false);
   });
 
+  it.each([
+    {
+      what: "none held",
+      sharing: { strategy: "None" as const, failRequestsGreaterThanOne: false },
+      held: [],
+      want: [
+        ["foo-0", 1, "-"],
+        ["foo-1", 1, "-"],
+        ["foo-2", 1, "-"],
+      ],
+      advertised: 3,
+    },
+    {
+      what: "DRA path: one held by device-plugin pods, left out, after the advertised ones",
+      sharing: { strategy: "None" as const, failRequestsGreaterThanOne: false },
+      held: ["foo-0"],
+      want: [
+        ["foo-1", 1, "-"],
+        ["foo-2", 1, "-"],
+        ["foo-0", 0, "DevicePlugin"],
+      ],
+      advertised: 2,
+    },
+    {
+      what: "device-plugin path: one held by DRA claims, still advertised",
+      sharing: { strategy: "None" as const, failRequestsGreaterThanOne: false },
+      held: ["foo-1"],
+      keepAdvertised: true,
+      want: [
+        ["foo-0", 1, "-"],
+        ["foo-1", 1, "DRA"],
+        ["foo-2", 1, "-"],
+      ],
+      advertised: 3,
+    },
+    {
+      what: "time-sliced: a held device has no replica here",
+      sharing: { strategy: "TimeSlicing" as const, replicas: 2, failRequestsGreaterThanOne: false },
+      held: ["foo-2", "foo-1"],
+      want: [
+        ["foo-0", 2, "-"],
+        ["foo-1", 0, "DevicePlugin"],
+        ["foo-2", 0, "DevicePlugin"],
+      ],
+      advertised: 2,
+    },
+    {
+      what: "an id the backend no longer has is not reported",
+      sharing: { strategy: "None" as const, failRequestsGreaterThanOne: false },
+      held: ["gone"],
+      want: [
+        ["foo-0", 1, "-"],
+        ["foo-1", 1, "-"],
+        ["foo-2", 1, "-"],
+      ],
+      advertised: 3,
+    },
+  ])("devices the other publish path holds: $what", ({ sharing, held, want, advertised, ...rest }) => {
+    const keepAdvertised = "keepAdvertised" in rest && rest.keepAdvertised === true;
+    const physical = [device("foo-0"), device("foo-1"), device("foo-2", { health: "Unhealthy" })];
+    const ids = new Set(held);
+    const { status } = buildDeviceNodeState(
+      input({
+        physical,
+        advertised: advertiseDevices(
+          physical.filter((d) => keepAdvertised || !ids.has(d.id)),
+          sharing,
+        ),
+        heldElsewhere: { by: keepAdvertised ? "DRA" : "DevicePlugin", ids },
+      }),
+    );
+    expect(status.devices.map((d) => [d.id, d.replicas, d.heldBy ?? "-"])).toEqual(want);
+    expect(status.advertised).toBe(advertised);
+    // A held device keeps its own health; it is not counted as advertised, healthy or not.
+    expect(status.devices.find((d) => d.id === "foo-2")?.health).toBe("Unhealthy");
+    expect(DeviceNodeStateStatusSchema.safeParse(status).success).toBe(true);
+  });
+
   it("reports the kubelet's allocated count only when it is known", () => {
     expect(buildDeviceNodeState(input({ allocated: 2 })).status.allocated).toBe(2);
     expect(buildDeviceNodeState(input({ allocated: 0 })).status.allocated).toBe(0);

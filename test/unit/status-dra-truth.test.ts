@@ -201,6 +201,25 @@ function report(healthy: number, unhealthy: number, advertised = healthy + unhea
     status,
   } as DeviceNodeState;
 }
+/** The report with devices the device plugin's pods hold, listed with 0 replicas as the DRA plugin does. */
+function withHeld(
+  r: DeviceNodeState,
+  ids: string[],
+  health: "Healthy" | "Unhealthy" = "Healthy",
+): DeviceNodeState {
+  const status = r.status!;
+  const since = status.updateTime;
+  return {
+    ...r,
+    status: {
+      ...status,
+      devices: [
+        ...status.devices,
+        ...ids.map((id) => ({ id, health, replicas: 0, heldBy: "DevicePlugin" as const, since })),
+      ],
+    },
+  };
+}
 const slices = (published: Record<string, number>): DeviceTruth => ({
   kind: "ResourceSlices",
   driver: DRIVER,
@@ -231,6 +250,18 @@ describe("evaluateNode against the ResourceSlices (DRA mode)", () => {
       truth: slices({ n1: 3 }),
       report: report(3, 1),
       want: { capacity: 4, allocatable: 3, ready: true, reason: "UnhealthyDevices" },
+    },
+    {
+      case: "devices held by device-plugin pods since a switch (left out): capacity counts them, not unhealthy",
+      truth: slices({ n1: 2 }),
+      report: withHeld(report(2, 0), ["d0", "d1"]),
+      want: { capacity: 4, allocatable: 2, ready: true },
+    },
+    {
+      case: "a held device that is unhealthy too is counted once, held",
+      truth: slices({ n1: 2 }),
+      report: withHeld(report(2, 0), ["d0"], "Unhealthy"),
+      want: { capacity: 3, allocatable: 2, ready: true },
     },
     {
       case: "a plugin whose advertised leaves the unhealthy out is judged the same",

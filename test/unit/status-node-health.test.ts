@@ -111,6 +111,12 @@ describe("unhealthy advertised devices", () => {
       ids: ["foo-1::0", "foo-1::1", "foo-1::2"],
       count: 3,
     },
+    {
+      case: "held by the other publish path (0 replicas): advertised under no id here",
+      devices: [device("foo-0", "Unhealthy", 0), device("foo-1", "Unhealthy")],
+      ids: ["foo-1"],
+      count: 1,
+    },
   ])("$case", ({ devices, ids, count }) => {
     expect(unhealthyAdvertisedIds(report(devices), 32)).toEqual(ids);
     expect(unhealthyAdvertisedCount(report(devices))).toBe(count);

@@ -58,7 +58,8 @@ export function podResourcesPod(pod: V1Pod): PodResourcesPod {
 export interface SimulatedPodResourcesOptions {
   /** Stands in for /var/lib/kubelet/pod-resources/kubelet.sock. */
   socketPath: string;
-  deviceManager: SimulatedDeviceManager;
+  /** What the device manager gave (or, in tests, a stand-in that says what it holds). */
+  deviceManager: Pick<SimulatedDeviceManager, "containerDevices" | "device" | "allocatableDevices">;
   /** The claims the node's DRA manager prepared, by uid (its claim info cache); without it, no claims. */
   draManager?: { readonly prepared: ReadonlyMap<string, PreparedClaim> };
   /** The pods the kubelet runs (its GetActivePods): every pod bound to the node that is not finished. */

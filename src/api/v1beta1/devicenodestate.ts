@@ -64,7 +64,19 @@ export const ReportedDeviceSchema = z
     reason: z.string().max(1024).optional(),
     since: z.string().describe("RFC 3339 time the device last changed health."),
     numaNode: z.number().int().min(0).optional(),
-    replicas: z.number().int().min(1).describe("Devices advertised to the kubelet for this physical device."),
+    replicas: z
+      .number()
+      .int()
+      .min(0)
+      .describe(
+        "Devices advertised to the kubelet for this physical device; 0 while the other publish path holds it (heldBy).",
+      ),
+    heldBy: z
+      .enum(["DevicePlugin", "DRA"])
+      .optional()
+      .describe(
+        "The publish path whose pods hold this device since a switch of spec.publish. The DRA path leaves it out of its ResourceSlice (replicas 0); the device plugin keeps advertising it, as the scheduler counts those pods against it, and never hands it out until they free it.",
+      ),
     attributes: z
       .record(z.string(), z.string())
       .optional()

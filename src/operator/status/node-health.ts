@@ -4,7 +4,7 @@ import type { V1Node, V1Pod } from "@kubernetes/client-node";
 import { parseCountQuantity } from "../../api/quantity.js";
 import type { DeviceNodeState, DeviceNodeStateStatus } from "../../api/v1beta1/devicenodestate.js";
 import { MAX_PROBLEM_DEVICES, type NodeProblem, type ProblemReason } from "../../api/v1beta1/status.js";
-import { hasCurrentName, unhealthyAdvertisedCount } from "../../contract/node-state.js";
+import { hasCurrentName, heldOutCount, unhealthyAdvertisedCount } from "../../contract/node-state.js";
 import { replicaId } from "../../contract/replica-id.js";
 import { ANNOTATION_CONFIG_HASH } from "../render/names.js";
 import { timestampMillis } from "./conflicts.js";
@@ -86,7 +86,8 @@ export function chooseReport(reports: readonly DeviceNodeState[], pod?: V1Pod): 
 export function unhealthyAdvertisedIds(report: DeviceNodeStateStatus, limit: number): string[] {
   const ids: string[] = [];
   for (const device of report.devices) {
-    if (device.health !== "Unhealthy") continue;
+    // A device the other publish path holds (replicas 0) is advertised under no id here.
+    if (device.health !== "Unhealthy" || device.replicas === 0) continue;
     if (device.replicas > 1) {
       for (let k = 0; k < device.replicas && ids.length < limit; k++) ids.push(replicaId(device.id, k));
     } else {
@@ -285,8 +286,9 @@ function problemOf(
 
 /**
  * The node's device counts on the API side under `truth`, and the check of a report against them. For
- * ResourceSlices, capacity is the published devices plus those the report says are unhealthy (left out
- * of the slices), allocatable the published ones; both undefined when nothing is published.
+ * ResourceSlices, capacity is the published devices plus those the report says are unhealthy or held by
+ * device-plugin pods since a switch (both left out of the slices), allocatable the published ones; both
+ * undefined when nothing is published.
  */
 export function nodeDeviceCounts(
   node: V1Node,
@@ -306,10 +308,13 @@ export function nodeDeviceCounts(
     };
   }
   const devices = truth.published.get(node.metadata?.name ?? "");
-  const published = devices === undefined ? undefined : devices * (truth.sharesPerDevice ?? 1);
+  const shares = truth.sharesPerDevice ?? 1;
+  const published = devices === undefined ? undefined : devices * shares;
   return {
     capacity:
-      published === undefined ? undefined : published + (report ? unhealthyAdvertisedCount(report) : 0),
+      published === undefined
+        ? undefined
+        : published + (report ? unhealthyAdvertisedCount(report) + heldOutCount(report) * shares : 0),
     allocatable: published,
     problem: sliceCountsProblem(published, truth.driver),
   };

@@ -24,15 +24,21 @@ export type AllocateCheck =
       /** How many (distinct) devices the container asked for. */
       readonly requested: number;
     }
-  | { readonly kind: "Unhealthy"; readonly ids: readonly string[] };
+  | { readonly kind: "Unhealthy"; readonly ids: readonly string[] }
+  /** The node's other publish path holds these devices (pods admitted through it before a switch). */
+  | { readonly kind: "HeldElsewhere"; readonly ids: readonly string[] };
 
 export type AllocateRejection = Exclude<AllocateCheck, { kind: "Ok" }>;
 
-/** Checks one container's requested device ids against the advertised devices and the sharing rules. */
+/**
+ * Checks one container's requested device ids against the advertised devices and the sharing rules, and
+ * last (`heldConflicts`, held.ts) against what the other publish path holds.
+ */
 export function checkAllocateRequest(
   ids: readonly string[],
   devices: ReadonlyMap<string, AdvertisedDevice>,
   sharing: Sharing,
+  heldConflicts?: (ids: readonly string[]) => readonly string[],
 ): AllocateCheck {
   if (ids.length === 0) return { kind: "Empty" };
 
@@ -59,6 +65,8 @@ export function checkAllocateRequest(
     physicalIds.add(device.physicalId);
   }
   if (unhealthy.length > 0) return { kind: "Unhealthy", ids: unhealthy };
+  const held = heldConflicts?.(ids) ?? [];
+  if (held.length > 0) return { kind: "HeldElsewhere", ids: held };
   return { kind: "Ok", physicalIds: [...physicalIds] };
 }
 
@@ -75,6 +83,8 @@ export function describeAllocateRejection(rejection: AllocateRejection): string 
       return `container requests ${rejection.requested} shared devices; sharing.failRequestsGreaterThanOne allows 1`;
     case "Unhealthy":
       return `unhealthy devices: ${rejection.ids.join(", ")}`;
+    case "HeldElsewhere":
+      return `devices held by pods of the other publish path: ${rejection.ids.join(", ")}`;
   }
 }
 
@@ -86,6 +96,11 @@ export interface PreferredAllocationRequest {
   readonly mustInclude: readonly string[];
   /** How many devices the container gets in total. */
   readonly size: number;
+  /**
+   * Available ids this path must not give, since the node's other publish path holds them
+   * (`heldOfferedIds`): chosen only after every other healthy one.
+   */
+  readonly held?: ReadonlySet<string>;
 }
 
 function distinct(ids: readonly string[]): string[] {
@@ -102,7 +117,8 @@ function distinct(ids: readonly string[]): string[] {
  *   otherwise all of them; never more than `size` unless must-include alone is larger, in which case
  *   the answer is must-include;
  * - available ids the device map does not know are never chosen;
- * - unhealthy devices are chosen only after every healthy one, by the same policy. The kubelet only
+ * - held devices (`request.held`) are chosen only after every other healthy one, and unhealthy devices
+ *   only after every healthy one, by the same policy. The kubelet only
  *   offers devices it believes healthy, so an unhealthy one here means its view is behind ours; an
  *   exact-size answer lets it proceed, and Allocate then rejects the device with a precise error
  *   instead of the kubelet silently filling the gap with the same device.
@@ -124,6 +140,7 @@ export function preferredAllocation(
     if (device !== undefined) anchors.push(device);
   }
   const healthy: AdvertisedDevice[] = [];
+  const held: AdvertisedDevice[] = [];
   const unhealthy: AdvertisedDevice[] = [];
   const seen = new Set(mustInclude);
   for (const id of request.available) {
@@ -133,14 +150,14 @@ export function preferredAllocation(
     if (found === undefined) continue;
     // The answer must name the ids the kubelet sent, even if a map entry disagrees with its key.
     const device = found.id === id ? found : { ...found, id };
-    (device.health === "Healthy" ? healthy : unhealthy).push(device);
+    (device.health !== "Healthy" ? unhealthy : request.held?.has(id) === true ? held : healthy).push(device);
   }
 
-  const need = size - mustInclude.length;
-  const preferred = choosePreferredDevices(policy, anchors, healthy, need);
-  const lastResort =
-    preferred.length < need
-      ? choosePreferredDevices(policy, [...anchors, ...preferred], unhealthy, need - preferred.length)
-      : [];
-  return [...mustInclude, ...preferred.map((d) => d.id), ...lastResort.map((d) => d.id)];
+  const chosen: AdvertisedDevice[] = [];
+  for (const pool of [healthy, held, unhealthy]) {
+    const need = size - mustInclude.length - chosen.length;
+    if (need <= 0) break;
+    chosen.push(...choosePreferredDevices(policy, [...anchors, ...chosen], pool, need));
+  }
+  return [...mustInclude, ...chosen.map((d) => d.id)];
 }

@@ -11,6 +11,12 @@ export interface DeviceSetSnapshot {
   readonly physical: readonly PhysicalDevice[];
   readonly advertised: readonly AdvertisedDevice[];
   readonly byId: ReadonlyMap<string, AdvertisedDevice>;
+  /**
+   * Physical devices the node's other publish path holds (pods admitted through the device plugin before
+   * a switch to DRA, or through DRA before the way back): in `physical`, never in `advertised`, so this
+   * path does not hand them out a second time while those pods run.
+   */
+  readonly heldElsewhere: ReadonlySet<string>;
   /** When this snapshot was taken (performance.now()), for health-latency measurements. */
   readonly changedAt: number;
 }
@@ -42,10 +48,16 @@ function samePhysical(a: readonly PhysicalDevice[], b: readonly PhysicalDevice[]
   });
 }
 
+/** Whether two id sets hold the same ids. */
+export function sameIdSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+  return a.size === b.size && [...a].every((x) => b.has(x));
+}
+
 export class DeviceSet {
   private current: DeviceSetSnapshot;
   private readonly listeners = new Set<DeviceSetListener>();
   private unsubscribe: (() => void) | undefined;
+  private held: ReadonlySet<string> = new Set();
 
   constructor(
     private readonly backend: DeviceBackend,
@@ -74,6 +86,18 @@ export class DeviceSet {
     return () => this.listeners.delete(listener);
   }
 
+  /**
+   * Which physical devices the other publish path holds now (the kubelet's PodResources answer); they
+   * leave `advertised` until freed. A change is one more snapshot, as a backend change is.
+   */
+  holdElsewhere(physicalIds: ReadonlySet<string>): void {
+    if (sameIdSet(physicalIds, this.held)) return;
+    this.held = new Set(physicalIds);
+    const next = this.snapshotOf(this.current.physical, this.current.version + 1);
+    this.current = next;
+    for (const listener of [...this.listeners]) listener(next);
+  }
+
   async stop(): Promise<void> {
     this.unsubscribe?.();
     this.unsubscribe = undefined;
@@ -94,12 +118,17 @@ export class DeviceSet {
   }
 
   private snapshotOf(physical: readonly PhysicalDevice[], version: number): DeviceSetSnapshot {
-    const advertised = advertiseDevices(physical, this.sharing);
+    const held = this.held;
+    const advertised = advertiseDevices(
+      held.size === 0 ? physical : physical.filter((d) => !held.has(d.id)),
+      this.sharing,
+    );
     return {
       version,
       physical: [...physical],
       advertised,
       byId: new Map(advertised.map((d) => [d.id, d])),
+      heldElsewhere: held,
       changedAt: performance.now(),
     };
   }

@@ -14,8 +14,13 @@ import type { DeviceBackend } from "../devices/backend.js";
 import { createBackend } from "../backends/index.js";
 import { DeviceSet, type DeviceSetSnapshot } from "../devices/device-set.js";
 import { PluginMetrics } from "../metrics.js";
-import { deviceSeries, draAllocationsOf } from "../podresources/allocations.js";
-import { PodResourcesMonitor } from "../podresources/monitor.js";
+import {
+  allocationsOf,
+  deviceSeries,
+  draAllocationsOf,
+  devicePluginShares,
+} from "../podresources/allocations.js";
+import { FIRST_ANSWER_WAIT_MS, PodResourcesMonitor } from "../podresources/monitor.js";
 import type { ApiClient } from "../report/api-client.js";
 import type { PluginRuntimeEvents, RuntimeStatus } from "../runtime.js";
 import { ApiResourceClaimGetter } from "./claims-api.js";
@@ -50,6 +55,8 @@ export interface DraRuntimeOptions {
 
 export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
   readonly metrics = new PluginMetrics();
+  /** Pods admitted through the config's device plugin may hold devices on this node since a switch. */
+  readonly otherPath = "DevicePlugin";
   readonly devices: DeviceSet;
   readonly driverName: string;
   readonly plugin: DraPlugin;
@@ -103,7 +110,15 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
       driver: this.driverName,
       node: opts.nodeName,
       configName: opts.config.metadata.name,
-      devices: () => draPoolDevices(this.devices.snapshot().physical, spec.sharing),
+      // Not the devices the device plugin's pods hold (a switch from it): the scheduler would hand them
+      // out a second time.
+      devices: () => {
+        const { physical, heldElsewhere } = this.devices.snapshot();
+        return draPoolDevices(
+          heldElsewhere.size === 0 ? physical : physical.filter((d) => !heldElsewhere.has(d.id)),
+          spec.sharing,
+        );
+      },
       logger: this.log,
       coalesceMs: opts.sliceCoalesceMs,
       retryBaseMs: opts.sliceRetryBaseMs,
@@ -142,6 +157,11 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
     return this.publisher.state();
   }
 
+  /** The devices the device plugin's pods hold, left out of the slices. */
+  heldElsewhere(): ReadonlySet<string> {
+    return this.devices.snapshot().heldElsewhere;
+  }
+
   /** Not known in DRA mode: claims, not the PodResources device counts, say what is in use. */
   allocatedDevices(): number | undefined {
     return undefined;
@@ -163,6 +183,8 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
       this.emit("devices", s);
     });
     this.followPodResources();
+    // Before the first slice: after a switch from the device plugin, its pods may still hold devices.
+    await this.podResources?.firstAnswer(FIRST_ANSWER_WAIT_MS);
     // The socket first: the other instances of the driver on the node see this one by it. Then the
     // slices, since a kubelet that registers us may see claims allocated against them at once.
     await this.plugin.serve();
@@ -230,6 +252,8 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
       socketPath: this.opts.podResources.socketPath,
       intervalMs: this.opts.podResources.intervalMs,
       resourceName: this.resourceName,
+      // The device plugin's ids of the same name (replica ids under time-slicing) name physical devices.
+      heldElsewhereOf: (response) => devicePluginShares(allocationsOf(response, this.resourceName)),
       allocationsOf: (response) =>
         draAllocationsOf(response, {
           driver: this.driverName,
@@ -240,6 +264,9 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
       logger: this.log,
       metrics: this.metrics,
     });
+    // The scheduler never counts device-plugin pods against the slices: a device they hold leaves the
+    // slice whole, whatever its sharing (held.ts).
+    monitor.on("heldElsewhere", (shares) => this.devices.holdElsewhere(new Set(shares.keys())));
     monitor.on("allocations", () => this.recordDevices(this.devices.snapshot()));
     this.podResources = monitor;
     monitor.start();

@@ -2,6 +2,8 @@
 // device-plugin resource's ids, or the DRA driver's claimed devices), and the one-series-per-device view the
 // metrics export.
 import type { ListPodResourcesResponse } from "../proto/index.js";
+import { physicalIdOf } from "../../contract/replica-id.js";
+import { countShares, type HeldShares } from "../devices/held.js";
 import type { AdvertisedDevice } from "../devices/types.js";
 
 /** The container a device is allocated to. */
@@ -67,6 +69,38 @@ export function draAllocationsOf(response: ListPodResourcesResponse, table: DraD
     }
   }
   return held;
+}
+
+/**
+ * What the device plugin's pods hold, as the DRA path counts it: one share per held id of each physical
+ * device (a time-sliced id `<physical>::<k>` is one replica).
+ */
+export function devicePluginShares(allocations: Allocations): HeldShares {
+  return countShares([...allocations.keys()].map(physicalIdOf));
+}
+
+/**
+ * What the DRA driver's claims hold on this node, as the device-plugin path counts it: per device of this
+ * driver and pool (`table.ids`: DRA device name → physical id), one share per distinct claim (and share
+ * of a device with consumable capacity) listing it; a claim several containers use counts once.
+ */
+export function draClaimShares(response: ListPodResourcesResponse, table: DraDeviceTable): HeldShares {
+  const claims = new Map<string, Set<string>>();
+  for (const pod of response.podResources) {
+    for (const container of pod.containers) {
+      for (const claim of container.dynamicResources) {
+        for (const device of claim.claimResources) {
+          if (device.driverName !== table.driver || device.poolName !== table.pool) continue;
+          const id = table.ids.get(device.deviceName);
+          if (id === undefined) continue;
+          const holders = claims.get(id) ?? new Set<string>();
+          holders.add(`${claim.claimNamespace}/${claim.claimName}/${device.shareId ?? ""}`);
+          claims.set(id, holders);
+        }
+      }
+    }
+  }
+  return new Map([...claims].map(([id, holders]) => [id, holders.size]));
 }
 
 export function sameAllocations(a: Allocations | undefined, b: Allocations | undefined): boolean {

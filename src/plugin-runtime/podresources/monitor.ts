@@ -6,10 +6,16 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { PluginMetrics } from "../metrics.js";
 import { PodResourcesListerClient, type ListPodResourcesResponse } from "../proto/index.js";
+import { sameShares, type HeldShares } from "../devices/held.js";
 import { allocationsOf, sameAllocations, type Allocations } from "./allocations.js";
 
 /** How often the kubelet is asked by default: node exporters poll it every few seconds to a minute. */
 export const DEFAULT_POD_RESOURCES_INTERVAL_MS = 10_000;
+/**
+ * How long a path that starts waits for the kubelet's first answer before it hands devices out without
+ * knowing what the other path holds: one call's deadline.
+ */
+export const FIRST_ANSWER_WAIT_MS = 5_000;
 /** The longest wait between two attempts while the kubelet does not answer. */
 const RETRY_MAX_MS = 60_000;
 /** Deadline of one List call. */
@@ -30,6 +36,11 @@ export interface PodResourcesMonitorOptions {
    * `resourceName` (device-plugin mode); a DRA plugin gives its driver's claimed devices instead.
    */
   allocationsOf?: (response: ListPodResourcesResponse) => Allocations;
+  /**
+   * The physical devices the node's other publish path holds, from the same answer: a DRA plugin reads
+   * the device plugin's ids of `resourceName`, a device plugin the DRA driver's claims. Absent: not read.
+   */
+  heldElsewhereOf?: (response: ListPodResourcesResponse) => HeldShares;
   logger: Logger;
   metrics: PluginMetrics;
   /** Time between two successful reads (default 10 s); after a failure the wait doubles, up to 60 s. */
@@ -41,6 +52,8 @@ export interface PodResourcesMonitorOptions {
 export interface PodResourcesMonitorEvents {
   /** The devices held changed (or were learnt for the first time). */
   allocations: [Allocations];
+  /** What the other publish path holds changed (or was learnt for the first time). */
+  heldElsewhere: [HeldShares];
 }
 
 /** The gRPC status name of a failed call (UNAVAILABLE when the socket is missing), for the error metric. */
@@ -58,6 +71,9 @@ export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents>
   private timer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
   private current: Allocations | undefined;
+  private held: HeldShares | undefined;
+  private readonly answered: Promise<void>;
+  private markAnswered: () => void = () => undefined;
   private failures = 0;
   private lastFailure: string | undefined;
   private stopped = false;
@@ -68,6 +84,33 @@ export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents>
     this.intervalMs = opts.intervalMs ?? DEFAULT_POD_RESOURCES_INTERVAL_MS;
     this.retryMaxMs = Math.max(opts.retryMaxMs ?? RETRY_MAX_MS, this.intervalMs);
     this.callTimeoutMs = opts.callTimeoutMs ?? CALL_TIMEOUT_MS;
+    this.answered = new Promise((resolve) => (this.markAnswered = resolve));
+  }
+
+  /** What the kubelet last said the other publish path holds; undefined until it first answered. */
+  get heldElsewhere(): HeldShares | undefined {
+    return this.held;
+  }
+
+  /**
+   * Resolves once the first read ended (answered, or failed: a kubelet without the API), after
+   * `timeoutMs` at most, or on stop: true when the kubelet answered. A path that starts during a switch
+   * waits on it before it hands devices out, so it never offers one the other path's pods still hold.
+   */
+  async firstAnswer(timeoutMs: number): Promise<boolean> {
+    if (this.current !== undefined) return true;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+    });
+    try {
+      return await Promise.race([
+        this.answered.then(() => !this.stopped && this.current !== undefined),
+        timeout,
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**
@@ -87,6 +130,7 @@ export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents>
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.markAnswered();
     clearTimeout(this.timer);
     this.timer = undefined;
     await this.polling;
@@ -126,10 +170,17 @@ export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents>
       );
     });
     if (this.stopped) return;
+    // The other path's holds first: a listener of `allocations` reads them too.
+    const held = this.opts.heldElsewhereOf?.(response);
+    if (held !== undefined && !sameShares(this.held, held)) {
+      this.held = held;
+      this.emit("heldElsewhere", held);
+    }
     const next = this.opts.allocationsOf?.(response) ?? allocationsOf(response, this.opts.resourceName);
-    if (sameAllocations(this.current, next)) return;
+    const changed = !sameAllocations(this.current, next);
     this.current = next;
-    this.emit("allocations", next);
+    this.markAnswered();
+    if (changed) this.emit("allocations", next);
   }
 
   private succeeded(): number {
@@ -143,6 +194,7 @@ export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents>
   }
 
   private failed(err: unknown): number {
+    this.markAnswered();
     this.client?.close();
     this.client = undefined;
     if (this.stopped) return this.intervalMs;

@@ -94,6 +94,12 @@ export interface NodeStateInput {
   };
   physical: readonly PhysicalDevice[];
   advertised: readonly AdvertisedDevice[];
+  /**
+   * Physical devices the node's other publish path holds (`by`: that path), reported with `heldBy`: with
+   * their replicas where this path still advertises them (the device plugin), 0 where it leaves them out
+   * (DRA); absent when none are.
+   */
+  heldElsewhere?: { readonly by: "DevicePlugin" | "DRA"; readonly ids: ReadonlySet<string> } | undefined;
   /** Devices the kubelet has given to containers (PodResources); undefined while unknown. */
   allocated?: number | undefined;
   since: DeviceSince;
@@ -107,7 +113,9 @@ function bounded(text: string, max: number): string {
 
 /**
  * One entry per physical device the kubelet is told about, in advertised order, with its replica
- * count; a physical device that is advertised under no id is not reported (the kubelet cannot use it).
+ * count, then those the other publish path holds that this one does not advertise (0 replicas); a held
+ * device carries `heldBy`. Any other physical device advertised under no id is not reported (the kubelet
+ * cannot use it).
  */
 function reportedDevices(input: NodeStateInput): ReportedDevice[] {
   const physicalById = new Map<string, PhysicalDevice>();
@@ -118,13 +126,24 @@ function reportedDevices(input: NodeStateInput): ReportedDevice[] {
     if (seen === undefined) advertisedById.set(device.physicalId, { first: device, count: 1 });
     else seen.count++;
   }
+  const entries: { id: string; advertised: AdvertisedDevice | undefined; count: number }[] = [
+    ...advertisedById,
+  ].map(([id, { first, count }]) => ({ id, advertised: first, count }));
+  const held = input.heldElsewhere;
+  if (held !== undefined) {
+    for (const device of physicalById.values()) {
+      if (held.ids.has(device.id) && !advertisedById.has(device.id)) {
+        entries.push({ id: device.id, advertised: undefined, count: 0 });
+      }
+    }
+  }
   const devices: ReportedDevice[] = [];
-  for (const [id, { first: advertised, count }] of advertisedById) {
+  for (const { id, advertised, count } of entries) {
     if (devices.length >= MAX_DEVICES) break;
     const physical = physicalById.get(id);
-    const health = physical?.health ?? advertised.health;
-    const reason = physical?.reason ?? advertised.reason;
-    const numaNode = physical?.numaNode ?? advertised.numaNode;
+    const health = physical?.health ?? advertised?.health ?? "Healthy";
+    const reason = physical?.reason ?? advertised?.reason ?? "";
+    const numaNode = physical?.numaNode ?? advertised?.numaNode;
     const tracked = input.since.get(id);
     const attributes = physical?.attributes ?? {};
     // The same typing the ResourceSlice publisher applies, so the report and the slice never disagree.
@@ -136,6 +155,7 @@ function reportedDevices(input: NodeStateInput): ReportedDevice[] {
       since: tracked !== undefined && tracked.health === health ? tracked.since : input.now,
       ...(numaNode !== undefined ? { numaNode } : {}),
       replicas: count,
+      ...(held?.ids.has(id) === true ? { heldBy: held.by } : {}),
       ...(Object.keys(attributes).length > 0 ? { attributes: sortedRecord(attributes) } : {}),
       ...(Object.keys(typed.attributes).length > 0 ? { typedAttributes: { ...typed.attributes } } : {}),
       ...(Object.keys(typed.capacity).length > 0 ? { capacity: { ...typed.capacity } } : {}),

@@ -25,6 +25,10 @@ const APPLY_QUERY = `?fieldManager=${PLUGIN_FIELD_MANAGER}&force=true`;
 export interface ReportSource {
   status(): RuntimeStatus;
   snapshot(): Pick<DeviceSetSnapshot, "physical" | "advertised">;
+  /** The node's other publish path, whose pods may hold devices of this one since a switch. */
+  readonly otherPath?: "DevicePlugin" | "DRA";
+  /** The physical devices the other path's pods hold; absent: never any. */
+  heldElsewhere?(): ReadonlySet<string>;
   /** Devices the kubelet has given to containers; undefined while unknown (absent: never known). */
   allocatedDevices?(): number | undefined;
   /**
@@ -38,6 +42,9 @@ export interface ReportSource {
 export interface ReportedRuntime {
   status(): RuntimeStatus;
   readonly devices: Pick<PluginRuntime["devices"], "snapshot">;
+  /** The node's other publish path: DRA for the device plugin's runtime, DevicePlugin for DRA's. */
+  readonly otherPath: "DevicePlugin" | "DRA";
+  heldElsewhere(): ReadonlySet<string>;
   allocatedDevices(): number | undefined;
   on(event: keyof PluginRuntimeEvents, listener: () => void): unknown;
   off(event: keyof PluginRuntimeEvents, listener: () => void): unknown;
@@ -47,6 +54,8 @@ export function reportSourceOf(runtime: ReportedRuntime): ReportSource {
   return {
     status: () => runtime.status(),
     snapshot: () => runtime.devices.snapshot(),
+    otherPath: runtime.otherPath,
+    heldElsewhere: () => runtime.heldElsewhere(),
     allocatedDevices: () => runtime.allocatedDevices(),
     subscribe: (onChange) => {
       const listener = (): void => onChange();
@@ -360,10 +369,19 @@ export class NodeStateWriter {
           },
       physical: snapshot.physical,
       advertised: snapshot.advertised,
+      heldElsewhere: this.heldElsewhere(),
       allocated: this.opts.source.allocatedDevices?.(),
       since: this.since,
       now,
     });
+  }
+
+  private heldElsewhere(): { by: "DevicePlugin" | "DRA"; ids: ReadonlySet<string> } | undefined {
+    const { otherPath } = this.opts.source;
+    const ids = this.opts.source.heldElsewhere?.();
+    return otherPath === undefined || ids === undefined || ids.size === 0
+      ? undefined
+      : { by: otherPath, ids };
   }
 
   private isoNow(): string {

@@ -8,6 +8,7 @@ import { UnknownDevicesError } from "../backends/device-list.js";
 import { refuseMalformed, tolerantDefinition } from "./malformed.js";
 import { checkAllocateRequest, preferredAllocation } from "../devices/allocation.js";
 import type { DeviceSet, DeviceSetSnapshot } from "../devices/device-set.js";
+import { heldConflicts, heldOfferedIds, type HeldShares } from "../devices/held.js";
 import { resourceEnvName } from "../devices/env.js";
 import type { AdvertisedDevice } from "../devices/types.js";
 import type { PluginMetrics } from "../metrics.js";
@@ -40,6 +41,11 @@ export interface DevicePluginServiceOptions {
   metrics: PluginMetrics;
   /** Budget for the backend's pre-start hook; kept under the kubelet's 30 s. */
   preStartTimeoutMs?: number;
+  /**
+   * What the node's DRA path holds (pods admitted through it before a switch back), and the ids the
+   * kubelet gave through this path, both from its PodResources API: never handed out twice (held.ts).
+   */
+  heldElsewhere?: () => { shares: HeldShares; allocated: Iterable<string> };
   /**
    * Called when the last open ListAndWatch stream ended from the client's side (cancelled, or its
    * connection closed) rather than by endStreams: the kubelet stopped watching this endpoint although
@@ -114,8 +120,17 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
   function options(): DevicePluginOptions {
     return {
       preStartRequired: opts.backend.preStartRequired,
-      getPreferredAllocationAvailable: opts.allocationPolicy !== "None",
+      // Asked at registration: with devices held by DRA pods, the kubelet must ask which to give, or it
+      // picks a held one and the pod fails admission.
+      getPreferredAllocationAvailable:
+        opts.allocationPolicy !== "None" || (opts.heldElsewhere?.().shares.size ?? 0) > 0,
     };
+  }
+
+  function conflictsWithHeld(snap: DeviceSetSnapshot): ((ids: readonly string[]) => string[]) | undefined {
+    const held = opts.heldElsewhere?.();
+    if (held === undefined || held.shares.size === 0) return undefined;
+    return (ids) => heldConflicts(ids, snap.byId, held.shares, held.allocated);
   }
 
   function allocateContainer(ids: readonly string[], snap: DeviceSetSnapshot): ContainerAllocateResponse {
@@ -125,7 +140,7 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
         "devices_ids must be a list of at most 100000 ids",
       );
     }
-    const check = checkAllocateRequest(ids, snap.byId, opts.sharing);
+    const check = checkAllocateRequest(ids, snap.byId, opts.sharing, conflictsWithHeld(snap));
     switch (check.kind) {
       case "Ok":
         break;
@@ -138,6 +153,11 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
         throw new RequestError(
           grpc.status.FAILED_PRECONDITION,
           `unhealthy devices for ${resourceName}: ${describeIds(check.ids)}`,
+        );
+      case "HeldElsewhere":
+        throw new RequestError(
+          grpc.status.FAILED_PRECONDITION,
+          `devices of ${resourceName} held through DRA claims by pods admitted before the switch of spec.publish: ${describeIds(check.ids)}`,
         );
       case "Duplicate":
         throw new RequestError(
@@ -203,6 +223,7 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
       try {
         const req: PreferredAllocationRequest = call.request;
         const snap = opts.devices.snapshot();
+        const shares = opts.heldElsewhere?.().shares;
         const containerResponses = req.containerRequests.map((r, i) => {
           const size = r.allocationSize;
           if (!Number.isInteger(size) || size < 0 || size > MAX_IDS_PER_REQUEST) {
@@ -225,6 +246,9 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
               available: r.availableDeviceIDs,
               mustInclude: r.mustIncludeDeviceIDs,
               size,
+              ...(shares !== undefined && shares.size > 0
+                ? { held: heldOfferedIds(r.availableDeviceIDs, snap.byId, shares) }
+                : {}),
             }),
           };
         });
