@@ -269,6 +269,31 @@ interface HeldReport {
   status?: { devices?: { id: string; heldBy?: string }[] };
 }
 
+/**
+ * The devices the `by` path's pods among `pods` hold (at least two), once a report of the config on the
+ * real node lists exactly those as held by that path.
+ */
+async function heldThrough(by: "DevicePlugin" | "DRA", pods: readonly V1Pod[]): Promise<string[]> {
+  const ids = (
+    await Promise.all(
+      pods
+        .filter((p) => (p.status?.extendedResourceClaimStatus === undefined) === (by === "DevicePlugin"))
+        .map(async (p) => (await deviceView(p.metadata!.name!)).id),
+    )
+  ).sort();
+  expect(ids.length, `pods holding devices through ${by}`).toBeGreaterThanOrEqual(2);
+  await waitFor(
+    `a report to list ${JSON.stringify(ids)} as held by ${by}`,
+    async (observe) => {
+      const held = await heldInReports(by);
+      observe(held);
+      return held.some((r) => JSON.stringify(r) === JSON.stringify(ids));
+    },
+    { timeoutMs: 30_000, intervalMs: 500 },
+  );
+  return ids;
+}
+
 /** Per report of the config on the real node: the devices it lists as held by the `by` path, sorted. */
 async function heldInReports(by: "DevicePlugin" | "DRA"): Promise<string[][]> {
   const list = await kubeRequest<{ items: HeldReport[] }>(kc, {
@@ -419,23 +444,7 @@ describe("switching a config between DevicePlugin and DRA on the real node", () 
     // What the device plugin's pods hold stays theirs: the DRA plugin leaves those devices out of its slice
     // (the kubelet's PodResources API names them) and its report lists them as held by the device
     // plugin, not as unhealthy.
-    const pluginHeld = (
-      await Promise.all(
-        onDra
-          .filter((p) => p.status?.extendedResourceClaimStatus === undefined)
-          .map(async (p) => (await deviceView(p.metadata!.name!)).id),
-      )
-    ).sort();
-    expect(pluginHeld.length, "device plugin pods running on DRA").toBeGreaterThanOrEqual(2);
-    await waitFor(
-      "the DRA plugin's report to list the device plugin pods' devices as held by it",
-      async (observe) => {
-        const held = await heldInReports("DevicePlugin");
-        observe(held);
-        return held.some((ids) => JSON.stringify(ids) === JSON.stringify(pluginHeld));
-      },
-      { timeoutMs: 30_000, intervalMs: 500 },
-    );
+    const pluginHeld = await heldThrough("DevicePlugin", onDra);
     const published = await sliceDevices();
     expect(
       published.filter((d) => pluginHeld.includes(d)),
@@ -457,23 +466,7 @@ describe("switching a config between DevicePlugin and DRA on the real node", () 
     // them. It never hands out what their claims hold (the report says which), so the next pods get others.
     await waitForAdvertised(RESOURCE, { capacity: DEVICES, allocatable: DEVICES }, 60_000);
     const back = await runningPods(6);
-    const draHeld = (
-      await Promise.all(
-        back
-          .filter((p) => p.status?.extendedResourceClaimStatus !== undefined)
-          .map(async (p) => (await deviceView(p.metadata!.name!)).id),
-      )
-    ).sort();
-    expect(draHeld.length, "DRA pods running after the way back").toBeGreaterThanOrEqual(2);
-    await waitFor(
-      "the device plugin's report to list the DRA pods' devices as held by them",
-      async (observe) => {
-        const held = await heldInReports("DRA");
-        observe(held);
-        return held.some((ids) => JSON.stringify(ids) === JSON.stringify(draHeld));
-      },
-      { timeoutMs: 30_000, intervalMs: 500 },
-    );
+    await heldThrough("DRA", back);
     await scale(8);
     const all = await runningPods(8);
     const newOnPlugin = all.filter((p) => !uidsOf(back).includes(p.metadata!.uid!));

@@ -10,60 +10,13 @@ import { afterEach, describe, expect, it } from "vitest";
 import { draDriverName } from "../../src/api/v1beta1/spec.js";
 import { draDeviceName } from "../../src/plugin-runtime/dra/devices.js";
 import { DraRuntime } from "../../src/plugin-runtime/dra/dra-runtime.js";
-import type { ApiRequest, ApiWatchRequest } from "../../src/plugin-runtime/report/api-client.js";
 import { buildDeviceNodeState } from "../../src/plugin-runtime/report/node-state.js";
 import { reportSourceOf } from "../../src/plugin-runtime/report/writer.js";
 import type { PreparedClaim } from "../../tools/kubelet-sim/dra-manager.js";
 import { SimulatedPodResourcesServer, type PodResourcesPod } from "../../tools/kubelet-sim/pod-resources.js";
-import { makeConfig, RESOURCE, startHarness, tempDir, waitFor, type Harness } from "./support.js";
+import { makeConfig, RESOURCE, SliceStore, startHarness, tempDir, waitFor, type Harness } from "./support.js";
 
 const NODE = "node-a";
-
-/** Slices kept by name; every write recorded, so a test can read the first one published. */
-class SliceStore {
-  readonly objects = new Map<
-    string,
-    { metadata: { name: string }; spec?: { devices?: { name: string }[] } }
-  >();
-  readonly writes: { devices: string[] }[] = [];
-  private rv = 0;
-
-  request<T>(req: ApiRequest): Promise<T> {
-    const name = req.path.split("?")[0]!.split("/")[5];
-    switch (req.method) {
-      case "GET":
-        return Promise.resolve(
-          (name === undefined
-            ? { metadata: { resourceVersion: String(this.rv) }, items: [...this.objects.values()] }
-            : this.objects.get(name)) as T,
-        );
-      case "POST":
-      case "PUT": {
-        const body = req.body as { metadata: { name: string }; spec?: { devices?: { name: string }[] } };
-        const stored = { ...body, metadata: { ...body.metadata, resourceVersion: String(++this.rv) } };
-        this.objects.set(body.metadata.name, stored);
-        this.writes.push({ devices: (body.spec?.devices ?? []).map((d) => d.name) });
-        return Promise.resolve(stored as T);
-      }
-      case "DELETE":
-        if (name !== undefined) this.objects.delete(name);
-        return Promise.resolve({} as T);
-      default:
-        return Promise.reject(new Error(`unexpected ${req.method} ${req.path}`));
-    }
-  }
-
-  watch(req: ApiWatchRequest): Promise<void> {
-    return new Promise((_resolve, reject) =>
-      req.signal?.addEventListener("abort", () => reject(new Error("watch stopped")), { once: true }),
-    );
-  }
-
-  /** The devices the node's slices publish now, sorted. */
-  published(): string[] {
-    return [...this.objects.values()].flatMap((s) => (s.spec?.devices ?? []).map((d) => d.name)).sort();
-  }
-}
 
 let dra: DraRuntime | undefined;
 let harness: Harness | undefined;

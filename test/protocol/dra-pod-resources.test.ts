@@ -8,12 +8,11 @@ import { afterEach, describe, expect, it } from "vitest";
 import { draDriverName } from "../../src/api/v1beta1/spec.js";
 import { draDeviceName } from "../../src/plugin-runtime/dra/devices.js";
 import { DraRuntime } from "../../src/plugin-runtime/dra/dra-runtime.js";
-import type { ApiRequest, ApiWatchRequest } from "../../src/plugin-runtime/report/api-client.js";
 import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
 import type { PreparedClaim } from "../../tools/kubelet-sim/dra-manager.js";
 import { SimulatedPodResourcesServer, type PodResourcesPod } from "../../tools/kubelet-sim/pod-resources.js";
 import { deviceTable, samplesOf } from "../metrics/exposition.js";
-import { makeConfig, tempDir, waitFor } from "./support.js";
+import { makeConfig, SliceStore, tempDir, waitFor } from "./support.js";
 
 const NODE = "node-a";
 /** Mock ids with an underscore are not DNS labels: their DRA device names differ from them. */
@@ -24,45 +23,6 @@ const config = makeConfig({
   backend: { type: "Mock", mock: { devices: IDS.length, idPrefix: "gpu_a" } },
 });
 const DRIVER = draDriverName(config.spec);
-
-/**
- * Just enough of the API server for the slice publisher: slices kept by name with a resourceVersion, a
- * watch that stays open until it is stopped. Claims are never read here: the kubelet's side is simulated.
- */
-class SliceStore {
-  private readonly objects = new Map<string, { metadata: { name: string; resourceVersion?: string } }>();
-  private rv = 0;
-
-  request<T>(req: ApiRequest): Promise<T> {
-    const name = req.path.split("?")[0]!.split("/")[5];
-    switch (req.method) {
-      case "GET":
-        return Promise.resolve(
-          (name === undefined
-            ? { metadata: { resourceVersion: String(this.rv) }, items: [...this.objects.values()] }
-            : this.objects.get(name)) as T,
-        );
-      case "POST":
-      case "PUT": {
-        const body = req.body as { metadata: { name: string } };
-        const stored = { ...body, metadata: { ...body.metadata, resourceVersion: String(++this.rv) } };
-        this.objects.set(body.metadata.name, stored);
-        return Promise.resolve(stored as T);
-      }
-      case "DELETE":
-        if (name !== undefined) this.objects.delete(name);
-        return Promise.resolve({} as T);
-      default:
-        return Promise.reject(new Error(`unexpected ${req.method} ${req.path}`));
-    }
-  }
-
-  watch(req: ApiWatchRequest): Promise<void> {
-    return new Promise((_resolve, reject) =>
-      req.signal?.addEventListener("abort", () => reject(new Error("watch stopped")), { once: true }),
-    );
-  }
-}
 
 let runtime: DraRuntime | undefined;
 let podResources: SimulatedPodResourcesServer | undefined;

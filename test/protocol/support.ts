@@ -12,6 +12,7 @@ import type { DeviceBackend } from "../../src/plugin-runtime/devices/backend.js"
 import { PluginRuntime } from "../../src/plugin-runtime/runtime.js";
 import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
 
+import type { ApiRequest, ApiWatchRequest } from "../../src/plugin-runtime/report/api-client.js";
 export { waitFor } from "../../tools/cluster/wait.js";
 
 export const RESOURCE = "hardware-vendor.example/foo";
@@ -92,4 +93,53 @@ export async function startHarness(
       tmp.cleanup();
     },
   };
+}
+
+/**
+ * Just enough of the API server for the slice publisher: slices kept by name with a resourceVersion, a
+ * watch that stays open until it is stopped, every write recorded (a test can read the first one).
+ */
+export class SliceStore {
+  readonly objects = new Map<
+    string,
+    { metadata: { name: string }; spec?: { devices?: { name: string }[] } }
+  >();
+  readonly writes: { devices: string[] }[] = [];
+  private rv = 0;
+
+  request<T>(req: ApiRequest): Promise<T> {
+    const name = req.path.split("?")[0]!.split("/")[5];
+    switch (req.method) {
+      case "GET":
+        return Promise.resolve(
+          (name === undefined
+            ? { metadata: { resourceVersion: String(this.rv) }, items: [...this.objects.values()] }
+            : this.objects.get(name)) as T,
+        );
+      case "POST":
+      case "PUT": {
+        const body = req.body as { metadata: { name: string }; spec?: { devices?: { name: string }[] } };
+        const stored = { ...body, metadata: { ...body.metadata, resourceVersion: String(++this.rv) } };
+        this.objects.set(body.metadata.name, stored);
+        this.writes.push({ devices: (body.spec?.devices ?? []).map((d) => d.name) });
+        return Promise.resolve(stored as T);
+      }
+      case "DELETE":
+        if (name !== undefined) this.objects.delete(name);
+        return Promise.resolve({} as T);
+      default:
+        return Promise.reject(new Error(`unexpected ${req.method} ${req.path}`));
+    }
+  }
+
+  watch(req: ApiWatchRequest): Promise<void> {
+    return new Promise((_resolve, reject) =>
+      req.signal?.addEventListener("abort", () => reject(new Error("watch stopped")), { once: true }),
+    );
+  }
+
+  /** The devices the node's slices publish now, sorted. */
+  published(): string[] {
+    return [...this.objects.values()].flatMap((s) => (s.spec?.devices ?? []).map((d) => d.name)).sort();
+  }
 }

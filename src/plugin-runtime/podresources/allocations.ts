@@ -56,19 +56,25 @@ export interface DraDeviceTable {
  */
 export function draAllocationsOf(response: ListPodResourcesResponse, table: DraDeviceTable): Allocations {
   const held = new Map<string, DeviceHolder>();
+  for (const { id, pod, container } of claimedDevices(response, table)) {
+    if (!held.has(id)) held.set(id, { namespace: pod.namespace, pod: pod.name, container: container.name });
+  }
+  return held;
+}
+
+/** Each device of the plugin's driver and pool that a container's claim lists, in the kubelet's order. */
+function* claimedDevices(response: ListPodResourcesResponse, table: DraDeviceTable) {
   for (const pod of response.podResources) {
     for (const container of pod.containers) {
       for (const claim of container.dynamicResources) {
         for (const device of claim.claimResources) {
           if (device.driverName !== table.driver || device.poolName !== table.pool) continue;
           const id = table.ids.get(device.deviceName);
-          if (id === undefined || held.has(id)) continue;
-          held.set(id, { namespace: pod.namespace, pod: pod.name, container: container.name });
+          if (id !== undefined) yield { id, pod, container, claim, device };
         }
       }
     }
   }
-  return held;
 }
 
 /**
@@ -86,19 +92,10 @@ export function devicePluginShares(allocations: Allocations): HeldShares {
  */
 export function draClaimShares(response: ListPodResourcesResponse, table: DraDeviceTable): HeldShares {
   const claims = new Map<string, Set<string>>();
-  for (const pod of response.podResources) {
-    for (const container of pod.containers) {
-      for (const claim of container.dynamicResources) {
-        for (const device of claim.claimResources) {
-          if (device.driverName !== table.driver || device.poolName !== table.pool) continue;
-          const id = table.ids.get(device.deviceName);
-          if (id === undefined) continue;
-          const holders = claims.get(id) ?? new Set<string>();
-          holders.add(`${claim.claimNamespace}/${claim.claimName}/${device.shareId ?? ""}`);
-          claims.set(id, holders);
-        }
-      }
-    }
+  for (const { id, claim, device } of claimedDevices(response, table)) {
+    const holders = claims.get(id) ?? new Set<string>();
+    holders.add(`${claim.claimNamespace}/${claim.claimName}/${device.shareId ?? ""}`);
+    claims.set(id, holders);
   }
   return new Map([...claims].map(([id, holders]) => [id, holders.size]));
 }
