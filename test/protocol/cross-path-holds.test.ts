@@ -14,6 +14,7 @@ import { buildDeviceNodeState } from "../../src/plugin-runtime/report/node-state
 import { reportSourceOf } from "../../src/plugin-runtime/report/writer.js";
 import type { PreparedClaim } from "../../tools/kubelet-sim/dra-manager.js";
 import { SimulatedPodResourcesServer, type PodResourcesPod } from "../../tools/kubelet-sim/pod-resources.js";
+import { deviceTable } from "../metrics/exposition.js";
 import { makeConfig, RESOURCE, SliceStore, startHarness, tempDir, waitFor, type Harness } from "./support.js";
 
 const NODE = "node-a";
@@ -110,6 +111,12 @@ describe("devices the other publish path holds after a switch", () => {
     ]);
     expect(report.advertised).toBe(4);
     expect(report.healthy).toBe(4);
+    // The per-device series name the devices the slice publishes, one each (not the replica ids).
+    await waitFor("the per-device series", async (observe) => {
+      const table = deviceTable(await dra!.metrics.render(), "dpo_plugin_device_allocated");
+      observe(table);
+      return JSON.stringify(table) === JSON.stringify({ "s-0": "=0", "s-2": "=0" });
+    });
 
     // One old pod goes: its device is published again, the other stays out.
     held.delete("uid-a");

@@ -7,12 +7,13 @@ import { EventEmitter } from "node:events";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
-import { draDriverName } from "../../api/v1beta1/spec.js";
+import { draDriverName, type Sharing } from "../../api/v1beta1/spec.js";
 import { DEFAULT_CDI_DIR } from "../../cdi/index.js";
 import { DRA_PLUGINS_DIR, PLUGINS_REGISTRY_DIR } from "../../contract/kubelet-paths.js";
 import type { DeviceBackend } from "../devices/backend.js";
 import { createBackend } from "../backends/index.js";
 import { DeviceSet, type DeviceSetSnapshot } from "../devices/device-set.js";
+import { advertiseDevices } from "../devices/sharing.js";
 import { PluginMetrics } from "../metrics.js";
 import {
   allocationsOf,
@@ -52,6 +53,8 @@ export interface DraRuntimeOptions {
   /** The kubelet's PodResources socket and how often to read it, for the pods holding the devices. */
   readonly podResources?: { readonly socketPath: string; readonly intervalMs?: number };
 }
+
+const NO_SHARING: Sharing = { strategy: "None", failRequestsGreaterThanOne: false };
 
 export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
   readonly metrics = new PluginMetrics();
@@ -236,9 +239,15 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
 
   private recordDevices(snap: DeviceSetSnapshot): void {
     this.metrics.recordDeviceCounts(this.resourceName, snap.advertised);
+    // One series per device the slice publishes: claims name devices, not the device plugin's replica ids
+    // (under time-slicing those would put every share's holder on one replica).
+    const published = advertiseDevices(
+      snap.physical.filter((d) => !snap.heldElsewhere.has(d.id)),
+      NO_SHARING,
+    );
     this.metrics.recordDeviceSeries(
       this.resourceName,
-      deviceSeries(snap.advertised, this.podResources?.allocations),
+      deviceSeries(published, this.podResources?.allocations),
     );
   }
 
@@ -258,8 +267,9 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
         draAllocationsOf(response, {
           driver: this.driverName,
           pool: this.opts.nodeName,
-          // Every device the backend has, unhealthy ones too (left out of the slice, still held).
-          ids: new Map(this.devices.snapshot().advertised.map((d) => [draDeviceName(d.physicalId), d.id])),
+          // Every device the backend has, unhealthy ones too (left out of the slice, still held), by
+          // physical id: the series name devices as the slice does.
+          ids: new Map(this.devices.snapshot().physical.map((d) => [draDeviceName(d.id), d.id])),
         }),
       logger: this.log,
       metrics: this.metrics,
