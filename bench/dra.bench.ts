@@ -381,7 +381,9 @@ async function main(): Promise<void> {
   for (const row of rows) console.log(row);
   printSwitches(switches ?? []);
   console.log(`\nnode ${process.version}, ${new Date().toISOString()}`);
-  rmSync(stateDir, { recursive: true, force: true });
+  // DPO_BENCH_KEEP_STATE keeps the operator's, the plugins' and the control plane's logs for a look after the run.
+  if (process.env["DPO_BENCH_KEEP_STATE"]) console.error(`bench-dra: state kept in ${stateDir}`);
+  else rmSync(stateDir, { recursive: true, force: true });
 }
 
 main().catch((err: unknown) => {

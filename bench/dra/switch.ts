@@ -8,20 +8,23 @@ import {
   type KubeConfig,
   type KubernetesObject,
   type V1Node,
+  type V1Pod,
 } from "@kubernetes/client-node";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { createInformer, type Informer } from "../../src/kube/informer.js";
-import { NODES, RESOURCE_SLICES } from "../../src/kube/resources.js";
+import { NODES, PODS, RESOURCE_SLICES } from "../../src/kube/resources.js";
+import { nodeKeys } from "../../src/operator/render/index.js";
 import { podStream } from "../../test/e2e/upgrade-support.js";
 import { waitFor } from "../../tools/cluster/wait.js";
 import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
-import type { AdmittedPod } from "../../tools/kubelet-sim/workload-pods.js";
+import type { AdmittedPod, RejectedPod } from "../../tools/kubelet-sim/workload-pods.js";
 import { intKnob } from "../upgrade/knobs.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 export const SWITCH_CONFIG = "bench-dra-switch";
 const SWITCH_DRIVER = "gpu.bench-dra-switch.example";
 export const SWITCH_RESOURCE = "bench-dra-switch.example/x100";
+const REPLACE_TAINT = nodeKeys(SWITCH_CONFIG).replace;
 const SWITCH_DEVICES = 4;
 const env = process.env;
 /** Nodes switched at once (spec.upgrade.maxUnavailable). */
@@ -64,6 +67,8 @@ class PathWatch {
   private readonly slices = new Map<string, { node: string; devices: number }>();
   readonly stopped = new Map<string, number>();
   readonly advertised = new Map<string, number>();
+  /** When each node was first seen carrying the switch config's Replace taint (the fence), this direction. */
+  readonly fenced = new Map<string, number>();
   bothPaths = 0;
   private target: Path | undefined;
   private nodeInformer: Informer<V1Node> | undefined;
@@ -80,6 +85,9 @@ class PathWatch {
     const node = (n: V1Node, gone = false): void => {
       const name = n.metadata?.name ?? "";
       this.allocatable.set(name, gone ? 0 : Number(n.status?.allocatable?.[SWITCH_RESOURCE] ?? "0"));
+      const fence = (n.spec?.taints ?? []).some((t) => t.key === REPLACE_TAINT);
+      if (fence && this.target !== undefined && !this.fenced.has(name))
+        this.fenced.set(name, performance.now());
       this.observe(name);
     };
     this.nodeInformer.onAdd((n) => node(n));
@@ -108,6 +116,7 @@ class PathWatch {
     this.target = target;
     this.stopped.clear();
     this.advertised.clear();
+    this.fenced.clear();
   }
 
   private observe(node: string): void {
@@ -124,6 +133,58 @@ class PathWatch {
   async stop(): Promise<void> {
     await this.nodeInformer?.stop();
     await this.sliceInformer?.stop();
+  }
+}
+
+/**
+ * Each rejected pod of the stream against its node's switch: when the bench saw it bound, and when the
+ * simulated kubelet rejected it, from the node's fence (first seen carrying the Replace taint); with when
+ * the node's old path stopped. Printed to stderr, to tell a scheduler that bound past the fence from a
+ * pod bound before it and admitted after the old plugin stopped.
+ */
+class RejectionTrace {
+  private readonly bound = new Map<string, number>();
+  /** The pod's PodScheduled condition time (the scheduler's, whole seconds). */
+  private readonly scheduled = new Map<string, string>();
+  private readonly rejections: { pod: string; node: string; at: number; message: string }[] = [];
+  private informer: Informer<V1Pod> | undefined;
+
+  readonly rejected = (pod: RejectedPod): void => {
+    this.rejections.push({ pod: pod.pod, node: pod.node, at: performance.now(), message: pod.message });
+  };
+
+  async start(kc: KubeConfig, namespace: string, name: string): Promise<void> {
+    this.informer = createInformer<V1Pod>(kc, {
+      resource: PODS,
+      namespace,
+      labelSelector: `dpo.dev/e2e-workload=${name}`,
+    });
+    const seen = (pod: V1Pod): void => {
+      const key = `${pod.metadata?.namespace}/${pod.metadata?.name}`;
+      if (pod.spec?.nodeName !== undefined && !this.bound.has(key)) this.bound.set(key, performance.now());
+      const condition = pod.status?.conditions?.find((c) => c.type === "PodScheduled" && c.status === "True");
+      if (condition?.lastTransitionTime !== undefined)
+        this.scheduled.set(key, new Date(condition.lastTransitionTime).toISOString().slice(11, 19));
+    };
+    this.informer.onAdd(seen);
+    this.informer.onUpdate((_o, pod) => seen(pod));
+    this.informer.start();
+    await this.informer.waitForSync();
+  }
+
+  async stop(): Promise<void> {
+    await this.informer?.stop();
+  }
+
+  print(target: Path, paths: PathWatch): void {
+    // Wall-clock times of day, to set beside the operator's log (its Node patches) and the control plane's.
+    const at = (t: number | undefined): string =>
+      t === undefined ? "?" : new Date(performance.timeOrigin + t).toISOString().slice(11, 23);
+    for (const r of this.rejections) {
+      console.error(
+        `bench-dra: switch to ${target}: ${r.pod} rejected on ${r.node}: fence seen ${at(paths.fenced.get(r.node))}, scheduled ${this.scheduled.get(r.pod) ?? "?"}, bound seen ${at(this.bound.get(r.pod))}, old path stopped ${at(paths.stopped.get(r.node))}, rejected ${at(r.at)} (${r.message})`,
+      );
+    }
   }
 }
 
@@ -197,6 +258,9 @@ async function switchTo(
     if (Object.values(pod.cdiDeviceIds).some((ids) => ids.length > 0)) through.dra.add(pod.uid);
   };
   sim.on("podAdmitted", admitted);
+  const trace = new RejectionTrace();
+  await trace.start(kc, workloads, `switch-${target.toLowerCase()}`);
+  sim.on("podRejected", trace.rejected);
   paths.arm(target);
   const started = performance.now();
   let totalMs = 0;
@@ -228,7 +292,10 @@ async function switchTo(
   } finally {
     result = await stream.stop();
     sim.off("podAdmitted", admitted);
+    sim.off("podRejected", trace.rejected);
+    await trace.stop();
   }
+  trace.print(target, paths);
   const unexpected = result.rejected.filter((r) => r.reason === "UnexpectedAdmissionError");
   return {
     target,
