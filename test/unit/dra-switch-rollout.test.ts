@@ -2,8 +2,8 @@
 // of a simulated cluster: plugin pods starting, registering and terminating late, kubelet status syncs
 // late, DRA plugins publishing their pools, the switch's own slice deletions (nodesToClearOfSlices), and a
 // rollback at a random moment. Properties: no node ever has both paths advertising, no node is switched
-// forward twice, maxUnavailable holds, and a fair history ends Complete (or RolledBack) with every node on
-// the path it ends on. Then tables for the start gate, the slice rule, the per-node events and the
+// forward twice, maxUnavailable holds, no old path stops before its fence has been on fenceSettleMs, and a
+// fair history ends Complete (or RolledBack) with every node on the path it ends on. Then tables for the start gate, the slice rule, the per-node events and the
 // device counts per node's path.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -35,6 +35,8 @@ interface SimNode {
   startedAt?: number;
   baseline?: number;
   fenced: boolean;
+  /** The plan's clock when the planner last fenced the node. */
+  fencedAt?: number;
   dpPod: PodPhase;
   dpTerminating: boolean;
   /** The kubelet's own view: a device plugin endpoint registered (Node status follows at a sync). */
@@ -104,12 +106,16 @@ function observe(n: SimNode, sim: Sim): NodeObservation {
     ...(n.startedAt !== undefined ? { startedAt: n.startedAt } : {}),
     ...(n.baseline !== undefined ? { baseline: n.baseline } : {}),
     ...(n.fenced ? { fenced: true } : {}),
+    ...(n.fencedAt !== undefined ? { fencedAt: n.fencedAt } : {}),
     oldAdvertises: old.present,
     newAdvertises: next.present,
     oldAllocatable: old.count,
     newPodPresent: podOf(n, sim.to) !== "Absent",
   };
 }
+
+/** How long a fence is on before a node's old path may stop (the plan's clock moves 1 s a plan). */
+const FENCE_SETTLE = 2_500;
 
 function plan(sim: Sim): Plan {
   return planRollout({
@@ -125,6 +131,7 @@ function plan(sim: Sim): Plan {
     rollingBack: sim.rollingBack,
     publish: sim.to,
     fenceReplace: true,
+    fenceSettleMs: FENCE_SETTLE,
     switching: true,
   });
 }
@@ -141,11 +148,17 @@ function planStep(sim: Sim): Plan {
     if (kind === "AddToNew") n.inNew = true;
     else if (kind === "RemoveFromNew") n.inNew = false;
     else if (kind === "AddToOld") n.inOld = true;
-    else if (kind === "RemoveFromOld") n.inOld = false;
-    else if (kind === "RecordStart") n.startedAt = sim.now;
+    else if (kind === "RemoveFromOld") {
+      // The old path stops only behind a fence that has been on long enough for the scheduler to see it.
+      if (!n.fenced || n.fencedAt === undefined || sim.now - n.fencedAt < FENCE_SETTLE)
+        throw new Error(`${node} left its old path ${sim.now - (n.fencedAt ?? NaN)} ms after its fence`);
+      n.inOld = false;
+    } else if (kind === "RecordStart") n.startedAt = sim.now;
     else if (kind === "RecordBaseline") n.baseline = pathCount(n, sim.from).count;
-    else if (kind === "Fence") n.fenced = true;
-    else if (kind === "Unfence") n.fenced = false;
+    else if (kind === "Fence") {
+      n.fenced = true;
+      n.fencedAt = sim.now;
+    } else if (kind === "Unfence") n.fenced = false;
     const seen = sim.history.get(node)!;
     if (seen[seen.length - 1] !== where(n, sim)) seen.push(where(n, sim));
   }

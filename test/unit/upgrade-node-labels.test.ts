@@ -104,6 +104,17 @@ describe("node records and patches", () => {
     }
   });
 
+  it("keeps when the fence went on, and drops a fence time that is not a number", () => {
+    const text = serializeNodeRecord({ from: "a", to: "b", startedAt: 5, baseline: 4, fencedAt: 7 });
+    expect(text).toBe('{"from":"a","to":"b","startedAt":5,"baseline":4,"fencedAt":7}');
+    expect(parseNodeRecord(node({}, { [KEYS.upgrade]: text }), KEYS, "a", "b")?.fencedAt).toBe(7);
+    const bad = '{"from":"a","to":"b","fencedAt":"now"}';
+    expect(parseNodeRecord(node({}, { [KEYS.upgrade]: bad }), KEYS, "a", "b")).toEqual({
+      from: "a",
+      to: "b",
+    });
+  });
+
   it("patches only what changes, with the resourceVersion it was planned from, or nothing", () => {
     const n = node({ [KEYS.surge]: "new", "other/label": "x" });
     expect(nodePatch(n, KEYS, nodeLabels(n, KEYS), undefined)).toBeUndefined();

@@ -20,6 +20,7 @@ import {
 import { serializeNodeRecord, type NodeRecord } from "../../src/operator/upgrade/node-labels.js";
 import {
   decideRollout,
+  FENCE_SETTLE_MS,
   type RolloutDecision,
   type RolloutInput,
 } from "../../src/operator/upgrade/rollout.js";
@@ -345,10 +346,15 @@ describe("decideRollout", () => {
       nodes: [node("a", "v1.34.1")],
       pods: [pod(base, "a")],
     });
-    // Fenced first: the scheduler places no new pod there before the old plugin stops.
+    // Fenced first: the scheduler places no new pod there before the old plugin stops. The record
+    // carries when the fence went on.
     expect(written(d)).toEqual(["Node a +record +fence"]);
+    const fencePatch = d.writes[0]!.kind === "PatchNode" ? d.writes[0]!.patch : undefined;
+    expect(JSON.parse(fencePatch?.body.metadata.annotations?.[KEYS.upgrade] ?? "{}")).toMatchObject({
+      startedAt: NOW,
+      fencedAt: NOW,
+    });
     expect(d.modes).toEqual({ a: "Replace" });
-    const record = { startedAt: NOW - 1_000, baseline: 4 };
     const fenced = (n: V1Node): V1Node => {
       n.spec = {
         taints: [
@@ -358,6 +364,18 @@ describe("decideRollout", () => {
       };
       return n;
     };
+    // The fence in the cache is not enough: the old plugin stays until it has been on FENCE_SETTLE_MS,
+    // and the pass comes back when it has (issue 23: a scheduler further behind still bound pods there).
+    const young = { startedAt: NOW - 1_000, fencedAt: NOW - (FENCE_SETTLE_MS - 500), baseline: 4 };
+    const settling = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      nodes: [fenced(node("a", "v1.34.1", 4, { record: young }))],
+      pods: [pod(base, "a")],
+    });
+    expect(written(settling)).toEqual([]);
+    expect(settling.requeueAfterMs).toBe(500);
+    const record = { startedAt: NOW - FENCE_SETTLE_MS, fencedAt: NOW - FENCE_SETTLE_MS, baseline: 4 };
     const oldGoes = decide({
       config: NEW,
       daemonSets: [base, next],

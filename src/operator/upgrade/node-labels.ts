@@ -27,6 +27,8 @@ export interface NodeRecord {
   startedAt?: number;
   baseline?: number;
   failed?: boolean;
+  /** ms epoch when the operator put the Replace taint on (the fence's age is measured from it). */
+  fencedAt?: number;
 }
 
 export function nodeLabels(node: V1Node, keys: NodeKeys): NodeLabels {
@@ -82,6 +84,7 @@ export function parseNodeRecord(
       ...(typeof parsed.startedAt === "number" ? { startedAt: parsed.startedAt } : {}),
       ...(typeof parsed.baseline === "number" ? { baseline: parsed.baseline } : {}),
       ...(parsed.failed === true ? { failed: true } : {}),
+      ...(typeof parsed.fencedAt === "number" ? { fencedAt: parsed.fencedAt } : {}),
     };
   } catch {
     // Unreadable (edited by hand): the node has no record, and the planner treats it as it would a
@@ -98,6 +101,7 @@ export function serializeNodeRecord(record: NodeRecord): string {
     ...(record.startedAt !== undefined ? { startedAt: record.startedAt } : {}),
     ...(record.baseline !== undefined ? { baseline: record.baseline } : {}),
     ...(record.failed === true ? { failed: true } : {}),
+    ...(record.fencedAt !== undefined ? { fencedAt: record.fencedAt } : {}),
   });
 }
 

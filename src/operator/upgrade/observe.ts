@@ -248,6 +248,7 @@ export function observeNode(node: V1Node, view: MoveView | undefined, input: Rol
     ...(baseline !== undefined ? { baseline } : {}),
     ...(record.failed === true ? { failed: true } : {}),
     ...(isFenced(node, view.keys) ? { fenced: true } : {}),
+    ...(record.fencedAt !== undefined ? { fencedAt: record.fencedAt } : {}),
   };
 }
 

@@ -40,6 +40,8 @@ export interface NodeObservation {
   failed?: boolean;
   /** The node carries the rollout's Replace taint, which keeps new pods off it (see Fence). */
   fenced?: boolean;
+  /** Persisted: ms epoch when the fence went on (see Fence); a record an older operator wrote has none. */
+  fencedAt?: number;
   /**
    * A publish switch only (PlanInput.switching): whether the old path still advertises on the node (its
    * allocatable above 0, or a ResourceSlice of the driver for it), whether the new one does, what the
@@ -85,6 +87,14 @@ export interface PlanInput {
    */
   fenceReplace?: boolean;
   /**
+   * How long the fence must have been on before the old revision leaves (default 0). A taint in the
+   * operator's cache says nothing of the scheduler's: one further behind still binds pods that ask for
+   * the resource, and a kubelet admits a pod bound just before the taint a moment later; with the old
+   * plugin gone the device manager rejects them (UnexpectedAdmissionError). Measured from fencedAt, or
+   * startedAt where the record has none (the fence went on with the start).
+   */
+  fenceSettleMs?: number;
+  /**
    * The revisions publish through different paths (spec.publish changed: DevicePlugin and DRA). Every
    * node is then replaced whatever the strategy says, and on each node the path being left stops
    * advertising before the other is assigned, in both directions (a rollback too): where both advertise
@@ -111,7 +121,8 @@ export type UpgradeMode = "Surge" | "Replace";
  *   when a node starts, before anything is moved, so it is what the node advertised with the old
  *   plugin alone; the gates compare against it.
  * - `MarkFailed`: store `failed = true`; the node missed its deadline.
- * - `Fence` / `Unfence`: put the rollout's Replace taint on the node, or take it off (fenceReplace).
+ * - `Fence` / `Unfence`: put the rollout's Replace taint on the node and store `fencedAt = input.now`
+ *   (also for a node already tainted, whose fence had no time), or take it off (fenceReplace).
  *
  * The caller applies the actions in order and stops at the first one it cannot apply. The order is
  * chosen so that stopping anywhere leaves a state the next plan continues from: every MarkFailed
@@ -169,6 +180,8 @@ export interface Plan {
   modes: Record<string, UpgradeMode>;
   /** PlanInput.startBlocked, where it kept a node from starting. */
   blocked?: string;
+  /** The earliest time a fence this plan waits on has been on for fenceSettleMs: plan again then. */
+  fenceSettlesAt?: number;
 }
 
 /**
@@ -309,6 +322,8 @@ export function planRollout(input: PlanInput): Plan {
   const { targets, problems } = classify(nodes, spec.strategy, input.publish ?? "DevicePlugin", switching);
   const limit = resolveMaxUnavailable(spec.maxUnavailable, targets.length);
   const fence = input.fenceReplace === true;
+  const settleMs = fence ? Math.max(0, input.fenceSettleMs ?? 0) : 0;
+  let fenceSettlesAt: number | undefined;
   const actions = new Actions();
 
   const failed = new Set(targets.filter((t) => t.obs.failed === true).map((t) => t.obs.name));
@@ -399,8 +414,15 @@ export function planRollout(input: PlanInput): Plan {
         else if (obs.inOld && gate(obs, obs.newRegistered)) actions.add(obs.name, "RemoveFromOld");
       } else if (obs.inOld) {
         // Fenced first, on a pass of its own: the old plugin stops only once the taint is in the Node
-        // object the scheduler reads.
-        actions.add(obs.name, fence && obs.fenced !== true ? "Fence" : "RemoveFromOld");
+        // object the scheduler reads, and has been for settleMs. A fence without a time (or one from a
+        // clock ahead of this one) is fenced again, which stamps the time.
+        const since = obs.fencedAt ?? obs.startedAt;
+        if (fence && obs.fenced !== true) actions.add(obs.name, "Fence");
+        else if (settleMs === 0) actions.add(obs.name, "RemoveFromOld");
+        else if (since === undefined || since > now) actions.add(obs.name, "Fence");
+        else if (now - since < settleMs)
+          fenceSettlesAt = Math.min(fenceSettlesAt ?? since + settleMs, since + settleMs);
+        else actions.add(obs.name, "RemoveFromOld");
       } else if (!obs.inNew && !obs.oldPodPresent && !(obs.oldAdvertises ?? false)) {
         // A switch also waits for the old path's advertisement to be gone from the API server.
         // Only once the old pod is gone: two instances on a kubelet that cannot surge lose the resource.
@@ -417,8 +439,9 @@ export function planRollout(input: PlanInput): Plan {
         if (inFlight.length >= limit) break;
         inFlight.push(obs.name);
         starting.add(obs.name);
-        const first =
-          mode === "Surge" ? "AddToNew" : fence && obs.fenced !== true ? "Fence" : "RemoveFromOld";
+        // A fence left from before is fenced again where it must settle: its age is not known.
+        const fenceFirst = fence && (obs.fenced !== true || settleMs > 0);
+        const first = mode === "Surge" ? "AddToNew" : fenceFirst ? "Fence" : "RemoveFromOld";
         actions.add(obs.name, "RecordBaseline", "RecordStart", first);
       }
     }
@@ -446,5 +469,6 @@ export function planRollout(input: PlanInput): Plan {
     problems,
     modes: Object.fromEntries(targets.map((t) => [t.obs.name, t.mode])),
     ...(blocked !== undefined ? { blocked } : {}),
+    ...(fenceSettlesAt !== undefined ? { fenceSettlesAt } : {}),
   };
 }

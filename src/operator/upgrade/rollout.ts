@@ -62,6 +62,8 @@ export type { RolloutInput } from "./observe.js";
 
 /** While an upgrade moves, come back this often: deadlines pass without any object changing. */
 export const UPGRADE_POLL_MS = 2_000;
+/** How long a Replace fence is on before the old plugin leaves (PlanInput.fenceSettleMs; docs/dra.md). */
+export const FENCE_SETTLE_MS = 5_000;
 
 export type RolloutWrite =
   /** Create the DaemonSet (POST: fails if it exists, so a stale cache never overwrites a state). */
@@ -158,6 +160,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
       rollingBack: move === undefined ? false : move.state.rollingBack || move.forceRollback,
       publish: config.spec.publish,
       fenceReplace: true,
+      fenceSettleMs: FENCE_SETTLE_MS,
       ...(switching !== undefined ? { switching: true } : {}),
       ...(blocked !== undefined ? { startBlocked: blocked } : {}),
     });
@@ -191,7 +194,10 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     problems: problemsOf(plan),
     modes: plan.modes,
     liveRevisions,
-    ...(requeue ? { requeueAfterMs: UPGRADE_POLL_MS } : {}),
+    // A fence that settles sooner than the poll is planned again the moment it does.
+    ...(requeue
+      ? { requeueAfterMs: Math.min(UPGRADE_POLL_MS, Math.max(1, (plan.fenceSettlesAt ?? Infinity) - now)) }
+      : {}),
   });
 
   if (base === undefined || revisionOfDaemonSet(base) === revision) {
@@ -440,6 +446,7 @@ function applyPlan(
         break;
       case "Fence":
         e.fenced = true;
+        recordFor(e).fencedAt = input.now;
         break;
       case "Unfence":
         e.fenced = false;
