@@ -82,8 +82,9 @@ export interface PlanInput {
   publish?: "DevicePlugin" | "DRA";
   /**
    * Fence each Replace: taint the node (Fence) and take the old revision off only once the taint is
-   * observed, so the scheduler places no pod that needs the resource on a node about to advertise
-   * nothing; untaint (Unfence) once the new plugin's devices are back in the Node object.
+   * observed (and has been on for fenceSettleMs), so the scheduler places no pod that needs the resource
+   * on a node about to advertise nothing; untaint (Unfence) once the new plugin's devices are back in
+   * the Node object.
    */
   fenceReplace?: boolean;
   /**
