@@ -7,6 +7,7 @@ import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../
 import { collectProcessMetrics } from "../observability/metrics.js";
 import { Operator } from "../operator/manager.js";
 import { parseImagePullSecretNames } from "../operator/render/pull-secrets.js";
+import { FENCE_SETTLE_MS } from "../operator/upgrade/rollout.js";
 import { shareConnections } from "../kube/connections.js";
 import { buildInfo } from "../version.js";
 import { startConversionWebhook, type RunningWebhook } from "../webhook/index.js";
@@ -98,6 +99,13 @@ export const OPERATOR_FLAGS: readonly FlagSpec[] = [
     default: "500",
   },
   {
+    name: "fence-settle",
+    env: "DPO_FENCE_SETTLE",
+    description:
+      "Seconds a node's fence is on before its old plugin stops in a Replace (or a switch of spec.publish): the scheduler still binds pods it chose before it saw the fence. 0 stops it at once.",
+    default: String(FENCE_SETTLE_MS / 1000),
+  },
+  {
     name: "storage-migration",
     env: "DPO_STORAGE_MIGRATION",
     description:
@@ -159,6 +167,15 @@ export const OPERATOR_FLAGS: readonly FlagSpec[] = [
   },
 ];
 
+/** `--fence-settle` in milliseconds: seconds, fractions allowed, 0 for none, at most ten minutes. */
+export function fenceSettleMs(value: string | undefined): number {
+  const n = Number(value);
+  if (value === undefined || value.trim() === "" || !Number.isFinite(n) || n < 0 || n > 600) {
+    throw new UsageError(`--fence-settle: must be a number of seconds from 0 to 600, got '${value ?? ""}'`);
+  }
+  return Math.round(n * 1000);
+}
+
 function positiveNumber(flag: string, value: string | undefined): number {
   const n = Number(value);
   if (value === undefined || !Number.isFinite(n) || n <= 0) {
@@ -213,6 +230,7 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
     },
     concurrency: Math.floor(positiveNumber("concurrency", v["concurrency"])),
     statusWriteIntervalMs: positiveNumber("status-write-interval", v["status-write-interval"]),
+    fenceSettleMs: fenceSettleMs(v["fence-settle"]),
     storageMigration: v["storage-migration"] === "true",
     logger,
     onLeadershipLost: () => {

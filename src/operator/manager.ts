@@ -56,6 +56,8 @@ export interface OperatorOptions {
   concurrency: number;
   logger: Logger;
   statusWriteIntervalMs?: number;
+  /** How long a Replace fence is on before the old plugin stops (default FENCE_SETTLE_MS). */
+  fenceSettleMs?: number;
   /**
    * Called when leadership is lost (the lease could not be renewed within the renew deadline); the
    * process should exit so a restart rejoins cleanly. By then the fence has closed: every write of the
@@ -141,6 +143,7 @@ export class Operator {
       logger,
       metrics: this.metrics,
       statusWriteIntervalMs: opts.statusWriteIntervalMs,
+      fenceSettleMs: opts.fenceSettleMs,
     });
     wireConfigEvents(
       this.informers,

@@ -375,6 +375,17 @@ describe("decideRollout", () => {
     });
     expect(written(settling)).toEqual([]);
     expect(settling.requeueAfterMs).toBe(500);
+    // The operator's --fence-settle sets the wait: shorter, the same fence has settled; 0, none.
+    for (const fenceSettleMs of [FENCE_SETTLE_MS - 1_000, 0]) {
+      const settled = decide({
+        config: NEW,
+        daemonSets: [base, next],
+        nodes: [fenced(node("a", "v1.34.1", 4, { record: young }))],
+        pods: [pod(base, "a")],
+        fenceSettleMs,
+      });
+      expect(written(settled), `fenceSettleMs ${fenceSettleMs}`).toEqual(["Node a revision=none"]);
+    }
     const record = { startedAt: NOW - FENCE_SETTLE_MS, fencedAt: NOW - FENCE_SETTLE_MS, baseline: 4 };
     const oldGoes = decide({
       config: NEW,

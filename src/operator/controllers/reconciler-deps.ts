@@ -60,6 +60,8 @@ export interface ConfigReconcilerDeps {
   now?: () => Date;
   /** At most one status write per config in this interval, so 5000 node updates are not 5000 writes. */
   statusWriteIntervalMs?: number;
+  /** How long a Replace fence is on before the old plugin stops (`--fence-settle`). */
+  fenceSettleMs?: number;
 }
 
 /** The deps as the steps see them: with the clock resolved. */

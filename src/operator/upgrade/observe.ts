@@ -46,6 +46,8 @@ export interface RolloutInput {
   sliceDevices?: ReadonlyMap<string, number> | undefined;
   /** What ExtendedResourceMapping says, for the gate of a switch to DRA (dra-switch/gate.ts). */
   mapping?: MappingFacts | undefined;
+  /** How long a Replace fence is on before the old plugin stops; FENCE_SETTLE_MS when absent. */
+  fenceSettleMs?: number;
   now: number;
 }
 

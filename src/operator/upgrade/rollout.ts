@@ -160,7 +160,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
       rollingBack: move === undefined ? false : move.state.rollingBack || move.forceRollback,
       publish: config.spec.publish,
       fenceReplace: true,
-      fenceSettleMs: FENCE_SETTLE_MS,
+      fenceSettleMs: input.fenceSettleMs ?? FENCE_SETTLE_MS,
       ...(switching !== undefined ? { switching: true } : {}),
       ...(blocked !== undefined ? { startBlocked: blocked } : {}),
     });

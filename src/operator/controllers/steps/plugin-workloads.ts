@@ -58,6 +58,7 @@ export async function applyPluginWorkloads(
     reports: deps.reports.byIndex(INDEX_BY_CONFIG, name),
     publishedDevices,
     ...switchFacts,
+    ...(deps.fenceSettleMs !== undefined ? { fenceSettleMs: deps.fenceSettleMs } : {}),
     now: deps.now().getTime(),
   });
   const configMap = renderPluginConfigMap(config, deps.render, decision.revision) as ApplyObject;
