@@ -52,6 +52,7 @@ describe("DeviceSet.holdElsewhere", () => {
       "physical devices stay",
     ).toEqual(["s-0", "s-1", "s-2"]);
     expect([...snap.heldElsewhere]).toEqual(held);
+    expect(snap.unheld.map((d) => d.id)).toEqual(["s-0", "s-1", "s-2"].filter((id) => !held.includes(id)));
     expect(snap.version).toBe(before.version + 1);
     expect(heard).toEqual([snap]);
 

@@ -17,6 +17,8 @@ export interface DeviceSetSnapshot {
    * path does not hand them out a second time while those pods run.
    */
   readonly heldElsewhere: ReadonlySet<string>;
+  /** `physical` less `heldElsewhere`: what this path may hand out, and what `advertised` expands. */
+  readonly unheld: readonly PhysicalDevice[];
   /** When this snapshot was taken (performance.now()), for health-latency measurements. */
   readonly changedAt: number;
 }
@@ -49,7 +51,7 @@ function samePhysical(a: readonly PhysicalDevice[], b: readonly PhysicalDevice[]
 }
 
 /** Whether two id sets hold the same ids. */
-export function sameIdSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+function sameIdSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
   return a.size === b.size && [...a].every((x) => b.has(x));
 }
 
@@ -93,9 +95,7 @@ export class DeviceSet {
   holdElsewhere(physicalIds: ReadonlySet<string>): void {
     if (sameIdSet(physicalIds, this.held)) return;
     this.held = new Set(physicalIds);
-    const next = this.snapshotOf(this.current.physical, this.current.version + 1);
-    this.current = next;
-    for (const listener of [...this.listeners]) listener(next);
+    this.publish(this.snapshotOf(this.current.physical, this.current.version + 1));
   }
 
   async stop(): Promise<void> {
@@ -113,22 +113,25 @@ export class DeviceSet {
     ) {
       return;
     }
+    this.publish(next);
+  }
+
+  private publish(next: DeviceSetSnapshot): void {
     this.current = next;
     for (const listener of [...this.listeners]) listener(next);
   }
 
   private snapshotOf(physical: readonly PhysicalDevice[], version: number): DeviceSetSnapshot {
     const held = this.held;
-    const advertised = advertiseDevices(
-      held.size === 0 ? physical : physical.filter((d) => !held.has(d.id)),
-      this.sharing,
-    );
+    const unheld = held.size === 0 ? [...physical] : physical.filter((d) => !held.has(d.id));
+    const advertised = advertiseDevices(unheld, this.sharing);
     return {
       version,
       physical: [...physical],
       advertised,
       byId: new Map(advertised.map((d) => [d.id, d])),
       heldElsewhere: held,
+      unheld,
       changedAt: performance.now(),
     };
   }

@@ -115,13 +115,7 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
       configName: opts.config.metadata.name,
       // Not the devices the device plugin's pods hold (a switch from it): the scheduler would hand them
       // out a second time.
-      devices: () => {
-        const { physical, heldElsewhere } = this.devices.snapshot();
-        return draPoolDevices(
-          heldElsewhere.size === 0 ? physical : physical.filter((d) => !heldElsewhere.has(d.id)),
-          spec.sharing,
-        );
-      },
+      devices: () => draPoolDevices(this.devices.snapshot().unheld, spec.sharing),
       logger: this.log,
       coalesceMs: opts.sliceCoalesceMs,
       retryBaseMs: opts.sliceRetryBaseMs,
@@ -241,10 +235,7 @@ export class DraRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.metrics.recordDeviceCounts(this.resourceName, snap.advertised);
     // One series per device the slice publishes: claims name devices, not the device plugin's replica ids
     // (under time-slicing those would put every share's holder on one replica).
-    const published = advertiseDevices(
-      snap.physical.filter((d) => !snap.heldElsewhere.has(d.id)),
-      NO_SHARING,
-    );
+    const published = advertiseDevices(snap.unheld, NO_SHARING);
     this.metrics.recordDeviceSeries(
       this.resourceName,
       deviceSeries(published, this.podResources?.allocations),
