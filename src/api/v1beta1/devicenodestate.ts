@@ -18,7 +18,12 @@ export const DeviceNodeStateSpecSchema = z
   })
   .strict();
 
-export const REGISTRATION_STATES = ["Registered", "NotRegistered"] as const;
+/**
+ * StandingBy: the plugin serves its socket but does not register, because an older instance of it still
+ * serves the node and the kubelet cannot keep both (a Replace with the new plugin started ahead); it
+ * registers once that one has stopped.
+ */
+export const REGISTRATION_STATES = ["Registered", "NotRegistered", "StandingBy"] as const;
 
 /** Most typed attributes plus capacities per device, as resource.k8s.io/v1 allows one device. */
 const MAX_TYPED_PER_DEVICE = 32;

@@ -2,40 +2,21 @@
 // the revisions the node runs, and each revision's DaemonSet selects the nodes whose labels name it. The
 // DaemonSets never change while nodes move, and no object grows with the number of nodes.
 import type { V1Affinity, V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
-import { configLabelValue } from "../../contract/names.js";
 
-/** `revision.dpo.dev/<config>`: the revision the node runs; absent until an upgrade first touches the node. */
-export const NODE_REVISION_PREFIX = "revision.dpo.dev/";
-/** `surge.dpo.dev/<config>`: a second revision the node runs beside the first while it surges. */
-export const NODE_SURGE_PREFIX = "surge.dpo.dev/";
-/** `upgrade.dpo.dev/<config>`: what an upgrade remembers about the node (start, baseline, failure). */
-export const NODE_UPGRADE_PREFIX = "upgrade.dpo.dev/";
-/**
- * `replace.dpo.dev/<config>`: the NoSchedule taint a node carries while it is replaced, so no new pod is
- * placed there while it advertises nothing; the config's plugin pods tolerate it.
- */
-export const NODE_REPLACE_TAINT_PREFIX = "replace.dpo.dev/";
+import {
+  NODE_REPLACE_TAINT_PREFIX,
+  NODE_REVISION_PREFIX,
+  NODE_SURGE_PREFIX,
+  NODE_UPGRADE_PREFIX,
+  nodeKeys,
+  type NodeKeys,
+} from "../../contract/node-upgrade.js";
+
+// The keys live in the contract (a plugin reads the record); the render's callers keep importing them here.
+export { NODE_REPLACE_TAINT_PREFIX, NODE_REVISION_PREFIX, NODE_SURGE_PREFIX, NODE_UPGRADE_PREFIX, nodeKeys };
+export type { NodeKeys };
 /** The revision label's value on a node that runs no revision: a Replace in its gap, or a kubelet too old. */
 export const NO_REVISION = "none";
-
-/** The keys one config uses on Nodes; the name part is the config label value (at most 63 characters). */
-export interface NodeKeys {
-  revision: string;
-  surge: string;
-  upgrade: string;
-  /** The key of the Replace taint. */
-  replace: string;
-}
-
-export function nodeKeys(configName: string): NodeKeys {
-  const name = configLabelValue(configName);
-  return {
-    revision: NODE_REVISION_PREFIX + name,
-    surge: NODE_SURGE_PREFIX + name,
-    upgrade: NODE_UPGRADE_PREFIX + name,
-    replace: NODE_REPLACE_TAINT_PREFIX + name,
-  };
-}
 
 /**
  * The role of a revision's DaemonSet: the `base` runs every targeted node no upgrade has touched (no

@@ -5,7 +5,10 @@
 // the upgrade under way: when it started, what it advertised before, whether it failed. Every value is
 // bounded, so a Node gains at most three short entries per config, whatever the size of the cluster. Pure.
 import type { V1Node, V1Taint } from "@kubernetes/client-node";
+import { parseNodeRecordText, serializeNodeRecord, type NodeRecord } from "../../contract/node-upgrade.js";
 import { NO_REVISION, NODE_REVISION_PREFIX, NODE_SURGE_PREFIX, type NodeKeys } from "../render/index.js";
+
+export { serializeNodeRecord, type NodeRecord };
 
 /** The revisions a node runs, as its labels say. */
 export interface NodeLabels {
@@ -18,17 +21,6 @@ export interface NodeLabels {
 export interface Membership {
   old: boolean;
   new: boolean;
-}
-
-/** A node's record of one upgrade, from `from` to `to`; a record of another upgrade is stale. */
-export interface NodeRecord {
-  from: string;
-  to: string;
-  startedAt?: number;
-  baseline?: number;
-  failed?: boolean;
-  /** ms epoch when the operator put the Replace taint on (the fence's age is measured from it). */
-  fencedAt?: number;
 }
 
 export function nodeLabels(node: V1Node, keys: NodeKeys): NodeLabels {
@@ -71,38 +63,10 @@ export function parseNodeRecord(
   from: string,
   to: string,
 ): NodeRecord | undefined {
-  const raw = node.metadata?.annotations?.[keys.upgrade];
-  if (raw === undefined) return undefined;
-  try {
-    const parsed = JSON.parse(raw) as Partial<NodeRecord>;
-    if (typeof parsed !== "object" || parsed === null || parsed.from !== from || parsed.to !== to) {
-      return undefined;
-    }
-    return {
-      from,
-      to,
-      ...(typeof parsed.startedAt === "number" ? { startedAt: parsed.startedAt } : {}),
-      ...(typeof parsed.baseline === "number" ? { baseline: parsed.baseline } : {}),
-      ...(parsed.failed === true ? { failed: true } : {}),
-      ...(typeof parsed.fencedAt === "number" ? { fencedAt: parsed.fencedAt } : {}),
-    };
-  } catch {
-    // Unreadable (edited by hand): the node has no record, and the planner treats it as it would a
-    // node moved outside the planner.
-    return undefined;
-  }
-}
-
-/** The annotation text of a record: fixed key order, so an unchanged record never causes a write. */
-export function serializeNodeRecord(record: NodeRecord): string {
-  return JSON.stringify({
-    from: record.from,
-    to: record.to,
-    ...(record.startedAt !== undefined ? { startedAt: record.startedAt } : {}),
-    ...(record.baseline !== undefined ? { baseline: record.baseline } : {}),
-    ...(record.failed === true ? { failed: true } : {}),
-    ...(record.fencedAt !== undefined ? { fencedAt: record.fencedAt } : {}),
-  });
+  // Unreadable (edited by hand): the node has no record, and the planner treats it as it would a node
+  // moved outside the planner.
+  const record = parseNodeRecordText(node.metadata?.annotations?.[keys.upgrade]);
+  return record !== undefined && record.from === from && record.to === to ? record : undefined;
 }
 
 /**
