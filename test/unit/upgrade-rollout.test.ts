@@ -45,6 +45,8 @@ function config(spec: Partial<DevicePluginConfigSpecInput> = {}): DevicePluginCo
 
 const OLD = config({ plugin: { logLevel: "info" } });
 const NEW = config({ plugin: { logLevel: "debug" } });
+/** NEW under an explicit Replace: the same revision (spec.upgrade is the operator's). */
+const NEW_REPLACE = config({ plugin: { logLevel: "debug" }, upgrade: { strategy: "Replace" } });
 
 const KEYS = nodeKeys("foo");
 
@@ -337,7 +339,9 @@ describe("decideRollout", () => {
     expect(written(d)).toEqual(["Node a revision=NEW surge=-"]);
   });
 
-  it("replaces on a kubelet before per-socket endpoints: the old revision leaves first", () => {
+  it("replaces under strategy Replace: the old revision leaves first", () => {
+    // spec.upgrade is no part of the revision: the same DaemonSets, an explicit Replace.
+    const NEW = NEW_REPLACE;
     const base = stored(OLD, "base");
     const next = stored(NEW, "moving", FRESH, "2026-11-02T00:00:00Z");
     const d = decide({
@@ -414,6 +418,93 @@ describe("decideRollout", () => {
     expect(written(back)).toEqual(["Node a -fence"]);
     const patch = back.writes[0]!.kind === "PatchNode" ? back.writes[0]!.patch : undefined;
     expect(patch?.body.spec?.taints).toEqual([{ key: "other", effect: "NoExecute" }]);
+  });
+
+  it("replaces under Auto on a kubelet before per-socket endpoints with the new plugin standing by", () => {
+    const base = stored(OLD, "base");
+    const next = stored(NEW, "moving", FRESH, "2026-11-02T00:00:00Z");
+    const oldPod = pod(base, "a");
+    const v = "v1.35.4";
+    // Fenced, and the new revision joins in the same patch: its plugin starts while the fence settles,
+    // and the record tells it to stand by.
+    const d = decide({ config: NEW, daemonSets: [base, next], nodes: [node("a", v)], pods: [oldPod] });
+    expect(written(d)).toEqual(["Node a surge=NEW +record +fence"]);
+    expect(recordWritten(d, "a")).toMatchObject({ startedAt: NOW, fencedAt: NOW, standby: true });
+    expect(d.modes).toEqual({ a: "Replace" });
+    const fenced = (n: V1Node): V1Node => {
+      n.spec = { taints: [{ key: KEYS.replace, effect: "NoSchedule" }] };
+      return n;
+    };
+    const settled = {
+      startedAt: NOW - FENCE_SETTLE_MS,
+      fencedAt: NOW - FENCE_SETTLE_MS,
+      baseline: 4,
+      standby: true,
+    };
+    const both = (record: object) => fenced(node("a", v, 4, { surge: newRev, record }));
+    const newPod = pod(next, "a");
+    // The fence has settled but the new plugin has not reported yet: the old one stays.
+    const starting = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      nodes: [both(settled)],
+      pods: [oldPod, newPod],
+    });
+    expect(written(starting)).toEqual([]);
+    const standingBy = {
+      ...report(NEW, newPod, false),
+      status: {
+        ...report(NEW, newPod).status!,
+        registration: { state: "StandingBy" as const, since: "2026-11-23T11:00:00Z" },
+      },
+    };
+    // Standing by, the fence not settled yet: the old one stays, and the pass comes back when it has.
+    const young = { ...settled, fencedAt: NOW - (FENCE_SETTLE_MS - 700) };
+    const waiting = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      nodes: [both(young)],
+      pods: [oldPod, newPod],
+      reports: [report(OLD, oldPod), standingBy],
+    });
+    expect(written(waiting)).toEqual([]);
+    expect(waiting.requeueAfterMs).toBe(700);
+    // Standing by and settled: the old revision leaves.
+    const go = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      nodes: [both(settled)],
+      pods: [oldPod, newPod],
+      reports: [report(OLD, oldPod), standingBy],
+    });
+    expect(written(go)).toEqual(["Node a revision=NEW surge=-"]);
+    // A standby report of a pod that is gone says nothing.
+    const gonePod = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      nodes: [both(settled)],
+      pods: [oldPod],
+      reports: [report(OLD, oldPod), standingBy],
+    });
+    expect(written(gonePod)).toEqual([]);
+    // A new plugin that registered anyway (an image from before standby) also lets the old one go.
+    const registered = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      nodes: [both(settled)],
+      pods: [oldPod, newPod],
+      reports: [report(OLD, oldPod), report(NEW, newPod)],
+    });
+    expect(written(registered)).toEqual(["Node a revision=NEW surge=-"]);
+    // Once the old pod is gone and the new plugin's devices are in the Node: the fence comes off.
+    const back = decide({
+      config: NEW,
+      daemonSets: [base, next],
+      nodes: [fenced(node("a", v, 4, { revision: newRev, record: settled }))],
+      pods: [newPod],
+      reports: [report(NEW, newPod)],
+    });
+    expect(written(back)).toEqual(["Node a -fence"]);
   });
 
   it("hands the status each targeted node's mode, in a steady state too, leaving out kubelets too old", () => {

@@ -140,6 +140,13 @@ function show(count: number | undefined): string {
 }
 
 function notRegistered(registration: DeviceNodeStateStatus["registration"]): Omit<NodeProblem, "node"> {
+  if (registration.state === "StandingBy") {
+    // An upgrade's Replace with the new plugin started ahead: the old revision serves the node meanwhile.
+    return {
+      reason: "PluginNotRegistered",
+      message: "the plugin stands by until the previous revision's plugin on the node has stopped",
+    };
+  }
   const cause = registration.lastError ? `: ${registration.lastError}` : "";
   return {
     reason: "PluginNotRegistered",
@@ -246,7 +253,7 @@ function problemOf(
   }
   if (!podIsReady(pod)) {
     // A pod that is not ready because it cannot register is better explained by its own report.
-    if (registration?.state === "NotRegistered") {
+    if (registration !== undefined && registration.state !== "Registered") {
       return notRegistered(registration);
     }
     const waiting = pod.status?.containerStatuses?.find((c) => c.state?.waiting?.reason)?.state?.waiting

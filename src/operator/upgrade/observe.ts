@@ -3,7 +3,7 @@
 // of the upgrade, its plugin pods and reports, and the devices it advertises. Pure.
 import type { V1DaemonSet, V1Node, V1Pod } from "@kubernetes/client-node";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
-import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
+import type { DeviceNodeState, REGISTRATION_STATES } from "../../api/v1beta1/devicenodestate.js";
 import type { PublishMode } from "../../api/v1beta1/publish.js";
 import { nodeKeys, type NodeKeys, type RenderContext } from "../render/index.js";
 import { parseCountQuantity } from "../../api/quantity.js";
@@ -113,12 +113,23 @@ function registeredReport(
   revision: string,
   livePods: readonly V1Pod[],
 ): DeviceNodeState | undefined {
+  return reportIn(reports, revision, livePods, "Registered");
+}
+
+/** The report of `revision` in registration state `state`, written by one of its live pods. */
+function reportIn(
+  reports: readonly DeviceNodeState[],
+  revision: string,
+  pods: readonly V1Pod[],
+  state: (typeof REGISTRATION_STATES)[number],
+): DeviceNodeState | undefined {
+  const livePods = pods.filter(podIsLive);
   if (livePods.length === 0) return undefined;
   const uids = new Set(livePods.map((p) => p.metadata?.uid));
   return reports.find(
     (r) =>
       (r.spec.revision ?? "") === revision &&
-      r.status?.registration.state === "Registered" &&
+      r.status?.registration.state === state &&
       // A report without a pod uid comes from a version that did not write one: its pod is alive.
       (r.status.podUID === undefined || uids.has(r.status.podUID)),
   );
@@ -243,6 +254,9 @@ export function observeNode(node: V1Node, view: MoveView | undefined, input: Rol
     oldPodPresent: oldPods.some(podIsPresent),
     newRegistered: newReport !== undefined,
     oldRegistered: oldReport !== undefined,
+    ...(newReport === undefined && reportIn(reports, view.targetRevision, newPods, "StandingBy")
+      ? { newStandingBy: true }
+      : {}),
     allocatable: switched?.allocatable ?? allocatable,
     ...(switched?.fields ?? {}),
     unhealthy: judged?.status ? unhealthyAdvertisedCount(judged.status) : 0,

@@ -13,101 +13,9 @@ import {
   supportsSurge,
 } from "./kubelet-version.js";
 
-/** What the caller observed about one node, plus what it persisted for the node in this rollout. */
-export interface NodeObservation {
-  name: string;
-  /** Node.status.nodeInfo.kubeletVersion. */
-  kubeletVersion: string;
-  /** The node is in the current (old) revision's node list. */
-  inOld: boolean;
-  /** The node is in the update (new) revision's node list. */
-  inNew: boolean;
-  /** A pod of the old revision still exists on the node (running or terminating). */
-  oldPodPresent: boolean;
-  /** The node's DeviceNodeState says Registered and carries the new revision. */
-  newRegistered: boolean;
-  /** The node's DeviceNodeState says Registered and carries the old revision. */
-  oldRegistered: boolean;
-  /** Node.status.allocatable for the plugin's resource, now. */
-  allocatable: number;
-  /** Persisted: allocatable when the node was first touched (see the RecordBaseline action). */
-  baseline?: number;
-  /** Devices the plugin reports unhealthy; they may leave allocatable below the baseline. */
-  unhealthy: number;
-  /** Persisted: ms epoch when the node was first touched in this rollout (see RecordStart). */
-  startedAt?: number;
-  /** Persisted: the node missed its deadline in this rollout (see MarkFailed). */
-  failed?: boolean;
-  /** The node carries the rollout's Replace taint, which keeps new pods off it (see Fence). */
-  fenced?: boolean;
-  /** Persisted: ms epoch when the fence went on (see Fence); a record an older operator wrote has none. */
-  fencedAt?: number;
-  /**
-   * A publish switch only (PlanInput.switching): whether the old path still advertises on the node (its
-   * allocatable above 0, or a ResourceSlice of the driver for it), whether the new one does, what the
-   * old path advertises (back() judges it), and whether a pod of the new revision exists on the node.
-   */
-  oldAdvertises?: boolean;
-  newAdvertises?: boolean;
-  oldAllocatable?: number;
-  newPodPresent?: boolean;
-}
+import type { NodeObservation, PlanInput, RolloutSpec, RolloutStrategy } from "./plan-input.js";
 
-export type RolloutStrategy = "Auto" | "Replace" | "Surge";
-
-export interface RolloutSpec {
-  /** Auto surges where the kubelet can take it and replaces elsewhere. */
-  strategy: RolloutStrategy;
-  /** Nodes in flight at once: a count, or a percentage of the targeted nodes. */
-  maxUnavailable: number | `${number}%`;
-  /** How long a node may take from first touch until its gate holds. */
-  progressDeadlineSeconds: number;
-  /** No node starts (in either direction) while paused; nodes already in flight carry on. */
-  paused: boolean;
-  /** A failed node turns the rollout into a rollback of every node it touched. */
-  autoRollback: boolean;
-}
-
-export interface PlanInput {
-  nodes: readonly NodeObservation[];
-  spec: RolloutSpec;
-  /** ms epoch; the only clock the planner reads. */
-  now: number;
-  /** Persisted: the rollout's phase is RollingBack (or RolledBack). */
-  rollingBack: boolean;
-  /**
-   * How the config publishes its devices (default DevicePlugin): it decides which kubelets can take a
-   * surge (two instances side by side) and which are too old for the plugin at all.
-   */
-  publish?: "DevicePlugin" | "DRA";
-  /**
-   * Fence each Replace: taint the node (Fence) and take the old revision off only once the taint is
-   * observed (and has been on for fenceSettleMs), so the scheduler places no pod that needs the resource
-   * on a node about to advertise nothing; untaint (Unfence) once the new plugin's devices are back in
-   * the Node object.
-   */
-  fenceReplace?: boolean;
-  /**
-   * How long the fence must have been on before the old revision leaves (default 0). A taint in the
-   * operator's cache says nothing of the scheduler's: one further behind still binds pods that ask for
-   * the resource, and a kubelet admits a pod bound just before the taint a moment later; with the old
-   * plugin gone the device manager rejects them (UnexpectedAdmissionError). Measured from fencedAt, or
-   * startedAt where the record has none (the fence went on with the start).
-   */
-  fenceSettleMs?: number;
-  /**
-   * The revisions publish through different paths (spec.publish changed: DevicePlugin and DRA). Every
-   * node is then replaced whatever the strategy says, and on each node the path being left stops
-   * advertising before the other is assigned, in both directions (a rollback too): where both advertise
-   * a name the device plugin wins (kubernetes#139141). See docs/dra.md.
-   */
-  switching?: boolean;
-  /**
-   * Why no node may start moving forward now, if one may not (a switch to DRA while the DeviceClass
-   * cannot map the extended resource). Nodes in flight finish; the phase stays Progressing.
-   */
-  startBlocked?: string;
-}
+export type { NodeObservation, PlanInput, RolloutSpec, RolloutStrategy };
 
 /** How a node changes revision: Surge starts the new plugin beside the old one, Replace stops the old one first. */
 export type UpgradeMode = "Surge" | "Replace";
@@ -183,6 +91,8 @@ export interface Plan {
   blocked?: string;
   /** The earliest time a fence this plan waits on has been on for fenceSettleMs: plan again then. */
   fenceSettlesAt?: number;
+  /** Replace nodes whose new plugin starts ahead and stands by (PlanInput.standby), in name order. */
+  standby: string[];
 }
 
 /**
@@ -206,6 +116,8 @@ export function resolveMaxUnavailable(value: number | `${number}%`, targeted: nu
 interface Target {
   obs: NodeObservation;
   mode: UpgradeMode;
+  /** A Replace whose new plugin starts ahead and stands by (PlanInput.standby). */
+  standby: boolean;
 }
 
 /**
@@ -251,6 +163,7 @@ function classify(
   strategy: RolloutStrategy,
   publish: "DevicePlugin" | "DRA",
   switching: boolean,
+  standby: boolean,
 ): { targets: Target[]; problems: NodeProblem[] } {
   const dra = publish === "DRA";
   const requirement = dra ? MINIMUM_DRA_KUBELET : MINIMUM_KUBELET;
@@ -282,7 +195,11 @@ function classify(
         message: `kubelet ${version.raw.trim()} cannot run two instances of a ${dra ? "DRA driver" : "device plugin"} side by side; the node is replaced instead`,
       });
     }
-    targets.push({ obs, mode: strategy !== "Replace" && canSurge ? "Surge" : "Replace" });
+    const mode = strategy !== "Replace" && canSurge ? "Surge" : "Replace";
+    // Two instances side by side are the strategy's to allow; only the kubelet keeps them from both
+    // registering. A DRA driver's instances hand over on their own (handover.ts), and a switch never has two.
+    const ahead = standby && mode === "Replace" && strategy !== "Replace" && !dra && !switching;
+    targets.push({ obs, mode, standby: ahead });
   }
   return { targets, problems };
 }
@@ -320,7 +237,13 @@ export function planRollout(input: PlanInput): Plan {
   const { spec, now } = input;
   const nodes = [...input.nodes].sort(byName);
   const switching = input.switching === true;
-  const { targets, problems } = classify(nodes, spec.strategy, input.publish ?? "DevicePlugin", switching);
+  const { targets, problems } = classify(
+    nodes,
+    spec.strategy,
+    input.publish ?? "DevicePlugin",
+    switching,
+    input.standby === true,
+  );
   const limit = resolveMaxUnavailable(spec.maxUnavailable, targets.length);
   const fence = input.fenceReplace === true;
   const settleMs = fence ? Math.max(0, input.fenceSettleMs ?? 0) : 0;
@@ -392,7 +315,7 @@ export function planRollout(input: PlanInput): Plan {
   } else {
     const untouched: Target[] = [];
     for (const t of targets) {
-      const { obs, mode } = t;
+      const { obs, mode, standby } = t;
       if (!touched(obs)) {
         untouched.push(t);
         continue;
@@ -417,8 +340,17 @@ export function planRollout(input: PlanInput): Plan {
         // Fenced first, on a pass of its own: the old plugin stops only once the taint is in the Node
         // object the scheduler reads, and has been for settleMs. A fence without a time (or one from a
         // clock ahead of this one) is fenced again, which stamps the time.
+        // Standing by: the new revision joins at once (its plugin starts while the fence settles), and the
+        // old one leaves only once the new plugin stands by, or registered anyway (a plugin image from
+        // before standby registers beside the old one; the kubelet cuts it off when the old one stops, and
+        // it registers again).
         const since = obs.fencedAt ?? obs.startedAt;
-        if (fence && obs.fenced !== true) actions.add(obs.name, "Fence");
+        const joinNow = standby && !obs.inNew;
+        const ready = !standby || obs.newStandingBy === true || obs.newRegistered;
+        if (fence && obs.fenced !== true)
+          actions.add(obs.name, "Fence", ...(joinNow ? ["AddToNew" as const] : []));
+        else if (joinNow) actions.add(obs.name, "AddToNew");
+        else if (!ready) continue;
         else if (settleMs === 0) actions.add(obs.name, "RemoveFromOld");
         else if (since === undefined || since > now) actions.add(obs.name, "Fence");
         else if (now - since < settleMs)
@@ -436,14 +368,19 @@ export function planRollout(input: PlanInput): Plan {
     if (!spec.paused && failed.size === 0 && input.startBlocked !== undefined && untouched.length > 0) {
       blocked = input.startBlocked;
     } else if (!spec.paused && failed.size === 0) {
-      for (const { obs, mode } of untouched) {
+      for (const { obs, mode, standby } of untouched) {
         if (inFlight.length >= limit) break;
         inFlight.push(obs.name);
         starting.add(obs.name);
         // A fence left from before is fenced again where it must settle: its age is not known.
         const fenceFirst = fence && (obs.fenced !== true || settleMs > 0);
-        const first = mode === "Surge" ? "AddToNew" : fenceFirst ? "Fence" : "RemoveFromOld";
-        actions.add(obs.name, "RecordBaseline", "RecordStart", first);
+        const first: ActionKind[] =
+          mode === "Surge"
+            ? ["AddToNew"]
+            : standby
+              ? [...(fence ? (["Fence"] as const) : []), "AddToNew"]
+              : [fenceFirst ? "Fence" : "RemoveFromOld"];
+        actions.add(obs.name, "RecordBaseline", "RecordStart", ...first);
       }
     }
     // A fence an earlier rollout left on a node this one has not started: off.
@@ -471,5 +408,6 @@ export function planRollout(input: PlanInput): Plan {
     modes: Object.fromEntries(targets.map((t) => [t.obs.name, t.mode])),
     ...(blocked !== undefined ? { blocked } : {}),
     ...(fenceSettlesAt !== undefined ? { fenceSettlesAt } : {}),
+    standby: targets.filter((t) => t.standby).map((t) => t.obs.name),
   };
 }

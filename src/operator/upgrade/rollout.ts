@@ -160,6 +160,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
       rollingBack: move === undefined ? false : move.state.rollingBack || move.forceRollback,
       publish: config.spec.publish,
       fenceReplace: true,
+      standby: true,
       fenceSettleMs: input.fenceSettleMs ?? FENCE_SETTLE_MS,
       ...(switching !== undefined ? { switching: true } : {}),
       ...(blocked !== undefined ? { startBlocked: blocked } : {}),
@@ -420,11 +421,14 @@ function applyPlan(
   const recordFor = (e: { record?: NodeRecord }): NodeRecord =>
     (e.record ??= { from: view.baseRevision, to: view.targetRevision });
   const failing = new Set(plan.actions.filter((a) => a.kind === "MarkFailed").map((a) => a.node));
+  const standby = new Set(plan.standby);
   for (const action of plan.actions) {
     const e = entry(action.node);
     switch (action.kind) {
       case "AddToNew":
         e.membership.new = true;
+        // The record tells the new plugin to stand by until the old one has stopped (contract/node-upgrade.ts).
+        if (standby.has(action.node) && e.membership.old) recordFor(e).standby = true;
         break;
       case "RemoveFromNew":
         e.membership.new = false;
