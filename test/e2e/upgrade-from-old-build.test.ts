@@ -267,7 +267,9 @@ describe(`upgrading from dpo ${OLD_COMMIT} (before plugin revisions) on ${NODE_C
         MAX_UNAVAILABLE,
       );
       expect([...watch.surged].sort()).toEqual([...surgeNodes].sort());
-      expect([...watch.replaced].sort()).toEqual([...replaceNodes].sort());
+      // Under Auto the older kubelets are replaced with the new plugin started ahead, standing by.
+      expect([...watch.stoodBy].sort()).toEqual([...replaceNodes].sort());
+      expect([...watch.replaced]).toEqual([]);
       expect(onSurge.admitted, "pods admitted on Surge nodes during the upgrade").toBeGreaterThan(0);
       expect(onSurge.rejected).toEqual([]);
       // Replace nodes are fenced (tainted) before their old plugin stops and until the Node advertises the

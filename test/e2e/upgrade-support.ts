@@ -18,6 +18,7 @@ import { PODS } from "../../src/kube/resources.js";
 import { waitFor } from "../cluster/helpers.js";
 import type { V1ConfigMap } from "@kubernetes/client-node";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
+import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import {
   LABEL_REVISION,
   pluginObjectName,
@@ -73,8 +74,15 @@ export class RolloutWatch {
   readonly nodes = new Map<string, V1Node>();
   maxBetween = 0;
   readonly violations: string[] = [];
-  /** Nodes seen on the new revision while still on the base, and off the base before the new one. */
+  /**
+   * Nodes seen on the new revision while still on the base (a surge), the same with the node's record
+   * saying standby (a Replace with the new plugin started ahead, which registers once the old one has
+   * stopped), and off the base before the new one (a Replace in the old order).
+   */
   readonly surged = new Set<string>();
+  readonly stoodBy = new Set<string>();
+  /** Nodes where a plugin's report said StandingBy (it served and waited before it registered). */
+  readonly reportedStandingBy = new Set<string>();
   readonly replaced = new Set<string>();
   private readonly joined = new Set<string>();
   private readonly left = new Set<string>();
@@ -117,6 +125,16 @@ export class RolloutWatch {
       () => undefined,
     );
     this.aborts.push(() => request.abort());
+    const reports = await watch.watch(
+      `/apis/dpo.dev/v1beta1/namespaces/${namespace}/devicenodestates`,
+      { labelSelector: `dpo.dev/config=${configName}` },
+      (type, report: DeviceNodeState) => {
+        if (type !== "DELETED" && report.status?.registration.state === "StandingBy")
+          this.reportedStandingBy.add(report.spec.nodeName);
+      },
+      () => undefined,
+    );
+    this.aborts.push(() => reports.abort());
   }
 
   stop(): void {
@@ -159,9 +177,10 @@ export class RolloutWatch {
         legacyTarget !== undefined
           ? "only" in legacyTarget && legacyTarget.only.includes(n)
           : runsRevision(labels, to, false);
+      const record = parseNodeRecord(node, this.keys, from, to);
       if (onNew) {
         this.joined.add(n);
-        if (onOld) this.surged.add(n);
+        if (onOld) (record?.standby === true ? this.stoodBy : this.surged).add(n);
       }
       if (!onOld) {
         this.left.add(n);
@@ -171,7 +190,7 @@ export class RolloutWatch {
         this.violations.push(`${n}: left the new revision during a forward rollout`);
       if (this.left.has(n) && onOld) this.violations.push(`${n}: rejoined the base during a forward rollout`);
       if (onOld === onNew) between.push(n);
-      const started = parseNodeRecord(node, this.keys, from, to)?.startedAt ?? legacyRecords[n]?.startedAt;
+      const started = record?.startedAt ?? legacyRecords[n]?.startedAt;
       if (started !== undefined) {
         const before = this.startedAt.get(n);
         if (before !== undefined && before !== started) {

@@ -119,9 +119,12 @@ describe("a plugin upgrade across kubelets of different versions", () => {
     expect(watch.violations).toEqual([]);
     expect(watch.maxBetween, "nodes between revisions at once").toBeLessThanOrEqual(1);
     expect(watch.maxBetween, "the watch saw the rollout move").toBe(1);
-    // Auto: Surge where the kubelet keeps an endpoint per socket, Replace on the older kubelet.
+    // Auto: Surge where the kubelet keeps an endpoint per socket; on the older kubelet a Replace with the
+    // new plugin started ahead, standing by until the old one has stopped.
     expect([...watch.surged].sort()).toEqual([nodes[0]!, nodes[1]!].sort());
-    expect([...watch.replaced]).toEqual([nodes[2]!]);
+    expect([...watch.stoodBy]).toEqual([nodes[2]!]);
+    expect([...watch.reportedStandingBy], "the new plugin's report said StandingBy").toEqual([nodes[2]!]);
+    expect([...watch.replaced]).toEqual([]);
     expect(result?.admissions).toBeGreaterThan(0);
     expect(result?.failures).toEqual([]);
     // What `kubectl get dpc` showed while nodes moved: NODES counts the nodes serving devices, which

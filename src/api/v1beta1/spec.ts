@@ -236,7 +236,7 @@ export const UpgradeSchema = z
       .enum(UPGRADE_STRATEGIES)
       .default("Auto")
       .describe(
-        "Surge starts the new plugin beside the old one; Replace stops the old one first; Auto surges where the node's kubelet can take it (v1.37.0 and later) and replaces elsewhere.",
+        "Surge starts the new plugin beside the old one; Replace stops the old one first; Auto surges where the node's kubelet can take it (v1.37.0 and later) and replaces elsewhere. Where Auto or Surge replaces (a kubelet before v1.37.0 keeps one registration per resource), the new plugin starts beside the old one and stands by, unregistered, until the old one has stopped.",
       ),
     maxUnavailable: MaxUnavailableSchema.default(1).describe(
       "Nodes in flight at once: a count, or a percentage of the targeted nodes (at least 1).",
