@@ -3,6 +3,8 @@
 //
 //   1. dpo, strategy Surge (kubelets v1.37.0: one endpoint per socket);
 //   2. dpo, strategy Replace;
+//   2b. dpo, strategy Auto on kubelets before v1.37.0 (DPO_BENCH_KUBELET_VERSION): Replace with the new plugin
+//       standing by (scenario `standby`, not in the default list);
 //   3. a baseline without the operator: the same rendered plugin DaemonSet with RollingUpdate
 //      (maxUnavailable as dpo's), created and updated by this benchmark.
 //
@@ -81,11 +83,11 @@ async function main(): Promise<void> {
       pluginImage: PLUGIN_IMAGE,
       label: "bench-upgrade",
     });
-    for (const strategy of ["Surge", "Replace"] as const) {
-      if (!SCENARIOS.includes(strategy.toLowerCase())) continue;
-      console.error(`bench-upgrade: dpo ${strategy}`);
+    for (const scenario of ["surge", "replace", "standby"] as const) {
+      if (!SCENARIOS.includes(scenario)) continue;
+      console.error(`bench-upgrade: dpo ${scenario}`);
       results.push(
-        await dpoScenario(kc, sim, nodeInformer, nodes, strategy, {
+        await dpoScenario(kc, sim, nodeInformer, nodes, scenario, {
           pid: operator.pid!,
           log: join(stateDir, "operator.log"),
         }),

@@ -67,8 +67,44 @@ export const ADMISSION_INTERVAL_MS = intKnob(env, "DPO_BENCH_ADMISSION_INTERVAL_
  */
 export const SCHEDULED_PODS_PER_S = intKnob(env, "DPO_BENCH_SCHEDULED_PODS_PER_S", 10);
 export const SCHEDULED_HOLD_MS = intKnob(env, "DPO_BENCH_SCHEDULED_HOLD_MS", 1_000);
-export const SCENARIOS = (env["DPO_BENCH_SCENARIOS"] ?? "baseline,surge,replace").split(",");
-export const KUBELET_VERSION = "v1.37.0";
+/** The scenarios a run may name, in the order they run. */
+export const SCENARIO_NAMES = ["baseline", "surge", "replace", "standby"] as const;
+
+/** DPO_BENCH_SCENARIOS: a comma-separated subset of SCENARIO_NAMES; anything else names the variable. */
+export function scenariosKnob(env: Readonly<Record<string, string | undefined>>): string[] {
+  const list = (env["DPO_BENCH_SCENARIOS"] ?? "baseline,surge,replace").split(",");
+  for (const name of list) {
+    if (!(SCENARIO_NAMES as readonly string[]).includes(name)) {
+      throw new Error(
+        `DPO_BENCH_SCENARIOS: want a subset of ${SCENARIO_NAMES.join(",")}, got ${JSON.stringify(name)}`,
+      );
+    }
+  }
+  return list;
+}
+
+/**
+ * DPO_BENCH_KUBELET_VERSION (default v1.37.0): every simulated kubelet's version. `standby` (strategy Auto,
+ * the new plugin standing by) needs one before v1.37.0, which keeps one registration per resource.
+ */
+export function kubeletVersionKnob(
+  env: Readonly<Record<string, string | undefined>>,
+  scenarios: readonly string[],
+): string {
+  const text = env["DPO_BENCH_KUBELET_VERSION"] ?? "v1.37.0";
+  const m = /^v1\.(\d+)\.\d+$/.exec(text);
+  if (m === null)
+    throw new Error(`DPO_BENCH_KUBELET_VERSION: want v1.<minor>.<patch>, got ${JSON.stringify(text)}`);
+  if (scenarios.includes("standby") && Number(m[1]) >= 37) {
+    throw new Error(
+      `DPO_BENCH_KUBELET_VERSION: the standby scenario needs a kubelet before v1.37.0 (one registration per resource), got ${text}`,
+    );
+  }
+  return text;
+}
+
+export const SCENARIOS = scenariosKnob(env);
+export const KUBELET_VERSION = kubeletVersionKnob(env, SCENARIOS);
 export const DEVICES = 4;
 export const NAMESPACE = "dpo-system";
 /** Where the scheduled workload's pods go. */

@@ -12,7 +12,7 @@ import { DEVICES, NAMESPACE, ROLLOUT_TIMEOUT_MS } from "./knobs.js";
 import { startMemorySampler, startScheduledWorkload, startWorkload, type ScheduledFigures } from "./load.js";
 import { allocatableOf, Timeline, ZeroWindows } from "./timeline.js";
 
-export type Scenario = "surge" | "replace" | "baseline";
+export type Scenario = "surge" | "replace" | "standby" | "baseline";
 
 export interface Result {
   scenario: Scenario;

@@ -35,12 +35,14 @@ export async function dpoScenario(
   sim: KubeletSimulator,
   nodeInformer: Informer<V1Node>,
   nodes: readonly string[],
-  strategy: "Surge" | "Replace",
+  scenario: "surge" | "replace" | "standby",
   operator: { pid: number; log: string },
 ): Promise<Result> {
   const custom = kc.makeApiClient(CustomObjectsApi);
-  const name = `bench-${strategy.toLowerCase()}`;
-  const resource = `upgrade-bench.example/${strategy.toLowerCase()}`;
+  // standby: Auto on kubelets before v1.37.0, where a node is replaced with the new plugin standing by.
+  const strategy = scenario === "surge" ? "Surge" : scenario === "replace" ? "Replace" : "Auto";
+  const name = `bench-${scenario}`;
+  const resource = `upgrade-bench.example/${scenario}`;
   await custom.createClusterCustomObject({
     ...GROUP,
     body: {
@@ -151,7 +153,7 @@ export async function dpoScenario(
       );
       completeMs = m.rolloutMs + (performance.now() - done);
     }
-    result = toResult(strategy === "Surge" ? "surge" : "replace", m, completeMs);
+    result = toResult(scenario, m, completeMs);
     console.log(
       formatScaleFigures(`dpo ${strategy}, ${nodes.length} nodes`, nodes.length, await figures.stop()),
     );

@@ -1,7 +1,13 @@
 // bench-upgrade's environment knobs: node counts, maxUnavailable as a count or a share, the plugin mode,
 // and a clear error naming the variable for anything else.
 import { describe, expect, it } from "vitest";
-import { intKnob, maxUnavailableKnob, pluginModeKnob } from "../../bench/upgrade/knobs.js";
+import {
+  intKnob,
+  kubeletVersionKnob,
+  maxUnavailableKnob,
+  pluginModeKnob,
+  scenariosKnob,
+} from "../../bench/upgrade/knobs.js";
 
 describe("intKnob", () => {
   it.each([
@@ -47,6 +53,39 @@ describe("pluginModeKnob", () => {
   it("refuses anything else, naming the variable and the choices", () => {
     expect(() => pluginModeKnob({ DPO_BENCH_PLUGIN_MODE: "none" })).toThrow(
       'DPO_BENCH_PLUGIN_MODE: want process or processless, got "none"',
+    );
+  });
+});
+
+describe("scenariosKnob", () => {
+  it.each([
+    { text: undefined, want: ["baseline", "surge", "replace"] },
+    { text: "standby,replace", want: ["standby", "replace"] },
+  ])("$text → $want", ({ text, want }) => {
+    expect(scenariosKnob({ DPO_BENCH_SCENARIOS: text })).toEqual(want);
+  });
+  it("refuses a scenario it does not run, naming the variable", () => {
+    expect(() => scenariosKnob({ DPO_BENCH_SCENARIOS: "surge,warm" })).toThrow(
+      'DPO_BENCH_SCENARIOS: want a subset of baseline,surge,replace,standby, got "warm"',
+    );
+  });
+});
+
+describe("kubeletVersionKnob", () => {
+  it.each([
+    { text: undefined, scenarios: ["surge"], want: "v1.37.0" },
+    { text: "v1.35.4", scenarios: ["standby", "replace"], want: "v1.35.4" },
+  ])("$text with $scenarios → $want", ({ text, scenarios, want }) => {
+    expect(kubeletVersionKnob({ DPO_BENCH_KUBELET_VERSION: text }, scenarios)).toBe(want);
+  });
+  it("refuses the standby scenario on a kubelet that keeps a registration per socket", () => {
+    expect(() => kubeletVersionKnob({}, ["standby"])).toThrow(
+      /^DPO_BENCH_KUBELET_VERSION: the standby scenario needs a kubelet before v1\.37\.0/,
+    );
+  });
+  it("refuses a version it cannot read, naming the variable", () => {
+    expect(() => kubeletVersionKnob({ DPO_BENCH_KUBELET_VERSION: "1.35" }, [])).toThrow(
+      'DPO_BENCH_KUBELET_VERSION: want v1.<minor>.<patch>, got "1.35"',
     );
   });
 });
