@@ -104,6 +104,11 @@ export function kubeletVersionKnob(
 }
 
 export const SCENARIOS = scenariosKnob(env);
+/**
+ * dpo's spec.upgrade.progressDeadlineSeconds, per node: with hundreds of nodes in flight on a small machine a
+ * wave's last nodes wait longer than the default for the control plane to hand them over.
+ */
+export const PROGRESS_DEADLINE_S = intKnob(env, "DPO_BENCH_PROGRESS_DEADLINE_S", 300, 30);
 export const KUBELET_VERSION = kubeletVersionKnob(env, SCENARIOS);
 export const DEVICES = 4;
 export const NAMESPACE = "dpo-system";

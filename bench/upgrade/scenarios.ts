@@ -17,7 +17,7 @@ import { waitFor } from "../../tools/cluster/wait.js";
 import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { isConflict } from "../../src/kube/errors.js";
 import { plainPluginRevision, type PlainPluginRevision } from "../../test/e2e/upgrade-support.js";
-import { DEVICES, GROUP, MAX_UNAVAILABLE, NAMESPACE, RENDER_CONTEXT } from "./knobs.js";
+import { DEVICES, GROUP, MAX_UNAVAILABLE, NAMESPACE, PROGRESS_DEADLINE_S, RENDER_CONTEXT } from "./knobs.js";
 import { formatScaleFigures, startScaleFigures } from "./scale-figures.js";
 import {
   allOnRevision,
@@ -52,7 +52,11 @@ export async function dpoScenario(
       spec: {
         resourceName: resource,
         backend: { type: "Mock", mock: { devices: DEVICES, idPrefix: "b" } },
-        upgrade: { strategy, maxUnavailable: MAX_UNAVAILABLE.dpo, progressDeadlineSeconds: 300 },
+        upgrade: {
+          strategy,
+          maxUnavailable: MAX_UNAVAILABLE.dpo,
+          progressDeadlineSeconds: PROGRESS_DEADLINE_S,
+        },
       },
     },
   });
