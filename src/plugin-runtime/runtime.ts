@@ -432,9 +432,8 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     // may be of the socket a restarting kubelet was just replacing, and keeping that one would make the
     // next pass take the new socket for another restart and register a second time. A restart after
     // this point also removes our own socket, which the next pass notices on its own.
-    this.registeredWith =
-      (await fileIdentity(join(this.opts.devicePluginDir, KUBELET_SOCKET_NAME))) ?? kubeletId;
-    this.setRegistered(true, KUBELET_API_VERSION);
+    const identity = (await fileIdentity(join(this.opts.devicePluginDir, KUBELET_SOCKET_NAME))) ?? kubeletId;
+    this.setRegistered(true, KUBELET_API_VERSION, identity);
     this.log.info({ socket: socketName, version: KUBELET_API_VERSION }, "registered with the kubelet");
   }
 
@@ -482,11 +481,13 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
   }
 
   /** `version`: what the kubelet accepted, when `registered`; cleared otherwise. */
-  private setRegistered(registered: boolean, version = ""): void {
+  /** `kubeletIdentity`: the kubelet.sock a kubelet registration was made with (registeredWith). */
+  private setRegistered(registered: boolean, version = "", kubeletIdentity?: string): void {
+    // Read before registeredWith changes: the event must fire when the registration itself changes.
     const was = this.status().registered;
     this.negotiatedVersion = registered ? version : "";
     if (this.opts.registration === "kubelet") {
-      if (!registered) this.registeredWith = undefined;
+      this.registeredWith = registered ? (kubeletIdentity ?? this.registeredWith) : undefined;
     } else {
       this.watcherRegistered = registered;
     }

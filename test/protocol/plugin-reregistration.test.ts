@@ -115,6 +115,10 @@ describe("a plugin the kubelet stopped watching registers again", () => {
       const old = await n.instance(registration);
       await servedBy(n, old, registration, "the old instance serving the resource");
       const fresh = await n.instance(registration);
+      // The node report follows these events: it must say Registered again after the new registration.
+      const events: string[] = [];
+      fresh.on("registered", () => events.push("registered"));
+      fresh.on("unregistered", () => events.push("unregistered"));
       await servedBy(n, fresh, registration, "the new instance serving the resource");
       const firstSocket = fresh.status().socketPath;
 
@@ -130,6 +134,8 @@ describe("a plugin the kubelet stopped watching registers again", () => {
       // more; whatever happens, it ends registered.
       await new Promise((r) => setTimeout(r, 1_500));
       await servedBy(n, fresh, registration, "the new instance still serving the resource", 3_000);
+      expect(events.at(-1), `registration events: ${events.join(", ")}`).toBe("registered");
+      expect(events).toContain("unregistered");
     },
   );
 
