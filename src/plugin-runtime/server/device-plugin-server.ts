@@ -1,6 +1,8 @@
 // The kubelet DevicePlugin gRPC service (v1beta1): protocol only. Device state comes from the DeviceSet,
 // container details from the backend, choices from the allocation policies; nothing here knows hardware.
 import * as grpc from "@grpc/grpc-js";
+import { link, unlink } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import type { Logger } from "pino";
 import type { AllocationPolicy, Sharing } from "../../api/v1beta1/spec.js";
 import type { DeviceBackend } from "../devices/backend.js";
@@ -382,7 +384,14 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
   };
 }
 
-/** A gRPC server on one unix socket serving the DevicePlugin service. */
+let binds = 0;
+
+/**
+ * A gRPC server on one unix socket serving the DevicePlugin service. The socket file outlives the server:
+ * it is bound under a temporary name and linked to its own, so closing the server (which removes the
+ * path it bound at once, before the last bytes are written) leaves it, and its owner removes it after
+ * close, when the kubelet has had everything the server sent (see close).
+ */
 export class DevicePluginEndpoint {
   private server: grpc.Server | undefined;
   private service: ReturnType<typeof createDevicePluginService> | undefined;
@@ -397,16 +406,32 @@ export class DevicePluginEndpoint {
       tolerantDefinition(DevicePluginService),
       refuseMalformed(DevicePluginService, service.implementation),
     );
+    // Short, in the same directory (a link cannot cross file systems), and no plugin socket's name.
+    const bindPath = join(dirname(socketPath), `.dpo-bind-${process.pid.toString(36)}-${++binds}`);
+    await unlink(bindPath).catch(() => undefined);
     await new Promise<void>((resolve, reject) => {
-      server.bindAsync(`unix://${socketPath}`, grpc.ServerCredentials.createInsecure(), (err) =>
+      server.bindAsync(`unix://${bindPath}`, grpc.ServerCredentials.createInsecure(), (err) =>
         err ? reject(err) : resolve(),
       );
     });
+    try {
+      await link(bindPath, socketPath);
+    } catch (err) {
+      server.forceShutdown();
+      throw err;
+    } finally {
+      await unlink(bindPath).catch(() => undefined);
+    }
     this.server = server;
     this.service = service;
   }
 
-  /** Ends open streams cleanly, then stops the server (forcefully after graceMs). */
+  /**
+   * Ends open streams cleanly, then stops the server (forcefully after graceMs); the socket file stays
+   * for the caller to remove. In this order: a standby instance of the plugin registers as soon as that
+   * file goes, and the kubelet must have the end of this one's ListAndWatch by then, or (before v1.37)
+   * its late handling of that end would cut the new registration off (kubernetes #121994).
+   */
   async close(graceMs = 1_000): Promise<void> {
     const server = this.server;
     this.server = undefined;
