@@ -18,6 +18,7 @@ import { DraRuntime } from "../plugin-runtime/dra/dra-runtime.js";
 import {
   ApiClient,
   createNodeReporter,
+  readNodeAnnotations,
   reportCredentials,
   reportTarget,
   type ApiCredentials,
@@ -201,6 +202,8 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
 
   // DRA mode: its own client for slices and claims, so the node report's coalescing never delays them.
   const draApi = dra && credentials ? new ApiClient(credentials) : undefined;
+  // The report's client also reads the plugin's own Node for the standby decision (rarely: see standby.ts).
+  const reportApi = credentials && namespace ? new ApiClient(credentials) : undefined;
   const podResources =
     podResourcesIntervalMs > 0
       ? { podResources: { socketPath: values["pod-resources-socket"]!, intervalMs: podResourcesIntervalMs } }
@@ -224,12 +227,15 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
         cdiDir: values["cdi-dir"]!,
         nodeName,
         logger,
+        revision: values["revision"],
+        readNode: reportApi ? () => readNodeAnnotations(reportApi, nodeName) : undefined,
         ...podResources,
       });
   const reporter: NodeReporter | undefined =
     credentials && namespace
       ? createNodeReporter({
           credentials,
+          client: reportApi,
           namespace,
           config,
           configText: text,
@@ -251,6 +257,9 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
       if (runtime instanceof DraRuntime && runtime.published() === undefined) {
         const error = runtime.publisher.error();
         return { ok: false, detail: `ResourceSlices not published${error ? `: ${error}` : ""}` };
+      }
+      if (s.standingBy !== undefined) {
+        return { ok: false, detail: `standing by: ${s.standingBy} serves the resource` };
       }
       const ok = s.serving && s.registered;
       return {

@@ -5,9 +5,7 @@ import { mkdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
-import type { DevicePluginConfig } from "../api/v1beta1/config.js";
 import { DEFAULT_CDI_DIR } from "../cdi/index.js";
-import type { RegistrationMode } from "../contract/registration.js";
 import type { DeviceBackend } from "./devices/backend.js";
 import { createBackend } from "./backends/index.js";
 import { CdiSpecSync } from "./cdi-spec-sync.js";
@@ -23,6 +21,7 @@ import { KUBELET_API_VERSION, KUBELET_SOCKET_NAME, SUPPORTED_KUBELET_API_VERSION
 import { registerRequest, registerWithKubelet } from "./registration/kubelet-registration.js";
 import { acceptedWatcherVersion, PluginWatcherRegistration } from "./registration/plugin-watcher.js";
 import { Reregistration } from "./registration/reregistration.js";
+import { Standby } from "./registration/standby.js";
 import {
   fileIdentity,
   removeStaleSockets,
@@ -32,59 +31,9 @@ import {
 } from "./registration/sockets.js";
 import { DevicePluginEndpoint } from "./server/device-plugin-server.js";
 
-export interface PluginRuntimeOptions {
-  config: DevicePluginConfig;
-  devicePluginDir: string;
-  pluginsRegistryDir: string;
-  registration: RegistrationMode;
-  nodeName: string;
-  /** Carries the `config`, `resource` and `node` bindings; the runtime adds none of its own. */
-  logger: Logger;
-  /** Replaces the backend built from the config (tests). */
-  backend?: DeviceBackend;
-  /** How often to re-check the kubelet's directory when file-system events are missed. */
-  pollIntervalMs?: number;
-  /** First and largest delay between registration attempts. */
-  retryBaseMs?: number;
-  retryMaxMs?: number;
-  /** Budget for the backend's pre-start hook (kept under the kubelet's 30 s). */
-  preStartTimeoutMs?: number;
-  /** Where the CDI spec of the devices goes when `spec.cdi.enabled` (default /var/run/cdi). */
-  cdiDir?: string;
-  /**
-   * The kubelet's PodResources socket and how often to read it, for the devices' holders (metrics and
-   * the node report's allocated count); absent: not read.
-   */
-  podResources?: { socketPath: string; intervalMs?: number };
-}
+import type { PluginRuntimeEvents, PluginRuntimeOptions, RuntimeStatus } from "./runtime-types.js";
 
-/** What the runtime is doing, for probes, the node report and tests. */
-export interface RuntimeStatus {
-  serving: boolean;
-  registered: boolean;
-  socketPath: string | undefined;
-  registrationSocketPath: string | undefined;
-  /**
-   * The device plugin API version the kubelet accepted for the current registration: the one Register
-   * succeeded with, or the one the plugin watcher's GetInfo answer offered when the kubelet accepted it.
-   * Empty while not registered: nothing is negotiated then.
-   */
-  kubeletAPIVersion: string;
-  lastRegistrationError: string | undefined;
-  /** When `registered` last changed (epoch ms); the runtime's start while it never has. */
-  registrationChangedAtMs: number;
-  kubeletRestarts: number;
-}
-
-export interface PluginRuntimeEvents {
-  registered: [RuntimeStatus];
-  unregistered: [RuntimeStatus];
-  /** A registration attempt failed with a message different from the last one. */
-  registrationError: [RuntimeStatus];
-  devices: [DeviceSetSnapshot];
-  /** The kubelet's answer on which containers hold the devices changed. */
-  allocations: [Allocations];
-}
+export type { PluginRuntimeEvents, PluginRuntimeOptions, RuntimeStatus } from "./runtime-types.js";
 
 const NOTHING_HELD: HeldShares = new Map();
 
@@ -116,6 +65,8 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
   /** Registering again after the kubelet ended ListAndWatch on the socket served now. */
   private readonly reregistration: Reregistration;
 
+  /** Whether to wait for an older instance (a Replace with this one started ahead) before registering. */
+  private readonly standby: Standby;
   /** Reconciles on changes in the kubelet's directory, on a poll and when asked; one at a time. */
   private readonly reconciles: ReconcileTrigger;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -149,10 +100,25 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     }
     this.reconciles = new ReconcileTrigger({
       dir: opts.devicePluginDir,
-      relevant: (name) => name === undefined || name === KUBELET_SOCKET_NAME || name === this.socketName,
+      // While standing by, the older instance's socket going is the signal to register.
+      relevant: (name) =>
+        name === undefined ||
+        name === KUBELET_SOCKET_NAME ||
+        name === this.socketName ||
+        (this.standby.standingBy !== undefined && name.startsWith(this.prefix)),
       pollIntervalMs: opts.pollIntervalMs ?? 500,
       reconcile: () => this.reconcile(),
       logger: this.log,
+    });
+    this.standby = new Standby({
+      dir: opts.devicePluginDir,
+      prefix: this.prefix,
+      configName: opts.config.metadata.name,
+      revision: opts.revision,
+      readNode: opts.readNode,
+      logger: this.log,
+      onChange: () => this.emit("standby", this.status()),
+      onOlderGone: () => this.reconciles.kick(),
     });
     this.reregistration = new Reregistration({
       retryBaseMs: opts.retryBaseMs ?? 100,
@@ -180,6 +146,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       lastRegistrationError: this.lastRegistrationError,
       registrationChangedAtMs: this.registrationChangedAtMs,
       kubeletRestarts: this.kubeletRestarts,
+      standingBy: this.standby.standingBy,
     };
   }
 
@@ -271,6 +238,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.cdiSpec?.stop();
     await this.podResources?.stop();
     await this.reconciles.settled();
+    this.standby.stop();
     const socketPath = this.status().socketPath;
     await this.endpoint?.close(1_000);
     this.endpoint = undefined;
@@ -354,6 +322,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       return;
     }
     this.kubeletAbsenceLogged = false;
+    if (this.socketName !== undefined && (await this.standby.check(this.socketName)) !== undefined) return;
     await this.registerOnce(kubeletId);
   }
 

@@ -397,6 +397,16 @@ describe("buildDeviceNodeState", () => {
       want: { state: "NotRegistered", since: T0 },
     },
     {
+      what: "standing by for an older instance (a Replace with the new plugin started ahead)",
+      registration: { registered: false, standingBy: true, since: T0, socket: "/dp/new.sock" },
+      want: { state: "StandingBy", since: T0, socket: "/dp/new.sock" },
+    },
+    {
+      what: "registered wins over a standby that has not been cleared yet",
+      registration: { registered: true, standingBy: true, since: T0 },
+      want: { state: "Registered", since: T0 },
+    },
+    {
       what: "a long error is bounded",
       registration: { registered: false, since: T0, lastError: "e".repeat(5000) },
       want: { state: "NotRegistered", since: T0, lastError: `${"e".repeat(1023)}…` },

@@ -6,7 +6,8 @@ import { configHash, PLUGIN_CONFIG_KEY } from "../../contract/plugin-config.js";
 import { buildInfo } from "../../version.js";
 import type { PluginRuntime } from "../runtime.js";
 import { ApiClient, inClusterCredentials, loadKubeconfig, type ApiCredentials } from "./api-client.js";
-import { NodeStateWriter, reportSourceOf, type ReportedRuntime } from "./writer.js";
+import { record } from "./json.js";
+import { NodeStateWriter, reportSourceOf, type ReportApi, type ReportedRuntime } from "./writer.js";
 
 export { ApiClient, ApiError, KubeconfigError, inClusterCredentials, loadKubeconfig } from "./api-client.js";
 export type { ApiCredentials, ApiRequest } from "./api-client.js";
@@ -44,8 +45,27 @@ export async function reportCredentials(
   return credentials;
 }
 
+/**
+ * The annotations of the plugin's own Node (GET /api/v1/nodes/<name>), for the standby decision: read once
+ * per older instance of the plugin found serving the node, never listed or watched.
+ */
+export async function readNodeAnnotations(
+  api: ReportApi,
+  nodeName: string,
+): Promise<Readonly<Record<string, string>>> {
+  const node = record(
+    await api.request({ method: "GET", path: `/api/v1/nodes/${encodeURIComponent(nodeName)}` }),
+  );
+  const annotations = record(record(node["metadata"])["annotations"]);
+  return Object.fromEntries(
+    Object.entries(annotations).filter((e): e is [string, string] => typeof e[1] === "string"),
+  );
+}
+
 export interface NodeReporterOptions {
   credentials: ApiCredentials;
+  /** The client to write through (and close on stop); one of its own when absent. */
+  client?: ApiClient;
   namespace: string;
   config: DevicePluginConfig;
   /** The config file as read: its hash is the one the operator puts on the plugin pods. */
@@ -67,7 +87,7 @@ export interface NodeReporter {
 
 /** A writer for the runtime's node, over a client for the given credentials. */
 export function createNodeReporter(opts: NodeReporterOptions): NodeReporter {
-  const client = new ApiClient(opts.credentials);
+  const client = opts.client ?? new ApiClient(opts.credentials);
   const { name, uid } = opts.config.metadata;
   const writer = new NodeStateWriter({
     api: client,

@@ -87,6 +87,8 @@ export interface NodeStateInput {
   configHash?: string;
   registration: {
     registered: boolean;
+    /** Serving but waiting for an older instance to go before registering (StandingBy). */
+    standingBy?: boolean;
     /** RFC 3339 time `registered` last changed. */
     since: string;
     lastError?: string;
@@ -217,7 +219,11 @@ export function buildDeviceNodeState(input: NodeStateInput): NodeStateReport {
     pluginVersion: input.pluginVersion,
     kubeletAPIVersion: input.kubeletAPIVersion,
     registration: {
-      state: registration.registered ? "Registered" : "NotRegistered",
+      state: registration.registered
+        ? "Registered"
+        : registration.standingBy === true
+          ? "StandingBy"
+          : "NotRegistered",
       since: registration.since,
       ...(registration.lastError !== undefined && registration.lastError !== ""
         ? { lastError: bounded(registration.lastError, MAX_ERROR) }

@@ -62,12 +62,14 @@ export function reportSourceOf(runtime: ReportedRuntime): ReportSource {
       runtime.on("registered", listener);
       runtime.on("unregistered", listener);
       runtime.on("registrationError", listener);
+      runtime.on("standby", listener);
       runtime.on("devices", listener);
       runtime.on("allocations", listener);
       return () => {
         runtime.off("registered", listener);
         runtime.off("unregistered", listener);
         runtime.off("registrationError", listener);
+        runtime.off("standby", listener);
         runtime.off("devices", listener);
         runtime.off("allocations", listener);
       };
@@ -363,6 +365,7 @@ export class NodeStateWriter {
         ? { registered: false, since: now, lastError: final.reason, socket: status.socketPath }
         : {
             registered: status.registered,
+            standingBy: status.standingBy !== undefined,
             since: new Date(status.registrationChangedAtMs).toISOString(),
             lastError: status.lastRegistrationError,
             socket: status.socketPath,
