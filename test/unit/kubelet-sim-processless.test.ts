@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { PluginMetrics } from "../../src/plugin-runtime/metrics.js";
 import type { ApiRequest } from "../../src/plugin-runtime/report/index.js";
 import { buildDeviceNodeState } from "../../src/plugin-runtime/report/index.js";
+import { nodeKeys, serializeNodeRecord } from "../../src/contract/node-upgrade.js";
 import { waitFor } from "../../tools/cluster/wait.js";
 import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
 import { desiredPluginPods } from "../../tools/kubelet-sim/plugin-pod.js";
@@ -154,10 +155,18 @@ function deviceManager(oneEndpointPerResource: boolean): SimulatedDeviceManager 
   return new SimulatedDeviceManager({ dir: "/nonexistent/device-plugins", oneEndpointPerResource });
 }
 
-/** The API requests of the plugins' report writers. */
-function recordingApi(): { requests: ApiRequest[]; request(req: ApiRequest): Promise<unknown> } {
+/** The API requests of the plugins (report writes, Node reads); a GET of the Node answers `node`. */
+function recordingApi(
+  node: () => Promise<unknown> = () => Promise.resolve({ metadata: { name: "node-1" } }),
+): { requests: ApiRequest[]; request(req: ApiRequest): Promise<unknown> } {
   const requests: ApiRequest[] = [];
-  return { requests, request: (req) => (requests.push(req), Promise.resolve({})) };
+  return {
+    requests,
+    request: (req) => {
+      requests.push(req);
+      return req.method === "GET" && req.path === "/api/v1/nodes/node-1" ? node() : Promise.resolve({});
+    },
+  };
 }
 
 function plugin(
@@ -165,8 +174,9 @@ function plugin(
   api: ReturnType<typeof recordingApi>,
   uid: string,
   others: () => ProcesslessPlugin[] = () => [],
+  env: Record<string, string> = ENV,
 ): ProcesslessPlugin {
-  const p = pod(ENV, uid);
+  const p = pod(env, uid);
   return new ProcesslessPlugin({
     spec: specOf(configText(MOCK), p),
     pod: p,
@@ -181,6 +191,8 @@ function plugin(
     allocatedDevices: () => 0,
     newerInstanceServes: (self) =>
       others().some((o) => o !== self && o.running && o.startedAtMs >= self.startedAtMs),
+    olderInstanceServing: (self) =>
+      others().find((o) => o !== self && o.serving && o.startedAtMs < self.startedAtMs),
   });
 }
 
@@ -269,6 +281,107 @@ describe("ProcesslessPlugin", () => {
       await next.stop();
       await dm.stop();
     }
+  });
+});
+
+describe("ProcesslessPlugin during a Replace with the new plugin started ahead", () => {
+  const STANDBY = {
+    metadata: {
+      annotations: {
+        [nodeKeys("gpus").upgrade]: serializeNodeRecord({ from: "r1", to: "r2", standby: true }),
+      },
+    },
+  };
+  const reads = (api: ReturnType<typeof recordingApi>): number =>
+    api.requests.filter((r) => r.method === "GET").length;
+
+  it.each([
+    {
+      case: "no older instance: registers, the Node not read",
+      older: false,
+      node: STANDBY,
+      standsBy: false,
+      reads: 0,
+    },
+    {
+      case: "an older instance and a standby record for its revision: stands by",
+      older: true,
+      node: STANDBY,
+      standsBy: true,
+      reads: 1,
+    },
+    {
+      case: "a record of another revision: registers beside it",
+      older: true,
+      node: {
+        metadata: {
+          annotations: {
+            [nodeKeys("gpus").upgrade]: serializeNodeRecord({ from: "r1", to: "r9", standby: true }),
+          },
+        },
+      },
+      standsBy: false,
+      reads: 1,
+    },
+    {
+      case: "the Node cannot be read: registers beside it",
+      older: true,
+      node: new Error("forbidden"),
+      standsBy: false,
+      reads: 1,
+    },
+  ])("$case", async ({ older, node, standsBy, reads: wantReads }) => {
+    const dm = deviceManager(true);
+    const api = recordingApi(() => (node instanceof Error ? Promise.reject(node) : Promise.resolve(node)));
+    const plugins: ProcesslessPlugin[] = [];
+    if (older) {
+      const old = plugin(dm, api, "pod-old", () => plugins, { ...ENV, DPO_REVISION: "r1" });
+      plugins.push(old);
+      await waitFor("the old plugin registered", () => old.isRegistered);
+    }
+    const next = plugin(dm, api, "pod-new", () => plugins, { ...ENV, DPO_REVISION: "r2" });
+    plugins.push(next);
+    await waitFor(
+      standsBy ? "the new plugin standing by, its report saying so" : "the new plugin registered",
+      (observe) => {
+        observe({ status: next.status(), report: lastStatus(api)?.registration });
+        return standsBy
+          ? next.status().standingBy !== undefined && lastStatus(api)?.registration.state === "StandingBy"
+          : next.isRegistered;
+      },
+      { timeoutMs: 5_000 },
+    );
+    expect(reads(api)).toBe(wantReads);
+    expect(dm.registrations.length).toBe(standsBy ? 1 : older ? 2 : 1);
+    for (const p of plugins) await p.stop();
+    await dm.stop();
+  });
+
+  it("registers once the older instance has stopped, never cut off", async () => {
+    const dm = deviceManager(true);
+    const api = recordingApi(() => Promise.resolve(STANDBY));
+    const plugins: ProcesslessPlugin[] = [];
+    const old = plugin(dm, api, "pod-old", () => plugins, { ...ENV, DPO_REVISION: "r1" });
+    plugins.push(old);
+    await waitFor("the old plugin registered", () => old.isRegistered);
+    const next = plugin(dm, api, "pod-new", () => plugins, { ...ENV, DPO_REVISION: "r2" });
+    plugins.push(next);
+    await waitFor("the new plugin standing by", () => next.status().standingBy !== undefined);
+    // As ProcesslessPlugins does when a pod's plugin has stopped.
+    await old.stop();
+    next.olderInstanceStopped();
+    await waitFor(
+      "the new plugin serving the resource",
+      () => next.isRegistered && dm.capacity(RESOURCE)?.allocatable === 2,
+      {
+        timeoutMs: 2_000,
+      },
+    );
+    expect(next.status().standingBy).toBeUndefined();
+    expect(dm.registrations).toHaveLength(2);
+    expect(reads(api)).toBe(1);
+    await next.stop();
+    await dm.stop();
   });
 });
 

@@ -1,17 +1,23 @@
 // One plugin pod of the processless mode: what its `dpo plugin` would do, without the process. It registers
-// with the node's simulated device manager in-process, streams its devices, answers Allocate, keeps its
-// DeviceNodeState with the plugin's own writer, and stops as the plugin does on SIGTERM.
+// with the node's simulated device manager in-process (or first stands by for an older instance, as the
+// plugin's Standby decides), streams its devices, answers Allocate, keeps its DeviceNodeState with the
+// plugin's own writer, and stops as the plugin does on SIGTERM.
 import type { V1Pod } from "@kubernetes/client-node";
 import { EventEmitter } from "node:events";
 import { join } from "node:path";
 import type { Logger } from "pino";
+import { standbyWanted } from "../../src/contract/node-upgrade.js";
 import type { PluginMetrics } from "../../src/plugin-runtime/metrics.js";
 import type {
   AllocateRequest,
   DevicePluginClient,
   DevicePluginOptions,
 } from "../../src/plugin-runtime/proto/index.js";
-import { NodeStateWriter, type ReportApi } from "../../src/plugin-runtime/report/index.js";
+import {
+  NodeStateWriter,
+  readNodeAnnotations,
+  type ReportApi,
+} from "../../src/plugin-runtime/report/index.js";
 import type { RuntimeStatus } from "../../src/plugin-runtime/runtime.js";
 import type { SimulatedDeviceManager } from "./device-manager.js";
 import {
@@ -48,6 +54,11 @@ export interface ProcesslessPluginSetup {
   allocatedDevices: () => number;
   /** Whether a plugin of the same resource started after this one still serves on the node. */
   newerInstanceServes: (plugin: ProcesslessPlugin) => boolean;
+  /**
+   * The newest plugin of the same resource started before this one that still serves on the node (its
+   * socket would be live), if any: the only case in which the plugin reads its Node to decide on standby.
+   */
+  olderInstanceServing: (plugin: ProcesslessPlugin) => ProcesslessPlugin | undefined;
 }
 
 let sequence = 0;
@@ -65,6 +76,12 @@ export class ProcesslessPlugin {
   private timer: NodeJS.Timeout | undefined;
   private shortStreams = 0;
   private stopping: Promise<void> | undefined;
+  /** Its ListAndWatch has ended and its socket is gone: what a newer instance standing by waits for. */
+  private ended = false;
+  /** The older instance's socket this one stands by for (Standby in the plugin). */
+  private standingBy: string | undefined;
+  /** What the Node's record said, per older instance (by its start): the Node is read once for each. */
+  private readonly standbyWanted = new Map<number, boolean>();
 
   constructor(private readonly setup: ProcesslessPluginSetup) {
     const { spec } = setup;
@@ -92,8 +109,7 @@ export class ProcesslessPlugin {
     });
     // The process starts, serves and registers; the report writer starts once it has (cli/plugin.ts).
     this.timer = setTimeout(() => {
-      this.register();
-      this.writer.start();
+      void this.registerOrStandBy().then(() => this.writer.start());
     }, setup.timing.startToRegisteredMs);
     this.timer.unref();
   }
@@ -108,6 +124,11 @@ export class ProcesslessPlugin {
 
   get isRegistered(): boolean {
     return this.registered;
+  }
+
+  /** Whether it still serves its socket (until its stop has ended ListAndWatch). */
+  get serving(): boolean {
+    return !this.ended && this.socketName !== undefined;
   }
 
   get resourceName(): string {
@@ -127,7 +148,13 @@ export class ProcesslessPlugin {
       lastRegistrationError: this.lastError,
       registrationChangedAtMs: this.registrationChangedAtMs,
       kubeletRestarts: 0,
+      standingBy: this.standingBy,
     };
+  }
+
+  /** An instance on the node stopped: one standing by looks again (the plugin's socket-removal event). */
+  olderInstanceStopped(): void {
+    if (this.standingBy !== undefined && this.running) void this.registerOrStandBy();
   }
 
   /** SIGTERM: the runtime stops (ListAndWatch ends) while the final report says NotRegistered. */
@@ -142,9 +169,54 @@ export class ProcesslessPlugin {
       this.stream = undefined;
       stream?.endFromPlugin();
       await final;
+      this.ended = true;
       this.setRegistered(false);
     })();
     return this.stopping;
+  }
+
+  /**
+   * Registers, unless an older instance serves the node and the node's upgrade record says this revision
+   * stands by (the plugin's Standby): then it serves, reports StandingBy, and registers once that
+   * instance has stopped. The Node is read only when an older instance serves, once per such instance;
+   * a failed read, no revision: registers.
+   */
+  private async registerOrStandBy(): Promise<void> {
+    const { spec, log } = this.setup;
+    const older = this.setup.olderInstanceServing(this);
+    if (older === undefined || spec.revision === undefined) return this.leaveStandby();
+    let wanted = this.standbyWanted.get(older.startedAtMs);
+    if (wanted === undefined) {
+      try {
+        const annotations = await readNodeAnnotations(this.setup.api, spec.nodeName);
+        wanted = standbyWanted(annotations, spec.config.name, spec.revision);
+      } catch (err) {
+        log.warn(
+          { err: (err as Error).message },
+          "processless plugin: cannot read the node's upgrade record",
+        );
+        wanted = false;
+      }
+      this.standbyWanted.set(older.startedAtMs, wanted);
+    }
+    // The older one may have stopped, or this one, while the Node was read.
+    if (!wanted || !older.serving || !this.running) return this.leaveStandby();
+    if (this.standingBy !== undefined) return;
+    this.socketName ??= processlessSocketName(this.resourceName, this.startedAtMs, sequence++);
+    this.standingBy = older.status().socketPath;
+    log.info({ olderInstance: this.standingBy }, "processless plugin: standing by");
+    this.changed();
+  }
+
+  private leaveStandby(): void {
+    if (this.standingBy !== undefined) {
+      this.setup.log.info(
+        { olderInstance: this.standingBy },
+        "processless plugin: registering after standing by",
+      );
+      this.standingBy = undefined;
+    }
+    this.register();
   }
 
   /** Register on a fresh socket, as the runtime does on start and after the kubelet dropped it. */

@@ -172,6 +172,18 @@ export class ProcesslessPlugins {
             r.plugin.resourceName === plugin.resourceName &&
             r.plugin.startedAtMs > plugin.startedAtMs,
         ),
+      olderInstanceServing: (plugin) =>
+        [...this.records(node.name).values()]
+          .map((r) => r.plugin)
+          .filter(
+            (p): p is ProcesslessPlugin =>
+              p !== undefined &&
+              p !== plugin &&
+              p.serving &&
+              p.resourceName === plugin.resourceName &&
+              p.startedAtMs < plugin.startedAtMs,
+          )
+          .sort((a, b) => b.startedAtMs - a.startedAtMs)[0],
     });
     return record;
   }
@@ -207,6 +219,8 @@ export class ProcesslessPlugins {
     if (record.plugin === undefined) return;
     await record.plugin.stop();
     this.options.notify.pluginExited(info(record));
+    // Its socket is gone: a plugin standing by for it registers now.
+    for (const other of this.records(record.node.name).values()) other.plugin?.olderInstanceStopped();
   }
 
   /**
