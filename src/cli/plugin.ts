@@ -24,7 +24,7 @@ import {
   type ApiCredentials,
   type NodeReporter,
 } from "../plugin-runtime/report/index.js";
-import { PluginRuntime } from "../plugin-runtime/runtime.js";
+import { PluginRuntime, type RuntimeStatus } from "../plugin-runtime/runtime.js";
 import {
   ENDPOINT_FLAGS,
   formatFlagHelp,
@@ -126,6 +126,25 @@ function podResourcesInterval(value: string | undefined): number {
     );
   }
   return Math.round(seconds * 1000);
+}
+
+/**
+ * /readyz of a device plugin: ready once registered. Standing by (a Replace with the new plugin started
+ * ahead) is not ready, and says for which older instance: the DaemonSet's rollout must not count it.
+ */
+export function registrationReadiness(
+  s: Pick<RuntimeStatus, "serving" | "registered" | "lastRegistrationError" | "standingBy">,
+): { ok: boolean; detail: string } {
+  if (s.standingBy !== undefined) {
+    return { ok: false, detail: `standing by: ${s.standingBy} serves the resource` };
+  }
+  const ok = s.serving && s.registered;
+  return {
+    ok,
+    detail: ok
+      ? "registered"
+      : `not registered${s.lastRegistrationError ? `: ${s.lastRegistrationError}` : ""}`,
+  };
 }
 
 const SHUTDOWN_BUDGET_MS = 5_000;
@@ -258,16 +277,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
         const error = runtime.publisher.error();
         return { ok: false, detail: `ResourceSlices not published${error ? `: ${error}` : ""}` };
       }
-      if (s.standingBy !== undefined) {
-        return { ok: false, detail: `standing by: ${s.standingBy} serves the resource` };
-      }
-      const ok = s.serving && s.registered;
-      return {
-        ok,
-        detail: ok
-          ? "registered"
-          : `not registered${s.lastRegistrationError ? `: ${s.lastRegistrationError}` : ""}`,
-      };
+      return registrationReadiness(s);
     },
     metrics: () => runtime.metrics.render(),
   };
