@@ -54,6 +54,8 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
   /** Identity of the kubelet.sock we registered with; undefined while not registered. */
   private registeredWith: string | undefined;
   private watcherRegistered = false;
+  /** The endpoint served now has no registration socket yet (watcher mode). */
+  private watcherServeDue = false;
   /** Version the kubelet accepted for the current registration; "" while not registered. */
   private negotiatedVersion = "";
   private lastRegistrationError: string | undefined;
@@ -297,7 +299,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       }
       this.setRegistered(false);
       await this.serveFreshSocket();
-      if (this.watcherRegistration) await this.watcherRegistration.serve();
+      this.watcherServeDue = this.watcherRegistration !== undefined;
     } else if (this.reregistration.pending) {
       const ownSocket = this.socketName === undefined ? undefined : join(dir, this.socketName);
       if (!(await this.reregistration.due(ownSocket))) return;
@@ -305,9 +307,15 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       // A Register answered after the kubelet had already ended the stream it opened still counted.
       this.setRegistered(false);
       await this.serveFreshSocket();
-      if (this.watcherRegistration) await this.watcherRegistration.serve();
+      this.watcherServeDue = this.watcherRegistration !== undefined;
     }
 
+    if (this.watcherServeDue && this.watcherRegistration) {
+      // The plugin watcher registers any registration socket that appears: standing by, serve none yet.
+      if (this.socketName !== undefined && (await this.standby.check(this.socketName)) !== undefined) return;
+      await this.watcherRegistration.serve();
+      this.watcherServeDue = false;
+    }
     if (this.opts.registration !== "kubelet" || this.registeredWith !== undefined) return;
     if (kubeletId === undefined) {
       // At info, once per absence: a plugin that never registers is most often a kubelet directory
