@@ -332,6 +332,8 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.kubeletAbsenceLogged = false;
     if (this.socketName !== undefined && (await this.standby.check(this.socketName)) !== undefined) return;
     await this.registerOnce(kubeletId);
+    // Leaving standby is news only if the registration that follows failed (it emits its own change).
+    if (this.standby.takeLeft() && !this.status().registered) this.emit("standby", this.status());
   }
 
   /**

@@ -175,8 +175,8 @@ describe("a plugin started ahead during a Replace", () => {
         },
         { timeoutMs: 5_000, intervalMs: 5 },
       );
-      // (NotRegistered may come between, for the moment between standing by and the kubelet's answer.)
-      expect(states[0]).toBe("StandingBy");
+      // Nothing in between: the operator reads StandingBy, then Registered.
+      expect(states).toEqual(["StandingBy", "Registered"]);
       // Never cut off: the old stream's end reached the kubelet before the new registration.
       await new Promise((r) => setTimeout(r, 600));
       expect(servedBy(n, fresh)).toBe(true);

@@ -70,7 +70,7 @@ export interface StandbyOptions {
   /** Without one (outside a cluster) it never stands by. */
   readNode: ReadNodeAnnotations | undefined;
   logger: Logger;
-  /** Whether standing by changed (the report and the probe follow it). */
+  /** It started standing by (the report and the probe follow it); leaving: see takeLeft. */
   onChange: () => void;
   /** The older instance stopped accepting connections: time to look again (a reconcile). */
   onOlderGone: () => void;
@@ -86,6 +86,8 @@ export class Standby {
   private readonly wanted = new Map<string, boolean>();
   private current: string | undefined;
   private readFailureLogged = false;
+  /** It stopped standing by since takeLeft last asked. */
+  private left = false;
   /** A connection held to the older socket: its end says at once that the older instance is gone. */
   private held: { path: string; session: ClientHttp2Session } | undefined;
 
@@ -121,6 +123,17 @@ export class Standby {
     }
     const older = standbyFor(live, this.wanted);
     return this.settle(older === undefined ? undefined : join(this.opts.dir, older.name));
+  }
+
+  /**
+   * Whether it stopped standing by since the last call. Leaving is not reported through onChange: the
+   * registration that follows reports itself, and a report in between would say NotRegistered for a
+   * moment; the caller reports it when that registration fails.
+   */
+  takeLeft(): boolean {
+    const left = this.left;
+    this.left = false;
+    return left;
   }
 
   /** Stops watching the older instance (the plugin stops). */
@@ -160,13 +173,15 @@ export class Standby {
         { olderInstance: older, revision: this.opts.revision },
         "standing by: an older instance of the plugin serves the resource and the node's upgrade record says to wait for it",
       );
-    } else if (was !== undefined) {
+      this.left = false;
+      this.opts.onChange();
+    } else {
       this.opts.logger.info(
         { olderInstance: was },
         "the older instance is gone; registering after standing by",
       );
+      this.left = true;
     }
-    this.opts.onChange();
     return older;
   }
 
