@@ -239,6 +239,21 @@ async function upgradeOnce(mode: "process" | "processless"): Promise<Seen> {
     await reports.stop();
     await nodes.stop();
     await custom.deleteClusterCustomObject({ ...GROUP, name: config }).catch(() => undefined);
+    // Both modes' configs serve one resource name: a pod of this one still on a node when the next mode
+    // starts would be played there too, and on the older kubelets its end cuts the next config's plugin
+    // off (kubernetes #121994), a dip the comparison would count. Gone before the simulator stops.
+    await waitFor(
+      `${mode}: the config's plugin pods gone`,
+      async (observe) => {
+        const pods = await core.listNamespacedPod({
+          namespace: NAMESPACE,
+          labelSelector: `${LABEL_CONFIG}=${configLabelValue(config)}`,
+        });
+        observe(pods.items.map((p) => `${p.metadata?.name} on ${p.spec?.nodeName}`));
+        return pods.items.length === 0;
+      },
+      { timeoutMs: 120_000, intervalMs: 500 },
+    );
     await sim.stop();
   }
 }
