@@ -107,16 +107,7 @@ export function podIsPresent(pod: V1Pod): boolean {
   return pod.status?.phase !== "Succeeded" && pod.status?.phase !== "Failed";
 }
 
-/** The report of `revision` on the node that a live pod of that revision wrote, if it says Registered. */
-function registeredReport(
-  reports: readonly DeviceNodeState[],
-  revision: string,
-  livePods: readonly V1Pod[],
-): DeviceNodeState | undefined {
-  return reportIn(reports, revision, livePods, "Registered");
-}
-
-/** The report of `revision` in registration state `state`, written by one of its live pods. */
+/** The report of `revision` on the node in registration state `state`, written by a live pod of `pods`. */
 function reportIn(
   reports: readonly DeviceNodeState[],
   revision: string,
@@ -233,8 +224,8 @@ export function observeNode(node: V1Node, view: MoveView | undefined, input: Rol
   const reports = view.reports.get(name) ?? [];
   const oldPods = pods.filter((p) => ownedBy(p, move.base));
   const newPods = pods.filter((p) => ownedBy(p, move.target));
-  const newReport = registeredReport(reports, revisionOfDaemonSet(move.target), newPods.filter(podIsLive));
-  const oldReport = registeredReport(reports, revisionOfDaemonSet(move.base), oldPods.filter(podIsLive));
+  const newReport = reportIn(reports, view.targetRevision, newPods, "Registered");
+  const oldReport = reportIn(reports, view.baseRevision, oldPods, "Registered");
   const judged = newReport ?? oldReport;
   const record: Partial<NodeRecord> = recordOf(node, view) ?? {};
   const membership = membershipOf(node, view);
