@@ -387,8 +387,12 @@ describe("GitOps health of a DevicePluginConfig through its life, from the real 
     writeFileSync(entrypoint, "setInterval(() => undefined, 1 << 30);\n");
     sim.addImage(broken, entrypoint);
     const from = history.seen.length;
+    // strategy Replace: the old plugin leaves before the broken one starts, so taking the node back is a
+    // rollback with a phase of its own (RollingBack while the old pod comes back). Under Auto these kubelets
+    // (v1.35) start the new plugin beside the old one, standing by, and a rollback ends within one pass.
     await patch(NAME, [
       { op: "add", path: "/spec/plugin/image", value: broken },
+      { op: "add", path: "/spec/upgrade/strategy", value: "Replace" },
       { op: "add", path: "/spec/upgrade/progressDeadlineSeconds", value: 10 },
       { op: "add", path: "/spec/upgrade/autoRollback", value: false },
     ]);
