@@ -211,6 +211,25 @@ describe("spec.plugin.env", () => {
     expect(applied.exitCode, `accepted: ${applied.stdout}`).not.toBe(0);
     expect(applied.stderr).toContain('.spec.plugin.env: duplicate entries for key [name="TZ"]');
   });
+
+  it("names a repeat beside the items' own errors, and a name's second appearance only, as dpo validate does", async () => {
+    const manifest = fixture(validDir, "mock-plugin-pod.yaml");
+    const plugin = manifest.spec.plugin as { env: unknown[] };
+    plugin.env = [{ name: "TZ" }, { value: "x" }, { name: "TZ" }, { name: "TZ" }];
+    expect(validateDevicePluginConfig(manifest)).toMatchObject({
+      ok: false,
+      errors: [
+        { path: "spec.plugin.env[1].name", message: "must be set" },
+        { path: "spec.plugin.env[2]", message: "must not repeat the name TZ" },
+      ],
+    });
+    const created = await strictCreate(manifest);
+    if (created.exitCode === 0) createdConfigs.add(manifest.metadata.name);
+    expect(created.exitCode, `accepted: ${created.stdout}`).not.toBe(0);
+    expect(created.stderr).toContain("spec.plugin.env[1].name: Required value");
+    expect(created.stderr).toContain("spec.plugin.env[2]: Duplicate value");
+    expect(created.stderr).not.toContain("spec.plugin.env[3]");
+  });
 });
 
 describe("resourceName", () => {

@@ -201,6 +201,38 @@ describe("spec.plugin's pod fields: what is refused, naming the field", () => {
       errors: [{ path: "spec.plugin.env[1]", message: "must not repeat the name TZ" }],
     },
     {
+      // The API server checks the keys beside every other problem, and names a value's second appearance only.
+      what: "an env name three times, beside an item without a name and too many items",
+      plugin: {
+        env: [
+          { name: "TZ" },
+          { value: "x" },
+          { name: "TZ" },
+          { name: "TZ" },
+          ...Array.from({ length: 62 }, (_, i) => ({ name: `V${i}` })),
+        ],
+      },
+      errors: [
+        { path: "spec.plugin.env[1].name", message: "must be set" },
+        { path: "spec.plugin.env", message: "must have at most 64 items" },
+        { path: "spec.plugin.env[2]", message: "must not repeat the name TZ" },
+      ],
+    },
+    {
+      what: "two env items without a name",
+      plugin: { env: [{ value: "a" }, { value: "b" }] },
+      errors: [
+        { path: "spec.plugin.env[0].name", message: "must be set" },
+        { path: "spec.plugin.env[1].name", message: "must be set" },
+        { path: "spec.plugin.env[1]", message: "must not repeat the name (no name)" },
+      ],
+    },
+    {
+      what: "an env item that is not an object, which the API server names alone",
+      plugin: { env: [{ name: "TZ" }, "TZ", { name: "TZ" }] },
+      errors: [expect.objectContaining({ path: "spec.plugin.env[1]" }) as FieldError],
+    },
+    {
       what: "valueFrom, which only literal values replace",
       plugin: { env: [{ name: "TOKEN", valueFrom: { secretKeyRef: { name: "s", key: "k" } } }] },
       errors: [{ path: "spec.plugin.env[0].valueFrom", message: "unknown field" }],

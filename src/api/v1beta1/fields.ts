@@ -36,6 +36,39 @@ export function listOf<T extends z.ZodType>(item: T, max: number) {
 }
 
 /**
+ * The uniqueness check of a list keyed by one field (`x-kubernetes-list-type: map`), as the API server makes
+ * it, for `.superRefine(...uniqueKeys(...))`: it runs even when items are invalid (the API server checks the
+ * keys beside every other problem), an item without the key counts as one more key value, and only the
+ * second appearance of a value is named. When an item is not an object, the API server names that item
+ * alone, and so does the item schema: no duplicates are named then.
+ */
+export function uniqueKeys(
+  key: string,
+  message: (value: unknown) => string,
+): [
+  (items: unknown[], ctx: z.RefinementCtx<unknown[]>) => void,
+  { when: (payload: z.core.ParsePayload) => boolean },
+] {
+  const unspecified = Symbol("unspecified");
+  const check = (items: unknown[], ctx: z.RefinementCtx<unknown[]>): void => {
+    if (items.some((item) => item !== null && (typeof item !== "object" || Array.isArray(item)))) return;
+    const times = new Map<unknown, number>();
+    items.forEach((item, index) => {
+      const record = item as Record<string, unknown> | null;
+      const raw = record !== null && Object.hasOwn(record, key) ? record[key] : unspecified;
+      // Compound values compare by their JSON, as the API server compares them.
+      const value = typeof raw === "object" && raw !== null ? `\u0000${JSON.stringify(raw)}` : raw;
+      const seen = times.get(value) ?? 0;
+      times.set(value, seen + 1);
+      if (seen !== 1) return;
+      const shown = raw === unspecified ? `(no ${key})` : raw;
+      ctx.addIssue({ code: "custom", path: [index], message: message(shown) });
+    });
+  };
+  return [check, { when: (payload) => Array.isArray(payload.value) }];
+}
+
+/**
  * A map whose keys are at most `maxKey` characters. A structural schema cannot bound map keys, so the CRD
  * carries a CEL rule over them, which names the map and lets every other check run; a zod key schema
  * would name the key as a field and stop the checks of the enclosing object, so the keys are checked here

@@ -1,7 +1,7 @@
 // The plugin pod's own settings in spec.plugin: image pull Secrets and policy, RuntimeClass, annotations, env.
 import { z } from "zod";
 import { celRules, listMapKeys } from "./cel.crd.js";
-import { DNS_SUBDOMAIN, listOf } from "./fields.js";
+import { DNS_SUBDOMAIN, listOf, uniqueKeys } from "./fields.js";
 
 /** A Secret or RuntimeClass name: a lowercase DNS subdomain of at most 253 characters. */
 const dnsSubdomainName = (example: string) =>
@@ -154,15 +154,7 @@ export const EnvVarSchema = z
 
 /** The plugin container's extra env: a list keyed by name (a name once), so server-side apply merges it by name. */
 export const EnvSchema = listOf(EnvVarSchema, MAX_ENV)
-  .superRefine((env, ctx) => {
-    const seen = new Set<string>();
-    env.forEach((e, i) => {
-      if (seen.has(e.name)) {
-        ctx.addIssue({ code: "custom", path: [i], message: `must not repeat the name ${e.name}` });
-      }
-      seen.add(e.name);
-    });
-  })
+  .superRefine(...uniqueKeys("name", (name) => `must not repeat the name ${String(name)}`))
   .meta(listMapKeys("name"));
 
 export const IMAGE_PULL_SECRETS_DESCRIPTION =
