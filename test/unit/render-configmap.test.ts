@@ -80,6 +80,16 @@ describe("renderPluginConfigMap", () => {
     expect(loaded.value.metadata).toEqual({ name: "example-foo", uid: "uid-1" });
   });
 
+  it.each([" \n", "\n \n4😽a)*éa%z日wJY中B89[wG\u0000(@u8:中", "line\n  indented\n"])(
+    "gives the plugin the env value %j exactly as the config holds it",
+    (value) => {
+      const c = config((input) => void (input.spec.plugin = { env: [{ name: "X", value }] }));
+      const loaded = loadDevicePluginConfig(renderPluginConfigData(c)["config.yaml"]!);
+      if (!loaded.ok) throw new Error(JSON.stringify(loaded.errors));
+      expect(loaded.value.spec.plugin.env).toEqual([{ name: "X", value }]);
+    },
+  );
+
   it("writes the same text for the same spec whatever the key order", () => {
     const a = config();
     const reordered = DevicePluginConfigSchema.parse({

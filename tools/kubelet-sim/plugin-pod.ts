@@ -2,9 +2,10 @@
 // process's args and env, and the plugin config with host paths moved into a simulated node's tree.
 import type { V1Container, V1EnvVar, V1Pod } from "@kubernetes/client-node";
 import { posix } from "node:path";
-import { parse, stringify } from "yaml";
+import { parse } from "yaml";
 import { loadDevicePluginConfig } from "../../src/api/validate.js";
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
+import { stringifyExact } from "../../src/api/yaml-text.js";
 import { LABEL_CONFIG } from "../../src/contract/names.js";
 import { LABEL_REVISION } from "../../src/operator/render/names.js";
 
@@ -290,7 +291,7 @@ export function simulatedPluginConfigText(text: string, hostPath: (path: string)
   set("devFS", "root", mapped.devFS?.root);
   set("pci", "sysfsRoot", mapped.pci?.sysfsRoot);
   set("pci", "devRoot", mapped.pci?.devRoot);
-  return stringify(raw, { sortMapEntries: true });
+  return stringifyExact(raw, { sortMapEntries: true });
 }
 
 /**

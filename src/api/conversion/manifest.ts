@@ -12,6 +12,7 @@ import {
   type ParsedNode,
 } from "yaml";
 import { validateAnyVersion, withoutNullFields, type FieldError } from "../validate.js";
+import { documentTextExact } from "../yaml-text.js";
 import type { V1ALPHA1_API_VERSION } from "../v1alpha1/config.js";
 import { API_VERSION, GROUP, KIND } from "../v1beta1/config.js";
 import { toV1alpha1, toV1beta1, type AlphaObject, type BetaObject } from "./convert.js";
@@ -233,7 +234,7 @@ export function convertManifests(text: string, to: TargetApiVersion): ConvertMan
     }
     warnings.push(...result.warnings);
     rewrite(doc, result.value, to);
-    chunks.push(doc.toString({ lineWidth: 0 }));
+    chunks.push(documentTextExact(doc, { lineWidth: 0 }));
     converted++;
   });
   if (problems.length > 0) return { ok: false, documents: docs.length, problems };

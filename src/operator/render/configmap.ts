@@ -1,7 +1,7 @@
 // Renders the plugin ConfigMap of a DevicePluginConfig: the manifest `dpo plugin --config` reads, and its hash.
 import type { V1ConfigMap } from "@kubernetes/client-node";
-import { stringify } from "yaml";
 import { API_VERSION, KIND, type DevicePluginConfig } from "../../api/v1beta1/config.js";
+import { stringifyExact } from "../../api/yaml-text.js";
 import { configHash, PLUGIN_CONFIG_KEY } from "../../contract/plugin-config.js";
 import type { RenderContext } from "./context.js";
 import { configOwnerReference, LABEL_REVISION, pluginLabels, revisionObjectName } from "./names.js";
@@ -33,7 +33,7 @@ export function renderPluginConfigData(config: DevicePluginConfig): Record<strin
     metadata: { name: config.metadata.name, uid: config.metadata.uid },
     spec,
   };
-  return { [PLUGIN_CONFIG_KEY]: stringify(manifest, { sortMapEntries: true }) };
+  return { [PLUGIN_CONFIG_KEY]: stringifyExact(manifest, { sortMapEntries: true }) };
 }
 
 /** The hash the plugin pods of a config carry when they run its current spec. */
