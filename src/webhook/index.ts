@@ -6,6 +6,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { DEVICE_PLUGIN_CONFIG_CRD_NAME } from "../api/crd.js";
+import { SUPPORTED_API_VERSIONS } from "../api/validate.js";
 import type { EventRecorder } from "../kube/events.js";
 import type { Counter, Gauge, Histogram } from "../observability/metrics.js";
 import { WebhookCertificates } from "./cert-controller.js";
@@ -21,6 +22,16 @@ export interface ConversionWebhookMetrics {
   readonly conversionDuration: Histogram;
   /** When the certificate served expires (seconds since the epoch), for the certificate-expiry alert. */
   readonly webhookCertificateExpiry?: Gauge;
+}
+
+/**
+ * The `to` label of a review: a version dpo serves, or "other". Whoever reaches the port chooses the desired
+ * version, so a label taken from it as sent would grow /metrics and the heap with every made-up string.
+ */
+export function reviewVersionLabel(desiredAPIVersion: string | undefined): string {
+  return (SUPPORTED_API_VERSIONS as readonly (string | undefined)[]).includes(desiredAPIVersion)
+    ? desiredAPIVersion!
+    : "other";
 }
 
 /** When a PEM certificate (the first of a chain) expires, in seconds since the epoch; undefined if unreadable. */
@@ -69,7 +80,7 @@ export async function startConversionWebhook(opts: ConversionWebhookOptions): Pr
     port: opts.address.port,
     logger,
     onReview: (outcome, seconds) => {
-      const to = outcome.desiredAPIVersion ?? "unknown";
+      const to = reviewVersionLabel(outcome.desiredAPIVersion);
       metrics?.conversionReviews.inc({ to, result: outcome.review.response.result.status });
       metrics?.conversionObjects.inc({ to }, outcome.objects);
       metrics?.conversionDuration.observe(seconds);
