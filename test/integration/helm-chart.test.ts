@@ -8,7 +8,13 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
-import type { V1Container, V1Job, V1Service } from "@kubernetes/client-node";
+import type {
+  V1Container,
+  V1Deployment,
+  V1Job,
+  V1NetworkPolicySpec,
+  V1Service,
+} from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments, stringify } from "yaml";
 import { diffRenderings, objectKey, type KubeObject } from "../../tools/manifests/compare.js";
@@ -227,6 +233,41 @@ describe("charts/dpo rendered", () => {
     expect(find<KubeObject>(labelled, "PrometheusRule", "dpo").metadata.labels?.release).toBe("prometheus");
   });
 
+  it("with networkPolicy.enabled, renders config/default with the network-policy component", async () => {
+    expect((await renderChart()).objects.filter((o) => o.kind === "NetworkPolicy")).toEqual([]);
+    const overlayDir = await mkdtemp(join(tmpdir(), "dpo-helm-network-policy-"));
+    try {
+      await writeFile(
+        join(overlayDir, "kustomization.yaml"),
+        stringify({
+          apiVersion: "kustomize.config.k8s.io/v1beta1",
+          kind: "Kustomization",
+          resources: [relative(overlayDir, join(configDir, "default"))],
+          components: [relative(overlayDir, join(configDir, "components", "network-policy"))],
+        }),
+      );
+      const kustomize = withoutNamespace(await renderKustomize(overlayDir));
+      const chart = await renderChart(["networkPolicy.enabled=true"]);
+      expect(diffRenderings(kustomize, withoutHelmLabels(chart.objects))).toEqual([]);
+      // The policy selects the operator's pods and names ports the operator's container has.
+      const policy = find<KubeObject & { spec: V1NetworkPolicySpec }>(
+        chart.objects,
+        "NetworkPolicy",
+        "dpo-operator",
+      );
+      const deployment = find<V1Deployment & KubeObject>(chart.objects, "Deployment", "dpo-operator");
+      expect(deployment.spec?.template.metadata?.labels).toMatchObject(
+        policy.spec.podSelector?.matchLabels ?? {},
+      );
+      const containerPorts = deployment.spec?.template.spec?.containers[0]?.ports?.map((p) => p.name);
+      const policyPorts = policy.spec.ingress?.flatMap((rule) => rule.ports?.map((p) => p.port) ?? []);
+      expect(policyPorts).toEqual(["webhook", "metrics", "health"]);
+      expect(containerPorts).toEqual(expect.arrayContaining(policyPorts ?? []));
+    } finally {
+      await rm(overlayDir, { recursive: true, force: true });
+    }
+  });
+
   it("renders the Grafana dashboard ConfigMap only when metrics.dashboard.enabled, holding dashboards/dpo.json", async () => {
     expect((await renderChart()).objects.filter((o) => o.metadata.name === "dpo-grafana-dashboard")).toEqual(
       [],
@@ -284,6 +325,7 @@ describe("charts/dpo on the API server", () => {
   const EVERY_BUILT_IN_VALUE = [
     ...INSTALL_VALUES,
     "crds.upgrade=true",
+    "networkPolicy.enabled=true",
     "imagePullSecrets[0]=regcred",
     "priorityClassName=system-cluster-critical",
     "podLabels.team=gpu",

@@ -90,6 +90,16 @@ spec:
           annotations:
             summary: "{{ $labels.pod }} is down"
 `,
+  "config/components/network-policy/kustomization.yaml": `apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+resources: [network-policy.yaml]
+`,
+  "config/components/network-policy/network-policy.yaml": `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: dpo-operator
+  namespace: dpo-system
+`,
   "config/samples/kustomization.yaml": `${KUSTOMIZATION}resources: [sample.yaml]\n`,
   "config/samples/sample.yaml": `apiVersion: dpo.dev/v1beta1
 kind: DevicePluginConfig

@@ -264,6 +264,12 @@ export function renderChartFiles(repoRoot: string): Map<string, string> {
       defaultLabels: false,
       labelsValue: ".Values.metrics.prometheusRule.labels",
     },
+    // Inert where nothing enforces NetworkPolicy, and the webhook rule may need the control plane's addresses.
+    {
+      dir: "config/components/network-policy",
+      condition: ".Values.networkPolicy.enabled",
+      defaultLabels: false,
+    },
   ];
   for (const source of sources) {
     const allowed = source.dir === "config/components/cert-manager" ? ["patches"] : [];
