@@ -1,6 +1,5 @@
 // `dpo plugin`: runs the device-plugin runtime for one DevicePluginConfig on this node.
 import { readFile } from "node:fs/promises";
-import { loadDevicePluginConfig } from "../api/validate.js";
 import { DEFAULT_CDI_DIR } from "../cdi/spec.js";
 import {
   DEVICE_PLUGINS_DIR,
@@ -9,6 +8,7 @@ import {
   POD_RESOURCES_DIR,
   POD_RESOURCES_SOCKET_NAME,
 } from "../contract/kubelet-paths.js";
+import { readPluginConfig } from "../contract/plugin-config.js";
 import { REGISTRATION_MODES, type RegistrationMode } from "../contract/registration.js";
 import { createLogger, type LogLevelName } from "../observability/log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
@@ -182,7 +182,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     process.stderr.write(`dpo: cannot read --config ${configPath}: ${(err as Error).message}\n`);
     return 2;
   }
-  const loaded = loadDevicePluginConfig(text);
+  const loaded = readPluginConfig(text);
   if (!loaded.ok) {
     process.stderr.write(
       `dpo: invalid config ${configPath}:\n` +
@@ -210,6 +210,13 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     resource: config.spec.resourceName,
     node: nodeName,
   });
+  if (loaded.ignored.length > 0) {
+    // A newer operator wrote fields for newer plugins that this one may serve without (docs/upgrade.md).
+    logger.warn(
+      { ignored: loaded.ignored },
+      "config fields this plugin does not know, marked optional, ignored",
+    );
+  }
 
   let credentials: ApiCredentials | undefined;
   try {

@@ -1,9 +1,9 @@
 // `dpo probe`: what a config's backend discovers on this machine (devices, attributes, health, problems),
 // so a node can be checked before a plugin is rolled out to it. Touches no kubelet socket.
 import { readFile } from "node:fs/promises";
-import { loadDevicePluginConfig } from "../api/validate.js";
 import type { DevicePluginConfig } from "../api/v1beta1/config.js";
 import { pino } from "pino";
+import { readPluginConfig } from "../contract/plugin-config.js";
 import { createBackend } from "../plugin-runtime/backends/index.js";
 import type { PhysicalDevice } from "../plugin-runtime/devices/types.js";
 import { formatFlagHelp, resolveFlags, UsageError, type FlagSpec } from "./flags.js";
@@ -102,7 +102,7 @@ export async function runProbeCommand(argv: readonly string[]): Promise<number> 
     process.stderr.write(`dpo: cannot read --config ${path}: ${(err as Error).message}\n`);
     return 2;
   }
-  const loaded = loadDevicePluginConfig(text);
+  const loaded = readPluginConfig(text);
   if (!loaded.ok) {
     process.stderr.write(
       `dpo: invalid config ${path}:\n${loaded.errors.map((e) => `${path}: ${e.path}: ${e.message}`).join("\n")}\n`,

@@ -261,15 +261,34 @@ export interface LoaderVerdict {
 }
 
 /** What the plugin makes of an object the API server stored; `dpoSpec` is dpo validate's defaulted spec. */
-/** A spec without what only the operator reads (see renderPluginConfigData). */
+/** A spec without what only the operator and the kubelet act on (see pluginSpecOf). */
 function pluginsPart(spec: object): Record<string, unknown> {
   const {
     upgrade: _upgrade,
     nodeSelectorTerm: _nodeSelectorTerm,
     priority: _priority,
+    plugin,
+    dra,
     ...rest
   } = spec as Record<string, unknown>;
-  return rest;
+  const {
+    imagePullSecrets: _imagePullSecrets,
+    imagePullPolicy: _imagePullPolicy,
+    runtimeClassName: _runtimeClassName,
+    podAnnotations: _podAnnotations,
+    env: _env,
+    ...pluginRead
+  } = (plugin ?? {}) as Record<string, unknown>;
+  const out: Record<string, unknown> = { ...rest, plugin: pluginRead };
+  if (dra !== undefined) {
+    const { deviceClass, ...draRest } = dra as Record<string, unknown>;
+    const { extendedResourceName: _extendedResourceName, ...deviceClassRead } = (deviceClass ?? {}) as Record<
+      string,
+      unknown
+    >;
+    out["dra"] = deviceClass === undefined ? draRest : { ...draRest, deviceClass: deviceClassRead };
+  }
+  return out;
 }
 
 export function judgeLoader(stored: JsonObject, dpoSpec: unknown): LoaderVerdict {
@@ -289,8 +308,8 @@ export function judgeLoader(stored: JsonObject, dpoSpec: unknown): LoaderVerdict
       problems: [`the plugin refuses its rendered config: ${fieldErrors(loaded.errors)}`],
     };
   }
-  // spec.upgrade, nodeSelectorTerm and priority are the operator's: the rendered config leaves them out,
-  // and the plugin reads them defaulted.
+  // spec.upgrade, targeting, the pod's own settings and the DeviceClass's extended resource are the
+  // operator's and the kubelet's: the rendered config leaves them out, and the plugin reads them defaulted.
   const rendered = pluginsPart(operator.value.spec);
   const read = pluginsPart(loaded.value.spec);
   if (!jsonEqual(read, rendered)) {

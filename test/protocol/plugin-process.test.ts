@@ -79,6 +79,57 @@ describe("dpo plugin", () => {
     expect(existsSync(dir)).toBe(false);
   });
 
+  it("serves a config from a newer operator without the fields it marks optional, and refuses any other", async () => {
+    const tmp = tempDir("newer");
+    cleanups.push(tmp.cleanup);
+    const dir = join(tmp.dir, "dp");
+    const kubelet = new SimulatedDeviceManager({ dir });
+    await kubelet.start();
+    cleanups.push(() => kubelet.stop());
+    const write = (name: string, optional: string) => {
+      const path = join(tmp.dir, name);
+      writeFileSync(
+        path,
+        [
+          "apiVersion: dpo.dev/v1beta1",
+          "kind: DevicePluginConfig",
+          `metadata: { name: newer, annotations: { dpo.dev/plugin-optional-fields: "${optional}" } }`,
+          "spec:",
+          `  resourceName: ${RESOURCE}`,
+          "  backend: { type: Mock, mock: { devices: 2, idPrefix: foo } }",
+          "  plugin: { logLevel: info, logFormat: json }",
+        ].join("\n"),
+      );
+      return path;
+    };
+    const flags = ["--device-plugin-dir", dir, "--metrics-addr", "0", "--health-addr", "0"];
+
+    const refused = start(["plugin", "--config", write("unmarked.yaml", "spec.futureHint"), ...flags]);
+    expect((await refused.exited).code).toBe(1);
+    expect(refused.stderr.join("")).toContain("spec.plugin.logFormat: unknown field");
+    expect(kubelet.resources.get(RESOURCE)).toBeUndefined();
+
+    const r = start(["plugin", "--config", write("marked.yaml", "spec.plugin.logFormat"), ...flags], {
+      NODE_NAME: "node-n",
+    });
+    await waitFor(
+      "the plugin to register with a config whose optional field it does not know",
+      (observe) => {
+        const cur = kubelet.resources.get(RESOURCE);
+        observe({
+          connected: cur?.connected,
+          stdout: r.stdout.join("").slice(-500),
+          stderr: r.stderr.join(""),
+        });
+        return cur?.connected && cur.devices.length === 2 ? cur : undefined;
+      },
+      { timeoutMs: 15_000, intervalMs: 20 },
+    );
+    expect(logEvents(r)).toContainEqual(
+      expect.objectContaining({ level: "warn", ignored: ["spec.plugin.logFormat"] }),
+    );
+  });
+
   it("rejects an unknown flag and a bad registration mode with exit 2", async () => {
     const bad = start(["plugin", "--config", "x.yaml", "--registration", "magic"]);
     expect((await bad.exited).code).toBe(2);

@@ -80,15 +80,50 @@ describe("renderPluginConfigMap", () => {
     expect(loaded.value.metadata).toEqual({ name: "example-foo", uid: "uid-1" });
   });
 
+  // A free-text field the plugin reads (env, the fuzzer's first find, now reaches the pod through its template).
   it.each([" \n", "\n \n4😽a)*éa%z日wJY中B89[wG\u0000(@u8:中", "line\n  indented\n"])(
-    "gives the plugin the env value %j exactly as the config holds it",
+    "gives the plugin the attribute value %j exactly as the config holds it",
     (value) => {
-      const c = config((input) => void (input.spec.plugin = { env: [{ name: "X", value }] }));
+      const c = config((input) => void (input.spec.backend.mock!.attributes = { x: value }));
       const loaded = loadDevicePluginConfig(renderPluginConfigData(c)["config.yaml"]!);
       if (!loaded.ok) throw new Error(JSON.stringify(loaded.errors));
-      expect(loaded.value.spec.plugin.env).toEqual([{ name: "X", value }]);
+      expect(loaded.value.spec.backend.mock?.attributes).toEqual({ x: value });
     },
   );
+
+  it("leaves out what only the operator and the kubelet act on, so an older plugin reads the rest", () => {
+    const plain = renderPluginConfigData(config());
+    const withPodFields = config((input) => {
+      input.spec.plugin = {
+        imagePullSecrets: [{ name: "regcred" }],
+        imagePullPolicy: "Always",
+        runtimeClassName: "nvidia",
+        podAnnotations: { "example.com/team": "a" },
+        env: [{ name: "X", value: "1" }],
+      };
+      input.spec.publish = "DRA";
+      input.spec.sharing = { strategy: "None" };
+      input.spec.dra = { deviceClass: { extendedResourceName: "example.com/other" } };
+    });
+    const text = renderPluginConfigData(withPodFields)["config.yaml"]!;
+    for (const field of [
+      "imagePullSecrets",
+      "imagePullPolicy",
+      "runtimeClassName",
+      "podAnnotations",
+      "env",
+      "extendedResourceName",
+    ]) {
+      expect(text).not.toContain(field);
+    }
+    const withoutThem = config((input) => {
+      input.spec.publish = "DRA";
+      input.spec.sharing = { strategy: "None" };
+      input.spec.dra = {};
+    });
+    expect(text).toBe(renderPluginConfigData(withoutThem)["config.yaml"]);
+    expect(text).not.toBe(plain["config.yaml"]);
+  });
 
   it("writes the same text for the same spec whatever the key order", () => {
     const a = config();
