@@ -24,6 +24,7 @@ import { Reregistration } from "./registration/reregistration.js";
 import { Standby } from "./registration/standby.js";
 import {
   fileIdentity,
+  monotonicStartMs,
   removeStaleSockets,
   socketFileName,
   socketPath,
@@ -46,6 +47,8 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
   private readonly resourceName: string;
   private readonly prefix: string;
   private readonly startedAtMs = Date.now();
+  /** This instance's place among the plugin's instances on the node (socket names): not the wall clock. */
+  private readonly instanceStartMs = monotonicStartMs();
   private sequence = 0;
 
   private endpoint: DevicePluginEndpoint | undefined;
@@ -218,7 +221,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     if (this.opts.registration === "watcher") {
       this.watcherRegistration = new PluginWatcherRegistration({
         registryDir: this.opts.pluginsRegistryDir,
-        socketName: () => socketFileName(this.prefix, this.startedAtMs, ++this.sequence, "-reg.sock"),
+        socketName: () => socketFileName(this.prefix, this.instanceStartMs, ++this.sequence, "-reg.sock"),
         resourceName: this.resourceName,
         endpointPath: () => this.status().socketPath ?? "",
         supportedVersions: SUPPORTED_KUBELET_API_VERSIONS,
@@ -377,7 +380,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       }),
       onStreamsEnded: ({ lastedMs }) => this.onStreamsEnded(endpoint, lastedMs),
     });
-    const name = socketFileName(this.prefix, this.startedAtMs, ++this.sequence);
+    const name = socketFileName(this.prefix, this.instanceStartMs, ++this.sequence);
     await endpoint.listen(socketPath(this.opts.devicePluginDir, name));
     this.endpoint = endpoint;
     this.socketName = name;

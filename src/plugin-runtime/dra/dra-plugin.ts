@@ -18,7 +18,14 @@ import {
   draV1beta1,
 } from "../proto/index.js";
 import { PluginWatcherRegistration } from "../registration/plugin-watcher.js";
-import { removeStaleSockets, socketFileName, socketPath, socketPrefix } from "../registration/sockets.js";
+import {
+  monotonicStartMs,
+  nextSocketSequence,
+  removeStaleSockets,
+  socketFileName,
+  socketPath,
+  socketPrefix,
+} from "../registration/sockets.js";
 import { refuseMalformed, tolerantDefinition } from "../server/malformed.js";
 import type { ClaimReference, DraResourceClaim, ResourceClaimGetter } from "./claim.js";
 import { ClaimOverlap } from "./claim-overlap.js";
@@ -48,16 +55,6 @@ export const DEFAULT_CLAIM_READ_TIMEOUT_MS = 20_000;
 export const MAX_CLAIMS_PER_REQUEST = 1_024;
 /** The DRA socket's name starts with this; the directory is the driver's own. */
 export const DRA_SOCKET_PREFIX = "dra-";
-
-/**
- * Socket sequence numbers count across the process, not per plugin: two plugins of one driver created in
- * the same millisecond of one process (tests; a restart in place) still get names of their own, and the
- * later one is the newer instance.
- */
-let socketSequence = 0;
-function nextSocketSequence(): number {
-  return ++socketSequence;
-}
 
 export interface DraPluginOptions {
   /** The DRA driver name (a DNS subdomain, e.g. `foo.example.com`): registration name and CDI vendor. */
@@ -110,7 +107,8 @@ export class DraPlugin {
   private readonly pluginDir: string;
   private readonly registryDir: string;
   private readonly cdiDir: string;
-  private readonly startedAtMs = Date.now();
+  /** This instance's place among the driver's instances on the node (socket names): not the wall clock. */
+  private readonly startedAtMs = monotonicStartMs();
   private server: grpc.Server | undefined;
   private endpointPath: string | undefined;
   private registration: PluginWatcherRegistration | undefined;
