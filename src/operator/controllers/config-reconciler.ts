@@ -18,6 +18,7 @@ import {
   type SlimResourceSlice,
 } from "../status/index.js";
 import { extendedResourceMapping, extendedResourceNameChoice } from "../status/extended-resource.js";
+import { RecordClock } from "../upgrade/record-clock.js";
 import {
   INDEX_BY_CONFIG,
   soonest,
@@ -48,7 +49,11 @@ export class ConfigReconciler {
   private readonly statusWrites: StatusWrites;
 
   constructor(deps: ConfigReconcilerDeps) {
-    this.deps = { ...deps, now: deps.now ?? (() => new Date()) };
+    this.deps = {
+      ...deps,
+      now: deps.now ?? (() => new Date()),
+      recordClock: deps.recordClock ?? new RecordClock(),
+    };
     this.statusWrites = new StatusWrites(this.deps, deps.statusWriteIntervalMs ?? 500);
   }
 
