@@ -1139,3 +1139,20 @@ describe("decideRollout judges a record's age on the operator's monotonic clock"
     expect(m.clock.size).toBe(2);
   });
 });
+
+describe("RecordClock", () => {
+  it("measures from the first sight of a stamp, starts again for a new stamp or upgrade, and keeps one entry per field", () => {
+    let ms = 0;
+    const clock = new RecordClock(() => ms);
+    expect(clock.forPass("foo").seen("a", "r2", "startedAt", 111)).toBe(0);
+    ms = 50;
+    const pass = clock.forPass("foo");
+    expect(pass.now).toBe(50);
+    expect(pass.seen("a", "r2", "startedAt", 111)).toBe(0);
+    expect(pass.seen("a", "r2", "startedAt", 222)).toBe(50);
+    ms = 60;
+    expect(clock.forPass("foo").seen("a", "r3", "startedAt", 222)).toBe(60);
+    expect(clock.forPass("bar").seen("a", "r3", "startedAt", 222)).toBe(60);
+    expect(clock.size).toBe(2);
+  });
+});

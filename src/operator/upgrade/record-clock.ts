@@ -29,10 +29,10 @@ function processMonotonicMs(): number {
 
 /**
  * When this operator first saw each record stamp, per config, node and field. An entry is replaced when
- * the stamp or the upgrade changes, so there is at most one per node, config and field.
+ * the stamp or the upgrade changes, so there is at most one per config, node and field, however many rollouts ran.
  */
 export class RecordClock {
-  private readonly firstSeen = new Map<string, { stamp: number; at: number }>();
+  private readonly firstSeen = new Map<string, { to: string; stamp: number; at: number }>();
 
   constructor(private readonly monotonicMs: () => number = processMonotonicMs) {}
 
@@ -42,10 +42,10 @@ export class RecordClock {
     return {
       now,
       seen: (node, to, field, stamp) => {
-        const key = JSON.stringify([config, node, to, field]);
+        const key = JSON.stringify([config, node, field]);
         const entry = this.firstSeen.get(key);
-        if (entry !== undefined && entry.stamp === stamp) return entry.at;
-        this.firstSeen.set(key, { stamp, at: now });
+        if (entry !== undefined && entry.to === to && entry.stamp === stamp) return entry.at;
+        this.firstSeen.set(key, { to, stamp, at: now });
         return now;
       },
     };
