@@ -29,7 +29,7 @@ function processMonotonicMs(): number {
 
 /**
  * When this operator first saw each record stamp, per config, node and field. An entry is replaced when
- * the stamp or the upgrade changes, so there is at most one per config, node and field, however many rollouts ran.
+ * the stamp or the upgrade changes, so there is one per config, node and field however many rollouts ran.
  */
 export class RecordClock {
   private readonly firstSeen = new Map<string, { to: string; stamp: number; at: number }>();
