@@ -1,5 +1,13 @@
 // Keeps the CDI spec of the plugin's devices on disk: every physical device a CDI name can point at,
 // written again on every device change and, after a failed write, with backoff until one succeeds.
+//
+// One file per kind, whichever instance of the plugin writes it: during an overlapping upgrade the old
+// and the new instance describe the same devices under the same names, and a runtime drops a name that
+// two spec files of one kind define, so a file per instance would leave neither resolvable (and the old
+// one's file must outlive it for its containers' restarts). Instead only the newest live instance writes
+// (the order of handover.ts); an older one leaves the file alone while a newer one runs, so it never puts
+// back its own, older device list over the newer one's, and writes again once the newer one is gone (a
+// rollback deletes it).
 import type { Logger } from "pino";
 import { CdiSpecWriter, cdiSpecFileName, type CdiDevice } from "../cdi/index.js";
 import { backoffDelayMs } from "../kube/backoff.js";
@@ -8,6 +16,8 @@ import type { DeviceSetSnapshot } from "./devices/device-set.js";
 
 /** Backoff of a failed CDI spec write. */
 const CDI_RETRY = { baseMs: 1_000, maxMs: 60_000 };
+/** How often an instance that leaves the file to a newer one looks whether that one is still live. */
+const DEFAULT_NEWER_POLL_MS = 2_000;
 
 export interface CdiSpecSyncOptions {
   /** Where the spec goes (default /var/run/cdi in the runtime). */
@@ -17,6 +27,10 @@ export interface CdiSpecSyncOptions {
   backend: DeviceBackend;
   /** The devices now, for a retry. */
   devices: () => DeviceSetSnapshot;
+  /** Whether a newer instance of the plugin serves on the node: it writes the spec then, not this one. */
+  newerInstanceLive?: () => Promise<boolean>;
+  /** How often to look again while a newer instance writes (default 2 s). */
+  newerPollMs?: number;
   logger: Logger;
 }
 
@@ -28,6 +42,8 @@ export class CdiSpecSync {
   /** Failed writes since the last one that succeeded. */
   private failures = 0;
   private stopped = false;
+  /** The last write was left to a newer instance. */
+  private leftToNewer = false;
 
   constructor(private readonly opts: CdiSpecSyncOptions) {
     this.log = opts.logger;
@@ -57,6 +73,7 @@ export class CdiSpecSync {
   async write(snap: DeviceSetSnapshot): Promise<void> {
     const writer = this.writer;
     if (writer === undefined || this.stopped) return;
+    if (await this.newerWrites()) return;
     const devices: CdiDevice[] = snap.physical.map((d) => ({
       name: d.id,
       containerEdits: this.opts.backend.cdiContainerEdits(d.id) ?? {},
@@ -64,7 +81,8 @@ export class CdiSpecSync {
     clearTimeout(this.retryTimer);
     try {
       await writer.write(this.opts.kind, devices);
-      if (this.failures > 0) this.log.info({ path: writer.path }, "CDI spec written");
+      if (this.failures > 0 || this.leftToNewer) this.log.info({ path: writer.path }, "CDI spec written");
+      this.leftToNewer = false;
       this.failures = 0;
     } catch (err) {
       // Containers whose Allocate named these devices cannot start until the spec is there: try again
@@ -77,6 +95,31 @@ export class CdiSpecSync {
       this.retryTimer = setTimeout(() => void this.write(this.opts.devices()), retryInMs);
       this.retryTimer.unref();
     }
+  }
+
+  /** True when a newer instance writes the spec: then this one looks again later, and writes once it is gone. */
+  private async newerWrites(): Promise<boolean> {
+    const live = this.opts.newerInstanceLive;
+    if (live === undefined) return false;
+    let newer: boolean;
+    try {
+      newer = await live();
+    } catch (err) {
+      // Not knowing, write: a spec of older devices is better than none.
+      this.log.warn({ err: String(err) }, "cannot look for a newer instance; writing the CDI spec");
+      return false;
+    }
+    if (!newer || this.stopped) return newer;
+    if (!this.leftToNewer)
+      this.log.info("a newer instance of the plugin writes the CDI spec; leaving it alone");
+    this.leftToNewer = true;
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(
+      () => void this.write(this.opts.devices()),
+      this.opts.newerPollMs ?? DEFAULT_NEWER_POLL_MS,
+    );
+    this.retryTimer.unref();
+    return true;
   }
 
   /** No write from now on; a pending retry is dropped. */

@@ -20,6 +20,7 @@ import { ReconcileTrigger } from "./reconcile-trigger.js";
 import { KUBELET_API_VERSION, KUBELET_SOCKET_NAME, SUPPORTED_KUBELET_API_VERSIONS } from "./proto/index.js";
 import { registerRequest, registerWithKubelet } from "./registration/kubelet-registration.js";
 import { acceptedWatcherVersion, PluginWatcherRegistration } from "./registration/plugin-watcher.js";
+import { NewerInstanceProbe } from "./registration/handover.js";
 import { Reregistration } from "./registration/reregistration.js";
 import { Standby } from "./registration/standby.js";
 import {
@@ -100,6 +101,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
         kind: spec.cdi.kind ?? spec.resourceName,
         backend,
         devices: () => this.devices.snapshot(),
+        newerInstanceLive: () => this.newerInstanceLive(),
         logger: this.log,
       });
     }
@@ -385,6 +387,16 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     this.endpoint = endpoint;
     this.socketName = name;
     this.log.info({ socket: name }, "serving DevicePlugin");
+    // Older instances see this one from now on and leave the CDI spec to it: the write at start may
+    // have come before one of theirs.
+    void this.cdiSpec?.write(this.devices.snapshot());
+  }
+
+  /** Whether a newer instance of this plugin serves on the node (handover.ts); false until this one serves. */
+  private async newerInstanceLive(): Promise<boolean> {
+    const own = this.status().socketPath;
+    if (own === undefined) return false;
+    return (await new NewerInstanceProbe(this.prefix, own).newerLiveInstance()) !== undefined;
   }
 
   private async registerOnce(kubeletId: string): Promise<void> {
