@@ -44,6 +44,7 @@ export class CdiSpecSync {
   private stopped = false;
   /** The last write was left to a newer instance. */
   private leftToNewer = false;
+  private pollTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly opts: CdiSpecSyncOptions) {
     this.log = opts.logger;
@@ -73,6 +74,7 @@ export class CdiSpecSync {
   async write(snap: DeviceSetSnapshot): Promise<void> {
     const writer = this.writer;
     if (writer === undefined || this.stopped) return;
+    if (this.pollTimer === undefined) this.pollNewer();
     if (await this.newerWrites()) return;
     const devices: CdiDevice[] = snap.physical.map((d) => ({
       name: d.id,
@@ -97,7 +99,7 @@ export class CdiSpecSync {
     }
   }
 
-  /** True when a newer instance writes the spec: then this one looks again later, and writes once it is gone. */
+  /** Whether a newer instance writes the spec now; says so in the log once per time it does. */
   private async newerWrites(): Promise<boolean> {
     const live = this.opts.newerInstanceLive;
     if (live === undefined) return false;
@@ -109,22 +111,39 @@ export class CdiSpecSync {
       this.log.warn({ err: String(err) }, "cannot look for a newer instance; writing the CDI spec");
       return false;
     }
-    if (!newer || this.stopped) return newer;
-    if (!this.leftToNewer)
+    if (newer && !this.leftToNewer)
       this.log.info("a newer instance of the plugin writes the CDI spec; leaving it alone");
-    this.leftToNewer = true;
-    clearTimeout(this.retryTimer);
-    this.retryTimer = setTimeout(
-      () => void this.write(this.opts.devices()),
-      this.opts.newerPollMs ?? DEFAULT_NEWER_POLL_MS,
-    );
-    this.retryTimer.unref();
-    return true;
+    if (newer) this.leftToNewer = true;
+    return newer;
+  }
+
+  /**
+   * Looks for a newer instance every newerPollMs for as long as this one runs: when none is live and the
+   * file is not what this one last wrote (a newer one wrote it and is gone, however briefly it ran), this
+   * one writes its own devices again at once, whether or not they changed meanwhile (a rollback to fewer
+   * devices would leave names it hands out undefined). A readdir and a read of the spec each time, and a
+   * connect only while a newer socket is there.
+   */
+  private pollNewer(): void {
+    if (this.opts.newerInstanceLive === undefined || this.stopped) return;
+    this.pollTimer = setTimeout(() => {
+      void (async () => {
+        if (!(await this.newerWrites()) && (this.leftToNewer || !(await this.holdsOwn())))
+          await this.write(this.opts.devices());
+        this.pollNewer();
+      })();
+    }, this.opts.newerPollMs ?? DEFAULT_NEWER_POLL_MS);
+    this.pollTimer.unref();
+  }
+
+  private async holdsOwn(): Promise<boolean> {
+    return (await this.writer?.holdsLastWritten()) ?? true;
   }
 
   /** No write from now on; a pending retry is dropped. */
   stop(): void {
     this.stopped = true;
     clearTimeout(this.retryTimer);
+    clearTimeout(this.pollTimer);
   }
 }

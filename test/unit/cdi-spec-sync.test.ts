@@ -85,3 +85,44 @@ describe("CdiSpecSync with an older and a newer instance of one plugin", () => {
     expect(devicesInFile()).toEqual(["foo-0"]);
   });
 });
+
+describe("CdiSpecSync after a newer instance wrote while nothing changed here", () => {
+  it("writes its own devices again once the newer one is gone, with no device change to trigger it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dpo-cdi-sync-"));
+    let newerLive = false;
+    const sync = (devices: DeviceSetSnapshot, live: () => Promise<boolean>): CdiSpecSync =>
+      new CdiSpecSync({
+        dir,
+        kind: KIND,
+        backend,
+        devices: () => devices,
+        logger: pino({ level: "silent" }),
+        newerPollMs: 5,
+        newerInstanceLive: live,
+      });
+    const older = sync(snapshot("foo-0", "foo-1", "foo-2"), () => Promise.resolve(newerLive));
+    const newer = sync(snapshot("foo-0"), () => Promise.resolve(false));
+    try {
+      const inFile = (): string =>
+        (
+          JSON.parse(readFileSync(join(dir, "vendor.example-foo.json"), "utf8")) as {
+            devices: { name: string }[];
+          }
+        ).devices
+          .map((d) => d.name)
+          .join(",");
+      await older.write(snapshot("foo-0", "foo-1", "foo-2"));
+      newerLive = true;
+      await newer.write(snapshot("foo-0"));
+      expect(inFile()).toBe("foo-0");
+      // A rollback deletes the newer instance, whose spec names fewer devices than this one hands out.
+      newer.stop();
+      newerLive = false;
+      await waitUntil("the older instance's devices in the spec", () => inFile() === "foo-0,foo-1,foo-2");
+    } finally {
+      older.stop();
+      newer.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
