@@ -87,6 +87,14 @@ export class CdiSpecWriter {
     return this.serialized(() => this.removeOwn());
   }
 
+  /** False when the file no longer holds what this writer last wrote: another writer replaced or removed it. */
+  holdsLastWritten(): Promise<boolean> {
+    return this.serialized(async () => {
+      if (this.lastWritten === undefined) return true;
+      return (await readFile(this.path, "utf8").catch(() => undefined)) === this.lastWritten;
+    });
+  }
+
   private async removeOwn(): Promise<void> {
     if (this.lastWritten === undefined) return;
     const current = await readFile(this.path, "utf8").catch(() => undefined);

@@ -9,9 +9,11 @@ import {
   configsForConfig,
   configsForDeviceClass,
   configsForNode,
+  configsSharingCdiKind,
   configsSharingResource,
   nodeChangeMatters,
   ownerConfigName,
+  specCdiKind,
   specResourceName,
 } from "./controllers/mapping.js";
 import type { OperatorInformers } from "./informers.js";
@@ -39,6 +41,8 @@ export function wireConfigEvents(
     enqueue(cur.metadata?.name);
     enqueueAll(configsSharingResource(configs, specResourceName(old)));
     enqueueAll(configsSharingResource(configs, specResourceName(cur)));
+    enqueueAll(configsSharingCdiKind(configs, specCdiKind(old)));
+    enqueueAll(configsSharingCdiKind(configs, specCdiKind(cur)));
   });
   configs.onDelete((c) => enqueueAll(configsForConfig(configs, c)));
 

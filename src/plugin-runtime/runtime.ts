@@ -20,10 +20,12 @@ import { ReconcileTrigger } from "./reconcile-trigger.js";
 import { KUBELET_API_VERSION, KUBELET_SOCKET_NAME, SUPPORTED_KUBELET_API_VERSIONS } from "./proto/index.js";
 import { registerRequest, registerWithKubelet } from "./registration/kubelet-registration.js";
 import { acceptedWatcherVersion, PluginWatcherRegistration } from "./registration/plugin-watcher.js";
+import { NewerInstanceProbe } from "./registration/handover.js";
 import { Reregistration } from "./registration/reregistration.js";
 import { Standby } from "./registration/standby.js";
 import {
   fileIdentity,
+  monotonicStartMs,
   removeStaleSockets,
   socketFileName,
   socketPath,
@@ -46,6 +48,8 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
   private readonly resourceName: string;
   private readonly prefix: string;
   private readonly startedAtMs = Date.now();
+  /** This instance's place among the plugin's instances on the node (socket names): not the wall clock. */
+  private readonly instanceStartMs = monotonicStartMs();
   private sequence = 0;
 
   private endpoint: DevicePluginEndpoint | undefined;
@@ -97,6 +101,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
         kind: spec.cdi.kind ?? spec.resourceName,
         backend,
         devices: () => this.devices.snapshot(),
+        newerInstanceLive: () => this.newerInstanceLive(),
         logger: this.log,
       });
     }
@@ -218,7 +223,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     if (this.opts.registration === "watcher") {
       this.watcherRegistration = new PluginWatcherRegistration({
         registryDir: this.opts.pluginsRegistryDir,
-        socketName: () => socketFileName(this.prefix, this.startedAtMs, ++this.sequence, "-reg.sock"),
+        socketName: () => socketFileName(this.prefix, this.instanceStartMs, ++this.sequence, "-reg.sock"),
         resourceName: this.resourceName,
         endpointPath: () => this.status().socketPath ?? "",
         supportedVersions: SUPPORTED_KUBELET_API_VERSIONS,
@@ -377,11 +382,21 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       }),
       onStreamsEnded: ({ lastedMs }) => this.onStreamsEnded(endpoint, lastedMs),
     });
-    const name = socketFileName(this.prefix, this.startedAtMs, ++this.sequence);
+    const name = socketFileName(this.prefix, this.instanceStartMs, ++this.sequence);
     await endpoint.listen(socketPath(this.opts.devicePluginDir, name));
     this.endpoint = endpoint;
     this.socketName = name;
     this.log.info({ socket: name }, "serving DevicePlugin");
+    // Older instances see this one from now on and leave the CDI spec to it: the write at start may
+    // have come before one of theirs.
+    void this.cdiSpec?.write(this.devices.snapshot());
+  }
+
+  /** Whether a newer instance of this plugin serves on the node (handover.ts); false until this one serves. */
+  private async newerInstanceLive(): Promise<boolean> {
+    const own = this.status().socketPath;
+    if (own === undefined) return false;
+    return (await new NewerInstanceProbe(this.prefix, own).newerLiveInstance()) !== undefined;
   }
 
   private async registerOnce(kubeletId: string): Promise<void> {

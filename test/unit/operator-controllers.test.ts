@@ -139,6 +139,20 @@ describe("which configs an event concerns", () => {
     expect(configsForConfig(configs, stored("gone", {}))).toEqual(["gone"]);
   });
 
+  it("a config change concerns the configs writing CDI specs of its kind too", () => {
+    const cdi = (name: string, resourceName: string, c: Record<string, unknown>) => ({
+      ...stored(name, {}),
+      spec: { resourceName, cdi: c },
+    });
+    const writers = [
+      cdi("x", "v.example/x", { enabled: true, kind: "v.example/k" }),
+      cdi("y", "v.example/k", { enabled: true }),
+      cdi("z", "v.example/z", { enabled: false, kind: "v.example/k" }),
+    ];
+    const lookup = { list: () => writers, get: (n: string) => writers.find((w) => w.metadata?.name === n) };
+    expect(configsForConfig(lookup as never, writers[0]!)).toEqual(["x", "x", "x", "y"]);
+  });
+
   it("a label value finds its config, also through a long name's hashed value", () => {
     expect(configForLabel(configs, "gpu")).toBe("gpu");
     expect(configLabelValue(longName)).not.toBe(longName);

@@ -395,6 +395,50 @@ describe("ConfigReconciler", () => {
     expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "ResourceNameConflict" });
   });
 
+  it("gives the newer of two configs writing CDI specs of one kind no DaemonSet and Stalled CDIKindConflict", async () => {
+    const t = setup();
+    const cdi = { enabled: true, kind: "vendor.example/gpu" };
+    t.configs.put(config("old", "2026-01-01T00:00:00Z", { resourceName: "vendor.example/foo", cdi }));
+    t.configs.put(config("new", "2026-01-02T00:00:00Z", { resourceName: "vendor.example/bar", cdi }));
+    await t.reconciler.reconcile("new");
+    expect(t.applied.filter((a) => a.kind !== "status")).toEqual([]);
+    const status = t.applied.find((a) => a.kind === "status")!.status;
+    expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "CDIKindConflict" });
+    expect(condition(status, "Stalled")?.message).toMatch(
+      /^spec\.cdi\.kind: CDI kind vendor\.example\/gpu is already the kind of DevicePluginConfig old\b.*no DaemonSet until then$/,
+    );
+    // The older one keeps the kind and runs.
+    await t.reconciler.reconcile("old");
+    expect(t.applied.filter((a) => a.kind !== "status").length).toBeGreaterThan(0);
+  });
+
+  it("runs two configs of one CDI kind whose node selectors cannot meet, and a kind left to default", async () => {
+    const t = setup();
+    const cdi = { enabled: true, kind: "vendor.example/gpu" };
+    t.configs.put(
+      config("old", "2026-01-01T00:00:00Z", {
+        resourceName: "vendor.example/foo",
+        cdi,
+        nodeSelector: { pool: "a" },
+      }),
+    );
+    t.configs.put(
+      config("new", "2026-01-02T00:00:00Z", {
+        resourceName: "vendor.example/bar",
+        cdi,
+        nodeSelector: { pool: "b" },
+      }),
+    );
+    t.configs.put(
+      config("own", "2026-01-03T00:00:00Z", { resourceName: "vendor.example/baz", cdi: { enabled: true } }),
+    );
+    for (const name of ["new", "own"]) {
+      await t.reconciler.reconcile(name);
+      const status = t.applied.filter((a) => a.kind === "status").at(-1)!.status;
+      expect(condition(status, "Stalled"), name).not.toMatchObject({ status: "True" });
+    }
+  });
+
   it("reports an apply the API server refuses as Stalled ApplyFailed, and retries transient errors", async () => {
     const t = setup();
     t.configs.put(config("foo", "2026-01-01T00:00:00Z"));

@@ -20,9 +20,13 @@ import {
 const PREFIX = socketPrefix("example.com/gpu");
 const CONFIG = "gpus";
 
-/** A socket name as an instance started at `ms` in process `pid` names it (socketFileName). */
+/** A socket name as an instance started at `ms` (monotonic) in process `pid` names it (socketFileName). */
 function name(ms: number, pid: number, sequence = 1, prefix = PREFIX): string {
-  return `${prefix}${ms.toString(36)}-${pid.toString(36)}-${sequence}.sock`;
+  return `${prefix}m${ms.toString(36).padStart(8, "0")}-${pid.toString(36)}-${sequence}.sock`;
+}
+/** A socket name of an earlier release: its start is a wall-clock time, unmarked. */
+function wallClockName(ms: number, pid: number, sequence = 1): string {
+  return `${PREFIX}${ms.toString(36)}-${pid.toString(36)}-${sequence}.sock`;
 }
 const key = (startedAtMs: number, pid: number, sequence = 1): InstanceKey => ({ startedAtMs, pid, sequence });
 
@@ -36,6 +40,11 @@ describe("olderInstanceSockets", () => {
       case: "the same millisecond: the lower pid is older",
       names: [name(2000, 3), name(2000, 9)],
       want: [name(2000, 3)],
+    },
+    {
+      case: "an earlier release's wall-clock start is older, however late",
+      names: [wallClockName(1_763_950_000_123, 7), wallClockName(1000, 9)],
+      want: [wallClockName(1_763_950_000_123, 7), wallClockName(1000, 9)],
     },
     {
       case: "newest first, other resources and files ignored",

@@ -1,7 +1,12 @@
 // Two configs advertising one resource on overlapping nodes: the older runs, the newer yields.
 import type { V1Node } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { findResourceNameConflicts, type ConflictCandidate } from "../../src/operator/status/conflicts.js";
+import {
+  cdiKindConflict,
+  findResourceNameConflicts,
+  type CdiKindCandidate,
+  type ConflictCandidate,
+} from "../../src/operator/status/conflicts.js";
 
 function cfg(
   name: string,
@@ -115,5 +120,73 @@ describe("findResourceNameConflicts", () => {
     },
   ])("$case", ({ configs, nodes, want }) => {
     expect(Object.fromEntries(findResourceNameConflicts(configs, nodes))).toEqual(want);
+  });
+});
+
+describe("cdiKindConflict", () => {
+  const writer = (
+    name: string,
+    created: string,
+    resourceName: string,
+    cdi: { enabled: boolean; kind?: string },
+    extra: { nodeSelector?: Record<string, string>; priority?: number; publish?: string } = {},
+  ): CdiKindCandidate => ({
+    metadata: { name, creationTimestamp: created },
+    spec: { resourceName, nodeSelector: extra.nodeSelector ?? {}, cdi, ...extra },
+  });
+  const kind = { enabled: true, kind: "vendor.example/gpu" };
+
+  it.each([
+    {
+      case: "an older config of another resource with the kind",
+      other: writer("a", T1, "v.example/a", kind),
+      yields: "a",
+    },
+    { case: "a newer one", other: writer("a", T3, "v.example/a", kind), yields: undefined },
+    {
+      case: "a higher priority, newer",
+      other: writer("a", T3, "v.example/a", kind, { priority: 5 }),
+      yields: "a",
+    },
+    {
+      case: "an older one whose kind defaults to its resource name",
+      other: writer("a", T1, "vendor.example/gpu", { enabled: true }),
+      yields: "a",
+    },
+    {
+      case: "an older one with CDI off",
+      other: writer("a", T1, "v.example/a", { ...kind, enabled: false }),
+      yields: undefined,
+    },
+    {
+      case: "an older one publishing DRA",
+      other: writer("a", T1, "v.example/a", kind, { publish: "DRA" }),
+      yields: undefined,
+    },
+    {
+      case: "an older one on disjoint nodes",
+      other: writer("a", T1, "v.example/a", kind, { nodeSelector: { pool: "other" } }),
+      yields: undefined,
+    },
+    {
+      case: "an older one of the same resource (resolveResourceNames' job)",
+      other: writer("a", T1, "v.example/b", kind),
+      yields: undefined,
+    },
+  ])("$case: yields to $yields", ({ other, yields }) => {
+    const self = writer("b", T2, "v.example/b", kind, { nodeSelector: { pool: "gpu" } });
+    expect(cdiKindConflict(self, [self, other])?.conflictWith).toBe(yields);
+  });
+
+  it("names the field, the kind and the other config, and says when the kind was defaulted", () => {
+    const older = writer("a", T1, "v.example/a", { enabled: true, kind: "v.example/b" });
+    const conflict = cdiKindConflict(writer("b", T2, "v.example/b", { enabled: true }), [older]);
+    expect(conflict).toEqual({
+      conflictWith: "a",
+      conflictReason: "CDIKindConflict",
+      conflictMessage: expect.stringMatching(
+        /^spec\.cdi\.kind \(defaulted to spec\.resourceName\): CDI kind v\.example\/b is already the kind of DevicePluginConfig a,/,
+      ) as unknown,
+    });
   });
 });

@@ -9,6 +9,8 @@ import { revisionObjectName } from "../render/index.js";
 import { revisionOfDaemonSet } from "../upgrade/daemonset-state.js";
 import {
   aggregateStatus,
+  cdiKindConflict,
+  cdiSpecKindOf,
   configSeries,
   invalidSpecStatus,
   pluginRunsOnNode,
@@ -18,6 +20,7 @@ import {
   type SlimResourceSlice,
 } from "../status/index.js";
 import { extendedResourceMapping, extendedResourceNameChoice } from "../status/extended-resource.js";
+import { RecordClock } from "../upgrade/record-clock.js";
 import {
   INDEX_BY_CONFIG,
   soonest,
@@ -48,7 +51,11 @@ export class ConfigReconciler {
   private readonly statusWrites: StatusWrites;
 
   constructor(deps: ConfigReconcilerDeps) {
-    this.deps = { ...deps, now: deps.now ?? (() => new Date()) };
+    this.deps = {
+      ...deps,
+      now: deps.now ?? (() => new Date()),
+      recordClock: deps.recordClock ?? new RecordClock(),
+    };
     this.statusWrites = new StatusWrites(this.deps, deps.statusWriteIntervalMs ?? 500);
   }
 
@@ -188,7 +195,15 @@ export class ConfigReconciler {
       const r = validateDevicePluginConfig(other);
       if (r.ok && r.value.spec.resourceName === config.spec.resourceName) valid.push(r.value);
     }
-    return resolveResourceNames(valid, nodes).get(name)!;
+    const resolution = resolveResourceNames(valid, nodes).get(name)!;
+    if (resolution.conflictWith !== undefined || cdiSpecKindOf(config.spec) === undefined) return resolution;
+    // Configs of other resource names only matter if they write a CDI spec too: only those are validated.
+    const writers = this.deps.configs
+      .list()
+      .filter((other) => other.metadata?.name !== name && (other.spec as { cdi?: unknown } | undefined)?.cdi)
+      .map((other) => validateDevicePluginConfig(other))
+      .flatMap((r) => (r.ok ? [r.value] : []));
+    return { ...resolution, ...cdiKindConflict(config, writers) };
   }
 }
 

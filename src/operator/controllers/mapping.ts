@@ -122,11 +122,36 @@ export function configsSharingResource(configs: ConfigLookup, resourceName: stri
 }
 
 /**
- * A config and those sharing its resource name: what a change to that config concerns. With many
- * configs, not every change wakes every config.
+ * The kind of the CDI spec a stored spec's plugin writes (cdiSpecKindOf), read without validating the
+ * whole spec; undefined when it writes none.
+ */
+export function specCdiKind(obj: StoredConfig | undefined): string | undefined {
+  const spec = obj?.spec as {
+    publish?: unknown;
+    resourceName?: unknown;
+    cdi?: { enabled?: unknown; kind?: unknown };
+  };
+  if (spec?.publish === "DRA" || spec?.cdi?.enabled !== true) return undefined;
+  const kind = spec.cdi.kind ?? spec.resourceName;
+  return typeof kind === "string" ? kind : undefined;
+}
+
+/** Configs writing CDI specs of one kind decide the kind's conflicts together (cdiKindConflict). */
+export function configsSharingCdiKind(configs: ConfigLookup, kind: string | undefined): string[] {
+  if (!kind) return [];
+  return names(configs.list().filter((c) => specCdiKind(c) === kind));
+}
+
+/**
+ * A config and those sharing its resource name or its CDI kind: what a change to that config concerns.
+ * With many configs, not every change wakes every config.
  */
 export function configsForConfig(configs: ConfigLookup, config: StoredConfig): string[] {
-  return [...names([config]), ...configsSharingResource(configs, specResourceName(config))];
+  return [
+    ...names([config]),
+    ...configsSharingResource(configs, specResourceName(config)),
+    ...configsSharingCdiKind(configs, specCdiKind(config)),
+  ];
 }
 
 /**

@@ -13,6 +13,7 @@ import type {
 import type { RenderContext } from "../render/index.js";
 import type { SlimResourceSlice } from "../status/index.js";
 import type { OperatorMetrics } from "../metrics.js";
+import type { RecordClock } from "../upgrade/record-clock.js";
 import type { DeviceClass } from "./dra.js";
 
 /** A DevicePluginConfig as the API server returns it: spec not yet checked, status as last written. */
@@ -62,10 +63,12 @@ export interface ConfigReconcilerDeps {
   statusWriteIntervalMs?: number;
   /** How long a Replace fence is on before the old plugin stops (`--fence-settle`). */
   fenceSettleMs?: number;
+  /** When this operator first saw each upgrade record's stamps, on its monotonic clock (record-clock.ts). */
+  recordClock?: RecordClock;
 }
 
-/** The deps as the steps see them: with the clock resolved. */
-export type StepDeps = ConfigReconcilerDeps & { now: () => Date };
+/** The deps as the steps see them: with the clocks resolved. */
+export type StepDeps = ConfigReconcilerDeps & { now: () => Date; recordClock: RecordClock };
 
 /** When to come back after a write lost a race (a stale cache, another writer). */
 export const WRITE_CONFLICT_RETRY_MS = 500;

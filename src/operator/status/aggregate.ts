@@ -61,7 +61,9 @@ export interface AggregateStatusInput {
    * How it shares its resource name (see resolveResourceNames): the terms that say which nodes it serves,
    * the configs it steps back for and those that step back for it. Absent: it shares nothing.
    */
-  resolution?: Pick<Resolution, "targeting" | "stepsBackFor" | "overrides" | "conflictMessage"> | undefined;
+  resolution?:
+    | Pick<Resolution, "targeting" | "stepsBackFor" | "overrides" | "conflictMessage" | "conflictReason">
+    | undefined;
   /** Why applying the ConfigMap/DaemonSet failed, when it failed for good (not a retry in progress). */
   applyError?: string | undefined;
   /**
@@ -190,7 +192,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   const stalled: { reason: string; message: string } | undefined =
     input.conflictWith !== undefined
       ? {
-          reason: "ResourceNameConflict",
+          reason: input.resolution?.conflictReason ? "CDIKindConflict" : "ResourceNameConflict",
           message: boundConditionMessage(
             input.resolution?.conflictMessage !== undefined
               ? `${input.resolution.conflictMessage}; this config gets no DaemonSet until then`

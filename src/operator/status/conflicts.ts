@@ -50,6 +50,8 @@ export interface Resolution {
   conflictWith?: string;
   /** Why, when it is not an equal-priority overlap with conflictWith. */
   conflictMessage?: string;
+  /** The condition reason of the conflict; ResourceNameConflict when absent. */
+  conflictReason?: "CDIKindConflict";
   /** The terms its DaemonSet's node affinity carries (node-terms.ts). */
   targeting: Targeting;
   /** Running configs of higher priority it steps back for, highest first (then oldest). */
@@ -147,4 +149,51 @@ export function findResourceNameConflicts(
     if (r.conflictWith !== undefined) losers.set(name, r.conflictWith);
   }
   return losers;
+}
+
+/** The parts of a config a CDI kind conflict depends on. */
+export interface CdiKindCandidate extends ConflictCandidate {
+  spec: ConflictCandidate["spec"] & {
+    publish?: string;
+    cdi?: { enabled: boolean; kind?: string | undefined };
+  };
+}
+
+/** The kind of the CDI spec the config's plugin writes on its nodes, or undefined when it writes none. */
+export function cdiSpecKindOf(spec: CdiKindCandidate["spec"]): string | undefined {
+  if (spec.publish === "DRA" || spec.cdi?.enabled !== true) return undefined;
+  return spec.cdi.kind ?? spec.resourceName;
+}
+
+/**
+ * The config that `config` yields to because both would write a CDI spec of one kind on a node both may
+ * select: a runtime drops a device name that two spec files of a kind define, so neither config's devices
+ * would resolve. The earlier by precedence (priority, then age) keeps the kind. Configs of one resource
+ * name are left out: resolveResourceNames already keeps them off each other's nodes. Pure.
+ */
+export function cdiKindConflict(
+  config: CdiKindCandidate,
+  others: readonly CdiKindCandidate[],
+): Required<Pick<Resolution, "conflictWith" | "conflictMessage" | "conflictReason">> | undefined {
+  const kind = cdiSpecKindOf(config.spec);
+  if (kind === undefined) return undefined;
+  const own = requirementsOf(config.spec);
+  const first = others
+    .filter(
+      (other) =>
+        other.metadata.name !== config.metadata.name &&
+        other.spec.resourceName !== config.spec.resourceName &&
+        cdiSpecKindOf(other.spec) === kind &&
+        byPrecedence(other, config) < 0 &&
+        !selectorsDisjoint(own, requirementsOf(other.spec)),
+    )
+    .sort(byPrecedence)[0];
+  if (first === undefined) return undefined;
+  const field =
+    config.spec.cdi?.kind === undefined ? "spec.cdi.kind (defaulted to spec.resourceName)" : "spec.cdi.kind";
+  return {
+    conflictWith: first.metadata.name,
+    conflictReason: "CDIKindConflict",
+    conflictMessage: `${field}: CDI kind ${kind} is already the kind of DevicePluginConfig ${first.metadata.name}, whose nodes may be this config's too; runtimes drop a device two spec files of one kind name, so give this config a cdi.kind of its own`,
+  };
 }

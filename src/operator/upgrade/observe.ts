@@ -18,6 +18,7 @@ import {
 import { isFenced, nodeLabels, parseNodeRecord, runsRevision, type NodeRecord } from "./node-labels.js";
 import type { NodeObservation } from "./planner.js";
 import type { MappingFacts } from "../dra-switch/gate.js";
+import type { RecordTimeField, RecordTimes } from "./record-clock.js";
 
 /** What one rollout pass reads: the config and the cluster objects of its plugin (decideRollout's input). */
 export interface RolloutInput {
@@ -48,7 +49,13 @@ export interface RolloutInput {
   mapping?: MappingFacts | undefined;
   /** How long a Replace fence is on before the old plugin stops; FENCE_SETTLE_MS when absent. */
   fenceSettleMs?: number;
+  /** ms epoch: the stamp written into a node's record (RecordStart, Fence). */
   now: number;
+  /**
+   * The times the planner judges ages by: this operator's monotonic clock and when it first saw each
+   * record stamp (record-clock.ts). Without it, the stamps are judged against `now`, as written.
+   */
+  recordTimes?: RecordTimes;
 }
 
 /** An upgrade under way: nodes move from the base DaemonSet to the target, or back. */
@@ -237,6 +244,8 @@ export function observeNode(node: V1Node, view: MoveView | undefined, input: Rol
       ? Math.min(record.baseline, judged.status.advertised)
       : record.baseline;
   const switched = view.switching === undefined ? undefined : switchFields(node, view, input, newPods);
+  const seen = (field: RecordTimeField, stamp: number): number =>
+    input.recordTimes?.seen(name, record.to ?? view.targetRevision, field, stamp) ?? stamp;
   return {
     name,
     kubeletVersion,
@@ -251,11 +260,11 @@ export function observeNode(node: V1Node, view: MoveView | undefined, input: Rol
     allocatable: switched?.allocatable ?? allocatable,
     ...(switched?.fields ?? {}),
     unhealthy: judged?.status ? unhealthyAdvertisedCount(judged.status) : 0,
-    ...(record.startedAt !== undefined ? { startedAt: record.startedAt } : {}),
+    ...(record.startedAt !== undefined ? { startedAt: seen("startedAt", record.startedAt) } : {}),
     ...(baseline !== undefined ? { baseline } : {}),
     ...(record.failed === true ? { failed: true } : {}),
     ...(isFenced(node, view.keys) ? { fenced: true } : {}),
-    ...(record.fencedAt !== undefined ? { fencedAt: record.fencedAt } : {}),
+    ...(record.fencedAt !== undefined ? { fencedAt: seen("fencedAt", record.fencedAt) } : {}),
   };
 }
 

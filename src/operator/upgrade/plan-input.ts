@@ -22,13 +22,13 @@ export interface NodeObservation {
   baseline?: number;
   /** Devices the plugin reports unhealthy; they may leave allocatable below the baseline. */
   unhealthy: number;
-  /** Persisted: ms epoch when the node was first touched in this rollout (see RecordStart). */
+  /** Persisted: when the node was first touched in this rollout (see RecordStart), on the clock of `now`. */
   startedAt?: number;
   /** Persisted: the node missed its deadline in this rollout (see MarkFailed). */
   failed?: boolean;
   /** The node carries the rollout's Replace taint, which keeps new pods off it (see Fence). */
   fenced?: boolean;
-  /** Persisted: ms epoch when the fence went on (see Fence); a record an older operator wrote has none. */
+  /** Persisted: when the fence went on (see Fence), on the clock of `now`; an older operator's record has none. */
   fencedAt?: number;
   /**
    * The new revision's plugin runs on the node (a live pod) and its report says StandingBy: it serves and
@@ -64,7 +64,10 @@ export interface RolloutSpec {
 export interface PlanInput {
   nodes: readonly NodeObservation[];
   spec: RolloutSpec;
-  /** ms epoch; the only clock the planner reads. */
+  /**
+   * ms; the only clock the planner reads. The operator gives its monotonic clock here and, as startedAt
+   * and fencedAt, when it first saw each record stamp (record-clock.ts), never another machine's wall clock.
+   */
   now: number;
   /** Persisted: the rollout's phase is RollingBack (or RolledBack). */
   rollingBack: boolean;

@@ -131,7 +131,8 @@ function rolloutSpecOf(config: DevicePluginConfig): RolloutSpec {
  *   once every targeted node runs it, delete the base and make the current one the base.
  */
 export function decideRollout(input: RolloutInput): RolloutDecision {
-  const { config, render, now } = input;
+  const { config, render } = input;
+  const now = input.recordTimes?.now ?? input.now; // ages: record-clock.ts; input.now stamps records
   const revision = pluginRevision(config, render);
   const spec = rolloutSpecOf(config);
   const live = input.daemonSets.filter((ds) => !ds.metadata?.deletionTimestamp).sort(byCreation);

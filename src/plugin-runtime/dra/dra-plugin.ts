@@ -18,9 +18,17 @@ import {
   draV1beta1,
 } from "../proto/index.js";
 import { PluginWatcherRegistration } from "../registration/plugin-watcher.js";
-import { removeStaleSockets, socketFileName, socketPath, socketPrefix } from "../registration/sockets.js";
+import {
+  monotonicStartMs,
+  nextSocketSequence,
+  removeStaleSockets,
+  socketFileName,
+  socketPath,
+  socketPrefix,
+} from "../registration/sockets.js";
 import { refuseMalformed, tolerantDefinition } from "../server/malformed.js";
 import type { ClaimReference, DraResourceClaim, ResourceClaimGetter } from "./claim.js";
+import { ClaimOverlap } from "./claim-overlap.js";
 import type { DraNodeDevice } from "./devices.js";
 import { DraHealthStreams } from "./health-stream.js";
 import {
@@ -47,16 +55,6 @@ export const DEFAULT_CLAIM_READ_TIMEOUT_MS = 20_000;
 export const MAX_CLAIMS_PER_REQUEST = 1_024;
 /** The DRA socket's name starts with this; the directory is the driver's own. */
 export const DRA_SOCKET_PREFIX = "dra-";
-
-/**
- * Socket sequence numbers count across the process, not per plugin: two plugins of one driver created in
- * the same millisecond of one process (tests; a restart in place) still get names of their own, and the
- * later one is the newer instance.
- */
-let socketSequence = 0;
-function nextSocketSequence(): number {
-  return ++socketSequence;
-}
 
 export interface DraPluginOptions {
   /** The DRA driver name (a DNS subdomain, e.g. `foo.example.com`): registration name and CDI vendor. */
@@ -109,13 +107,16 @@ export class DraPlugin {
   private readonly pluginDir: string;
   private readonly registryDir: string;
   private readonly cdiDir: string;
-  private readonly startedAtMs = Date.now();
+  /** This instance's place among the driver's instances on the node (socket names): not the wall clock. */
+  private readonly startedAtMs = monotonicStartMs();
   private server: grpc.Server | undefined;
   private endpointPath: string | undefined;
   private registration: PluginWatcherRegistration | undefined;
   private lastStatus: DraRegistrationStatus | undefined;
   /** File writes and removals one at a time, so a prepare and an unprepare of one claim cannot interleave. */
   private fileChain: Promise<unknown> = Promise.resolve();
+  /** Which prepares an unprepare of one of their claims overtook while they read the claims. */
+  private readonly overlap = new ClaimOverlap();
   /** The kubelet's device health streams (DRAResourceHealth). */
   readonly health: DraHealthStreams;
 
@@ -256,17 +257,24 @@ export class DraPlugin {
    * claim's error, never the call's. Claims are read in parallel before any file is touched.
    */
   async prepare(refs: readonly ClaimReference[]): Promise<Map<string, PrepareOutcome>> {
+    const unique = uniqueByUid(refs);
+    const token = this.overlap.prepareBegan(unique.map((ref) => ref.uid));
     try {
-      return await this.prepareClaims(uniqueByUid(refs));
+      return await this.prepareClaims(unique, token);
     } catch (err) {
       // A bug or a failing device source: every claim gets the error, the kubelet retries, nothing crashes.
       this.log.error({ err: errorText(err) }, "NodePrepareResources failed");
       const error = `preparing failed: ${errorText(err)}`;
-      return new Map(uniqueByUid(refs).map((ref) => [ref.uid, { devices: [], error }]));
+      return new Map(unique.map((ref) => [ref.uid, { devices: [], error }]));
+    } finally {
+      this.overlap.prepareEnded(unique.map((ref) => ref.uid));
     }
   }
 
-  private async prepareClaims(unique: readonly ClaimReference[]): Promise<Map<string, PrepareOutcome>> {
+  private async prepareClaims(
+    unique: readonly ClaimReference[],
+    token: number,
+  ): Promise<Map<string, PrepareOutcome>> {
     const claims = await Promise.all(unique.map((ref) => this.readClaim(ref)));
     const devices = new Map(this.opts.devices().map((device) => [device.name, device]));
     const { driverName: driver, nodeName: pool, requestEdits } = this.opts;
@@ -277,6 +285,13 @@ export class DraPlugin {
         const read = claims[i]!;
         if ("error" in read) {
           outcomes.set(ref.uid, { devices: [], error: read.error });
+          continue;
+        }
+        if (this.overlap.unpreparedSince(ref.uid, token)) {
+          // The kubelet already let go of the claim: a spec written now would never be removed.
+          const error = `ResourceClaim ${describeRef(ref)}: unprepared while being prepared; not prepared`;
+          this.log.warn({ claim: describeRef(ref), error }, "claim not prepared");
+          outcomes.set(ref.uid, { devices: [], error });
           continue;
         }
         const plan = planClaimPreparation(ref, read.claim, node, devices);
@@ -319,6 +334,7 @@ export class DraPlugin {
 
   private async unprepareClaims(refs: readonly ClaimReference[]): Promise<Map<string, string>> {
     const outcomes = new Map<string, string>();
+    this.overlap.unprepareBegan(refs.map((ref) => ref.uid));
     await this.serialized(async () => {
       for (const ref of uniqueByUid(refs)) {
         // Only the uid matters here: the claim may be gone from the API already.

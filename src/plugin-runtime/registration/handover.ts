@@ -4,7 +4,8 @@
 // attribute), each would keep overwriting the other. The rule here mirrors the kubelet's: the newest
 // live instance publishes, the others stand by, and when the newest goes (a rollback deletes it, or it
 // crashes) the next one takes the pool back. Instances find each other through their DRA sockets in the
-// driver's shared plugin directory, whose names carry when each instance started; nothing is written to
+// driver's shared plugin directory, whose names carry when each instance started (on the node's monotonic
+// clock, so a step of the wall clock cannot reorder them); nothing is written to
 // the API server to decide it, so it costs nothing at scale. The device-plugin runtime asks the same
 // question of its sockets in device-plugins, whose names carry the same key: a plugin the kubelet dropped
 // registers again only while no newer instance serves the resource.
@@ -14,38 +15,43 @@ import { socketIsLive } from "./sockets.js";
 
 /** When an instance started and how it told its sockets apart: the order of instances. */
 export interface InstanceKey {
+  /** The start, in ms on the node's monotonic clock (monotonicStartMs), or on the wall clock when wallClock. */
   readonly startedAtMs: number;
   readonly pid: number;
   readonly sequence: number;
+  /** A name of an earlier release, whose start is a wall-clock time: older than every monotonic start. */
+  readonly wallClock?: true;
 }
 
 /**
- * The instance key in a socket file name `<prefix><start ms, base 36>-<pid, base 36>-<sequence><suffix>`
- * (socketFileName); undefined for any other name.
+ * The instance key in a socket file name `<prefix>m<start ms, base 36, 8 digits>-<pid, base 36>-<sequence>
+ * <suffix>` (socketFileName), or an earlier release's `<prefix><wall-clock ms, base 36>-…`; undefined for
+ * any other name.
  */
 export function parseInstanceSocket(prefix: string, name: string, suffix = ".sock"): InstanceKey | undefined {
   if (!name.startsWith(prefix) || !name.endsWith(suffix)) return undefined;
-  const m = /^([0-9a-z]+)-([0-9a-z]+)-([0-9]+)$/.exec(name.slice(prefix.length, name.length - suffix.length));
+  const m = /^(m(?=[0-9a-z]{8}-))?([0-9a-z]+)-([0-9a-z]+)-([0-9]+)$/.exec(
+    name.slice(prefix.length, name.length - suffix.length),
+  );
   if (m === null) return undefined;
   const key = {
-    startedAtMs: parseInt(m[1] ?? "", 36),
-    pid: parseInt(m[2] ?? "", 36),
-    sequence: Number(m[3]),
+    startedAtMs: parseInt(m[2] ?? "", 36),
+    pid: parseInt(m[3] ?? "", 36),
+    sequence: Number(m[4]),
   };
-  return Number.isSafeInteger(key.startedAtMs) &&
-    Number.isSafeInteger(key.pid) &&
-    Number.isSafeInteger(key.sequence)
-    ? key
-    : undefined;
+  if (![key.startedAtMs, key.pid, key.sequence].every(Number.isSafeInteger)) return undefined;
+  return m[1] === undefined ? { ...key, wallClock: true } : key;
 }
 
 /**
- * Orders instances by start time. Two instances that started in the same millisecond are ordered by
- * process id and then sequence: arbitrary, but every instance computes the same order, so exactly one
- * of them is the newest.
+ * Orders instances by start: an earlier release's (a wall-clock start) before any of this one, then by
+ * the start on the node's monotonic clock, which no clock step moves. Two instances that started in the
+ * same millisecond are ordered by process id and then sequence: arbitrary, but every instance computes
+ * the same order, so exactly one of them is the newest.
  */
 export function compareInstances(a: InstanceKey, b: InstanceKey): number {
-  return a.startedAtMs - b.startedAtMs || a.pid - b.pid || a.sequence - b.sequence;
+  const era = (k: InstanceKey): number => (k.wallClock === true ? 0 : 1);
+  return era(a) - era(b) || a.startedAtMs - b.startedAtMs || a.pid - b.pid || a.sequence - b.sequence;
 }
 
 /** The socket names in `names` of instances newer than `own`, newest first. Pure. */

@@ -29,8 +29,32 @@ export function socketPrefix(resourceName: string): string {
 }
 
 /**
- * A socket file name unique per start: prefix, start time and process id in base 36 (short, for the
- * path limit), a per-process counter, and the suffix.
+ * Marks a start read from the node's monotonic clock in a socket name. Names of earlier releases carry
+ * the wall clock there instead (no marker): a wall clock stepped back between two starts made the newer
+ * instance look older, so it stood by for the one it replaced, or the two took the registration from
+ * each other as each in turn looked newest to itself.
+ */
+export const MONOTONIC_START_MARK = "m";
+/** Digits of a monotonic start in a name, zero-padded: 36^8 ms is 89 years of uptime. */
+const MONOTONIC_START_DIGITS = 8;
+
+/**
+ * When this instance starts, in ms on the node's monotonic clock (CLOCK_MONOTONIC, which libuv's hrtime
+ * reads on Linux): one clock for every process on the node, whatever its container, counting from boot,
+ * and not moved by NTP or by anyone setting the time. Sockets do not outlive a boot (the kubelet empties
+ * its directories when it starts), so starts of different boots are never compared among live sockets.
+ */
+export function monotonicStartMs(monotonicNs: () => bigint = () => process.hrtime.bigint()): number {
+  return Number(monotonicNs() / 1_000_000n);
+}
+
+/**
+ * A socket file name unique per start: prefix, the start on the monotonic clock (monotonicStartMs) and
+ * the process id in base 36 (short, for the path limit), a per-process counter, and the suffix. The start
+ * is marked and padded so that an earlier release, which reads it as a wall-clock time, also orders
+ * every such name after its own ('m' and eight digits make nine base-36 digits, more than any
+ * wall-clock time in ms has):
+ * during the upgrade that brings this naming in, old and new instances agree which one is newer.
  */
 export function socketFileName(
   prefix: string,
@@ -38,7 +62,18 @@ export function socketFileName(
   sequence: number,
   suffix = ".sock",
 ): string {
-  return `${prefix}${startedAtMs.toString(36)}-${process.pid.toString(36)}-${sequence}${suffix}`;
+  const start = startedAtMs.toString(36).padStart(MONOTONIC_START_DIGITS, "0");
+  return `${prefix}${MONOTONIC_START_MARK}${start}-${process.pid.toString(36)}-${sequence}${suffix}`;
+}
+
+let socketSequence = 0;
+/**
+ * A sequence number counted across the process, not per plugin: two plugins of one driver created in the
+ * same millisecond of one process (tests; a restart in place) still get names of their own, and the later
+ * one is the newer instance.
+ */
+export function nextSocketSequence(): number {
+  return ++socketSequence;
 }
 
 /** `dir/name`, or an error naming the path when it is too long to be a unix socket. */

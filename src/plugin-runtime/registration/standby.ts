@@ -25,7 +25,7 @@ export interface OlderSocket {
 
 /** An instance (a plugin start), whatever socket of it: start time and process id. */
 function instanceOf(key: InstanceKey): string {
-  return `${key.startedAtMs}-${key.pid}`;
+  return `${key.wallClock === true ? "w" : "m"}${key.startedAtMs}-${key.pid}`;
 }
 
 /**

@@ -60,6 +60,7 @@ export async function applyPluginWorkloads(
     ...switchFacts,
     ...(deps.fenceSettleMs !== undefined ? { fenceSettleMs: deps.fenceSettleMs } : {}),
     now: deps.now().getTime(),
+    recordTimes: deps.recordClock.forPass(name),
   });
   const configMap = renderPluginConfigMap(config, deps.render, decision.revision) as ApplyObject;
   const fail = (kind: string, objectName: string, err: unknown) => {
