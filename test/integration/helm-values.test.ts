@@ -231,6 +231,27 @@ describe("serviceAccount", () => {
     for (const { binding, subject } of subjects) expect(subject.name, binding).toBe("gpu-operator");
   });
 
+  it("name: the operator's Node admission policy matches the account of that name, in any namespace", async () => {
+    const expressions = (objects: KubeObject[]) =>
+      (
+        find<KubeObject & { spec: { matchConditions: { name: string; expression: string }[] } }>(
+          objects,
+          "ValidatingAdmissionPolicy",
+          "dpo-operator-node-labels",
+        ).spec.matchConditions ?? []
+      ).map((c) => c.expression.replace(/\s+/g, " "));
+    const account = (name: string) =>
+      `request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':${name}')`;
+    expect(expressions(await render())).toEqual([account("dpo-operator")]);
+    // A renamed account patches Nodes through the operator's ClusterRole: the policy must still limit it.
+    expect(expressions(await render(["serviceAccount.name=gpu-operator"]))).toEqual([
+      account("gpu-operator"),
+    ]);
+    expect(
+      expressions(await render(["serviceAccount.create=false", "serviceAccount.name=existing"])),
+    ).toEqual([account("existing")]);
+  });
+
   it("create=false: no operator account, the bindings and the Deployment use the one named", async () => {
     const objects = await render(["serviceAccount.create=false", "serviceAccount.name=existing"]);
     expect(objects.filter((o) => o.kind === "ServiceAccount").map((o) => o.metadata.name)).toEqual([
