@@ -684,6 +684,36 @@ describe("ConfigReconciler: what the cluster's versions allow, in the status", (
     expect(nodePatches()).toBe(1);
   });
 
+  it("while the Node watch is down, comes back ever later up to 5 s, and soon again once the watch is back", async () => {
+    const t = setup();
+    const n1 = (resourceVersion: string): V1Node => {
+      const n = node("n1", "v1.37.2");
+      n.metadata!.resourceVersion = resourceVersion;
+      n.metadata!.labels = { [nodeKeys("foo").revision]: "gone0000" };
+      return n;
+    };
+    t.nodes.put(n1("7"));
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    t.settle({ cm: (await renderedFor(t.configs.get("foo"))).cm });
+    t.failApplyWith(new ConflictError("the object has been modified", { code: 409, reason: "Conflict" }));
+    await t.reconciler.reconcile("foo");
+    t.failApplyWith(undefined);
+    // The watch is down: the cache keeps showing version 7. Each pass comes back when it asked to.
+    const waits: (number | undefined)[] = [];
+    for (let pass = 0; pass < 9; pass++) {
+      const { requeueAfterMs } = await t.reconciler.reconcile("foo");
+      waits.push(requeueAfterMs);
+      t.now.t += requeueAfterMs ?? 0;
+    }
+    expect(waits).toEqual([100, 200, 400, 800, 1_600, 3_200, 5_000, 5_000, 5_000]);
+    expect(t.applied.filter((a) => a.kind === "Node")).toEqual([]);
+    // The watch is back with version 8: the patch goes out, and the next lag waits the base again.
+    t.nodes.put(n1("8"));
+    await t.reconciler.reconcile("foo");
+    expect(t.applied.filter((a) => a.kind === "Node")).toHaveLength(1);
+    expect((await t.reconciler.reconcile("foo")).requeueAfterMs).toBe(100);
+  });
+
   it("says which nodes replace instead of surging, from the rollout's own plan", async () => {
     const t = setup();
     t.nodes.put(node("n1", "v1.35.4"));
