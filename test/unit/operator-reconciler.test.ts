@@ -395,6 +395,42 @@ describe("ConfigReconciler", () => {
     expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "ResourceNameConflict" });
   });
 
+  it("gives a younger config no DaemonSet while an older one of its resource name keeps running on a spec that no longer validates", async () => {
+    const t = setup();
+    // Stored by an operator that accepted it; this one does not, and leaves its plugins as they were.
+    t.configs.put(config("old", "2026-01-01T00:00:00Z", { sharing: { strategy: "TimeSlicing" } }));
+    t.configs.put(config("new", "2026-01-02T00:00:00Z"));
+    const owner = (name: string) => ({
+      kind: "DevicePluginConfig",
+      apiVersion: "dpo.dev/v1beta1",
+      name,
+      uid: `uid-${name}`,
+    });
+    for (const name of ["old", "new"]) {
+      t.daemonSets.put({ metadata: { name: `dpo-${name}`, namespace: NS, ownerReferences: [owner(name)] } });
+      t.configMaps.put({ metadata: { name: `dpo-${name}`, namespace: NS, ownerReferences: [owner(name)] } });
+    }
+    await t.reconciler.reconcile("old");
+    await t.reconciler.reconcile("new");
+    expect(t.applied.filter((a) => a.kind !== "status")).toEqual([]);
+    expect(t.deleted).toEqual([
+      `/apis/apps/v1/namespaces/${NS}/daemonsets/dpo-new`,
+      `/api/v1/namespaces/${NS}/configmaps/dpo-new`,
+    ]);
+    const status = t.applied.filter((a) => a.kind === "status" && a.name === "new").at(-1)?.status;
+    expect(condition(status, "Ready")).toMatchObject({ status: "False", reason: "ResourceNameConflict" });
+    expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "ResourceNameConflict" });
+    expect(condition(status, "Stalled")?.message).toContain(
+      "DevicePluginConfig old holds vendor.example/foo on nodes that may overlap: its stored spec does not validate",
+    );
+    // Fixed, the older one is resolved as any other: the younger still yields, now to a running peer.
+    t.configs.put(config("old", "2026-01-01T00:00:00Z"));
+    t.now.t += 1_000;
+    await t.reconciler.reconcile("new");
+    const after = t.applied.filter((a) => a.kind === "status" && a.name === "new").at(-1)?.status;
+    expect(condition(after, "Stalled")?.message).toContain("DevicePluginConfig old already serves");
+  });
+
   it("reports an apply the API server refuses as Stalled ApplyFailed, and retries transient errors", async () => {
     const t = setup();
     t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
