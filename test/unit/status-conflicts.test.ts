@@ -174,6 +174,15 @@ describe("resolveResourceNames with configs whose stored spec does not validate"
       want: { old: undefined },
     },
     {
+      name: "an invalid config of another resource name holds nothing, nor one without a spec",
+      configs: [cfg("young", T2, {})],
+      invalid: [
+        { ...invalid("other", T1, {}), spec: { resourceName: "vendor.example/bar" } },
+        { metadata: { name: "bare", creationTimestamp: T1 }, spec: null },
+      ],
+      want: { young: undefined },
+    },
+    {
       name: "the oldest of two holders is named",
       configs: [cfg("young", T3, {})],
       invalid: [invalid("middle", T2, {}), invalid("old", T1, {})],

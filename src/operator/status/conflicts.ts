@@ -177,8 +177,8 @@ const TargetingFieldsSchema = z.object({
 
 /**
  * The invalid config that `config` must yield its resource name to, if any, and why: the oldest stored
- * config of that name older than `config` whose spec does not validate and whose nodes may overlap its
- * own. The operator applies nothing of an invalid spec and removes nothing of it, so its plugins keep
+ * config of its resource name (read as stored) older than `config` whose spec does not validate and
+ * whose nodes may overlap its own. The operator applies nothing of an invalid spec and removes nothing of it, so its plugins keep
  * running as they were: it holds the name, whatever its priority, because it can neither step back nor
  * yield. Its selector is read on its own when that part validates; otherwise it may reach every node.
  * A younger invalid config takes nothing from an older one, which was there first.
@@ -189,7 +189,8 @@ function invalidConfigHolding(
   invalid: readonly InvalidConfig[],
 ): { conflictWith: string; conflictMessage: string } | undefined {
   const holder = [...invalid].sort(compareByAge).find((other) => {
-    if (compareByAge(other, config) >= 0) return false;
+    const resourceName = (other.spec as { resourceName?: unknown } | null | undefined)?.resourceName;
+    if (resourceName !== config.spec.resourceName || compareByAge(other, config) >= 0) return false;
     const targeting = TargetingFieldsSchema.safeParse(other.spec);
     return !targeting.success || !selectorsDisjoint(own, requirementsOf(targeting.data));
   });

@@ -143,6 +143,7 @@ export async function applyPluginWorkloads(
 
 /** How long each config's passes wait for the caches to show this operator's own writes. */
 const catchUp = new CatchUpWaits();
+
 /**
  * The Nodes each config's rollout passes wrote, or met a 409 on (client-go's expectations): either way
  * the next plan waits until the cache shows a newer version of them.
