@@ -1,5 +1,6 @@
 // Kubernetes Events (core/v1) for transitions users should see in `kubectl describe` and `kubectl get events`,
 // correlated like client-go's EventCorrelator so that a flapping object cannot cause an Event storm.
+import { createHash } from "node:crypto";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { systemClock, type Clock } from "./clock.js";
@@ -75,6 +76,36 @@ const CORRELATOR_DEFAULTS: Required<Omit<EventCorrelatorOptions, "clock">> = {
 };
 
 export const COMBINED_MESSAGE_PREFIX = "(combined from similar events): ";
+
+/** An Event's name is a DNS subdomain (RFC 1123): the API server refuses a longer one. */
+export const MAX_EVENT_NAME_LENGTH = 253;
+/** Hex digits of the hash that stands for the cut-off end of a long object name. */
+const EVENT_NAME_HASH_LENGTH = 10;
+
+/**
+ * The name of a new Event about the object `objectName`: the object's name, then the time and a sequence
+ * number in hex (as client-go names them, so `kubectl get events` sorts them by object). An object name
+ * of up to 253 characters leaves no room for the suffix: it is cut short and a hash of the whole name
+ * added, so the name stays a valid DNS subdomain and two objects that share the kept prefix never share
+ * an Event name.
+ */
+export function eventName(objectName: string, nowMs: number, sequence: number): string {
+  const suffix = `.${nowMs.toString(16)}${(sequence % 4096).toString(16)}`;
+  const name = `${objectName}${suffix}`;
+  if (name.length <= MAX_EVENT_NAME_LENGTH) return name;
+  const hash = createHash("sha256").update(objectName).digest("hex").slice(0, EVENT_NAME_HASH_LENGTH);
+  // A DNS label ends in a letter or digit: the cut may not leave a '-' or '.' before the hash.
+  const head = objectName
+    .slice(0, MAX_EVENT_NAME_LENGTH - suffix.length - hash.length - 1)
+    .replace(/[^a-z0-9]+$/, "");
+  return `${head}-${hash}${suffix}`;
+}
+
+/**
+ * One sequence for every recorder of the process: the operator has two (one behind the write fence),
+ * and two Events of one object in one millisecond must not get one name.
+ */
+let eventSequence = 0;
 
 /** A Map that forgets its least recently used entry beyond `capacity`. */
 class LruMap<V> {
@@ -251,7 +282,6 @@ export interface EventRecorderOptions {
  * retried: an Event is a hint, and a status write is the record.
  */
 export class EventRecorder {
-  private sequence = 0;
   private readonly clock: Clock;
   private readonly correlator: EventCorrelator;
   private tail: Promise<void> = Promise.resolve();
@@ -280,7 +310,7 @@ export class EventRecorder {
       apiVersion: "v1",
       kind: "Event",
       metadata: {
-        name: `${obj.metadata.name}.${nowMs.toString(16)}${(this.sequence++ % 4096).toString(16)}`,
+        name: eventName(obj.metadata.name, nowMs, eventSequence++),
         namespace,
       },
       involvedObject: {

@@ -231,6 +231,27 @@ describe("serviceAccount", () => {
     for (const { binding, subject } of subjects) expect(subject.name, binding).toBe("gpu-operator");
   });
 
+  it("name: the operator's Node admission policy matches the account of that name, in any namespace", async () => {
+    const expressions = (objects: KubeObject[]) =>
+      (
+        find<KubeObject & { spec: { matchConditions: { name: string; expression: string }[] } }>(
+          objects,
+          "ValidatingAdmissionPolicy",
+          "dpo-operator-node-labels",
+        ).spec.matchConditions ?? []
+      ).map((c) => c.expression.replace(/\s+/g, " "));
+    const account = (name: string) =>
+      `request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':${name}')`;
+    expect(expressions(await render())).toEqual([account("dpo-operator")]);
+    // A renamed account patches Nodes through the operator's ClusterRole: the policy must still limit it.
+    expect(expressions(await render(["serviceAccount.name=gpu-operator"]))).toEqual([
+      account("gpu-operator"),
+    ]);
+    expect(
+      expressions(await render(["serviceAccount.create=false", "serviceAccount.name=existing"])),
+    ).toEqual([account("existing")]);
+  });
+
   it("create=false: no operator account, the bindings and the Deployment use the one named", async () => {
     const objects = await render(["serviceAccount.create=false", "serviceAccount.name=existing"]);
     expect(objects.filter((o) => o.kind === "ServiceAccount").map((o) => o.metadata.name)).toEqual([
@@ -249,7 +270,7 @@ describe("crds.upgrade", () => {
     expect((await render()).filter(isHook)).toEqual([]);
   });
 
-  it("renders a pre-install and pre-upgrade Job running `dpo crds apply` for the release's namespace, with RBAC for dpo's CRDs only, all deleted once it succeeds", async () => {
+  it("renders a pre-install and pre-upgrade Job running `dpo crds apply` for the release's namespace, with RBAC for dpo's CRDs only, all deleted once it succeeds and the RBAC once it fails too", async () => {
     const objects = await render(["crds.upgrade=true", "imagePullSecrets[0]=regcred", "image.tag=9.9.9"]);
     const hooks = objects.filter(isHook);
     expect(hooks.map(objectKey).sort()).toEqual(
@@ -264,8 +285,11 @@ describe("crds.upgrade", () => {
       Number(hooks.find((o) => o.kind === kind)?.metadata.annotations?.["helm.sh/hook-weight"]);
     for (const hook of hooks) {
       expect(hook.metadata.annotations?.["helm.sh/hook"], objectKey(hook)).toBe("pre-install,pre-upgrade");
+      // The cluster-wide right to patch CRDs goes whatever the Job's outcome; a failed Job stays for its logs.
       expect(hook.metadata.annotations?.["helm.sh/hook-delete-policy"], objectKey(hook)).toBe(
-        "before-hook-creation,hook-succeeded",
+        hook.kind === "Job"
+          ? "before-hook-creation,hook-succeeded"
+          : "before-hook-creation,hook-succeeded,hook-failed",
       );
     }
     // Helm runs hooks by weight: the account and its rights before the Job that uses them.

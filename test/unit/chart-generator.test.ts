@@ -218,6 +218,36 @@ spec:
 `);
   });
 
+  it("names the operator's ServiceAccount of serviceAccount.name where a CEL expression matches its username", () => {
+    const files = renderChartFiles(
+      tree({
+        ...CONFIG,
+        "config/manager/kustomization.yaml": `${KUSTOMIZATION}resources: [policy.yaml]\n`,
+        "config/manager/policy.yaml": `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: dpo-operator-node-labels
+spec:
+  matchConditions:
+    - name: dpo-operator-account
+      expression: >-
+        request.userInfo.username.startsWith('system:serviceaccount:') &&
+        request.userInfo.username.endsWith(':dpo-operator')
+  validations:
+    - expression: "true"
+      message: dpo-operator may change only its own labels
+`,
+      }),
+    );
+    const policy = files.get(`${CHART_GENERATED_TEMPLATE_DIR}/manager.yaml`) ?? "";
+    expect(policy).toContain(
+      `request.userInfo.username.endsWith(':{{ include "dpo.serviceAccountName" . }}')`,
+    );
+    expect(policy).not.toContain(":dpo-operator'");
+    // Prose naming the operator is not a username: it stays as config/ wrote it.
+    expect(policy).toContain("message: dpo-operator may change only its own labels");
+  });
+
   it("renders the cert-manager component's and the samples' objects only when their value is on, without config/default's labels", () => {
     const files = renderChartFiles(tree(CONFIG));
     const certManager = files.get(`${CHART_GENERATED_TEMPLATE_DIR}/components-cert-manager.yaml`) ?? "";

@@ -1,10 +1,18 @@
 // The Event correlator: identical events bump one Event's count, many similar ones are combined, and a
-// per-object token bucket drops the rest, so a flapping device cannot cause an Event storm.
-import { describe, expect, it } from "vitest";
+// per-object token bucket drops the rest, so a flapping device cannot cause an Event storm. And the names
+// Events get: valid and distinct whatever the length of the object's name.
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { KubeConfig } from "@kubernetes/client-node";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   COMBINED_MESSAGE_PREFIX,
   EventCorrelator,
+  EventRecorder,
+  eventName,
   ManualClock,
+  MAX_EVENT_NAME_LENGTH,
   type CoreEvent,
   type EventDecision,
 } from "../../src/kube/index.js";
@@ -162,5 +170,113 @@ describe("EventCorrelator", () => {
     correlator.created({ ...bump.event, count: 1 });
     const next = correlator.correlate(draft(clock, "a"));
     expect(next).toMatchObject({ action: "patch", name: bump.event.metadata.name, patch: { count: 2 } });
+  });
+});
+
+/** What the API server checks of an Event's name: a DNS subdomain (RFC 1123) of at most 253 characters. */
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** A config name of the longest kind the API allows: 253 characters, labels of 63 joined by dots. */
+function maxLengthName(last = "z"): string {
+  const label = (c: string) => c.repeat(63);
+  const name = `${label("a")}.${label("b")}.${label("c")}.${"d".repeat(60)}${last}`;
+  expect(name).toHaveLength(253);
+  expect(name).toMatch(DNS_SUBDOMAIN);
+  return name;
+}
+
+describe("eventName", () => {
+  const now = Date.parse("2026-01-01T00:00:00Z");
+
+  it.each<{ name: string; object: string }>([
+    { name: "a short name", object: "foo" },
+    { name: "a name that just fits", object: "f".repeat(253 - 16) },
+    { name: "a name one past fitting", object: "f".repeat(253 - 15) },
+    { name: "a maximum-length config name", object: maxLengthName() },
+    {
+      name: "a long name whose cut ends in a dash",
+      object: `${"a".repeat(224)}${"-".repeat(6)}b${"c".repeat(22)}`,
+    },
+    { name: "a long name whose cut ends in a dot", object: `${"a".repeat(224)}${".a".repeat(14)}b` },
+  ])("$name: a DNS subdomain of at most 253 characters", ({ object }) => {
+    expect(object.length).toBeLessThanOrEqual(MAX_EVENT_NAME_LENGTH);
+    expect(object).toMatch(DNS_SUBDOMAIN);
+    for (const sequence of [0, 4095, 4096 * 7 + 1]) {
+      const name = eventName(object, now, sequence);
+      expect(name.length, name).toBeLessThanOrEqual(MAX_EVENT_NAME_LENGTH);
+      expect(name).toMatch(DNS_SUBDOMAIN);
+    }
+  });
+
+  it("keeps a name that fits as client-go writes it: the object's name, then the time and sequence in hex", () => {
+    expect(eventName("foo", 0x18d8, 0x2a)).toBe("foo.18d82a");
+  });
+
+  it("tells apart objects that differ only past the cut, and events of one object in one millisecond", () => {
+    const names = [
+      eventName(maxLengthName("y"), now, 0),
+      eventName(maxLengthName("z"), now, 0),
+      eventName(maxLengthName("z"), now, 1),
+      eventName(maxLengthName("z"), now + 1, 0),
+    ];
+    expect(new Set(names).size).toBe(names.length);
+  });
+});
+
+describe("EventRecorder", () => {
+  let server: Server;
+  let kc: KubeConfig;
+  const posted: CoreEvent[] = [];
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      let body = "";
+      req.on("data", (chunk: Buffer) => (body += chunk.toString()));
+      req.on("end", () => {
+        if (req.method === "POST") posted.push(JSON.parse(body) as CoreEvent);
+        res.writeHead(201, { "content-type": "application/json" });
+        res.end(body || "{}");
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: "c", server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
+      users: [{ name: "u" }],
+      contexts: [{ name: "x", cluster: "c", user: "u" }],
+      currentContext: "x",
+    });
+  });
+
+  afterAll(async () => {
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  it("names the Events of a maximum-length config validly, and two recorders' Events of it in one millisecond apart", async () => {
+    posted.length = 0;
+    const clock = new ManualClock();
+    const logged: string[] = [];
+    const logger = pino({ level: "warn" }, { write: (line: string) => logged.push(line) });
+    // The operator runs two recorders side by side, one of them behind the write fence.
+    const first = new EventRecorder(kc, { component: "dpo-operator", instance: "a", logger, clock });
+    const second = new EventRecorder(kc, { component: "dpo-operator", instance: "a", logger, clock });
+    const config = {
+      apiVersion: "dpo.dev/v1beta1",
+      kind: "DevicePluginConfig",
+      metadata: { name: maxLengthName(), uid: "uid-long" },
+    };
+    await first.record(config, "Normal", "Applied", "one");
+    await second.record(config, "Normal", "Applied", "two");
+    expect(logged).toEqual([]);
+    const names = posted.map((event) => event.metadata.name);
+    expect(names).toHaveLength(2);
+    for (const name of names) {
+      expect(name.length, name).toBeLessThanOrEqual(253);
+      expect(name).toMatch(DNS_SUBDOMAIN);
+    }
+    expect(new Set(names).size).toBe(2);
+    // The involved object keeps its whole name: only the Event's own name is cut.
+    expect(posted.map((event) => event.involvedObject.name)).toEqual([maxLengthName(), maxLengthName()]);
   });
 });

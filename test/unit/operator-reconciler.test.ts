@@ -439,6 +439,42 @@ describe("ConfigReconciler", () => {
     }
   });
 
+  it("gives a younger config no DaemonSet while an older one of its resource name keeps running on a spec that no longer validates", async () => {
+    const t = setup();
+    // Stored by an operator that accepted it; this one does not, and leaves its plugins as they were.
+    t.configs.put(config("old", "2026-01-01T00:00:00Z", { sharing: { strategy: "TimeSlicing" } }));
+    t.configs.put(config("new", "2026-01-02T00:00:00Z"));
+    const owner = (name: string) => ({
+      kind: "DevicePluginConfig",
+      apiVersion: "dpo.dev/v1beta1",
+      name,
+      uid: `uid-${name}`,
+    });
+    for (const name of ["old", "new"]) {
+      t.daemonSets.put({ metadata: { name: `dpo-${name}`, namespace: NS, ownerReferences: [owner(name)] } });
+      t.configMaps.put({ metadata: { name: `dpo-${name}`, namespace: NS, ownerReferences: [owner(name)] } });
+    }
+    await t.reconciler.reconcile("old");
+    await t.reconciler.reconcile("new");
+    expect(t.applied.filter((a) => a.kind !== "status")).toEqual([]);
+    expect(t.deleted).toEqual([
+      `/apis/apps/v1/namespaces/${NS}/daemonsets/dpo-new`,
+      `/api/v1/namespaces/${NS}/configmaps/dpo-new`,
+    ]);
+    const status = t.applied.filter((a) => a.kind === "status" && a.name === "new").at(-1)?.status;
+    expect(condition(status, "Ready")).toMatchObject({ status: "False", reason: "ResourceNameConflict" });
+    expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "ResourceNameConflict" });
+    expect(condition(status, "Stalled")?.message).toContain(
+      "DevicePluginConfig old holds vendor.example/foo on nodes that may overlap: its stored spec does not validate",
+    );
+    // Fixed, the older one is resolved as any other: the younger still yields, now to a running peer.
+    t.configs.put(config("old", "2026-01-01T00:00:00Z"));
+    t.now.t += 1_000;
+    await t.reconciler.reconcile("new");
+    const after = t.applied.filter((a) => a.kind === "status" && a.name === "new").at(-1)?.status;
+    expect(condition(after, "Stalled")?.message).toContain("DevicePluginConfig old already serves");
+  });
+
   it("reports an apply the API server refuses as Stalled ApplyFailed, and retries transient errors", async () => {
     const t = setup();
     t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
@@ -726,6 +762,36 @@ describe("ConfigReconciler: what the cluster's versions allow, in the status", (
     t.nodes.put(n1("8"));
     await t.reconciler.reconcile("foo");
     expect(nodePatches()).toBe(1);
+  });
+
+  it("while the Node watch is down, comes back ever later up to 5 s, and soon again once the watch is back", async () => {
+    const t = setup();
+    const n1 = (resourceVersion: string): V1Node => {
+      const n = node("n1", "v1.37.2");
+      n.metadata!.resourceVersion = resourceVersion;
+      n.metadata!.labels = { [nodeKeys("foo").revision]: "gone0000" };
+      return n;
+    };
+    t.nodes.put(n1("7"));
+    t.configs.put(config("foo", "2026-01-01T00:00:00Z"));
+    t.settle({ cm: (await renderedFor(t.configs.get("foo"))).cm });
+    t.failApplyWith(new ConflictError("the object has been modified", { code: 409, reason: "Conflict" }));
+    await t.reconciler.reconcile("foo");
+    t.failApplyWith(undefined);
+    // The watch is down: the cache keeps showing version 7. Each pass comes back when it asked to.
+    const waits: (number | undefined)[] = [];
+    for (let pass = 0; pass < 9; pass++) {
+      const { requeueAfterMs } = await t.reconciler.reconcile("foo");
+      waits.push(requeueAfterMs);
+      t.now.t += requeueAfterMs ?? 0;
+    }
+    expect(waits).toEqual([100, 200, 400, 800, 1_600, 3_200, 5_000, 5_000, 5_000]);
+    expect(t.applied.filter((a) => a.kind === "Node")).toEqual([]);
+    // The watch is back with version 8: the patch goes out, and the next lag waits the base again.
+    t.nodes.put(n1("8"));
+    await t.reconciler.reconcile("foo");
+    expect(t.applied.filter((a) => a.kind === "Node")).toHaveLength(1);
+    expect((await t.reconciler.reconcile("foo")).requeueAfterMs).toBe(100);
   });
 
   it("says which nodes replace instead of surging, from the rollout's own plan", async () => {

@@ -1,11 +1,14 @@
-// Two configs advertising one resource on overlapping nodes: the older runs, the newer yields.
+// Two configs advertising one resource on overlapping nodes: the older runs, the newer yields; an older
+// config whose stored spec does not validate keeps its plugins, so the newer yields to it too.
 import type { V1Node } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import {
-  cdiKindConflict,
-  findResourceNameConflicts,
   type CdiKindCandidate,
+  cdiKindConflict,
   type ConflictCandidate,
+  findResourceNameConflicts,
+  type InvalidConfig,
+  resolveResourceNames,
 } from "../../src/operator/status/conflicts.js";
 
 function cfg(
@@ -188,5 +191,101 @@ describe("cdiKindConflict", () => {
         /^spec\.cdi\.kind \(defaulted to spec\.resourceName\): CDI kind v\.example\/b is already the kind of DevicePluginConfig a,/,
       ) as unknown,
     });
+  });
+});
+
+describe("resolveResourceNames with configs whose stored spec does not validate", () => {
+  function invalid(name: string, created: string, spec: Record<string, unknown>): InvalidConfig {
+    return {
+      metadata: { name, creationTimestamp: created },
+      spec: { resourceName: "vendor.example/foo", backend: { type: "Unknown" }, ...spec },
+    };
+  }
+  const withPriority = (c: ConflictCandidate, priority: number): ConflictCandidate => ({
+    ...c,
+    spec: { ...c.spec, priority },
+  });
+  const nodes = [node("n1", { pool: "a" }), node("n2", { pool: "b" })];
+
+  it.each<{
+    name: string;
+    configs: ConflictCandidate[];
+    invalid: InvalidConfig[];
+    want: Record<string, string | undefined>;
+  }>([
+    {
+      name: "an older invalid config holds the name against a younger one",
+      configs: [cfg("young", T2, {})],
+      invalid: [invalid("old", T1, {})],
+      want: { young: "old" },
+    },
+    {
+      name: "whatever the younger one's priority: the invalid one cannot step back",
+      configs: [withPriority(cfg("young", T2, {}), 100)],
+      invalid: [invalid("old", T1, {})],
+      want: { young: "old" },
+    },
+    {
+      name: "an unreadable selector may reach every node",
+      configs: [cfg("young", T2, { pool: "b" })],
+      invalid: [invalid("old", T1, { nodeSelector: { pool: 7 } })],
+      want: { young: "old" },
+    },
+    {
+      name: "a readable selector provably apart from the younger one's holds nothing against it",
+      configs: [cfg("young", T2, { pool: "b" })],
+      invalid: [invalid("old", T1, { nodeSelector: { pool: "a" } })],
+      want: { young: undefined },
+    },
+    {
+      name: "a younger invalid config takes nothing from an older one",
+      configs: [cfg("old", T1, {})],
+      invalid: [invalid("young", T2, {})],
+      want: { old: undefined },
+    },
+    {
+      name: "an invalid config of another resource name holds nothing, nor one without a spec",
+      configs: [cfg("young", T2, {})],
+      invalid: [
+        { ...invalid("other", T1, {}), spec: { resourceName: "vendor.example/bar" } },
+        { metadata: { name: "bare", creationTimestamp: T1 }, spec: null },
+      ],
+      want: { young: undefined },
+    },
+    {
+      name: "the oldest of two holders is named",
+      configs: [cfg("young", T3, {})],
+      invalid: [invalid("middle", T2, {}), invalid("old", T1, {})],
+      want: { young: "old" },
+    },
+    {
+      name: "a valid peer's conflict is said first",
+      configs: [cfg("first", T1, {}), cfg("second", T3, {})],
+      invalid: [invalid("middle", T2, {})],
+      want: { first: undefined, second: "first" },
+    },
+  ])("$name", ({ configs, invalid: invalidConfigs, want }) => {
+    const resolved = resolveResourceNames(configs, nodes, invalidConfigs);
+    expect(Object.fromEntries([...resolved].map(([name, r]) => [name, r.conflictWith]))).toEqual(want);
+    for (const [name, r] of resolved) {
+      if (r.conflictWith === undefined || !invalidConfigs.some((c) => c.metadata.name === r.conflictWith))
+        continue;
+      expect(r.conflictMessage, name).toContain(
+        `DevicePluginConfig ${r.conflictWith} holds vendor.example/foo`,
+      );
+      expect(r.conflictMessage, name).toContain("its stored spec does not validate");
+    }
+  });
+
+  it("a lower priority does not step back for a config that yields to an invalid one", () => {
+    const resolved = resolveResourceNames(
+      [withPriority(cfg("high", T2, {}), 10), cfg("low", T3, { pool: "b" })],
+      nodes,
+      [invalid("old", T1, { nodeSelector: { pool: "a" } })],
+    );
+    expect(resolved.get("high")?.conflictWith).toBe("old");
+    expect(resolved.get("low")?.conflictWith).toBeUndefined();
+    expect(resolved.get("low")?.stepsBackFor).toEqual([]);
+    expect(resolved.get("low")?.targeting.terms).toBeUndefined();
   });
 });

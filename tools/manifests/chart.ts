@@ -38,6 +38,13 @@ const OPERATOR_SERVICE_ACCOUNT = "dpo-operator";
 const OPERATOR_SA_PLACEHOLDER = "dpo-chart-generator-operator-service-account";
 const OPERATOR_SA_NAME = '{{ include "dpo.serviceAccountName" . }}';
 const OPERATOR_SA_ANNOTATIONS_PLACEHOLDER = "dpo-chart-generator/service-account-annotations";
+/**
+ * How a CEL expression names the operator's account: the end of a request's username
+ * (`system:serviceaccount:<namespace>:<name>`), as the operator's Node admission policy matches it. A
+ * literal there would leave a renamed account (serviceAccount.name) outside the policy, free to patch any
+ * label, taint or field of every Node that its ClusterRole lets it patch.
+ */
+const OPERATOR_SA_CEL_SUFFIX = `':${OPERATOR_SERVICE_ACCOUNT}'`;
 
 /** Placeholder label key replaced by the include of Helm's labels once the document is text. */
 const HELM_LABELS_PLACEHOLDER = "dpo-chart-generator/helm-labels";
@@ -126,8 +133,9 @@ function isOperatorServiceAccount(doc: Document): boolean {
 }
 
 /**
- * Every scalar that is config/'s namespace, or names it between dots (`dpo-webhook.dpo-system.svc`), and
- * every binding subject that is the operator's ServiceAccount, marked with placeholders for the template.
+ * Every scalar that is config/'s namespace, or names it between dots (`dpo-webhook.dpo-system.svc`), every
+ * binding subject that is the operator's ServiceAccount, and every CEL username suffix naming that account,
+ * marked with placeholders for the template.
  */
 function markReleaseValues(doc: Document): void {
   visit(doc, {
@@ -136,6 +144,10 @@ function markReleaseValues(doc: Document): void {
       if (node.value === CONFIG_NAMESPACE) node.value = RELEASE_NAMESPACE_PLACEHOLDER;
       else if (node.value.includes(`.${CONFIG_NAMESPACE}.`)) {
         node.value = node.value.replaceAll(`.${CONFIG_NAMESPACE}.`, `.${RELEASE_NAMESPACE_PLACEHOLDER}.`);
+      }
+      const text = node.value as string;
+      if (text.includes(OPERATOR_SA_CEL_SUFFIX)) {
+        node.value = text.replaceAll(OPERATOR_SA_CEL_SUFFIX, `':${OPERATOR_SA_PLACEHOLDER}'`);
       }
     },
     Map(_key, node) {

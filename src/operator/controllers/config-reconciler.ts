@@ -16,6 +16,7 @@ import {
   pluginRunsOnNode,
   resolveResourceNames,
   sharedAllocationsKept,
+  type InvalidConfig,
   type Resolution,
   type SlimResourceSlice,
 } from "../status/index.js";
@@ -181,21 +182,29 @@ export class ConfigReconciler {
 
   /**
    * How this config shares its resource name (the config it yields to, if any; the nodes it steps back
-   * from for higher priorities). Decided among the configs of this resource name: only those are
-   * validated (the stored spec's resourceName read as is first), and nodes are read only if two of equal
-   * priority may overlap.
+   * from for higher priorities). Decided among every stored config of this resource name, valid or not:
+   * only those are validated (the stored spec's resourceName read as is first), and nodes are read only
+   * if two of equal priority may overlap. An older config whose stored spec does not validate keeps its
+   * plugins running, so it holds the name against this one (status/conflicts.ts).
    */
   private resolveResourceName(config: DevicePluginConfig, nodes: readonly V1Node[]): Resolution {
     const name = config.metadata.name;
     const valid: DevicePluginConfig[] = [config];
+    const invalid: InvalidConfig[] = [];
     for (const other of this.deps.configs.list()) {
-      if (other.metadata?.name === name) continue;
+      const otherName = other.metadata?.name;
+      if (otherName === undefined || otherName === name) continue;
       if ((other.spec as { resourceName?: unknown } | undefined)?.resourceName !== config.spec.resourceName)
         continue;
       const r = validateDevicePluginConfig(other);
-      if (r.ok && r.value.spec.resourceName === config.spec.resourceName) valid.push(r.value);
+      if (!r.ok) {
+        invalid.push({
+          metadata: { name: otherName, creationTimestamp: other.metadata?.creationTimestamp },
+          spec: other.spec,
+        });
+      } else if (r.value.spec.resourceName === config.spec.resourceName) valid.push(r.value);
     }
-    const resolution = resolveResourceNames(valid, nodes).get(name)!;
+    const resolution = resolveResourceNames(valid, nodes, invalid).get(name)!;
     if (resolution.conflictWith !== undefined || cdiSpecKindOf(config.spec) === undefined) return resolution;
     // Configs of other resource names only matter if they write a CDI spec too: only those are validated.
     const writers = this.deps.configs

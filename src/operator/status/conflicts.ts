@@ -1,6 +1,8 @@
 // Decides which configs may run when several advertise the same resource on overlapping nodes: the higher
 // priority serves a node both select and the other steps back there; equal priorities conflict.
 import type { V1Node } from "@kubernetes/client-node";
+import { z } from "zod";
+import { DevicePluginConfigSpecSchema } from "../../api/v1beta1/spec.js";
 import {
   effectiveTerms,
   expressionsOf,
@@ -28,7 +30,10 @@ export function timestampMillis(value: unknown): number {
 }
 
 /** Oldest first by creationTimestamp (a config without one counts as newest), then by name. */
-export function compareByAge(a: ConflictCandidate, b: ConflictCandidate): number {
+export function compareByAge(
+  a: Pick<ConflictCandidate, "metadata">,
+  b: Pick<ConflictCandidate, "metadata">,
+): number {
   const at = timestampMillis(a.metadata.creationTimestamp);
   const bt = timestampMillis(b.metadata.creationTimestamp);
   const aKey = Number.isNaN(at) ? Number.POSITIVE_INFINITY : at;
@@ -77,11 +82,13 @@ function byPrecedence(a: ConflictCandidate, b: ConflictCandidate): number {
  * lower priority steps back from every running higher one whose selector is not provably disjoint from
  * its own: its terms exclude that selector, whether or not a node meets both today, so a node labelled
  * later is never served twice. Should that take more than MAX_TARGETING_TERMS terms, it yields the whole
- * resource name to the highest of them.
+ * resource name to the highest of them. `invalid` are the stored configs of these resource names whose
+ * specs do not validate: a config younger than one of them yields to it (invalidConfigHolding).
  */
 export function resolveResourceNames(
   configs: readonly ConflictCandidate[],
   nodes: readonly V1Node[],
+  invalid: readonly InvalidConfig[] = [],
 ): Map<string, Resolution> {
   const out = new Map<string, Resolution>();
   // Only configs of one resource name can conflict: a config alone with its name needs no node read.
@@ -112,6 +119,12 @@ export function resolveResourceNames(
       );
       if (peer) {
         resolution.conflictWith = peer.config.metadata.name;
+        continue;
+      }
+      // Not admitted either, so no config of lower priority steps back for nodes this one does not serve.
+      const held = invalidConfigHolding(config, own, invalid);
+      if (held) {
+        Object.assign(resolution, held);
         continue;
       }
       const higher = admitted
@@ -195,5 +208,44 @@ export function cdiKindConflict(
     conflictWith: first.metadata.name,
     conflictReason: "CDIKindConflict",
     conflictMessage: `${field}: CDI kind ${kind} is already the kind of DevicePluginConfig ${first.metadata.name}, whose nodes may be this config's too; runtimes drop a device two spec files of one kind name, so give this config a cdi.kind of its own`,
+  };
+}
+
+/** A stored config whose spec does not validate (after an operator downgrade, or a stricter operator). */
+export interface InvalidConfig {
+  metadata: { name: string; creationTimestamp?: unknown };
+  /** The stored spec as it is. */
+  spec: unknown;
+}
+
+/** The fields of a spec that say which nodes its plugins may run on, read apart from the rest. */
+const TargetingFieldsSchema = z.object({
+  nodeSelector: DevicePluginConfigSpecSchema.shape.nodeSelector,
+  nodeSelectorTerm: DevicePluginConfigSpecSchema.shape.nodeSelectorTerm,
+});
+
+/**
+ * The invalid config that `config` must yield its resource name to, if any, and why: the oldest stored
+ * config of its resource name (read as stored) older than `config` whose spec does not validate and
+ * whose nodes may overlap its own. The operator applies nothing of an invalid spec and removes nothing of it, so its plugins keep
+ * running as they were: it holds the name, whatever its priority, because it can neither step back nor
+ * yield. Its selector is read on its own when that part validates; otherwise it may reach every node.
+ * A younger invalid config takes nothing from an older one, which was there first.
+ */
+function invalidConfigHolding(
+  config: ConflictCandidate,
+  own: readonly Requirement[],
+  invalid: readonly InvalidConfig[],
+): { conflictWith: string; conflictMessage: string } | undefined {
+  const holder = [...invalid].sort(compareByAge).find((other) => {
+    const resourceName = (other.spec as { resourceName?: unknown } | null | undefined)?.resourceName;
+    if (resourceName !== config.spec.resourceName || compareByAge(other, config) >= 0) return false;
+    const targeting = TargetingFieldsSchema.safeParse(other.spec);
+    return !targeting.success || !selectorsDisjoint(own, requirementsOf(targeting.data));
+  });
+  if (holder === undefined) return undefined;
+  return {
+    conflictWith: holder.metadata.name,
+    conflictMessage: `DevicePluginConfig ${holder.metadata.name} holds ${config.spec.resourceName} on nodes that may overlap: its stored spec does not validate, so its plugins keep running as they were; fix or delete it`,
   };
 }

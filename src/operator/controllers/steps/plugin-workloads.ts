@@ -19,6 +19,7 @@ import { pluginRunsOnNode, type Targeting } from "../../status/selection.js";
 import type { NodePatch } from "../../upgrade/node-labels.js";
 import { decideRollout, type RolloutDecision, type RolloutInput } from "../../upgrade/rollout.js";
 import { DaemonSetWriteExpectations, NodeWriteExpectations } from "./node-write-expectations.js";
+import { CatchUpWaits } from "./cache-catch-up.js";
 import { deleteNodeSlices } from "./dra-objects.js";
 
 import { INDEX_BY_CONFIG, WRITE_CONFLICT_RETRY_MS, type StepDeps } from "../reconciler-deps.js";
@@ -79,20 +80,18 @@ export async function applyPluginWorkloads(
     }
     throw err;
   }
-  if (pending > 0 && decision.writes.some((w) => w.kind === "PatchNode")) {
-    // The cache has not yet shown every Node this config's last pass wrote: a plan from it could start a
-    // node twice or count fewer nodes in flight than there are. Wait for the watch to catch up.
-    return { decision, retryMs: CACHE_CATCH_UP_RETRY_MS };
-  }
   const conflicted = conflicts.pending(deps, name);
-  if (
-    conflicted.size > 0 &&
-    decision.writes.some((w) => w.kind === "Update" && conflicted.has(w.daemonSet.metadata?.name ?? ""))
-  ) {
+  const behind =
+    // The cache has not yet shown every Node this config's last pass wrote: a plan from it could start a
+    // node twice or count fewer nodes in flight than there are.
+    (pending > 0 && decision.writes.some((w) => w.kind === "PatchNode")) ||
     // A DaemonSet write met a 409 and the cache still shows the version it was planned from: the same
-    // write would meet the same 409. Wait for the watch to bring the newer one.
-    return { decision, retryMs: CACHE_CATCH_UP_RETRY_MS };
-  }
+    // write would meet the same 409.
+    (conflicted.size > 0 &&
+      decision.writes.some((w) => w.kind === "Update" && conflicted.has(w.daemonSet.metadata?.name ?? "")));
+  // Wait for the watch to catch up, longer with each pass that finds it still behind (it may be down).
+  const catchUpMs = catchUp.next(deps, name, behind);
+  if (catchUpMs !== undefined) return { decision, retryMs: catchUpMs };
   const patched = await patchNodes(
     deps,
     name,
@@ -143,8 +142,8 @@ export async function applyPluginWorkloads(
   };
 }
 
-/** When to look again while the Node cache catches up with this operator's own writes. */
-const CACHE_CATCH_UP_RETRY_MS = 100;
+/** How long each config's passes wait for the caches to show this operator's own writes. */
+const catchUp = new CatchUpWaits();
 
 /**
  * The Nodes each config's rollout passes wrote, or met a 409 on (client-go's expectations): either way
