@@ -65,6 +65,10 @@ describe("the default policy", () => {
   it.each<[string, Partial<DevicePluginConfigSpecInput>]>([
     ["Mock without a health file", {}],
     [
+      "PCI with a sysfsRoot of / (not mounted)",
+      { backend: { type: "PCI", pci: { vendor: "10de", sysfsRoot: "/" } } },
+    ],
+    [
       "Mock with its health file in /run/dpo",
       { backend: { type: "Mock", mock: { devices: 1, healthFile: "/run/dpo/h.json" } } },
     ],

@@ -176,7 +176,8 @@ export function pluginPolicyRefusals(spec: DevicePluginConfigSpec, policy: Plugi
       message: `${image} is not in an allowed repository (${policy.images.join(", ")}; the operator's --plugin-image-allow)`,
     });
   }
-  const mounts = backendHostPaths(spec.backend);
+  // A directory of "/" is not mounted (backends.ts: the host's root cannot go over the container's).
+  const mounts = backendHostPaths(spec.backend).filter((m) => directory(m.path) !== "/");
   for (const mount of mounts) {
     if (!pathAllowed(mount.path, policy.hostPaths)) {
       refusals.push({
