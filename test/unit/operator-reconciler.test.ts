@@ -479,6 +479,16 @@ describe("ConfigReconciler", () => {
       },
     );
 
+    it("is no older config of the same resource name for a newer one to yield to", async () => {
+      const t = setup();
+      t.configs.put(config("old", "2026-01-01T00:00:00Z", { plugin: { image: "registry.example/evil:1" } }));
+      t.configs.put(config("new", "2026-01-02T00:00:00Z"));
+      await t.reconciler.reconcile("new");
+      expect(t.applied.map((a) => a.kind)).toContain("DaemonSet");
+      const status = t.applied.find((a) => a.kind === "status")!.status;
+      expect(condition(status, "Stalled")?.reason).not.toBe("ResourceNameConflict");
+    });
+
     it("is applied once the operator's policy allows it", async () => {
       const t = setup();
       t.configs.put(

@@ -212,7 +212,13 @@ export class ConfigReconciler {
       if ((other.spec as { resourceName?: unknown } | undefined)?.resourceName !== config.spec.resourceName)
         continue;
       const r = validateDevicePluginConfig(other);
-      if (r.ok && r.value.spec.resourceName === config.spec.resourceName) valid.push(r.value);
+      // A config the plugin policy refuses has no plugin anywhere: nothing to step back for.
+      if (
+        r.ok &&
+        r.value.spec.resourceName === config.spec.resourceName &&
+        pluginPolicyRefusals(r.value.spec, effectivePluginPolicy(this.deps.render)).length === 0
+      )
+        valid.push(r.value);
     }
     return resolveResourceNames(valid, nodes).get(name)!;
   }
