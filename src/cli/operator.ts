@@ -6,6 +6,11 @@ import { createLogger, type LogLevelName } from "../observability/log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
 import { collectProcessMetrics } from "../observability/metrics.js";
 import { Operator } from "../operator/manager.js";
+import {
+  DEFAULT_PLUGIN_HOST_PATHS,
+  pluginPolicyFromFlags,
+  type PluginPolicy,
+} from "../operator/render/plugin-policy.js";
 import { parseImagePullSecretNames } from "../operator/render/pull-secrets.js";
 import { FENCE_SETTLE_MS } from "../operator/upgrade/rollout.js";
 import { shareConnections } from "../kube/connections.js";
@@ -77,6 +82,19 @@ export const OPERATOR_FLAGS: readonly FlagSpec[] = [
     env: "DPO_PLUGIN_IMAGE_PULL_SECRETS",
     description:
       "Secrets in the namespace that plugin pods pull their image with, comma-separated (the chart's imagePullSecrets).",
+    default: "",
+  },
+  {
+    name: "plugin-image-allow",
+    env: "DPO_PLUGIN_IMAGE_ALLOW",
+    description:
+      "Image repositories a config's spec.plugin.image may name, comma-separated: a repository (any tag or digest), a prefix ending in '/', or *; empty: the repository of --plugin-image. A config naming another gets no plugin pods.",
+    default: "",
+  },
+  {
+    name: "plugin-host-path-allow",
+    env: "DPO_PLUGIN_HOST_PATH_ALLOW",
+    description: `Host directories a config's backend may mount (each with everything under it), comma-separated; empty: ${DEFAULT_PLUGIN_HOST_PATHS.join(",")}. A config mounting another gets no plugin pods.`,
     default: "",
   },
   {
@@ -184,6 +202,14 @@ function positiveNumber(flag: string, value: string | undefined): number {
   return n;
 }
 
+function pluginPolicyFlags(images: string, hostPaths: string, operatorImage: string): PluginPolicy {
+  try {
+    return pluginPolicyFromFlags(images, hostPaths, operatorImage);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
 function imagePullSecretsFlag(value: string): string[] {
   try {
     return parseImagePullSecretNames(value, "--plugin-image-pull-secrets");
@@ -200,6 +226,11 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
   const { values: v, positionals } = resolveFlags(OPERATOR_FLAGS, argv, process.env);
   if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
   const pluginImagePullSecrets = imagePullSecretsFlag(v["plugin-image-pull-secrets"] ?? "");
+  const pluginPolicy = pluginPolicyFlags(
+    v["plugin-image-allow"] ?? "",
+    v["plugin-host-path-allow"] ?? "",
+    v["plugin-image"]!,
+  );
   const metricsAddr = parseListenAddress("metrics-addr", v["metrics-addr"] ?? "0");
   const healthAddr = parseListenAddress("health-addr", v["health-addr"] ?? "0");
   const namespace = v["namespace"]!;
@@ -219,6 +250,7 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
       pluginServiceAccount: v["plugin-service-account"]!,
       registrationMode: v["registration"] as RegistrationMode,
       pluginImagePullSecrets,
+      pluginPolicy,
     },
     leaderElection: {
       enabled: v["leader-elect"] === "true",

@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { DEFAULT_PLUGIN_HOST_PATHS, imageRepository } from "../../src/operator/render/plugin-policy.js";
 import { installDpo as installDpoWith, type InstallOptions } from "../../tools/cluster/install-dpo.js";
 import { issuedToken } from "../../tools/cluster/kubeconfig.js";
 import { kubeConfigFromInjected, kubeConfigWithToken, kubectl, waitFor } from "../cluster/helpers.js";
@@ -79,6 +80,7 @@ export async function startOperator(
   } = {},
 ): Promise<OperatorProcess> {
   const namespace = options.namespace ?? NAMESPACE;
+  const pluginImage = options.pluginImage ?? "dpo:e2e";
   const kubeconfig = await serviceAccountKubeconfig(OPERATOR_SA, namespace, options.apiServer);
   const child = spawn(
     process.execPath,
@@ -94,13 +96,28 @@ export async function startOperator(
       "--health-addr",
       "0",
       "--plugin-image",
-      options.pluginImage ?? "dpo:e2e",
+      pluginImage,
       ...args,
     ],
     // No conversion webhook unless a test asks for one (--webhook-addr): most need none, and two replicas
     // would compete for one port.
     {
-      env: { ...process.env, DPO_LOG_LEVEL: "info", DPO_WEBHOOK_ADDR: "0", ...env },
+      // The plugin policy as flags' twins, which builds from before the policy ignore: the tests' broken
+      // images live in registry.example/dpo, and the real-node tests keep their health files in their own
+      // /run directories.
+      env: {
+        ...process.env,
+        DPO_LOG_LEVEL: "info",
+        DPO_WEBHOOK_ADDR: "0",
+        DPO_PLUGIN_IMAGE_ALLOW: [imageRepository(pluginImage), "registry.example/dpo"].join(","),
+        DPO_PLUGIN_HOST_PATH_ALLOW: [
+          ...DEFAULT_PLUGIN_HOST_PATHS,
+          "/run/dpo-node-test",
+          "/run/dpo-node-dra",
+          "/run/dpo-parity",
+        ].join(","),
+        ...env,
+      },
       stdio: ["ignore", "pipe", "pipe"],
     },
   );

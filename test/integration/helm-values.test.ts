@@ -84,6 +84,24 @@ describe("the release's namespace", () => {
   });
 });
 
+describe("pluginPolicy", () => {
+  it("sets the operator's --plugin-image-allow and --plugin-host-path-allow", async () => {
+    const objects = await render([
+      "pluginPolicy.images={registry.example/team/,ghcr.io/dpo-dev/dpo}",
+      "pluginPolicy.hostPaths={/dev,/sys,/opt/health}",
+    ]);
+    const args = managerContainer(objects).container.args;
+    expect(args).toContain("--plugin-image-allow=registry.example/team/,ghcr.io/dpo-dev/dpo");
+    expect(args).toContain("--plugin-host-path-allow=/dev,/sys,/opt/health");
+  });
+
+  it("leaves both to the operator's defaults (its own repository; /dev, /sys, /run/dpo) by default", async () => {
+    const args = managerContainer(await render()).container.args?.join(" ") ?? "";
+    expect(args).not.toContain("--plugin-image-allow");
+    expect(args).not.toContain("--plugin-host-path-allow");
+  });
+});
+
 describe("imagePullSecrets", () => {
   it("go to the operator pods and, through --plugin-image-pull-secrets, to the plugin pods, as names or {name}", async () => {
     const objects = await render(["imagePullSecrets[0]=regcred", "imagePullSecrets[1].name=mirror"]);

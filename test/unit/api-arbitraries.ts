@@ -276,8 +276,16 @@ const pluginPodFields = (o: Options) => ({
 function envList(o: Options) {
   const item = fc.record(
     {
-      name: pick(o, fc.constantFrom("HTTPS_PROXY", "TZ", "my.var"), "NODE_NAME", "DPO_X", "1X"),
-      value: fc.constantFrom("", "http://proxy.example:3128", "$(NODE_NAME)"),
+      name: pick(
+        o,
+        fc.constantFrom("LANG", "TZ", "my.var"),
+        "NODE_NAME",
+        "DPO_X",
+        "1X",
+        "NODE_OPTIONS",
+        "LD_PRELOAD",
+      ),
+      value: fc.constantFrom("", "C.UTF-8", "$(NODE_NAME)"),
     },
     { requiredKeys: ["name"] },
   );

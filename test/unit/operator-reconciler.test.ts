@@ -175,6 +175,7 @@ function setup(now = { t: Date.parse("2026-01-01T00:00:00Z") }) {
     events,
     logs,
     reconciler,
+    deps,
     metrics,
     now,
     failApplyWith: (err: Error | undefined) => (failApply = err),
@@ -521,6 +522,69 @@ describe("ConfigReconciler", () => {
     const after = await t.metrics.render();
     expect(after).not.toContain('config="foo"');
     expect(after).toContain('dpo_config_ready{config="bar"} 0');
+  });
+
+  describe("a config the operator's plugin policy refuses", () => {
+    it.each([
+      {
+        what: "an image outside the operator's own repository",
+        spec: { plugin: { image: "registry.example/evil:1" } },
+        field: "spec.plugin.image: registry.example/evil:1 is not in an allowed repository (dpo;",
+      },
+      {
+        what: "a Mock health file whose directory is the host's /etc",
+        spec: { backend: { type: "Mock", mock: { devices: 2, healthFile: "/etc/health.json" } } },
+        field: "spec.backend.mock.healthFile: mounts the host directory /etc,",
+      },
+    ])(
+      "$what: no workloads (the old ones deleted), Stalled RefusedByPolicy naming the field, a Warning Event",
+      async ({ spec, field }) => {
+        const t = setup();
+        const owned = {
+          kind: "DevicePluginConfig",
+          apiVersion: "dpo.dev/v1beta1",
+          name: "foo",
+          uid: "uid-foo",
+        };
+        t.daemonSets.put({ metadata: { name: "dpo-foo-abc", namespace: NS, ownerReferences: [owned] } });
+        t.configs.put(config("foo", "2026-01-01T00:00:00Z", spec));
+        await t.reconciler.reconcile("foo");
+        expect(t.applied.map((a) => a.kind)).toEqual(["status"]);
+        expect(t.deleted).toEqual([`/apis/apps/v1/namespaces/${NS}/daemonsets/dpo-foo-abc`]);
+        const status = t.applied[0]!.status;
+        expect(condition(status, "Ready")).toMatchObject({ status: "False", reason: "RefusedByPolicy" });
+        expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "RefusedByPolicy" });
+        expect(condition(status, "Ready")?.message).toContain(field);
+        expect(t.events).toEqual(["Warning/RefusedByPolicy"]);
+      },
+    );
+
+    it("is no older config of the same resource name for a newer one to yield to", async () => {
+      const t = setup();
+      t.configs.put(config("old", "2026-01-01T00:00:00Z", { plugin: { image: "registry.example/evil:1" } }));
+      t.configs.put(config("new", "2026-01-02T00:00:00Z"));
+      await t.reconciler.reconcile("new");
+      expect(t.applied.map((a) => a.kind)).toContain("DaemonSet");
+      const status = t.applied.find((a) => a.kind === "status")!.status;
+      expect(condition(status, "Stalled")?.reason).not.toBe("ResourceNameConflict");
+    });
+
+    it("is applied once the operator's policy allows it", async () => {
+      const t = setup();
+      t.configs.put(
+        config("foo", "2026-01-01T00:00:00Z", { plugin: { image: "registry.example/team/dpo:2" } }),
+      );
+      t.reconciler = new ConfigReconciler({
+        ...t.deps,
+        render: {
+          ...t.deps.render,
+          pluginPolicy: { images: ["registry.example/team/"], hostPaths: ["/run/dpo"] },
+        },
+      });
+      await t.reconciler.reconcile("foo");
+      expect(t.applied.map((a) => a.kind)).toContain("DaemonSet");
+      expect(t.events).not.toContain("Warning/RefusedByPolicy");
+    });
   });
 
   it("exports a config whose stored spec no longer validates as not ready", async () => {

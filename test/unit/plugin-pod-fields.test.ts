@@ -4,6 +4,7 @@
 import type { V1DaemonSet } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { toV1alpha1, toV1beta1, LOST_FIELDS_ANNOTATION } from "../../src/api/conversion/index.js";
+import { devicePluginConfigCrd } from "../../src/api/crd.js";
 import { validateAnyVersion, validateDevicePluginConfig, type FieldError } from "../../src/api/validate.js";
 import {
   DevicePluginConfigSchema,
@@ -11,7 +12,10 @@ import {
   type DevicePluginConfigInput,
 } from "../../src/api/v1beta1/config.js";
 import {
+  ENV_LOADER_RULE,
+  isLoaderEnvName,
   isReservedEnvName,
+  LOADER_ENV_MESSAGE,
   RESERVED_ENV_MESSAGE,
   type DevicePluginConfigSpecInput,
 } from "../../src/api/v1beta1/spec.js";
@@ -60,7 +64,7 @@ const ALL_FIELDS: Plugin = {
   runtimeClassName: "nvidia",
   podAnnotations: { "example.com/team": "gpu", "prometheus.io/scrape": "true" },
   env: [
-    { name: "HTTPS_PROXY", value: "http://proxy.example:3128" },
+    { name: "LANG", value: "C.UTF-8" },
     { name: "TZ", value: "UTC" },
   ],
 };
@@ -280,6 +284,74 @@ describe("spec.plugin's pod fields: what is refused, naming the field", () => {
     expect(pod.spec).not.toHaveProperty("imagePullSecrets");
     expect(pod.spec!.containers[0]!.imagePullPolicy).toBe("IfNotPresent");
     expect(Object.keys(pod.metadata!.annotations!)).toEqual(["dpo.dev/config-hash"]);
+  });
+});
+
+describe("spec.plugin.env refuses what changes how the runtime loads code or whom it trusts", () => {
+  const loader = (index: number, name: string): FieldError => ({
+    path: `spec.plugin.env[${index}].name`,
+    message: `${name} ${LOADER_ENV_MESSAGE}`,
+  });
+  it.each([
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "NODE_EXTRA_CA_CERTS",
+    "NODE_TLS_REJECT_UNAUTHORIZED",
+    "NODE_COMPILE_CACHE",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+    "GLIBC_TUNABLES",
+    "OPENSSL_CONF",
+    "SSL_CERT_FILE",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "NO_PROXY",
+  ])("%s, naming the item and the variable", (name) => {
+    const env = [{ name: "TZ", value: "UTC" }, { name: "LANG" }, { name, value: "--inspect=0.0.0.0:9229" }];
+    expect(errorsOf({ env })).toEqual([loader(2, name)]);
+  });
+
+  it("a name the operator sets gets the reserved message alone, as the CRD's two rules give", () => {
+    expect(errorsOf({ env: [{ name: "NODE_NAME" }] })).toEqual([
+      { path: "spec.plugin.env[0].name", message: RESERVED_ENV_MESSAGE },
+    ]);
+    expect(isLoaderEnvName("NODE_NAME")).toBe(false);
+  });
+
+  it.each(["TZ", "LANG", "NODEOPTIONS", "MY_NODE_OPTIONS", "node_options", "LDPRELOAD", "GOMAXPROCS"])(
+    "accepts %s",
+    (name) => {
+      expect(errorsOf({ env: [{ name }] })).toEqual([]);
+    },
+  );
+
+  it("the CRD carries the rule on each env item, naming the variable in its message", () => {
+    const beta = devicePluginConfigCrd().spec.versions.find((v) => v.name === "v1beta1")!;
+    const items = beta.schema.openAPIV3Schema.properties!.spec!.properties!.plugin!.properties!.env!.items!;
+    expect(items["x-kubernetes-validations"]).toContainEqual(
+      expect.objectContaining({
+        rule: ENV_LOADER_RULE,
+        messageExpression: `self.name + ' ${LOADER_ENV_MESSAGE}'`,
+        fieldPath: ".name",
+      }),
+    );
+  });
+
+  it("a v1alpha1 object whose conversion annotation restores NODE_OPTIONS is refused at the annotation", () => {
+    const beta = validateDevicePluginConfig(input({ plugin: { env: [{ name: "TZ" }] } }));
+    if (!beta.ok) throw new Error(JSON.stringify(beta.errors));
+    const alpha = toV1alpha1(beta.value);
+    const annotations = alpha.metadata.annotations!;
+    annotations[LOST_FIELDS_ANNOTATION] = annotations[LOST_FIELDS_ANNOTATION]!.replace(
+      '"TZ"',
+      '"NODE_OPTIONS"',
+    );
+    const r = validateAnyVersion(alpha);
+    expect(r.ok).toBe(false);
+    expect(r.ok ? [] : r.errors.map((e) => `${e.path}: ${e.message}`)).toEqual([
+      `metadata.annotations[${LOST_FIELDS_ANNOTATION}]: restores an invalid spec.plugin.env[0].name: NODE_OPTIONS ${LOADER_ENV_MESSAGE}`,
+    ]);
   });
 });
 

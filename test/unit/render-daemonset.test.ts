@@ -218,15 +218,15 @@ describe("renderPluginDaemonSet with publish: DRA", () => {
     config({ publish: "DRA", dra: { driverName: "foo.example.com" }, ...extra });
 
   it.each(["kubelet", "watcher"] as const)(
-    "%s registration: the DRA plugins dir, the plugin watcher's, PodResources and CDI; no device-plugins dir",
+    "%s registration: its driver's DRA plugins dir, the plugin watcher's, PodResources and CDI; no device-plugins dir",
     (registrationMode) => {
       const ds = renderPluginDaemonSet(dra(), { ...ctx, registrationMode });
       // Backend mounts (Mock has none) come after the kubelet's; exactly these, in this order.
       expect(hostMounts(ds)).toEqual([
         {
-          host: "/var/lib/kubelet/plugins",
+          host: "/var/lib/kubelet/plugins/foo.example.com",
           type: "DirectoryOrCreate",
-          at: "/var/lib/kubelet/plugins",
+          at: "/var/lib/kubelet/plugins/foo.example.com",
           readOnly: false,
         },
         {
@@ -251,6 +251,32 @@ describe("renderPluginDaemonSet with publish: DRA", () => {
       expect(args[args.indexOf("--cdi-dir") + 1]).toBe("/var/run/cdi");
     },
   );
+
+  it("mounts no other driver's directory: the default driver name's own when spec.dra.driverName is unset", () => {
+    const ds = renderPluginDaemonSet(config({ publish: "DRA" }), ctx);
+    const dirs = hostMounts(ds).filter((m) => m.host.startsWith("/var/lib/kubelet/plugins"));
+    expect(dirs.map((m) => m.host)).toEqual([
+      "/var/lib/kubelet/plugins/foo.hardware-vendor.example",
+      "/var/lib/kubelet/plugins_registry",
+    ]);
+    expect(dirs.map((m) => m.at)).toEqual(dirs.map((m) => m.host));
+  });
+
+  it("the only writable host mounts are the sockets' directories and CDI's, in both modes", () => {
+    for (const spec of [{ publish: "DRA" as const }, { cdi: { enabled: true } }, {}]) {
+      for (const registrationMode of ["kubelet", "watcher"] as const) {
+        const writable = hostMounts(renderPluginDaemonSet(config(spec), { ...ctx, registrationMode }))
+          .filter((m) => !m.readOnly)
+          .map((m) => m.host);
+        for (const host of writable) {
+          expect(host, JSON.stringify(spec)).toMatch(
+            /^(\/var\/lib\/kubelet\/(device-plugins|plugins_registry|plugins\/[^/]+)|\/var\/run\/cdi)$/,
+          );
+        }
+        if (!("cdi" in spec) && spec.publish === undefined) expect(writable).not.toContain("/var/run/cdi");
+      }
+    }
+  });
 
   it("keeps a backend's own host paths and privileges", () => {
     const ds = renderPluginDaemonSet(dra({ backend: { type: "PCI", pci: { vendor: "10de" } } }), ctx);

@@ -107,8 +107,58 @@ export function isReservedEnvName(name: string): boolean {
   return (RESERVED_ENV_NAMES as readonly string[]).includes(name) || name.startsWith(RESERVED_ENV_PREFIX);
 }
 
+/**
+ * Env names that change what code the plugin's runtime loads or whom it trusts, refused because
+ * spec.plugin.env is the config author's while the plugin runs as root on the node with the node's
+ * mounts: the dynamic loader's `LD_*` (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, ...) and glibc's tunables;
+ * Node's `NODE_*` (NODE_OPTIONS --require/--import/--inspect, NODE_PATH, NODE_EXTRA_CA_CERTS, NODE_TLS_*,
+ * NODE_COMPILE_CACHE, NODE_USE_ENV_PROXY, ...), a prefix rather than a list so a new Node release's
+ * variable is refused too (the plugin reads none: NODE_NAME is the operator's, reserved above);
+ * OpenSSL's configuration, which loads engines and providers (shared objects) and trust anchors; and the
+ * proxy variables, which would send the plugin's API-server traffic, with its token, through a host of
+ * the author's choosing. NODE_EXTRA_CA_CERTS is refused with the rest of NODE_*: the plugin's only TLS
+ * peer is the API server, verified against the ServiceAccount's CA, so an extra anchor can only widen
+ * whom the plugin trusts.
+ */
+export const LOADER_ENV_NAMES = [
+  "GLIBC_TUNABLES",
+  "OPENSSL_CONF",
+  "OPENSSL_ENGINES",
+  "OPENSSL_MODULES",
+  "SSL_CERT_DIR",
+  "SSL_CERT_FILE",
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "ALL_PROXY",
+  "NO_PROXY",
+  "http_proxy",
+  "https_proxy",
+  "all_proxy",
+  "no_proxy",
+] as const;
+export const LOADER_ENV_PREFIXES = ["LD_", "NODE_"] as const;
+export const LOADER_ENV_MESSAGE =
+  "changes what code the plugin loads or whom it trusts (LD_*, NODE_*, GLIBC_TUNABLES, OPENSSL_*, SSL_CERT_*, proxy variables), and the plugin runs as root on its nodes";
+
+/** Whether a spec.plugin.env name is one of the loader's or runtime's (and not one the operator sets). */
+export function isLoaderEnvName(name: string): boolean {
+  if (isReservedEnvName(name)) return false;
+  return (
+    (LOADER_ENV_NAMES as readonly string[]).includes(name) ||
+    LOADER_ENV_PREFIXES.some((prefix) => name.startsWith(prefix))
+  );
+}
+
 /** The CEL rule on each spec.plugin.env item, as the CRD carries it. */
 export const ENV_RESERVED_RULE = `!(self.name in [${RESERVED_ENV_NAMES.map((n) => `'${n}'`).join(", ")}]) && !self.name.startsWith('${RESERVED_ENV_PREFIX}')`;
+/**
+ * The loader rule as CEL. It leaves a name the operator sets to ENV_RESERVED_RULE (one message per name,
+ * as dpo validate gives); its message names the variable, as dpo validate's does.
+ */
+export const ENV_LOADER_RULE = `self.name in [${RESERVED_ENV_NAMES.map((n) => `'${n}'`).join(", ")}] || self.name.startsWith('${RESERVED_ENV_PREFIX}') || !(self.name in [${LOADER_ENV_NAMES.map((n) => `'${n}'`).join(", ")}] || ${LOADER_ENV_PREFIXES.map((p) => `self.name.startsWith('${p}')`).join(" || ")})`;
+// No quote in the message, so it needs no escaping inside the CEL string.
+export const ENV_LOADER_MESSAGE_EXPRESSION = `self.name + ' ${LOADER_ENV_MESSAGE}'`;
+
 /** An env name as Kubernetes checked them before 1.34's relaxed rule, which every supported version accepts. */
 export const ENV_NAME_PATTERN = "^[-._a-zA-Z][-._a-zA-Z0-9]*$";
 
@@ -143,13 +193,24 @@ export const EnvVarSchema = z
     if (isReservedEnvName(env.name)) {
       ctx.addIssue({ code: "custom", path: ["name"], message: RESERVED_ENV_MESSAGE });
     }
+    if (isLoaderEnvName(env.name)) {
+      ctx.addIssue({ code: "custom", path: ["name"], message: `${env.name} ${LOADER_ENV_MESSAGE}` });
+    }
   })
   .meta(
-    celRules({
-      rule: ENV_RESERVED_RULE,
-      message: RESERVED_ENV_MESSAGE,
-      fieldPath: ".name",
-    }),
+    celRules(
+      {
+        rule: ENV_RESERVED_RULE,
+        message: RESERVED_ENV_MESSAGE,
+        fieldPath: ".name",
+      },
+      {
+        rule: ENV_LOADER_RULE,
+        messageExpression: ENV_LOADER_MESSAGE_EXPRESSION,
+        fieldPath: ".name",
+        reason: "FieldValueForbidden",
+      },
+    ),
   );
 
 /** The plugin container's extra env: a list keyed by name (a name once), so server-side apply merges it by name. */
@@ -166,7 +227,7 @@ export const RUNTIME_CLASS_NAME_DESCRIPTION =
 export const POD_ANNOTATIONS_DESCRIPTION =
   "Annotations of the plugin pods (at most 32; not in the dpo.dev domain). A change rolls the plugin out as a new revision.";
 export const ENV_DESCRIPTION =
-  "Extra environment variables of the plugin container, literal values only (at most 64, each name once); names the operator sets (NODE_NAME, POD_NAMESPACE, POD_UID, NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES, DPO_*) are refused.";
+  "Extra environment variables of the plugin container, literal values only (at most 64, each name once); names the operator sets (NODE_NAME, POD_NAMESPACE, POD_UID, NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES, DPO_*) are refused, and so are those that change how the runtime loads code or whom it trusts (LD_*, NODE_*, GLIBC_TUNABLES, OPENSSL_*, SSL_CERT_*, proxy variables).";
 
 /** The pod fields of spec.plugin, each optional: unset renders the pod as before the field existed. */
 export const pluginPodFields = {

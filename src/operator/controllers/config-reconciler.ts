@@ -6,6 +6,8 @@ import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import type { Informer, ReconcileResult } from "../../kube/index.js";
 import { configLabelValue } from "../../contract/names.js";
 import { revisionObjectName } from "../render/index.js";
+import { effectivePluginPolicy, pluginPolicyRefusals, type PolicyRefusal } from "../render/plugin-policy.js";
+import { transitionEvents } from "../status/transition-events.js";
 import { revisionOfDaemonSet } from "../upgrade/daemonset-state.js";
 import {
   aggregateStatus,
@@ -28,6 +30,7 @@ import {
   type CachedDeviceClass,
   type ConfigReconcilerDeps,
   type StepDeps,
+  type StoredConfig,
 } from "./reconciler-deps.js";
 import { ownedDaemonSets } from "./owned-objects.js";
 import { deleteStaleReports } from "./steps/delete-stale-reports.js";
@@ -112,6 +115,8 @@ export class ConfigReconciler {
       return this.statusWrites.write(stored, status, []);
     }
     const config = parsed.value;
+    const refusals = pluginPolicyRefusals(config.spec, effectivePluginPolicy(deps.render));
+    if (refusals.length > 0) return this.refuse(stored, name, refusals);
     const nodes = deps.nodes.list();
     const resolution = this.resolveResourceName(config, nodes);
     const { conflictWith, targeting } = resolution;
@@ -181,6 +186,27 @@ export class ConfigReconciler {
   }
 
   /**
+   * A config the operator's plugin policy refuses gets no workloads (its plugin pods would run what the
+   * admin did not allow, as root on its nodes) and a status and Warning Event naming each refused field.
+   */
+  private async refuse(
+    stored: StoredConfig,
+    name: string,
+    refusals: readonly PolicyRefusal[],
+  ): Promise<ReconcileResult> {
+    const { deps } = this;
+    const message = refusals.map((r) => `${r.field}: ${r.message}`).join("; ");
+    deps.logger.warn({ config: name, err: message }, "config refused by the plugin policy; not applying it");
+    await removePluginWorkloads(deps, name);
+    const labelsRetry = await stripNodeLabels(deps, name, () => false);
+    const previous = this.statusWrites.previous(name, stored);
+    const status = invalidSpecStatus(stored, message, deps.now(), "RefusedByPolicy");
+    const events = transitionEvents(previous, status.conditions ?? [], [], false);
+    deps.metrics.recordConfig(name, configSeries(status));
+    return soonest(await this.statusWrites.write(stored, status, events, previous), labelsRetry);
+  }
+
+  /**
    * How this config shares its resource name (the config it yields to, if any; the nodes it steps back
    * from for higher priorities). Decided among every stored config of this resource name, valid or not:
    * only those are validated (the stored spec's resourceName read as is first), and nodes are read only
@@ -202,7 +228,12 @@ export class ConfigReconciler {
           metadata: { name: otherName, creationTimestamp: other.metadata?.creationTimestamp },
           spec: other.spec,
         });
-      } else if (r.value.spec.resourceName === config.spec.resourceName) valid.push(r.value);
+      } else if (
+        r.value.spec.resourceName === config.spec.resourceName &&
+        // A config the plugin policy refuses has no plugin anywhere: nothing to step back for.
+        pluginPolicyRefusals(r.value.spec, effectivePluginPolicy(this.deps.render)).length === 0
+      )
+        valid.push(r.value);
     }
     const resolution = resolveResourceNames(valid, nodes, invalid).get(name)!;
     if (resolution.conflictWith !== undefined || cdiSpecKindOf(config.spec) === undefined) return resolution;

@@ -1,6 +1,7 @@
 // What rendering needs to know about the operator's own deployment, as opposed to the config.
 import type { V1NodeSelectorTerm } from "@kubernetes/client-node";
 import type { RegistrationMode } from "../../contract/registration.js";
+import type { PluginPolicy } from "./plugin-policy.js";
 
 export interface RenderContext {
   /** Namespace the operator runs in; the plugin ConfigMaps and DaemonSets live there. */
@@ -22,4 +23,9 @@ export interface RenderContext {
    * the config's own nodeSelectorTerm alone.
    */
   targeting?: { terms: V1NodeSelectorTerm[] | undefined };
+  /**
+   * The images and host directories configs may use (the operator's --plugin-image-allow and
+   * --plugin-host-path-allow). Absent: the operator's own image repository and DEFAULT_PLUGIN_HOST_PATHS.
+   */
+  pluginPolicy?: PluginPolicy;
 }

@@ -1,5 +1,6 @@
 // Renders the plugin DaemonSet of a DevicePluginConfig: one `dpo plugin` pod on every node the config targets.
 import { createHash } from "node:crypto";
+import { posix } from "node:path";
 import type {
   V1Container,
   V1DaemonSet,
@@ -13,6 +14,7 @@ import type {
 } from "@kubernetes/client-node";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import { DEFAULT_IMAGE_PULL_POLICY } from "../../api/v1beta1/plugin-pod.js";
+import { draDriverName } from "../../api/v1beta1/publish.js";
 import { canonicalJson } from "../../api/conversion/merge-patch.js";
 import { DEFAULT_CDI_DIR } from "../../cdi/spec.js";
 import {
@@ -188,20 +190,22 @@ export const DRA_PLUGINS_VOLUME = "dra-plugins";
 
 /**
  * The kubelet's directories a plugin in DRA mode uses, instead of the device-plugins directory (no
- * kubelet.sock, no device plugin socket): its DRA socket under `<DRA_PLUGINS_DIR>/<driver>/`, its
- * registration socket in the plugin watcher's directory (DRA plugins always register through the watcher,
- * whatever the operator's registration mode), the PodResources API (read only, which pod holds which
- * device), and the CDI directory, always: NodePrepareResources answers with CDI device ids, so the CDI
- * spec files are how a DRA device reaches a container. DirectoryOrCreate for the DRA plugins directory:
- * the kubelet creates it on first use of a DRA plugin, and the plugin would otherwise wait on a node that
- * has none yet.
+ * kubelet.sock, no device plugin socket): its own driver's directory `<DRA_PLUGINS_DIR>/<driver>/`, where
+ * it serves its DRA socket, and not the whole plugins directory, whose other drivers' sockets a config
+ * author must not reach; its registration socket in the plugin watcher's directory (DRA plugins always
+ * register through the watcher, whatever the operator's registration mode); the PodResources API (read
+ * only, which pod holds which device); and the CDI directory, read-write and always: NodePrepareResources
+ * answers with CDI device ids, so the CDI spec files the plugin writes are how a DRA device reaches a
+ * container. DirectoryOrCreate for the driver's directory: the kubelet creates it only when a DRA plugin
+ * registers, and the plugin would otherwise wait on a node that has none yet.
  */
-function draKubeletMounts(): HostPathMount[] {
+function draKubeletMounts(driver: string): HostPathMount[] {
+  const driverDir = posix.join(DRA_PLUGINS_DIR, driver);
   return [
     {
       name: DRA_PLUGINS_VOLUME,
-      hostPath: DRA_PLUGINS_DIR,
-      mountPath: DRA_PLUGINS_DIR,
+      hostPath: driverDir,
+      mountPath: driverDir,
       type: "DirectoryOrCreate",
       readOnly: false,
     },
@@ -279,7 +283,7 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
         ]
       : []),
   ];
-  const kubeletMounts = dra ? draKubeletMounts() : deviceApiMounts;
+  const kubeletMounts = dra ? draKubeletMounts(draDriverName(spec)) : deviceApiMounts;
   const hostMounts = [...kubeletMounts, ...backend.hostPaths];
 
   const env: V1EnvVar[] = [

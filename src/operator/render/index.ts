@@ -8,3 +8,4 @@ export * from "./placement.js";
 export * from "./drift.js";
 export * from "./pull-secrets.js";
 export * from "./node-terms.js";
+export * from "./plugin-policy.js";

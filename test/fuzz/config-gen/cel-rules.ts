@@ -2,8 +2,11 @@
 import {
   checkDefaultDriverName,
   DRA_DEFAULT_DRIVER_RULE,
+  ENV_LOADER_RULE,
   ENV_RESERVED_RULE,
   isAnnotationKey,
+  isLoaderEnvName,
+  LOADER_ENV_NAMES,
   isReservedAnnotationKey,
   isReservedEnvName,
   POD_ANNOTATION_KEY_RULE,
@@ -334,6 +337,22 @@ export const CEL_RULES: CelHandler[] = [
     violate(value, _m, c) {
       if (!isObject(value)) return undefined;
       value.name = c.rng.pick([...RESERVED_ENV_NAMES, "DPO_LOG_LEVEL", "DPO_X"]);
+      return { value, what: `the env name ${value.name}` };
+    },
+  },
+  {
+    // ... and none that changes how the runtime loads code or whom it trusts.
+    rule: exact(ENV_LOADER_RULE),
+    satisfy(value, _m, c) {
+      for (let i = 0; i < 200; i++) {
+        if (!isObject(value) || typeof value.name !== "string" || !isLoaderEnvName(value.name)) return value;
+        value.name = c.gen(c.schema.properties!.name!, [...c.path, "name"]);
+      }
+      throw new Error(`config-gen: cannot satisfy ${ENV_LOADER_RULE} at ${showPath(c.path)}`);
+    },
+    violate(value, _m, c) {
+      if (!isObject(value)) return undefined;
+      value.name = c.rng.pick([...LOADER_ENV_NAMES, "NODE_OPTIONS", "LD_PRELOAD", "NODE_EXTRA_CA_CERTS"]);
       return { value, what: `the env name ${value.name}` };
     },
   },
