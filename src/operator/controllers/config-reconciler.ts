@@ -26,11 +26,12 @@ import {
   type StepDeps,
 } from "./reconciler-deps.js";
 import { ownedDaemonSets } from "./owned-objects.js";
-import { deleteStaleReports } from "./steps/delete-stale-reports.js";
+import { deleteReportsOfGoneConfig, deleteStaleReports } from "./steps/delete-stale-reports.js";
 import { stripNodeLabels } from "./steps/node-label-cleanup.js";
 import { deleteSlices, reconcileDraObjects, resourceApiServed } from "./steps/dra-objects.js";
 import {
   applyPluginWorkloads,
+  forgetRolloutWrites,
   removePluginWorkloads,
   type WorkloadOutcome,
 } from "./steps/plugin-workloads.js";
@@ -88,8 +89,13 @@ export class ConfigReconciler {
       // restart that missed the delete.
       this.statusWrites.forget(name);
       deps.metrics.forgetConfig(name);
+      forgetRolloutWrites(deps, name);
       const slicesRetry = await deleteSlices(deps, name, undefined);
-      return soonest(soonest({}, slicesRetry), await stripNodeLabels(deps, name, () => false));
+      const reportsRetry = await deleteReportsOfGoneConfig(deps, name);
+      return soonest(
+        soonest(soonest({}, slicesRetry), reportsRetry),
+        await stripNodeLabels(deps, name, () => false),
+      );
     }
     if (stored.metadata?.deletionTimestamp) {
       // Being deleted (foreground cascade): re-applying the DaemonSet would fight the garbage collector.

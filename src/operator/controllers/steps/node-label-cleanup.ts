@@ -49,7 +49,8 @@ export async function stripNodeLabels(
   for (const patch of patches.slice(0, NODE_CLEANUP_BATCH)) {
     try {
       await deps.objects.patch(NODES, { name: patch.node }, "merge", patch.body);
-      if (patch.resourceVersion !== undefined) pending.set(patch.node, patch.resourceVersion);
+      if (patch.resourceVersion !== undefined)
+        stripped.expect(deps, configName, patch.node, patch.resourceVersion);
       deps.metrics.applies.inc({ kind: "Node" });
       written++;
     } catch (err) {
@@ -64,4 +65,9 @@ export async function stripNodeLabels(
     );
   }
   return retry;
+}
+
+/** Configs whose cleanup writes the Node cache has yet to show (the state kept per config, for its bound). */
+export function cleanupWritesPending(deps: StepDeps): number {
+  return stripped.configs(deps);
 }
