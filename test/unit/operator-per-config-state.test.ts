@@ -18,13 +18,16 @@ import { rolloutWritesPending } from "../../src/operator/controllers/steps/plugi
 import { findStaleReports } from "../../src/operator/controllers/stale-reports.js";
 import { OperatorMetrics } from "../../src/operator/metrics.js";
 import { nodeKeys } from "../../src/operator/render/index.js";
+import { configsMarkedOnNode } from "../../src/operator/upgrade/node-labels.js";
 
 const NS = "dpo-system";
 
 /** A cache keyed by name whose by-config index reads `indexOf`, as the operator's informers index. */
 class FakeCache<T extends KubernetesObject> {
   readonly objects = new Map<string, T>();
-  constructor(private readonly indexOf: (obj: T) => string | undefined = () => undefined) {}
+  /** How often the whole cache was listed. */
+  lists = 0;
+  constructor(private readonly indexOf: (obj: T) => string[] = () => []) {}
   hasSynced(): boolean {
     return true;
   }
@@ -35,10 +38,11 @@ class FakeCache<T extends KubernetesObject> {
     return this.objects.get(name);
   }
   list(): T[] {
+    this.lists++;
     return [...this.objects.values()];
   }
   byIndex(_index: string, value: string): T[] {
-    return this.list().filter((o) => this.indexOf(o) === value);
+    return [...this.objects.values()].filter((o) => this.indexOf(o).includes(value));
   }
   asInformer(): Informer<T> {
     return this as unknown as Informer<T>;
@@ -65,8 +69,8 @@ function report(name: string, configName: string, nodeName: string): DeviceNodeS
 
 describe("per-config state of configs that do not exist", () => {
   it("stays bounded over 10,000 reconciles of random config names, and their reports go", async () => {
-    const nodes = new FakeCache<V1Node>();
-    const reports = new FakeCache<DeviceNodeState>((r) => r.spec.configName);
+    const nodes = new FakeCache<V1Node>(configsMarkedOnNode);
+    const reports = new FakeCache<DeviceNodeState>((r) => [r.spec.configName]);
     const NODES = 50;
     let rv = 1;
     for (let i = 0; i < NODES; i++) nodes.put({ metadata: { name: `n${i}`, resourceVersion: String(rv++) } });
@@ -126,6 +130,23 @@ describe("per-config state of configs that do not exist", () => {
     expect(rolloutWritesPending(deps as StepDeps)).toBe(0);
     expect(reports.objects.size).toBe(0);
     expect(unseen).toHaveLength(1);
+    // Each was stripped from the one Node that carried its label, found by the index, never by a scan.
+    expect(nodes.lists).toBe(0);
+  });
+});
+
+describe("configsMarkedOnNode", () => {
+  it("finds a config by its revision or surge label, its upgrade record or its Replace taint", () => {
+    const [a, b, c, d] = ["a", "b", "c", "d"].map((n) => nodeKeys(n));
+    const node: V1Node = {
+      metadata: {
+        name: "n",
+        labels: { [a!.revision]: "r1", [b!.surge]: "r2", other: "x" },
+        annotations: { [c!.upgrade]: "{}", other: "x" },
+      },
+      spec: { taints: [{ key: d!.replace, value: "r1", effect: "NoSchedule" }] },
+    };
+    expect(configsMarkedOnNode(node).sort()).toEqual(["a", "b", "c", "d"]);
   });
 });
 

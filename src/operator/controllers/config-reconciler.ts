@@ -92,9 +92,12 @@ export class ConfigReconciler {
       forgetRolloutWrites(deps, name);
       const slicesRetry = await deleteSlices(deps, name, undefined);
       const reportsRetry = await deleteReportsOfGoneConfig(deps, name);
+      // Only the Nodes that carry something of the config: a name that never was a config (a report's
+      // configName) must not cost a visit of every Node.
+      const marked = deps.nodes.byIndex(INDEX_BY_CONFIG, configLabelValue(name));
       return soonest(
         soonest(soonest({}, slicesRetry), reportsRetry),
-        await stripNodeLabels(deps, name, () => false),
+        await stripNodeLabels(deps, name, () => false, marked),
       );
     }
     if (stored.metadata?.deletionTimestamp) {
