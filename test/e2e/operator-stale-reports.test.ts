@@ -1,6 +1,7 @@
 // End to end: the operator deletes the DeviceNodeStates of a node that left the cluster and of a node the
-// config no longer selects, and one an earlier plugin version wrote under plain `<config>-<node>` once the
-// current one exists, and keeps the current reports of nodes it still targets.
+// config no longer selects, one an earlier plugin version wrote under plain `<config>-<node>` once the
+// current one exists, one under another node's name and one of a config that does not exist, and keeps
+// the current reports of nodes it still targets.
 import { CoreV1Api, CustomObjectsApi, type V1NodeSystemInfo } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deviceNodeStateName } from "../../src/contract/node-state.js";
@@ -91,7 +92,12 @@ beforeAll(async () => {
 }, 120_000);
 
 /** What the plugin on `node` would have written (the operator reads spec; status does not matter). */
-async function createReport(node: string, name: string, reportRevision?: string): Promise<void> {
+async function createReport(
+  node: string,
+  name: string,
+  reportRevision?: string,
+  ofConfig = configName,
+): Promise<void> {
   await custom.createNamespacedCustomObject({
     ...REPORTS,
     namespace: NAMESPACE,
@@ -101,12 +107,21 @@ async function createReport(node: string, name: string, reportRevision?: string)
       metadata: {
         name,
         namespace: NAMESPACE,
-        ownerReferences: [
-          { apiVersion: "dpo.dev/v1beta1", kind: "DevicePluginConfig", name: configName, uid: configUid },
-        ],
+        ...(ofConfig === configName
+          ? {
+              ownerReferences: [
+                {
+                  apiVersion: "dpo.dev/v1beta1",
+                  kind: "DevicePluginConfig",
+                  name: configName,
+                  uid: configUid,
+                },
+              ],
+            }
+          : {}),
       },
       spec: {
-        configName,
+        configName: ofConfig,
         nodeName: node,
         resourceName,
         ...(reportRevision !== undefined ? { revision: reportRevision } : {}),
@@ -159,6 +174,44 @@ describe("stale DeviceNodeStates", () => {
     );
     expect(line).toContain('"reason":"Superseded"');
     expect(line).toContain(`"replacedBy":"${reportName(nodeNames.kept)}"`);
+    expect(await existingReports()).toEqual({ kept: true, deleted: true, unlabelled: true });
+  });
+
+  /** Waits until the report `name` is gone and the operator logged its deletion; returns the log line. */
+  async function deletedAndLogged(name: string, why: string): Promise<string> {
+    return waitFor(
+      `${name} to be deleted ${why}`,
+      async (observe) => {
+        const exists = await reportExists("", name);
+        const logged = operator.logs
+          .join("")
+          .split("\n")
+          .find((l) => l.includes(`"report":"${name}"`));
+        observe({ exists, logged });
+        return !exists && logged !== undefined ? logged : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
+  }
+
+  it("deletes a report under another node's name (a squat), and keeps the current ones", async () => {
+    // Node "elsewhere"'s report name, with a node of the config in the spec: its plugin could never write it.
+    const squat = deviceNodeStateName(configName, uniqueName("stale-elsewhere"), revision);
+    await createReport(nodeNames.unlabelled, squat, revision);
+    const line = await deletedAndLogged(squat, "as superseded by the node's own report");
+    // Beside the node's current report a squat is Superseded, as any other name; without one, Misnamed
+    // (stale-reports.ts, unit-tested in operator-per-config-state.test.ts).
+    expect(line).toContain('"reason":"Superseded"');
+    expect(line).toContain(`"replacedBy":"${reportName(nodeNames.unlabelled)}"`);
+    expect(await existingReports()).toEqual({ kept: true, deleted: true, unlabelled: true });
+  });
+
+  it("deletes a report of a config that does not exist", async () => {
+    const ghost = uniqueName("e2e-ghost");
+    const name = deviceNodeStateName(ghost, nodeNames.kept);
+    await createReport(nodeNames.kept, name, undefined, ghost);
+    const line = await deletedAndLogged(name, "with its config gone");
+    expect(line).toContain('"reason":"ConfigGone"');
     expect(await existingReports()).toEqual({ kept: true, deleted: true, unlabelled: true });
   });
 

@@ -1,7 +1,10 @@
 // config/policy on a real API server: a plugin's pod-bound token writes its own node's DeviceNodeState and
-// no other, a token that names no node writes none, and the operator and administrators are untouched.
+// no other, under the name its spec gives it only; a token that names no node writes none, and the operator
+// and administrators are untouched. With the CRD's rules: the fields the name is made of never change.
 import { AuthenticationV1Api, CoreV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MAX_ATTRIBUTES_PER_DEVICE } from "../../src/api/v1beta1/devicenodestate.js";
+import { deviceNodeStateName } from "../../src/contract/node-state.js";
 import { KubeApiError } from "../../src/kube/errors.js";
 import { ServerSideApplier } from "../../src/kube/apply.js";
 import { kubeRequest } from "../../src/kube/request.js";
@@ -28,8 +31,14 @@ const configName = uniqueName("vap");
 const podA = uniqueName("vap-plugin-a");
 const podB = uniqueName("vap-plugin-b");
 /** Every report this file may create, deleted at the end whichever tests ran. */
-const reportA = uniqueName("vap-report-a");
+const reportA = deviceNodeStateName(configName, nodeA);
 const reportB = uniqueName("vap-report-b");
+/**
+ * A config name of 51 characters: `<config>-<node>` cut to 52 ends on the '-', which the name leaves out,
+ * so the policy's reading of the cut is tested too.
+ */
+const longConfig = `${configName}-${"x".repeat(50 - configName.length)}`;
+const reportLong = deviceNodeStateName(longConfig, nodeA, "rev1");
 
 /** Tokens of the plugin ServiceAccount: bound to the pod on node A, and bound to nothing. */
 let tokenA = "";
@@ -41,12 +50,17 @@ function twoNodes(): [string, string] {
   return [a, b];
 }
 
-function report(name: string, nodeName: string, labels: Record<string, string> = {}) {
+function report(
+  name: string,
+  nodeName: string,
+  labels: Record<string, string> = {},
+  spec: { configName?: string; revision?: string } = {},
+) {
   return {
     apiVersion: API_VERSION,
     kind: "DeviceNodeState",
     metadata: { name, namespace: NAMESPACE, labels },
-    spec: { configName, nodeName, resourceName: "vap.example/foo" },
+    spec: { configName, nodeName, resourceName: "vap.example/foo", ...spec },
   };
 }
 
@@ -96,7 +110,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const name of [reportA, reportB]) {
+  for (const name of [reportA, reportB, reportLong, deviceNodeStateName(configName, nodeB)]) {
     await kubeRequest(admin, { method: "DELETE", path: `${REPORTS}/${name}` }).catch(() => undefined);
   }
   for (const name of [podA, podB]) {
@@ -155,12 +169,65 @@ describe("ValidatingAdmissionPolicy dpo-plugin-own-node", () => {
       expect(error.code).toBe(403);
       expect(error.message).toContain(`not one for node ${nodeB}`);
     }
-    // Rewriting node B's report to name node A passes the check on the new object; the old one stops it.
+    // Rewriting node B's report to name node A passes the policy's check on the new object. The CRD
+    // refuses it before admission policies run (spec.nodeName is immutable); the policy's check of the
+    // old object stays behind it, for an API server that lacks the CRD's rule.
     const takeover = await refusal(plugin.apply(report(reportB, nodeA)));
-    expect(takeover.code).toBe(403);
-    expect(takeover.message).toContain(
-      `dpo-plugin on node ${nodeA} may not change the DeviceNodeState of node ${nodeB}`,
+    expect(takeover.code).toBe(422);
+    expect(takeover.message).toContain("spec.nodeName");
+    expect(takeover.message).toContain("is immutable");
+  });
+
+  it("refuses the plugin on node A node B's report name, even with node A in the spec", async () => {
+    const squat = deviceNodeStateName(configName, nodeB);
+    const error = await refusal(pluginApplier(tokenA).apply(report(squat, nodeA)));
+    expect(error.code).toBe(403);
+    expect(error.message).toContain(
+      `dpo-plugin on node ${nodeA} may create a DeviceNodeState only under the name its config and node give it`,
     );
+    expect(error.message).toContain(`not ${squat}`);
+  });
+
+  it.each([
+    ["another config's name", () => deviceNodeStateName(`${configName}-other`, nodeA)],
+    ["a name without the hash", () => `${configName}-${nodeA}`],
+    ["a hand-made name", () => uniqueName("vap-report-e")],
+  ])("refuses the plugin on node A %s for its own report", async (_what, name) => {
+    const error = await refusal(pluginApplier(tokenA).apply(report(name(), nodeA)));
+    expect(error.code).toBe(403);
+    expect(error.message).toContain(
+      "may create a DeviceNodeState only under the name its config and node give it",
+    );
+  });
+
+  it("lets the plugin on node A create a long config's report with a revision, cut where the name is cut", async () => {
+    expect(longConfig).toHaveLength(51);
+    const created = await pluginApplier(tokenA).apply(
+      report(reportLong, nodeA, {}, { configName: longConfig, revision: "rev1" }),
+    );
+    expect(created.metadata.name).toBe(reportLong);
+  });
+
+  it("refuses the plugin a change of its own report's config, node-bound or not (the CRD)", async () => {
+    const error = await refusal(
+      pluginApplier(tokenA).apply(report(reportA, nodeA, {}, { configName: `${configName}-moved` })),
+    );
+    expect(error.code).toBe(422);
+    expect(error.message).toContain("spec.configName");
+    expect(error.message).toContain("is immutable");
+  });
+
+  it("refuses a report whose devices carry more attributes than the schema bounds", async () => {
+    const flooded = withStatus(reportA, nodeA, 1);
+    flooded.status.devices[0] = {
+      ...flooded.status.devices[0]!,
+      attributes: Object.fromEntries(
+        Array.from({ length: MAX_ATTRIBUTES_PER_DEVICE + 1 }, (_, i) => [`k${i}`, "v"]),
+      ),
+    } as (typeof flooded.status.devices)[0];
+    const error = await refusal(pluginApplier(tokenA).applyStatus(flooded));
+    expect(error.code).toBe(422);
+    expect(error.message).toContain("status.devices[0].attributes");
   });
 
   it("refuses a plugin token bound to no pod, saying it names no node", async () => {

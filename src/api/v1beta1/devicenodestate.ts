@@ -5,14 +5,31 @@ import { celRules } from "./cel.crd.js";
 export const DEVICE_NODE_STATE_KIND = "DeviceNodeState";
 export const DEVICE_NODE_STATE_PLURAL = "devicenodestates";
 
+/**
+ * The report's name is derived from these (contract/node-state.ts): a report whose config, node or
+ * revision could be rewritten in place would be one report under another pair's name, and a plugin could
+ * move its report from config to config, making the operator visit a new config on every write.
+ */
+const immutable = celRules({
+  rule: "self == oldSelf",
+  message: "is immutable",
+  reason: "FieldValueForbidden",
+});
+
 export const DeviceNodeStateSpecSchema = z
   .object({
-    configName: z.string().min(1).max(253).describe("The DevicePluginConfig this report belongs to."),
-    nodeName: z.string().min(1).max(253),
+    configName: z
+      .string()
+      .min(1)
+      .max(253)
+      .meta(immutable)
+      .describe("The DevicePluginConfig this report belongs to."),
+    nodeName: z.string().min(1).max(253).meta(immutable),
     resourceName: z.string().min(1).max(316),
     revision: z
       .string()
       .max(63)
+      .meta(immutable)
       .optional()
       .describe("The plugin revision that writes this report; each revision on a node writes its own."),
   })
@@ -27,6 +44,24 @@ export const REGISTRATION_STATES = ["Registered", "NotRegistered", "StandingBy"]
 
 /** Most typed attributes plus capacities per device, as resource.k8s.io/v1 allows one device. */
 const MAX_TYPED_PER_DEVICE = 32;
+/**
+ * Most attributes per device. The NVIDIA backend reports 9, PCI 6, Mock at most 64 (63 configured and its
+ * index): twice the largest, so a backend that grows keeps room, while one report stays far below the
+ * API server's request limit and the operator's cache cannot be flooded through it.
+ */
+export const MAX_ATTRIBUTES_PER_DEVICE = 128;
+/**
+ * Longest attribute name: Mock's configured names are at most 63 characters, a ResourceSlice's qualified
+ * attribute names at most 96 (a 63-character domain, '/', 32 characters).
+ */
+export const MAX_ATTRIBUTE_KEY = 128;
+/**
+ * Longest attribute value: Mock's configured values are at most 256 characters; the longest a real backend
+ * writes is NVIDIA's lastXid (a 200-character detail and its code).
+ */
+export const MAX_ATTRIBUTE_VALUE = 1024;
+/** An RFC 3339 time is at most 35 characters (nanoseconds and an offset); room to spare. */
+const MAX_TIME = 64;
 
 /**
  * A typed device attribute, in the form a ResourceSlice publishes it (resource.k8s.io/v1
@@ -56,7 +91,7 @@ export type TypedAttribute = z.infer<typeof TypedAttributeSchema>;
 
 const typedRecord = <T extends z.ZodType>(value: T) =>
   z
-    .record(z.string(), value)
+    .record(z.string().max(MAX_ATTRIBUTE_KEY), value)
     .refine((record) => Object.keys(record).length <= MAX_TYPED_PER_DEVICE, {
       message: `must have at most ${MAX_TYPED_PER_DEVICE} entries`,
     })
@@ -67,7 +102,7 @@ export const ReportedDeviceSchema = z
     id: z.string().min(1).max(253).describe("Physical device id."),
     health: z.enum(["Healthy", "Unhealthy"]),
     reason: z.string().max(1024).optional(),
-    since: z.string().describe("RFC 3339 time the device last changed health."),
+    since: z.string().max(MAX_TIME).describe("RFC 3339 time the device last changed health."),
     numaNode: z.number().int().min(0).optional(),
     replicas: z
       .number()
@@ -83,7 +118,11 @@ export const ReportedDeviceSchema = z
         "The publish path whose pods hold this device since a switch of spec.publish. The DRA path leaves it out of its ResourceSlice (replicas 0); the device plugin keeps advertising it, as the scheduler counts those pods against it, and never hands it out until they free it.",
       ),
     attributes: z
-      .record(z.string(), z.string())
+      .record(z.string().max(MAX_ATTRIBUTE_KEY), z.string().max(MAX_ATTRIBUTE_VALUE))
+      .refine((record) => Object.keys(record).length <= MAX_ATTRIBUTES_PER_DEVICE, {
+        message: `must have at most ${MAX_ATTRIBUTES_PER_DEVICE} entries`,
+      })
+      .meta({ maxProperties: MAX_ATTRIBUTES_PER_DEVICE })
       .optional()
       .describe("The backend's attributes as it reports them, key → text."),
     typedAttributes: typedRecord(TypedAttributeSchema)
@@ -105,7 +144,7 @@ export const DeviceNodeStateStatusSchema = z
     registration: z
       .object({
         state: z.enum(REGISTRATION_STATES),
-        since: z.string(),
+        since: z.string().max(MAX_TIME),
         lastError: z.string().max(1024).optional(),
         socket: z.string().max(1024).optional(),
       })
@@ -125,7 +164,7 @@ export const DeviceNodeStateStatusSchema = z
         "Devices of the resource the kubelet has given to containers, from its PodResources API; absent while the plugin cannot read it.",
       ),
     devices: z.array(ReportedDeviceSchema).max(4096),
-    updateTime: z.string(),
+    updateTime: z.string().max(MAX_TIME),
   })
   .strict();
 export type DeviceNodeStateStatus = z.infer<typeof DeviceNodeStateStatusSchema>;

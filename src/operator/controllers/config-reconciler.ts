@@ -33,11 +33,12 @@ import {
   type StoredConfig,
 } from "./reconciler-deps.js";
 import { ownedDaemonSets } from "./owned-objects.js";
-import { deleteStaleReports } from "./steps/delete-stale-reports.js";
+import { deleteReportsOfGoneConfig, deleteStaleReports } from "./steps/delete-stale-reports.js";
 import { stripNodeLabels } from "./steps/node-label-cleanup.js";
 import { deleteSlices, reconcileDraObjects, resourceApiServed } from "./steps/dra-objects.js";
 import {
   applyPluginWorkloads,
+  forgetRolloutWrites,
   removePluginWorkloads,
   type WorkloadOutcome,
 } from "./steps/plugin-workloads.js";
@@ -99,8 +100,16 @@ export class ConfigReconciler {
       // restart that missed the delete.
       this.statusWrites.forget(name);
       deps.metrics.forgetConfig(name);
+      forgetRolloutWrites(deps, name);
       const slicesRetry = await deleteSlices(deps, name, undefined);
-      return soonest(soonest({}, slicesRetry), await stripNodeLabels(deps, name, () => false));
+      const reportsRetry = await deleteReportsOfGoneConfig(deps, name);
+      // Only the Nodes that carry something of the config: a name that never was a config (a report's
+      // configName) must not cost a visit of every Node.
+      const marked = deps.nodes.byIndex(INDEX_BY_CONFIG, configLabelValue(name));
+      return soonest(
+        soonest(soonest({}, slicesRetry), reportsRetry),
+        await stripNodeLabels(deps, name, () => false, marked),
+      );
     }
     if (stored.metadata?.deletionTimestamp) {
       // Being deleted (foreground cascade): re-applying the DaemonSet would fight the garbage collector.

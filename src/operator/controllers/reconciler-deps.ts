@@ -28,6 +28,7 @@ export type CachedDeviceClass = DeviceClass & { metadata?: { name?: string } };
 
 export interface ConfigReconcilerDeps {
   configs: Informer<StoredConfig>;
+  /** Nodes, indexed by INDEX_BY_CONFIG on the config label values they carry labels, records or taints of. */
   nodes: Informer<V1Node>;
   /** Plugin pods, indexed by INDEX_BY_CONFIG on their `dpo.dev/config` label. */
   pods: Informer<V1Pod>;

@@ -3,6 +3,7 @@
 // decision, the deletes happen in the reconciler.
 import type { V1Node } from "@kubernetes/client-node";
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
+import { boundedName } from "../../contract/names.js";
 import { hasCurrentName } from "../../contract/node-state.js";
 import {
   nodeSelectedBy,
@@ -16,8 +17,10 @@ import {
  * NodeGone: the node left the cluster. NodeNotTargeted: the plugin can no longer run there. Superseded:
  * the report has a name other than the current one for its (config, node) pair, and the current one
  * exists — a plugin of an earlier version named it (plain `<config>-<node>`, which two pairs can share).
+ * Misnamed: the name is neither of those for its spec, so no plugin wrote it for itself: it squats on
+ * the name of another (config, node, revision), whose plugin's writes it would refuse for good.
  */
-export type StaleReason = "NodeGone" | "NodeNotTargeted" | "Superseded" | "RevisionGone";
+export type StaleReason = "NodeGone" | "NodeNotTargeted" | "Superseded" | "RevisionGone" | "Misnamed";
 
 /**
  * A report of a revision no DaemonSet runs is kept this long after its creation: the pod that writes a
@@ -122,7 +125,11 @@ export function findStaleReports(input: StaleReportsInput): StaleReportsResult {
     const replacement = hasCurrentName(report)
       ? undefined
       : currentByNode.get(`${report.spec.configName}/${report.spec.nodeName}`);
-    if (input.nodesSynced && node === undefined) {
+    // Judged without the node: a squat must go even while the node cache has yet to sync. One beside
+    // its node's current report is Superseded below, as any other name is.
+    if (replacement === undefined && isMisnamed(report)) {
+      stale.push({ report, reason: "Misnamed" });
+    } else if (input.nodesSynced && node === undefined) {
       const age = now - creationMillis(report);
       if (age > NODE_GONE_GRACE_MS) stale.push({ report, reason: "NodeGone" });
       else recheckInMs = Math.min(recheckInMs ?? Infinity, NODE_GONE_GRACE_MS - age + 1);
@@ -144,6 +151,15 @@ export function findStaleReports(input: StaleReportsInput): StaleReportsResult {
     remaining: Math.max(0, stale.length - limit),
     ...(recheckInMs !== undefined ? { recheckInMs } : {}),
   };
+}
+
+/**
+ * Whether a report's name is neither the one the current plugin gives its spec's (config, node,
+ * revision) nor the plain `<config>-<node>` of earlier versions (which Superseded judges).
+ */
+export function isMisnamed(report: DeviceNodeState): boolean {
+  if (hasCurrentName(report)) return false;
+  return report.metadata.name !== boundedName(report.spec.configName, report.spec.nodeName);
 }
 
 /** A report's creation time in ms epoch; 0 when it has none (so it counts as old). */

@@ -2,6 +2,9 @@
 import {
   DEVICE_NODE_STATE_KIND,
   DEVICE_NODE_STATE_PLURAL,
+  MAX_ATTRIBUTE_KEY,
+  MAX_ATTRIBUTE_VALUE,
+  MAX_ATTRIBUTES_PER_DEVICE,
   type DeviceNodeStateStatus,
   type ReportedDevice,
 } from "../../api/v1beta1/devicenodestate.js";
@@ -166,11 +169,17 @@ function reportedDevices(input: NodeStateInput): ReportedDevice[] {
   return devices;
 }
 
+/**
+ * The attributes in key order, within the schema's bounds: a backend that reports more or longer ones
+ * than the API server keeps loses the excess here rather than the whole report.
+ */
 function sortedRecord(values: Readonly<Record<string, string>>): Record<string, string> {
   return Object.fromEntries(
     Object.keys(values)
+      .filter((key) => key.length <= MAX_ATTRIBUTE_KEY)
       .sort()
-      .map((key) => [key, values[key] ?? ""]),
+      .slice(0, MAX_ATTRIBUTES_PER_DEVICE)
+      .map((key) => [key, bounded(values[key] ?? "", MAX_ATTRIBUTE_VALUE)]),
   );
 }
 

@@ -64,7 +64,9 @@ export async function deleteStaleReports(
         },
         reason === "Superseded"
           ? "deleted DeviceNodeState superseded by the report under its current name"
-          : "deleted stale DeviceNodeState",
+          : reason === "Misnamed"
+            ? "deleted DeviceNodeState whose name is not the one its plugin gives it"
+            : "deleted stale DeviceNodeState",
       );
     } catch (err) {
       // 404: someone else deleted it. 409: the uid precondition failed, so it is a new report that the
@@ -73,6 +75,43 @@ export async function deleteStaleReports(
       deps.logger.warn(
         { config: name, node: report.spec.nodeName, report: reportName, err: String(err) },
         "could not delete stale DeviceNodeState; retrying later",
+      );
+      retryMs = CLEANUP_ERROR_RETRY_MS;
+    }
+  }
+  return retryMs;
+}
+
+/**
+ * Deletes (a bounded batch of) the DeviceNodeStates that name a config the cache does not hold. Reports
+ * of a deleted config go with it by garbage collection; these carry no owner reference, so no plugin of
+ * the operator wrote them (a plugin's config exists before its pods do): left alone, one could hold the
+ * name of another node's report, and each would bring its config name back to the queue forever.
+ * Returns when to come back, if there is more to do.
+ */
+export async function deleteReportsOfGoneConfig(deps: StepDeps, name: string): Promise<number | undefined> {
+  const reports = deps.reports
+    .byIndex(INDEX_BY_CONFIG, name)
+    .filter((r) => r.spec?.configName === name && !r.metadata.deletionTimestamp);
+  let retryMs = reports.length > STALE_REPORT_DELETES_PER_RECONCILE ? CLEANUP_RETRY_MS : undefined;
+  for (const report of reports.slice(0, STALE_REPORT_DELETES_PER_RECONCILE)) {
+    const reportName = report.metadata.name;
+    const uid = typeof report.metadata["uid"] === "string" ? report.metadata["uid"] : undefined;
+    try {
+      await deps.objects.delete(
+        DEVICE_NODE_STATES,
+        { name: reportName, namespace: deps.render.namespace },
+        { uid },
+      );
+      deps.logger.info(
+        { config: name, node: report.spec.nodeName, report: reportName, reason: "ConfigGone" },
+        "deleted DeviceNodeState of a config that does not exist",
+      );
+    } catch (err) {
+      if (isNotFound(err) || isConflict(err)) continue;
+      deps.logger.warn(
+        { config: name, node: report.spec.nodeName, report: reportName, err: String(err) },
+        "could not delete DeviceNodeState of a config that does not exist; retrying later",
       );
       retryMs = CLEANUP_ERROR_RETRY_MS;
     }

@@ -19,7 +19,8 @@ export const NODE_CLEANUP_BATCH = 100;
 const stripped = new NodeWriteExpectations();
 
 /**
- * Takes the config's keys off every cached Node that carries them and is not to `keep` them. Returns
+ * Takes the config's keys off every cached Node (or every one of `nodes`) that carries them and is not
+ * to `keep` them. Returns
  * when to come back: soon if a batch was not enough, a write lost a race or the cache has yet to show
  * this pass's writes; never otherwise.
  */
@@ -27,13 +28,13 @@ export async function stripNodeLabels(
   deps: StepDeps,
   configName: string,
   keep: (node: V1Node) => boolean,
+  nodes: readonly V1Node[] = deps.nodes.list(),
 ): Promise<number | undefined> {
   const keys = nodeKeys(configName);
   // Forgets the Nodes the cache has caught up on (or that carry nothing of the config any more).
   const pending = stripped.pending(deps, configName);
   let waiting = 0;
-  const patches = deps.nodes
-    .list()
+  const patches = nodes
     .filter((n) => !keep(n))
     .flatMap((n) => {
       const patch = stripPatch(n, keys);
@@ -49,7 +50,8 @@ export async function stripNodeLabels(
   for (const patch of patches.slice(0, NODE_CLEANUP_BATCH)) {
     try {
       await deps.objects.patch(NODES, { name: patch.node }, "merge", patch.body);
-      if (patch.resourceVersion !== undefined) pending.set(patch.node, patch.resourceVersion);
+      if (patch.resourceVersion !== undefined)
+        stripped.expect(deps, configName, patch.node, patch.resourceVersion);
       deps.metrics.applies.inc({ kind: "Node" });
       written++;
     } catch (err) {
@@ -64,4 +66,9 @@ export async function stripNodeLabels(
     );
   }
   return retry;
+}
+
+/** Configs whose cleanup writes the Node cache has yet to show (the state kept per config, for its bound). */
+export function cleanupWritesPending(deps: StepDeps): number {
+  return stripped.configs(deps);
 }

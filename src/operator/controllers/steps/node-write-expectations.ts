@@ -11,6 +11,10 @@ import type { StepDeps } from "../reconciler-deps.js";
 type CacheOf = (deps: StepDeps) => { get(name: string, namespace?: string): KubernetesObject | undefined };
 
 export class WriteExpectations {
+  /**
+   * A config has an entry only while some write of it is not yet in the cache: an entry per config name
+   * ever seen would grow without bound, as names come from objects others write (a report's configName).
+   */
   private readonly byInformer = new WeakMap<object, Map<string, Map<string, string>>>();
 
   /** `namespaced`: the objects live in the operator's namespace (deps.render.namespace). */
@@ -19,34 +23,56 @@ export class WriteExpectations {
     private readonly namespaced: boolean,
   ) {}
 
-  /** Object name → the resourceVersion its last write was planned from, for `config`. */
-  of(deps: StepDeps, config: string): Map<string, string> {
+  private configsOf(deps: StepDeps): Map<string, Map<string, string>> {
     const informer = this.cacheOf(deps);
     let perConfig = this.byInformer.get(informer);
     if (perConfig === undefined) {
       perConfig = new Map();
       this.byInformer.set(informer, perConfig);
     }
+    return perConfig;
+  }
+
+  /** Records that `name` was written (or met a 409) for `config`, planned from `resourceVersion`. */
+  expect(deps: StepDeps, config: string, name: string, resourceVersion: string): void {
+    const perConfig = this.configsOf(deps);
     let objects = perConfig.get(config);
     if (objects === undefined) {
       objects = new Map();
       perConfig.set(config, objects);
     }
-    return objects;
+    objects.set(name, resourceVersion);
   }
 
   /**
    * The config's written objects the cache still shows as they were before the write (same
-   * resourceVersion); those it has caught up on, or that are gone, are forgotten.
+   * resourceVersion), object name → that resourceVersion; those it has caught up on, or that are gone,
+   * are forgotten, and the config with them once none is left.
    */
-  pending(deps: StepDeps, config: string): Map<string, string> {
-    const objects = this.of(deps, config);
+  pending(deps: StepDeps, config: string): ReadonlyMap<string, string> {
+    // Every config's, not only this one's: a config whose last pass wrote and needed no other (a deleted
+    // config's cleanup) is never asked again, and would keep its entry otherwise. The writes not yet in
+    // the cache are few, so the sweep costs little.
+    const perConfig = this.configsOf(deps);
     const cache = this.cacheOf(deps);
     const namespace = this.namespaced ? deps.render.namespace : undefined;
-    for (const [name, plannedFrom] of objects) {
-      if (cache.get(name, namespace)?.metadata?.resourceVersion !== plannedFrom) objects.delete(name);
+    for (const [name, objects] of perConfig) {
+      for (const [object, plannedFrom] of objects) {
+        if (cache.get(object, namespace)?.metadata?.resourceVersion !== plannedFrom) objects.delete(object);
+      }
+      if (objects.size === 0) perConfig.delete(name);
     }
-    return objects;
+    return perConfig.get(config) ?? new Map<string, string>();
+  }
+
+  /** Drops what is kept for a config that is gone: no pass of it will come to prune it. */
+  forget(deps: StepDeps, config: string): void {
+    this.configsOf(deps).delete(config);
+  }
+
+  /** How many configs have writes the cache has yet to show. */
+  configs(deps: StepDeps): number {
+    return this.configsOf(deps).size;
   }
 }
 

@@ -118,7 +118,7 @@ export async function applyPluginWorkloads(
     } catch (err) {
       if (isConflict(err) || isAlreadyExists(err) || isNotFound(err)) {
         const plannedFrom = write.kind === "Update" ? write.daemonSet.metadata?.resourceVersion : undefined;
-        if (isConflict(err) && plannedFrom !== undefined) conflicts.of(deps, name).set(dsName, plannedFrom);
+        if (isConflict(err) && plannedFrom !== undefined) conflicts.expect(deps, name, dsName, plannedFrom);
         deps.logger.debug(
           { config: name, daemonSet: dsName, write: write.kind, err: String(err) },
           "lost a race writing a plugin DaemonSet; planning again from the cache",
@@ -152,6 +152,17 @@ const catchUp = new CatchUpWaits();
 const expectations = new NodeWriteExpectations();
 /** The DaemonSets each config's passes met a 409 on, with the version the write was planned from. */
 const conflicts = new DaemonSetWriteExpectations();
+
+/** Drops what the rollout keeps of a config that is gone: no pass of it will come to prune it. */
+export function forgetRolloutWrites(deps: StepDeps, name: string): void {
+  expectations.forget(deps, name);
+  conflicts.forget(deps, name);
+}
+
+/** Configs whose rollout writes the caches have yet to show (the state kept per config, for its bound). */
+export function rolloutWritesPending(deps: StepDeps): number {
+  return expectations.configs(deps) + conflicts.configs(deps);
+}
 
 /** Node patches of one pass in flight at once. */
 export const NODE_PATCH_CONCURRENCY = 16;
@@ -193,7 +204,7 @@ async function patchNode(deps: StepDeps, config: string, patch: NodePatch): Prom
   try {
     await deps.objects.patch(NODES, { name: patch.node }, "merge", patch.body);
     if (patch.resourceVersion !== undefined)
-      expectations.of(deps, config).set(patch.node, patch.resourceVersion);
+      expectations.expect(deps, config, patch.node, patch.resourceVersion);
     deps.metrics.applies.inc({ kind: "Node" });
     deps.logger.info(
       {
@@ -210,7 +221,7 @@ async function patchNode(deps: StepDeps, config: string, patch: NodePatch): Prom
   } catch (err) {
     if (isConflict(err) || isNotFound(err)) {
       if (isConflict(err) && patch.resourceVersion !== undefined)
-        expectations.of(deps, config).set(patch.node, patch.resourceVersion);
+        expectations.expect(deps, config, patch.node, patch.resourceVersion);
       deps.logger.debug(
         { config, node: patch.node, err: String(err) },
         "lost a race writing a node's revision labels; planning again from the cache",
