@@ -63,6 +63,25 @@ function withoutNamespace(objects: KubeObject[]): KubeObject[] {
   return objects.filter((o) => o.kind !== "Namespace");
 }
 
+/** config/default with these components of config/components, rendered by kustomize, namespace left out. */
+async function renderDefaultWith(components: string[]): Promise<KubeObject[]> {
+  const overlayDir = await mkdtemp(join(tmpdir(), "dpo-helm-components-"));
+  try {
+    await writeFile(
+      join(overlayDir, "kustomization.yaml"),
+      stringify({
+        apiVersion: "kustomize.config.k8s.io/v1beta1",
+        kind: "Kustomization",
+        resources: [relative(overlayDir, join(configDir, "default"))],
+        components: components.map((c) => relative(overlayDir, join(configDir, "components", c))),
+      }),
+    );
+    return withoutNamespace(await renderKustomize(overlayDir));
+  } finally {
+    await rm(overlayDir, { recursive: true, force: true });
+  }
+}
+
 describe("charts/dpo rendered", () => {
   it("passes helm lint with the defaults, and strictly with every option on", async () => {
     const defaults = await helm(["lint", chartDir], { allowFailure: true });
@@ -116,31 +135,17 @@ describe("charts/dpo rendered", () => {
   });
 
   it("with webhook.certManager.enabled, renders config/default with the cert-manager component, but for the CRD annotation", async () => {
-    const overlayDir = await mkdtemp(join(tmpdir(), "dpo-helm-cert-manager-"));
-    try {
-      await writeFile(
-        join(overlayDir, "kustomization.yaml"),
-        stringify({
-          apiVersion: "kustomize.config.k8s.io/v1beta1",
-          kind: "Kustomization",
-          resources: [relative(overlayDir, join(configDir, "default"))],
-          components: [relative(overlayDir, join(configDir, "components", "cert-manager"))],
-        }),
-      );
-      const kustomize = withoutNamespace(await renderKustomize(overlayDir));
-      const chart = (await renderChart(["webhook.certManager.enabled=true"])).objects;
-      // Helm never templates crds/, so this one annotation is the user's (NOTES.txt and docs/deploy.md say so).
-      expect(diffRenderings(kustomize, withoutHelmLabels(chart))).toEqual([
-        "CustomResourceDefinition devicepluginconfigs.dpo.dev: metadata.annotations: " +
-          `expected {"cert-manager.io/inject-ca-from":"${NAMESPACE}/dpo-webhook"}, got nothing`,
-      ]);
-      const notes = readFileSync(join(chartDir, "templates", "NOTES.txt"), "utf8");
-      expect(notes).toContain(
-        "kubectl annotate crd devicepluginconfigs.dpo.dev cert-manager.io/inject-ca-from={{ .Release.Namespace }}/dpo-webhook",
-      );
-    } finally {
-      await rm(overlayDir, { recursive: true, force: true });
-    }
+    const kustomize = await renderDefaultWith(["cert-manager"]);
+    const chart = (await renderChart(["webhook.certManager.enabled=true"])).objects;
+    // Helm never templates crds/, so this one annotation is the user's (NOTES.txt and docs/deploy.md say so).
+    expect(diffRenderings(kustomize, withoutHelmLabels(chart))).toEqual([
+      "CustomResourceDefinition devicepluginconfigs.dpo.dev: metadata.annotations: " +
+        `expected {"cert-manager.io/inject-ca-from":"${NAMESPACE}/dpo-webhook"}, got nothing`,
+    ]);
+    const notes = readFileSync(join(chartDir, "templates", "NOTES.txt"), "utf8");
+    expect(notes).toContain(
+      "kubectl annotate crd devicepluginconfigs.dpo.dev cert-manager.io/inject-ca-from={{ .Release.Namespace }}/dpo-webhook",
+    );
   });
 
   it("with samples.enabled, adds exactly the objects of config/samples", async () => {
@@ -192,33 +197,17 @@ describe("charts/dpo rendered", () => {
   it("with metrics.podMonitor and metrics.prometheusRule, renders config/default with the plugin-pod-monitor and prometheus-rules components", async () => {
     const objects = (await renderChart()).objects;
     expect(objects.filter((o) => o.kind === "PodMonitor" || o.kind === "PrometheusRule")).toEqual([]);
-    const overlayDir = await mkdtemp(join(tmpdir(), "dpo-helm-monitoring-"));
-    try {
-      await writeFile(
-        join(overlayDir, "kustomization.yaml"),
-        stringify({
-          apiVersion: "kustomize.config.k8s.io/v1beta1",
-          kind: "Kustomization",
-          resources: [relative(overlayDir, join(configDir, "default"))],
-          components: ["plugin-pod-monitor", "prometheus-rules"].map((c) =>
-            relative(overlayDir, join(configDir, "components", c)),
-          ),
-        }),
-      );
-      const kustomize = withoutNamespace(await renderKustomize(overlayDir));
-      const chart = await renderChart([
-        "metrics.podMonitor.enabled=true",
-        "metrics.prometheusRule.enabled=true",
-      ]);
-      expect(diffRenderings(kustomize, withoutHelmLabels(chart.objects))).toEqual([]);
-      // The alerts' own templates ({{ $labels.config }}) reach Prometheus as they are, not as Helm's.
-      const rule = find<
-        KubeObject & { spec: { groups: { rules: { annotations?: Record<string, string> }[] }[] } }
-      >(chart.objects, "PrometheusRule", "dpo");
-      expect(rule.spec.groups[0]?.rules[0]?.annotations?.summary).toContain("{{ $labels.config }}");
-    } finally {
-      await rm(overlayDir, { recursive: true, force: true });
-    }
+    const kustomize = await renderDefaultWith(["plugin-pod-monitor", "prometheus-rules"]);
+    const chart = await renderChart([
+      "metrics.podMonitor.enabled=true",
+      "metrics.prometheusRule.enabled=true",
+    ]);
+    expect(diffRenderings(kustomize, withoutHelmLabels(chart.objects))).toEqual([]);
+    // The alerts' own templates ({{ $labels.config }}) reach Prometheus as they are, not as Helm's.
+    const rule = find<
+      KubeObject & { spec: { groups: { rules: { annotations?: Record<string, string> }[] }[] } }
+    >(chart.objects, "PrometheusRule", "dpo");
+    expect(rule.spec.groups[0]?.rules[0]?.annotations?.summary).toContain("{{ $labels.config }}");
     const labelled = (
       await renderChart([
         "metrics.podMonitor.enabled=true",
@@ -235,37 +224,23 @@ describe("charts/dpo rendered", () => {
 
   it("with networkPolicy.enabled, renders config/default with the network-policy component", async () => {
     expect((await renderChart()).objects.filter((o) => o.kind === "NetworkPolicy")).toEqual([]);
-    const overlayDir = await mkdtemp(join(tmpdir(), "dpo-helm-network-policy-"));
-    try {
-      await writeFile(
-        join(overlayDir, "kustomization.yaml"),
-        stringify({
-          apiVersion: "kustomize.config.k8s.io/v1beta1",
-          kind: "Kustomization",
-          resources: [relative(overlayDir, join(configDir, "default"))],
-          components: [relative(overlayDir, join(configDir, "components", "network-policy"))],
-        }),
-      );
-      const kustomize = withoutNamespace(await renderKustomize(overlayDir));
-      const chart = await renderChart(["networkPolicy.enabled=true"]);
-      expect(diffRenderings(kustomize, withoutHelmLabels(chart.objects))).toEqual([]);
-      // The policy selects the operator's pods and names ports the operator's container has.
-      const policy = find<KubeObject & { spec: V1NetworkPolicySpec }>(
-        chart.objects,
-        "NetworkPolicy",
-        "dpo-operator",
-      );
-      const deployment = find<V1Deployment & KubeObject>(chart.objects, "Deployment", "dpo-operator");
-      expect(deployment.spec?.template.metadata?.labels).toMatchObject(
-        policy.spec.podSelector?.matchLabels ?? {},
-      );
-      const containerPorts = deployment.spec?.template.spec?.containers[0]?.ports?.map((p) => p.name);
-      const policyPorts = policy.spec.ingress?.flatMap((rule) => rule.ports?.map((p) => p.port) ?? []);
-      expect(policyPorts).toEqual(["webhook", "metrics", "health"]);
-      expect(containerPorts).toEqual(expect.arrayContaining(policyPorts ?? []));
-    } finally {
-      await rm(overlayDir, { recursive: true, force: true });
-    }
+    const kustomize = await renderDefaultWith(["network-policy"]);
+    const chart = await renderChart(["networkPolicy.enabled=true"]);
+    expect(diffRenderings(kustomize, withoutHelmLabels(chart.objects))).toEqual([]);
+    // The policy selects the operator's pods and names ports the operator's container has.
+    const policy = find<KubeObject & { spec: V1NetworkPolicySpec }>(
+      chart.objects,
+      "NetworkPolicy",
+      "dpo-operator",
+    );
+    const deployment = find<V1Deployment & KubeObject>(chart.objects, "Deployment", "dpo-operator");
+    expect(deployment.spec?.template.metadata?.labels).toMatchObject(
+      policy.spec.podSelector?.matchLabels ?? {},
+    );
+    const containerPorts = deployment.spec?.template.spec?.containers[0]?.ports?.map((p) => p.name);
+    const policyPorts = policy.spec.ingress?.flatMap((rule) => rule.ports?.map((p) => p.port) ?? []);
+    expect(policyPorts).toEqual(["webhook", "metrics", "health"]);
+    expect(containerPorts).toEqual(expect.arrayContaining(policyPorts ?? []));
   });
 
   it("renders the Grafana dashboard ConfigMap only when metrics.dashboard.enabled, holding dashboards/dpo.json", async () => {

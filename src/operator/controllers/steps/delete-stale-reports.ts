@@ -1,6 +1,7 @@
 // Reconcile step: delete the config's DeviceNodeStates that nothing else will remove (the decision is
 // findStaleReports', in ../stale-reports.ts).
 import type { DevicePluginConfig } from "../../../api/v1beta1/config.js";
+import type { DeviceNodeState } from "../../../api/v1beta1/devicenodestate.js";
 import { DEVICE_NODE_STATES, isConflict, isNotFound } from "../../../kube/index.js";
 import { revisionOfDaemonSet } from "../../upgrade/daemonset-state.js";
 import {
@@ -46,38 +47,19 @@ export async function deleteStaleReports(
   });
   let retryMs = soonerRetry(remaining > 0 ? CLEANUP_RETRY_MS : undefined, recheckInMs);
   for (const { report, reason, replacedBy } of stale) {
-    const reportName = report.metadata.name;
-    const uid = typeof report.metadata["uid"] === "string" ? report.metadata["uid"] : undefined;
-    try {
-      await deps.objects.delete(
-        DEVICE_NODE_STATES,
-        { name: reportName, namespace: deps.render.namespace },
-        { uid },
-      );
-      deps.logger.info(
-        {
-          config: name,
-          node: report.spec.nodeName,
-          report: reportName,
-          reason,
-          ...(replacedBy !== undefined ? { replacedBy } : {}),
-        },
-        reason === "Superseded"
-          ? "deleted DeviceNodeState superseded by the report under its current name"
-          : reason === "Misnamed"
-            ? "deleted DeviceNodeState whose name is not the one its plugin gives it"
-            : "deleted stale DeviceNodeState",
-      );
-    } catch (err) {
-      // 404: someone else deleted it. 409: the uid precondition failed, so it is a new report that the
-      // next reconcile judges afresh. Both are done as far as this one is concerned.
-      if (isNotFound(err) || isConflict(err)) continue;
-      deps.logger.warn(
-        { config: name, node: report.spec.nodeName, report: reportName, err: String(err) },
-        "could not delete stale DeviceNodeState; retrying later",
-      );
-      retryMs = CLEANUP_ERROR_RETRY_MS;
-    }
+    const deleted = await deleteReport(
+      deps,
+      name,
+      report,
+      { reason, ...(replacedBy !== undefined ? { replacedBy } : {}) },
+      reason === "Superseded"
+        ? "deleted DeviceNodeState superseded by the report under its current name"
+        : reason === "Misnamed"
+          ? "deleted DeviceNodeState whose name is not the one its plugin gives it"
+          : "deleted stale DeviceNodeState",
+      "could not delete stale DeviceNodeState; retrying later",
+    );
+    if (!deleted) retryMs = CLEANUP_ERROR_RETRY_MS;
   }
   return retryMs;
 }
@@ -95,26 +77,48 @@ export async function deleteReportsOfGoneConfig(deps: StepDeps, name: string): P
     .filter((r) => r.spec?.configName === name && !r.metadata.deletionTimestamp);
   let retryMs = reports.length > STALE_REPORT_DELETES_PER_RECONCILE ? CLEANUP_RETRY_MS : undefined;
   for (const report of reports.slice(0, STALE_REPORT_DELETES_PER_RECONCILE)) {
-    const reportName = report.metadata.name;
-    const uid = typeof report.metadata["uid"] === "string" ? report.metadata["uid"] : undefined;
-    try {
-      await deps.objects.delete(
-        DEVICE_NODE_STATES,
-        { name: reportName, namespace: deps.render.namespace },
-        { uid },
-      );
-      deps.logger.info(
-        { config: name, node: report.spec.nodeName, report: reportName, reason: "ConfigGone" },
-        "deleted DeviceNodeState of a config that does not exist",
-      );
-    } catch (err) {
-      if (isNotFound(err) || isConflict(err)) continue;
-      deps.logger.warn(
-        { config: name, node: report.spec.nodeName, report: reportName, err: String(err) },
-        "could not delete DeviceNodeState of a config that does not exist; retrying later",
-      );
-      retryMs = CLEANUP_ERROR_RETRY_MS;
-    }
+    const deleted = await deleteReport(
+      deps,
+      name,
+      report,
+      { reason: "ConfigGone" },
+      "deleted DeviceNodeState of a config that does not exist",
+      "could not delete DeviceNodeState of a config that does not exist; retrying later",
+    );
+    if (!deleted) retryMs = CLEANUP_ERROR_RETRY_MS;
   }
   return retryMs;
+}
+
+/**
+ * Deletes one report, on the condition that it is still the object judged (its uid), and logs why. False
+ * when the delete failed and should be tried again; a report already gone (404) or replaced by a new one
+ * (409: the uid precondition failed, and the next reconcile judges the new one afresh) is done with.
+ */
+async function deleteReport(
+  deps: StepDeps,
+  config: string,
+  report: DeviceNodeState,
+  why: Record<string, string>,
+  deletedMessage: string,
+  failedMessage: string,
+): Promise<boolean> {
+  const reportName = report.metadata.name;
+  const uid = typeof report.metadata["uid"] === "string" ? report.metadata["uid"] : undefined;
+  try {
+    await deps.objects.delete(
+      DEVICE_NODE_STATES,
+      { name: reportName, namespace: deps.render.namespace },
+      { uid },
+    );
+    deps.logger.info({ config, node: report.spec.nodeName, report: reportName, ...why }, deletedMessage);
+    return true;
+  } catch (err) {
+    if (isNotFound(err) || isConflict(err)) return true;
+    deps.logger.warn(
+      { config, node: report.spec.nodeName, report: reportName, err: String(err) },
+      failedMessage,
+    );
+    return false;
+  }
 }
