@@ -51,11 +51,12 @@ version: deps
 typecheck: deps
 	npx tsc -p tsconfig.json --noEmit
 
-## Lint, formatting, and the layers of src/ (.dependency-cruiser.js: which folders may import which).
+## Lint, formatting, and the import rules (.dependency-cruiser.js): the layers of src/, no import cycle in src/,
+## tools/ or bench/, and no test helper imported by tools/ or bench/.
 lint: deps typecheck
 	npx eslint .
 	npx prettier --check .
-	npx depcruise --config .dependency-cruiser.js src
+	npx depcruise --config .dependency-cruiser.js src tools bench
 
 format: deps
 	npx prettier --write .
