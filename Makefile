@@ -14,17 +14,23 @@ KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 	test-images node-tools proto manifests \
 	cluster-tools gitops-health promlint promtool pod-security cluster-up cluster-down install run deploy undeploy demo \
 	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-kubelet chaos-api image \
-	release version clean
+	release version clean help
 
 all: build
+
+## Each documented target with what it does (the `##` comment above it in this Makefile).
+help:
+	@awk -f tools/make-help.awk Makefile
 
 # npm ci only when the lock file changed since the last install.
 node_modules/.install-stamp: package.json package-lock.json .node-version
 	npm ci --no-audit --no-fund
 	touch $@
 
+## The npm packages (npm ci), again only when package.json, the lock file or .node-version changed.
 deps: node_modules/.install-stamp
 
+## dist/: the compiled sources and the one-file bundle dist/dpo.js that the image and the protocol tier run.
 build: deps
 	npx tsc -p tsconfig.build.json
 	printf '{"gitCommit":"%s"}\n' "$$(git rev-parse HEAD 2>/dev/null || echo unknown)" > dist/build-info.json
@@ -48,15 +54,18 @@ release: image $(if $(HELM),,cluster-tools)
 version: deps
 	node --import tsx tools/release/bump.ts "$(VERSION)"
 
+## The TypeScript compiler over src/, test/, tools/ and bench/, emitting nothing.
 typecheck: deps
 	npx tsc -p tsconfig.json --noEmit
 
-## Lint, formatting, and the layers of src/ (.dependency-cruiser.js: which folders may import which).
+## Lint, formatting, and the import rules (.dependency-cruiser.js): the layers of src/, no import cycle in src/,
+## tools/ or bench/, and no test helper imported by tools/ or bench/.
 lint: deps typecheck
 	npx eslint .
 	npx prettier --check .
-	npx depcruise --config .dependency-cruiser.js src
+	npx depcruise --config .dependency-cruiser.js src tools bench
 
+## Prettier over the whole tree, writing its changes.
 format: deps
 	npx prettier --write .
 
@@ -68,12 +77,15 @@ test: build lint test-unit test-protocol test-cluster test-cluster-oldest test-n
 # Each tier also writes a JSON report to .local/test-results/, which .ci/run sums up.
 VITEST_REPORT = --reporter=default --reporter=json --outputFile.json=.local/test-results/$(1).json
 
+## The unit tier (test/unit): pure functions, the manifests, the Makefile itself; no cluster, no sockets.
 test-unit: deps gitops-health promlint promtool pod-security
 	npx vitest run --project unit $(call VITEST_REPORT,unit)
 
+## The protocol tier (test/protocol): the built plugin over real unix sockets against the kubelet simulator.
 test-protocol: build promlint
 	npx vitest run --project protocol $(call VITEST_REPORT,protocol)
 
+## The cluster tier (test/integration, test/e2e): a real control plane per test file, simulated kubelets.
 test-cluster: build cluster-tools gitops-health promlint
 	npx vitest run --project cluster $(call VITEST_REPORT,cluster)
 
@@ -121,10 +133,11 @@ promtool:
 pod-security:
 	@tools/pod-security/build.sh >/dev/null
 
-## Generated code and manifests.
+## The TypeScript of the kubelet's gRPC protos (src/plugin-runtime/proto/gen/, committed).
 proto: deps
 	tools/proto/generate.sh
 
+## The CRDs (crds/) and the chart's generated templates from the zod schemas (tools/manifests), committed.
 manifests: deps
 	npx tsx tools/manifests/generate.ts
 
@@ -140,26 +153,33 @@ fuzz: build
 fuzz-config: build cluster-tools
 	CONFIG_FUZZ_MANIFESTS=$${CONFIG_FUZZ_MANIFESTS:-5000} npx vitest run --project cluster test/integration/config-fuzz.test.ts
 
-## The local control plane.
+## The local control plane: its binaries (kube-apiserver, etcd, kwok, kubectl, helm, …) built once into the cache
+## from the Go module proxy.
 cluster-tools:
 	@tools/cluster/build.sh
 
+## Starts the local control plane with NODES KWOK nodes (3 by default).
 cluster-up: deps cluster-tools
 	tools/cluster/up.sh --nodes $(NODES)
 
+## Stops the local control plane and removes its state.
 cluster-down: deps
 	tools/cluster/down.sh
 
-## Against the current kubeconfig ($$KUBECONFIG or ~/.kube/config).
+## Against the current kubeconfig ($$KUBECONFIG or ~/.kube/config): the CRDs of config/local, whose conversion webhook
+## `make run` serves on 127.0.0.1.
 install: cluster-tools
 	$(KUBECTL) apply --server-side -k config/local
 
+## The operator from this tree, against the current kubeconfig, on 127.0.0.1 ports.
 run: build install
 	node dist/dpo.js operator --namespace "$${POD_NAMESPACE:-dpo-system}" --metrics-addr 127.0.0.1:8080 --health-addr 127.0.0.1:8081 --webhook-addr 127.0.0.1:9443 --webhook-hosts 127.0.0.1
 
+## config/default (the operator Deployment and everything it needs) applied to the current kubeconfig.
 deploy: cluster-tools
 	$(KUBECTL) apply --server-side -k config/default
 
+## What deploy applied, deleted.
 undeploy: cluster-tools
 	$(KUBECTL) delete --ignore-not-found -k config/default
 
@@ -205,5 +225,6 @@ bench-upgrade: build cluster-tools
 bench-dra: build cluster-tools
 	node --import tsx bench/dra.bench.ts
 
+## Removes dist/ and .local/ (the test reports, the image, the toolchain).
 clean:
 	rm -rf dist .local

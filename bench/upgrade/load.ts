@@ -2,7 +2,7 @@
 // plugin processes' memory.
 import type { KubeConfig } from "@kubernetes/client-node";
 import { setTimeout as sleep } from "node:timers/promises";
-import { podStream } from "../../test/e2e/upgrade-support.js";
+import { podStream } from "../../tools/upgrade-load/pod-stream.js";
 import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { memAvailableMiB, rssMiB, type Rss } from "../proc.js";
 import {

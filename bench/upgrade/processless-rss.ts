@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { plainPluginRevision } from "../../test/e2e/upgrade-support.js";
+import { plainPluginRevision } from "../../tools/upgrade-load/plain-plugin.js";
 import type { ClusterHandle } from "../../tools/cluster/cluster.js";
 import { waitFor } from "../../tools/cluster/wait.js";
 import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";

@@ -10,7 +10,7 @@ import type { Informer } from "../../src/kube/informer.js";
 import { nodeKeys } from "../../src/operator/render/index.js";
 import { cpuSeconds, rssMiB } from "../proc.js";
 import { percentile } from "../../tools/stats.js";
-import { FenceTimes } from "../../test/e2e/upgrade-support.js";
+import { FenceTimes } from "../../tools/upgrade-load/fence-times.js";
 
 export interface ScaleFigures {
   operatorCpuSeconds: number;

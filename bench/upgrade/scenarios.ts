@@ -16,7 +16,7 @@ import { LABEL_REVISION, pluginObjectName } from "../../src/operator/render/inde
 import { waitFor } from "../../tools/cluster/wait.js";
 import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { isConflict } from "../../src/kube/errors.js";
-import { plainPluginRevision, type PlainPluginRevision } from "../../test/e2e/upgrade-support.js";
+import { plainPluginRevision, type PlainPluginRevision } from "../../tools/upgrade-load/plain-plugin.js";
 import { DEVICES, GROUP, MAX_UNAVAILABLE, NAMESPACE, PROGRESS_DEADLINE_S, RENDER_CONTEXT } from "./knobs.js";
 import { formatScaleFigures, startScaleFigures } from "./scale-figures.js";
 import {

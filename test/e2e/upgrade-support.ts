@@ -1,34 +1,18 @@
 // What the plugin-upgrade end-to-end tests share: a watch of a config's DaemonSets that checks the
-// rollout from the objects alone (never from what the operator says about itself), and a workload
-// that keeps asking simulated kubelets for devices.
+// rollout from the objects alone (never from what the operator says about itself), and, from
+// tools/upgrade-load (which the benchmarks use too), a workload that keeps asking simulated kubelets for
+// devices, the fence timer and the plain-DaemonSet baseline.
 import {
-  CoreV1Api,
   Watch,
-  type AppsV1Api,
   type CustomObjectsApi,
   type KubeConfig,
   type V1DaemonSet,
   type V1Node,
-  type V1Pod,
 } from "@kubernetes/client-node";
-import { validateDevicePluginConfig } from "../../src/api/validate.js";
-import { API_VERSION, KIND, type DevicePluginConfig } from "../../src/api/v1beta1/config.js";
-import { createInformer } from "../../src/kube/informer.js";
-import { PODS } from "../../src/kube/resources.js";
 import { waitFor } from "../cluster/helpers.js";
-import type { V1ConfigMap } from "@kubernetes/client-node";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
-import {
-  LABEL_REVISION,
-  pluginObjectName,
-  pluginSelectorLabels,
-  renderPluginConfigMap,
-  nodeKeys,
-  renderPluginDaemonSet,
-  type NodeKeys,
-  type RenderContext,
-} from "../../src/operator/render/index.js";
+import { nodeKeys, type NodeKeys } from "../../src/operator/render/index.js";
 import {
   ANNOTATION_UPGRADE_STATE,
   byCreation,
@@ -39,25 +23,15 @@ import {
 import { nodeLabels, parseNodeRecord, runsRevision } from "../../src/operator/upgrade/node-labels.js";
 import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 
-/** How long each node carried a config's Replace taint, from the Node updates it is shown. */
-export class FenceTimes {
-  /** Per node, the ms it was fenced in all, counted once each fence came off. */
-  readonly ms = new Map<string, number>();
-  private readonly since = new Map<string, number>();
+import { FenceTimes } from "../../tools/upgrade-load/fence-times.js";
 
-  constructor(private readonly taintKey: string) {}
-
-  observe(node: V1Node): void {
-    const name = node.metadata?.name ?? "";
-    const fenced = (node.spec?.taints ?? []).some((t) => t.key === this.taintKey);
-    const since = this.since.get(name);
-    if (fenced && since === undefined) this.since.set(name, performance.now());
-    if (!fenced && since !== undefined) {
-      this.since.delete(name);
-      this.ms.set(name, (this.ms.get(name) ?? 0) + performance.now() - since);
-    }
-  }
-}
+export { FenceTimes };
+export { podStream, type PodStreamResult } from "../../tools/upgrade-load/pod-stream.js";
+export {
+  plainPluginRevision,
+  rollPlainPluginTo,
+  type PlainPluginRevision,
+} from "../../tools/upgrade-load/plain-plugin.js";
 
 /**
  * A forward rollout as watches of the config's DaemonSets and of the Nodes show it. Which revisions run on
@@ -241,145 +215,6 @@ export function allocateWorkload(
   };
 }
 
-const MAX_CREATIONS_IN_FLIGHT = 16;
-
-/** What a stream of workload pods met: each pod's node and how its admission ended. */
-export interface PodStreamResult {
-  created: number;
-  /** Pods that ran (admitted through Allocate), by node. */
-  admitted: Map<string, number>;
-  /** Pods the kubelet rejected, with the node, reason and message. */
-  rejected: { node: string; reason: string; message: string }[];
-}
-
-/**
- * A steady stream of workload pods, each asking for one device of `resource`: created at `perSecond`
- * through the scheduler, deleted once they ran for `holdMs` or were rejected. Every pod's outcome is
- * read from the API (phase, reason, node), as a user would read it. stop() stops creating, waits for
- * the pods still on their way (scheduled ones must end Running or Failed; unscheduled ones are
- * deleted, since no node had room) and returns what happened.
- */
-export function podStream(
-  kc: KubeConfig,
-  namespace: string,
-  resource: string,
-  options: {
-    perSecond: number;
-    holdMs: number;
-    name: string;
-    /** For pods that really run (the real node): an image it has, a command, and where they may go. */
-    image?: string;
-    command?: string[];
-    nodeSelector?: Record<string, string>;
-    tolerations?: { key: string; operator: string; effect: string }[];
-  },
-): { stop: () => Promise<PodStreamResult>; admitted: () => number; rejected: () => number } {
-  const core = kc.makeApiClient(CoreV1Api);
-  const label = { "dpo.dev/e2e-workload": options.name };
-  const result: PodStreamResult = { created: 0, admitted: new Map(), rejected: [] };
-  const settled = new Set<string>();
-  const timers = new Set<NodeJS.Timeout>();
-  const remove = (name: string): Promise<void> =>
-    core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 }).then(
-      () => undefined,
-      () => undefined,
-    );
-  const informer = createInformer<V1Pod>(kc, {
-    resource: PODS,
-    namespace,
-    labelSelector: `dpo.dev/e2e-workload=${options.name}`,
-  });
-  const seen = (pod: V1Pod): void => {
-    const name = pod.metadata?.name ?? "";
-    const node = pod.spec?.nodeName ?? "";
-    if (settled.has(name)) return;
-    if (pod.status?.phase === "Running") {
-      settled.add(name);
-      result.admitted.set(node, (result.admitted.get(node) ?? 0) + 1);
-      const timer = setTimeout(() => {
-        timers.delete(timer);
-        void remove(name);
-      }, options.holdMs);
-      timers.add(timer);
-    } else if (pod.status?.phase === "Failed") {
-      settled.add(name);
-      result.rejected.push({ node, reason: pod.status.reason ?? "", message: pod.status.message ?? "" });
-      void remove(name);
-    }
-  };
-  informer.onAdd(seen);
-  informer.onUpdate((_, pod) => seen(pod));
-  informer.start();
-  let stopped = false;
-  /** Creations in flight: the stream keeps its pace while the API server is slow to answer. */
-  const inFlight = new Set<Promise<unknown>>();
-  const create = (): void => {
-    result.created++;
-    const request = core
-      .createNamespacedPod({
-        namespace,
-        body: {
-          metadata: { generateName: `${options.name}-`, labels: label },
-          spec: {
-            terminationGracePeriodSeconds: 0,
-            ...(options.nodeSelector ? { nodeSelector: options.nodeSelector } : {}),
-            ...(options.tolerations ? { tolerations: options.tolerations } : {}),
-            containers: [
-              {
-                name: "work",
-                image: options.image ?? "registry.example/workload:1",
-                ...(options.command ? { command: options.command } : {}),
-                resources: { limits: { [resource]: "1" } },
-              },
-            ],
-          },
-        },
-      })
-      .catch(() => result.created--)
-      .finally(() => inFlight.delete(request));
-    inFlight.add(request);
-  };
-  const creating = (async () => {
-    await informer.waitForSync();
-    const started = performance.now();
-    while (!stopped) {
-      const due = Math.floor(((performance.now() - started) / 1000) * options.perSecond);
-      while (result.created < due && inFlight.size < MAX_CREATIONS_IN_FLIGHT && !stopped) create();
-      await new Promise<void>((resolve) => setTimeout(resolve, 50));
-    }
-    await Promise.all(inFlight);
-  })();
-  return {
-    /** Pods admitted so far, on every node. */
-    admitted: () => [...result.admitted.values()].reduce((a, b) => a + b, 0),
-    rejected: () => result.rejected.length,
-    stop: async () => {
-      stopped = true;
-      await creating;
-      await waitFor(
-        `the pods of ${options.name} still on their way to be admitted or rejected`,
-        (observe) => {
-          const pods = informer.list().filter((p) => !settled.has(p.metadata?.name ?? ""));
-          const scheduled = pods.filter((p) => p.spec?.nodeName !== undefined);
-          observe(scheduled.map((p) => [p.metadata?.name, p.spec?.nodeName, p.status?.phase]));
-          return scheduled.length === 0;
-        },
-        { timeoutMs: 60_000 },
-      );
-      for (const timer of timers) clearTimeout(timer);
-      await informer.stop();
-      await core
-        .deleteCollectionNamespacedPod({
-          namespace,
-          labelSelector: `dpo.dev/e2e-workload=${options.name}`,
-          gracePeriodSeconds: 0,
-        })
-        .catch(() => undefined);
-      return result;
-    },
-  };
-}
-
 /** A DevicePluginConfig's status as the API server has it now. */
 export async function configStatus(
   custom: CustomObjectsApi,
@@ -392,81 +227,6 @@ export async function configStatus(
     name,
   })) as { status?: DevicePluginConfigStatus };
   return c.status;
-}
-
-/** One revision of a plain DaemonSet running the dpo plugin: what clusters without dpo's gate do. */
-export interface PlainPluginRevision {
-  revision: string;
-  configMap: V1ConfigMap;
-  daemonSet: V1DaemonSet;
-}
-
-/**
- * The baseline the upgrade tests and benchmark compare with: the dpo plugin for a Mock config in one
- * DaemonSet with a plain `RollingUpdate` (no surge, `maxUnavailable` nodes at a time), which is how a
- * device plugin is usually rolled out. Rendered by dpo's own renderer for a config that is never
- * created in the API (a made-up uid, owner references dropped), so no operator acts on it. Each
- * `logLevel` is a revision; replacing the DaemonSet with another one's starts a rollout.
- */
-export function plainPluginRevision(options: {
-  name: string;
-  resource: string;
-  devices: number;
-  idPrefix: string;
-  logLevel: "info" | "debug";
-  maxUnavailable: number;
-  context: RenderContext;
-}): PlainPluginRevision {
-  const validated = validateDevicePluginConfig({
-    apiVersion: API_VERSION,
-    kind: KIND,
-    metadata: { name: options.name, uid: "00000000-0000-0000-0000-00000000b001" },
-    spec: {
-      resourceName: options.resource,
-      backend: { type: "Mock", mock: { devices: options.devices, idPrefix: options.idPrefix } },
-      plugin: { logLevel: options.logLevel },
-    },
-  });
-  if (!validated.ok) throw new Error(`baseline config: ${JSON.stringify(validated.errors)}`);
-  const config: DevicePluginConfig = validated.value;
-  const rendered = renderPluginDaemonSet(config, options.context);
-  const revision = rendered.metadata!.labels![LABEL_REVISION]!;
-  const configMap = renderPluginConfigMap(config, options.context, revision);
-  delete configMap.metadata!.ownerReferences;
-  return {
-    revision,
-    configMap,
-    daemonSet: {
-      ...rendered,
-      metadata: {
-        name: pluginObjectName(options.name),
-        namespace: options.context.namespace,
-        labels: rendered.metadata!.labels,
-      },
-      spec: {
-        ...rendered.spec!,
-        selector: { matchLabels: pluginSelectorLabels(options.name) },
-        updateStrategy: {
-          type: "RollingUpdate",
-          rollingUpdate: { maxUnavailable: options.maxUnavailable, maxSurge: 0 },
-        },
-      },
-    },
-  };
-}
-
-/** Starts the plain DaemonSet's rollout to `to`: a replace of the whole object, as `kubectl apply` would. */
-export async function rollPlainPluginTo(apps: AppsV1Api, to: PlainPluginRevision): Promise<void> {
-  const { name, namespace } = to.daemonSet.metadata as { name: string; namespace: string };
-  const current = await apps.readNamespacedDaemonSet({ name, namespace });
-  await apps.replaceNamespacedDaemonSet({
-    name,
-    namespace,
-    body: {
-      ...to.daemonSet,
-      metadata: { ...to.daemonSet.metadata, resourceVersion: current.metadata!.resourceVersion },
-    },
-  });
 }
 
 /** Waits until the config's status satisfies `pred`; the timeout error shows the last status seen. */

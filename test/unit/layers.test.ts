@@ -1,5 +1,5 @@
-// The layers of src/ (.dependency-cruiser.js): the real tree keeps them, and every kind of rule fires on a
-// small tree that breaks it.
+// The layers of src/ and the import rules of tools/ and bench/ (.dependency-cruiser.js): the real tree keeps
+// them, and every kind of rule fires on a small tree that breaks it.
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -18,9 +18,12 @@ beforeAll(async () => {
   transpile = { tsConfig: extractTSConfig(join(REPO, "tsconfig.json")) };
 });
 
+/** The folders `make lint` cruises. */
+const CRUISED = ["src", "tools", "bench"];
+
 /** Each violation as `<rule>: <from> → <to>`, sorted. */
 async function violations(baseDir: string): Promise<string[]> {
-  const { output } = await cruise(["src"], { ...options, baseDir }, undefined, transpile);
+  const { output } = await cruise(CRUISED, { ...options, baseDir }, undefined, transpile);
   if (typeof output === "string") throw new Error(`dependency-cruiser reported text: ${output}`);
   const result: ICruiseResult = output;
   return result.summary.violations.map((v) => `${v.rule.name}: ${v.from} → ${v.to}`).sort();
@@ -84,6 +87,34 @@ describe("the rules", () => {
     // A cycle of modules.
     "src/kube/a.ts": 'import { b } from "./b.js";\nexport const a = (): number => b();\n',
     "src/kube/b.ts": 'import { a } from "./a.js";\nexport const b = (): number => a();\n',
+    // Allowed: tools on src/, benchmarks on tools/ and src/.
+    "tools/cluster/wait.ts":
+      'import { schema } from "../../src/api/schema.js";\nexport const wait = schema;\n',
+    "bench/figures.ts": [
+      'import { wait } from "../tools/cluster/wait.js";',
+      'import { client } from "../src/kube/client.js";',
+      "export const figures = [wait, client];",
+      "",
+    ].join("\n"),
+    // A cycle of modules in tools/ and one in bench/.
+    "tools/sim/node.ts": 'import { pods } from "./pods.js";\nexport const node = (): number => pods();\n',
+    "tools/sim/pods.ts": 'import { node } from "./node.js";\nexport const pods = (): number => node();\n',
+    "bench/x.ts": 'import { y } from "./y.js";\nexport const x = (): number => y();\n',
+    "bench/y.ts": 'import { x } from "./x.js";\nexport const y = (): number => x();\n',
+    // A folder cycle in tools/, and the one pair of folders the rule leaves alone (see its comment).
+    "tools/demo/run.ts": 'import { build } from "../image/build.js";\nexport const run = build;\n',
+    "tools/image/build.ts": 'import { demo } from "../demo/config.js";\nexport const build = demo;\n',
+    "tools/demo/config.ts": "export const demo = 1;\n",
+    "tools/real-node/node.ts": 'import { wait } from "../cluster/wait.js";\nexport const node = wait;\n',
+    "tools/cluster/stop.ts": 'import { node } from "../real-node/node.js";\nexport const stop = node;\n',
+    // A benchmark and a tool on a test helper, and a tool on a benchmark.
+    "bench/run.ts": 'import { fixture } from "../test/fixture.js";\nexport const run = fixture;\n',
+    "tools/sim/load.ts": [
+      'import { fixture } from "../../test/fixture.js";',
+      'import { figures } from "../../bench/figures.js";',
+      "export const load = [fixture, figures];",
+      "",
+    ].join("\n"),
   };
 
   beforeAll(async () => {
@@ -98,7 +129,7 @@ describe("the rules", () => {
     await rm(root, { recursive: true, force: true });
   });
 
-  it("report each import that breaks a layer, a folder cycle or a module cycle, and nothing else", async () => {
+  it("report each import that breaks a layer, a folder cycle, a module cycle or the tooling rules, and nothing else", async () => {
     expect(await violations(root)).toEqual(
       [
         "layer-plugin-runtime: src/plugin-runtime/report/report.ts → src/operator/render/render.ts",
@@ -114,6 +145,13 @@ describe("the rules", () => {
         "no-folder-cycles: src/operator/status → src/operator/controllers",
         "no-folder-cycles: src/operator/controllers → src/operator/status",
         "no-circular: src/kube/a.ts → src/kube/b.ts",
+        "no-circular: tools/sim/node.ts → tools/sim/pods.ts",
+        "no-circular: bench/x.ts → bench/y.ts",
+        "no-folder-cycles: tools/demo → tools/image",
+        "no-folder-cycles: tools/image → tools/demo",
+        "tooling-not-to-tests: bench/run.ts → test/fixture.ts",
+        "tooling-not-to-tests: tools/sim/load.ts → test/fixture.ts",
+        "tools-not-to-bench: tools/sim/load.ts → bench/figures.ts",
       ].sort(),
     );
   });

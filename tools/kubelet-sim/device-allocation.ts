@@ -1,7 +1,11 @@
 // Devices handed to containers as the kubelet's device manager hands them out at pod admission
 // (devicesToAllocate, then Allocate and PreStartContainer), and what it keeps of them per pod and container.
-import type { AllocateResponse } from "../../src/plugin-runtime/proto/index.js";
-import type { SimulatedResource } from "./device-manager.js";
+import type {
+  AllocateResponse,
+  Device,
+  DevicePluginClient,
+  DevicePluginOptions,
+} from "../../src/plugin-runtime/proto/index.js";
 import { callWithDeadline } from "./kubelet-grpc.js";
 
 /** The kubelet's deadline on PreStartContainer (pluginapi.KubeletPreStartContainerRPCTimeoutInSecs). */
@@ -16,6 +20,21 @@ export interface AllocateOptions {
   container?: string;
 }
 
+/**
+ * What allocation reads and marks of one registered resource: the part of the device manager's record
+ * of it (SimulatedResource) that allocation needs, so that the device manager imports this module and
+ * not the other way round.
+ */
+export interface AllocatableResource {
+  options: DevicePluginOptions;
+  client: DevicePluginClient;
+  /** Last device list received. */
+  devices: Device[];
+  connected: boolean;
+  /** Device ids handed to containers. */
+  allocated: Set<string>;
+}
+
 export class DeviceAllocations {
   /** Every PreStartContainer call made, in order, for assertions. */
   readonly preStartCalls: { resourceName: string; deviceIds: string[] }[] = [];
@@ -27,7 +46,7 @@ export class DeviceAllocations {
    */
   private readonly containers = new Map<string, Map<string, Map<string, string[]>>>();
 
-  constructor(private readonly resources: ReadonlyMap<string, SimulatedResource>) {}
+  constructor(private readonly resources: ReadonlyMap<string, AllocatableResource>) {}
 
   /** Whether an owner still holds devices of `resourceName`. */
   holds(resourceName: string): boolean {

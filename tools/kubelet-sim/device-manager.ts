@@ -18,7 +18,7 @@ import {
   type RegisterRequest,
   type RegistrationServer,
 } from "../../src/plugin-runtime/proto/index.js";
-import { DeviceAllocations, type AllocateOptions } from "./device-allocation.js";
+import { DeviceAllocations, type AllocatableResource, type AllocateOptions } from "./device-allocation.js";
 import { callWithDeadline, KUBELET_CHANNEL_OPTIONS } from "./kubelet-grpc.js";
 // The kubelet's rules, implemented here: a test peer sharing the plugin's validation could not catch its bugs.
 import {
@@ -37,7 +37,7 @@ import {
 export type { PluginTypeHandler, WatcherRegistration } from "./plugin-watcher.js";
 
 /** What the device manager knows about one resource, as the kubelet tracks it. */
-export interface SimulatedResource {
+export interface SimulatedResource extends AllocatableResource {
   readonly resourceName: string;
   /** Register's endpoint (a file name in the directory), or the absolute path the plugin watcher dialled. */
   endpoint: string;

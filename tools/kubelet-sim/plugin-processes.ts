@@ -7,7 +7,8 @@ import type { Logger } from "pino";
 import { PluginProcess, type ExitStatus } from "./container-runtime.js";
 import type { KubeletApi } from "./kubelet-api.js";
 import { desiredPluginPods } from "./plugin-pod.js";
-import { preparePluginPod, type PluginSetupOptions, type PreparedPod } from "./plugin-setup.js";
+import type { PodRecord, PreparedPod } from "./node-pods.js";
+import { preparePluginPod, type PluginSetupOptions } from "./plugin-setup.js";
 import { runningPodStatus } from "./pod-admission.js";
 import { ReadinessProber } from "./readiness-prober.js";
 import type { SimulatedNode } from "./simulated-node.js";
@@ -37,13 +38,6 @@ export interface PluginProcessInfo {
 export interface PluginProcessEvents {
   pluginStarted: [PluginProcessInfo];
   pluginExited: [PluginProcessInfo];
-}
-
-export interface PodRecord extends PreparedPod {
-  plugin: PluginProcess;
-  startedAt: string;
-  ready: boolean;
-  prober: ReadinessProber | undefined;
 }
 
 export interface PluginProcessesOptions {

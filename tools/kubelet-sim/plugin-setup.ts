@@ -10,6 +10,7 @@ import { PLUGIN_CONFIG_KEY } from "../../src/contract/plugin-config.js";
 import { freePort } from "../cluster/tcp-relay.js";
 import type { ImageRuntime, Launch } from "./container-runtime.js";
 import type { KubeletApi } from "./kubelet-api.js";
+import type { PreparedPod } from "./node-pods.js";
 import {
   configMapFileAt,
   expandVariableReferences,
@@ -24,25 +25,6 @@ import { nodeHostPath, type SimulatedNode } from "./simulated-node.js";
 
 /** TokenRequest's own minimum is 10 minutes; an hour outlasts any test, so no refresh is simulated. */
 const TOKEN_EXPIRATION_SECONDS = 3_600;
-
-/** A plugin pod on a node as the simulator set it up. */
-export interface PreparedPod {
-  node: string;
-  slot: string;
-  namespace: string;
-  name: string;
-  uid: string;
-  /** The container's image: which build of dpo runs (see KubeletSimulatorOptions.images). */
-  image: string;
-  runtime: ImageRuntime;
-  launch: Launch;
-  /** The plugin's probe port on this host (and its metrics port with `pluginMetrics`), and the readiness probe of its container (if any). */
-  healthPort: number;
-  metricsUrl: string | undefined;
-  readinessProbe: V1Container["readinessProbe"];
-  /** The pod as the simulator last saw it, for the status it writes. */
-  pod: V1Pod;
-}
 
 export interface PluginSetupOptions {
   api: KubeletApi;

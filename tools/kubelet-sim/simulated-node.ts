@@ -10,10 +10,9 @@ import { SimulatedDraManager } from "./dra-manager.js";
 import type { KubeletApi } from "./kubelet-api.js";
 import { endpointPerSocket, reportsDeviceHealthInPodStatus } from "./kubelet-rules.js";
 import { NodeStatusWriter } from "./node-status.js";
-import type { PodRecord } from "./plugin-processes.js";
+import type { AdmittedPod, PodRecord } from "./node-pods.js";
 import { isActivePod } from "./plugin-pod.js";
 import { podResourcesPod, SimulatedPodResourcesServer } from "./pod-resources.js";
-import type { AdmittedPod } from "./workload-pods.js";
 
 /** Where the kubelet keeps what the device manager and the plugin watcher look at, on every node. */
 export const HOST_DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins";

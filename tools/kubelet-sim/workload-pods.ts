@@ -6,6 +6,7 @@ import type { Logger } from "pino";
 import type { DraPreparedPod } from "./dra-manager.js";
 import { FAILED_PREPARE_DYNAMIC_RESOURCES } from "./dra-rules.js";
 import type { KubeletApi } from "./kubelet-api.js";
+import type { AdmittedContainer, AdmittedPod } from "./node-pods.js";
 import { creationTime, isActivePod } from "./plugin-pod.js";
 import {
   allocatedResourcesStatus,
@@ -18,31 +19,10 @@ import {
 } from "./pod-admission.js";
 import type { SimulatedNode } from "./simulated-node.js";
 
+export type { AdmittedContainer, AdmittedPod } from "./node-pods.js";
+
 /** How soon a pod whose claims could not be prepared is tried again (the kubelet's pod worker backs off). */
 const DRA_PREPARE_RETRY_MS = 2_000;
-
-/** A container the simulated kubelet admitted: the devices it got and the env its Allocate answer set. */
-export interface AdmittedContainer {
-  name: string;
-  /** Extended resource → device ids. */
-  devices: Record<string, string[]>;
-  env: Record<string, string>;
-}
-
-/** A pod admitted through the device manager and running on a simulated node. */
-export interface AdmittedPod {
-  node: string;
-  /** `namespace/name`. */
-  pod: string;
-  uid: string;
-  containers: AdmittedContainer[];
-  /**
-   * For a pod with ResourceClaims: each claim (by its name in spec.resourceClaims; the claim made for
-   * extended resources mapped to DRA by its own name) → the CDI device ids NodePrepareResources returned
-   * for it, what the container runtime would inject. Empty otherwise.
-   */
-  cdiDeviceIds: Record<string, string[]>;
-}
 
 /** A pod whose claims could not be prepared: it stays Pending, as the kubelet leaves it, and is retried. */
 export interface PrepareFailedPod {
