@@ -2,11 +2,13 @@
 // so a node can be checked before a plugin is rolled out to it. Touches no kubelet socket.
 import type { DevicePluginConfig } from "../api/v1beta1/config.js";
 import { pino } from "pino";
+import { parseManifestDocuments } from "../api/validate.js";
 import { readPluginConfig } from "../contract/plugin-config.js";
 import { createBackend } from "../plugin-runtime/backends/index.js";
 import type { PhysicalDevice } from "../plugin-runtime/devices/types.js";
 import { formatFlagHelp, resolveFlags, UsageError, type FlagSpec } from "./flags.js";
 import { describeReadError, readSource, sourceName, type ReadSource } from "./sources.js";
+import { documentIdentity, verdictLabel } from "./validate.js";
 
 export const PROBE_FLAGS: readonly FlagSpec[] = [
   {
@@ -112,9 +114,15 @@ export async function runProbeCommand(
   }
   const loaded = readPluginConfig(text);
   if (!loaded.ok) {
-    const name = sourceName(path);
+    // The one document's kind and name, as far as it has them, so the line says which config is wrong.
+    const docs = parseManifestDocuments(text);
+    const [doc] = docs;
+    const label = verdictLabel({
+      file: sourceName(path),
+      ...(docs.length === 1 && doc?.ok ? documentIdentity(doc.value) : {}),
+    });
     process.stderr.write(
-      `dpo: invalid config ${name}:\n${loaded.errors.map((e) => `${name}: ${e.path}: ${e.message}`).join("\n")}\n`,
+      `dpo: invalid config ${sourceName(path)}:\n${loaded.errors.map((e) => `${label}: ${e.path}: ${e.message}`).join("\n")}\n`,
     );
     return 2;
   }

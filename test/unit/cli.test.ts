@@ -311,6 +311,21 @@ describe("dpo validate in a pipe", () => {
     );
   });
 
+  it("probe names an invalid config's kind and name, and an unreadable one's reason in words", async () => {
+    const bad = await dpo("probe", "--config", invalidFile);
+    expect(bad.code).toBe(2);
+    expect(bad.stdout).toBe("");
+    expect(bad.stderr).toBe(
+      `dpo: invalid config ${invalidFile}:\n${invalidFile} DevicePluginConfig/invalid-sharing-timeslicing-without-replicas: spec.sharing.replicas: must be >= 2 when strategy is TimeSlicing\n`,
+    );
+    const absent = join(dir, "absent.yaml");
+    expect(await dpo("probe", "--config", absent)).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: `dpo: cannot read ${absent}: no such file (--config)\n`,
+    });
+  });
+
   it("an unreadable file is one line on stderr saying why in words, exit 2", async () => {
     const absent = join(dir, "absent.yaml");
     const out = await dpo("validate", validFile, absent);
