@@ -11,6 +11,8 @@ export interface FlagSpec {
   readonly default?: string;
   /** Allowed values, checked after resolution. */
   readonly choices?: readonly string[];
+  /** A one-letter alias, e.g. `o` for `-o`, where the other dpo commands have the same one. */
+  readonly short?: string;
 }
 
 /** A command used wrongly: main prints `dpo: <message>`, then the command's usage when given, and exits 2. */
@@ -91,7 +93,9 @@ export function resolveFlags(
   try {
     parsed = parseArgs({
       args: [...argv],
-      options: Object.fromEntries(specs.map((s) => [s.name, { type: "string" as const }])),
+      options: Object.fromEntries(
+        specs.map((s) => [s.name, { type: "string" as const, ...(s.short ? { short: s.short } : {}) }]),
+      ),
       allowPositionals: true,
       strict: true,
     });
@@ -123,7 +127,8 @@ export function formatFlagHelp(specs: readonly FlagSpec[]): string {
   return specs
     .map((s) => {
       const def = s.default !== undefined ? ` (default ${s.default === "" ? '""' : s.default})` : "";
-      return `  --${s.name} VALUE\n      ${s.description}${def}\n      env: ${s.env}`;
+      const short = s.short === undefined ? "" : `-${s.short}, `;
+      return `  ${short}--${s.name} VALUE\n      ${s.description}${def}\n      env: ${s.env}`;
     })
     .join("\n");
 }

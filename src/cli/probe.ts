@@ -1,17 +1,24 @@
 // `dpo probe`: what a config's backend discovers on this machine (devices, attributes, health, problems),
 // so a node can be checked before a plugin is rolled out to it. Touches no kubelet socket.
-import { readFile } from "node:fs/promises";
 import type { DevicePluginConfig } from "../api/v1beta1/config.js";
 import { pino } from "pino";
+import { parseManifestDocuments } from "../api/validate.js";
 import { readPluginConfig } from "../contract/plugin-config.js";
 import { createBackend } from "../plugin-runtime/backends/index.js";
 import type { PhysicalDevice } from "../plugin-runtime/devices/types.js";
 import { formatFlagHelp, resolveFlags, UsageError, type FlagSpec } from "./flags.js";
+import { describeReadError, readSource, sourceName, type ReadSource } from "./sources.js";
+import { documentIdentity, verdictLabel } from "./validate.js";
 
 export const PROBE_FLAGS: readonly FlagSpec[] = [
-  { name: "config", env: "DPO_CONFIG", description: "DevicePluginConfig manifest whose backend to probe." },
+  {
+    name: "config",
+    env: "DPO_CONFIG",
+    description: "DevicePluginConfig manifest whose backend to probe; '-' reads standard input.",
+  },
   {
     name: "output",
+    short: "o",
     env: "DPO_PROBE_OUTPUT",
     description: "text or json.",
     default: "text",
@@ -84,10 +91,13 @@ export async function probeBackend(config: DevicePluginConfig): Promise<ProbeRep
   }
 }
 
-export async function runProbeCommand(argv: readonly string[]): Promise<number> {
+export async function runProbeCommand(
+  argv: readonly string[],
+  read: ReadSource = readSource,
+): Promise<number> {
   if (argv.includes("--help") || argv.includes("-h")) {
     process.stdout.write(
-      `Usage: dpo probe --config FILE [--output text|json]\n\nPrints what the config's backend discovers on this machine (devices, attributes,\nhealth and problems) without registering with the kubelet. Exit status: 0 devices found\nand all healthy, 1 none found or some unhealthy, 2 usage or unreadable config.\n\nFlags:\n${formatFlagHelp(PROBE_FLAGS)}\n`,
+      `Usage: dpo probe --config FILE|- [-o text|json]\n\nPrints what the config's backend discovers on this machine (devices, attributes,\nhealth and problems) without registering with the kubelet. Exit status: 0 devices found\nand all healthy, 1 none found or some unhealthy, 2 usage or unreadable config.\n\nFlags:\n${formatFlagHelp(PROBE_FLAGS)}\n`,
     );
     return 0;
   }
@@ -97,15 +107,22 @@ export async function runProbeCommand(argv: readonly string[]): Promise<number> 
   if (!path) throw new UsageError("--config (or DPO_CONFIG) is required");
   let text: string;
   try {
-    text = await readFile(path, "utf8");
+    text = await read(path);
   } catch (err) {
-    process.stderr.write(`dpo: cannot read --config ${path}: ${(err as Error).message}\n`);
+    process.stderr.write(`dpo: ${describeReadError(path, err)} (--config)\n`);
     return 2;
   }
   const loaded = readPluginConfig(text);
   if (!loaded.ok) {
+    // The one document's kind and name, as far as it has them, so the line says which config is wrong.
+    const docs = parseManifestDocuments(text);
+    const [doc] = docs;
+    const label = verdictLabel({
+      file: sourceName(path),
+      ...(docs.length === 1 && doc?.ok ? documentIdentity(doc.value) : {}),
+    });
     process.stderr.write(
-      `dpo: invalid config ${path}:\n${loaded.errors.map((e) => `${path}: ${e.path}: ${e.message}`).join("\n")}\n`,
+      `dpo: invalid config ${sourceName(path)}:\n${loaded.errors.map((e) => `${label}: ${e.path}: ${e.message}`).join("\n")}\n`,
     );
     return 2;
   }

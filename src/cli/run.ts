@@ -13,7 +13,7 @@ const COMMANDS: readonly (readonly [string, string, string])[] = [
   ["plugin", "dpo plugin --config FILE [flags]", "run the device-plugin runtime on a node"],
   [
     "probe",
-    "dpo probe --config FILE [--output text|json]",
+    "dpo probe --config FILE|- [-o text|json]",
     "print what a config's backend discovers on this machine",
   ],
   [
@@ -23,11 +23,15 @@ const COMMANDS: readonly (readonly [string, string, string])[] = [
   ],
   [
     "validate",
-    "dpo validate [--output text|json] FILE|-...",
+    "dpo validate [-o text|json|junit] [--junit FILE] FILE|-...",
     "check DevicePluginConfig manifests (v1beta1 or v1alpha1)",
   ],
-  ["convert", "dpo convert --to v1beta1|v1alpha1 FILE...", "print manifests in another API version"],
-  ["version", "dpo version [--json]", "print version, git commit and supported kubelet API versions"],
+  [
+    "convert",
+    "dpo convert --to v1beta1|v1alpha1 [-o yaml|json] FILE|-...",
+    "print manifests in another API version",
+  ],
+  ["version", "dpo version [-o text|json]", "print version, git commit and supported kubelet API versions"],
 ];
 
 export const USAGE = `Usage: dpo <command> [flags]
@@ -44,24 +48,46 @@ function commandUsage(command: string): string | undefined {
   return entry && `Usage: ${entry[1]}\n\n'dpo ${command} --help' describes the command and its flags.\n`;
 }
 
-const VERSION_USAGE =
-  "Usage: dpo version [--json]\n       dpo --version\n\nPrints the version, the git commit, the kubelet device plugin API versions and Node.js's.\n";
+const VERSION_USAGE = `Usage: dpo version [-o text|json]
+       dpo --version
 
-async function runVersionCommand(argv: readonly string[]): Promise<number> {
-  let json: boolean;
+Prints the version, the git commit, the kubelet device plugin API versions and Node.js's.
+
+Flags:
+  -o, --output text|json   text (default) or one JSON object; --json is the same as -o json
+`;
+
+/** Parses `dpo version`'s flags: whether to print JSON. `--json` stays as the older spelling of `-o json`. */
+export function parseVersionArgs(argv: readonly string[]): { json: boolean; help: boolean } {
+  let values;
   try {
-    const { values } = parseArgs({
+    ({ values } = parseArgs({
       args: [...argv],
-      options: { json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+      options: {
+        output: { type: "string", short: "o" },
+        json: { type: "boolean" },
+        help: { type: "boolean", short: "h" },
+      },
       strict: true,
-    });
-    if (values.help === true) {
-      process.stdout.write(VERSION_USAGE);
-      return 0;
-    }
-    json = values.json === true;
+    }));
   } catch (err) {
     throw argsError(err, VERSION_USAGE);
+  }
+  const output = values.output ?? (values.json === true ? "json" : "text");
+  if (output !== "text" && output !== "json") {
+    throw new UsageError(`--output must be text or json, got '${output}'`, VERSION_USAGE);
+  }
+  if (values.json === true && output !== "json") {
+    throw new UsageError(`--json and --output ${output} disagree`, VERSION_USAGE);
+  }
+  return { json: output === "json", help: values.help === true };
+}
+
+async function runVersionCommand(argv: readonly string[]): Promise<number> {
+  const { json, help } = parseVersionArgs(argv);
+  if (help) {
+    process.stdout.write(VERSION_USAGE);
+    return 0;
   }
   const { formatVersion } = await import("./version.js");
   process.stdout.write(formatVersion(json));

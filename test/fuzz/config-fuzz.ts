@@ -105,35 +105,38 @@ async function checkCli(sample: { c: ConfigCase; yaml: string; dpo: DpoVerdict }
         );
       },
     );
-    // dpo validate prints to stdout when every document is valid, else everything to stderr, one line per
-    // verdict and per problem. Compared as text: a path or message may hold a newline of the manifest's.
-    const output = code === 0 ? stdout : stderr;
+    // dpo validate prints each verdict on stdout and each problem on stderr, whatever the others are.
+    // Compared as text: a path or message may hold a newline of the manifest's.
     const failures: CaseFailure[] = [];
-    let at = 0;
+    const at = { stdout: 0, stderr: 0 };
+    const printed = { stdout, stderr };
     for (const [i, { c, yaml, dpo }] of sample.entries()) {
-      const want = `${validateCliLines(files[i]!, c.version, dpo).join("\n")}\n`;
-      if (output.startsWith(want, at)) {
-        at += want.length;
-        continue;
+      const lines = validateCliLines(files[i]!, c.version, dpo, c.manifest);
+      const disagreements: string[] = [];
+      for (const stream of ["stdout", "stderr"] as const) {
+        const want = lines[stream].map((l) => `${l}\n`).join("");
+        if (printed[stream].startsWith(want, at[stream])) {
+          at[stream] += want.length;
+          continue;
+        }
+        const got = printed[stream].slice(at[stream], at[stream] + want.length + 200);
+        disagreements.push(
+          `dpo validate (CLI) prints ${JSON.stringify(got)} on ${stream}, in process ${JSON.stringify(want)}`,
+        );
       }
-      const got = output.slice(at, at + want.length + 200);
-      failures.push({
-        c,
-        yaml,
-        disagreements: [
-          `dpo validate (CLI) prints ${JSON.stringify(got)}, in process ${JSON.stringify(want)}`,
-        ],
-      });
-      // Everything after is out of step with this case: one report is enough.
-      return failures;
+      if (disagreements.length > 0) {
+        failures.push({ c, yaml, disagreements });
+        // Everything after is out of step with this case: one report is enough.
+        return failures;
+      }
     }
     const wantCode = sample.every((s) => s.dpo.accepted) ? 0 : 1;
-    if (at !== output.length || code !== wantCode) {
+    if (at.stdout !== stdout.length || at.stderr !== stderr.length || code !== wantCode) {
       failures.push({
         c: sample[0]!.c,
         yaml: "",
         disagreements: [
-          `dpo validate (CLI) printed ${output.length - at} characters more than expected and exited ${code} (expected ${wantCode}); stderr: ${stderr.slice(0, 2000)}`,
+          `dpo validate (CLI) printed ${stdout.length - at.stdout} characters more than expected on stdout and ${stderr.length - at.stderr} on stderr, and exited ${code} (expected ${wantCode}); stderr: ${stderr.slice(0, 2000)}`,
         ],
       });
     }

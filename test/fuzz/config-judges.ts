@@ -24,6 +24,7 @@ import {
   withoutNullFields,
   type FieldError,
 } from "../../src/api/validate.js";
+import { documentIdentity, verdictLabel } from "../../src/cli/validate.js";
 import { PLUGIN_CONFIG_KEY } from "../../src/contract/plugin-config.js";
 import { stringifyExact } from "../../src/api/yaml-text.js";
 import { ConflictError, KubeApiError, NotFoundError } from "../../src/kube/errors.js";
@@ -103,11 +104,23 @@ function betaSpecOf(manifest: unknown): unknown {
   return parsed.value.spec;
 }
 
-/** The lines `dpo validate FILE` prints for a verdict (src/cli/validate.ts), for the CLI sample. */
-export function validateCliLines(file: string, version: FuzzVersion, verdict: DpoVerdict): string[] {
+/**
+ * What `dpo validate FILE` prints for a verdict (src/cli/validate.ts), for the CLI sample: the verdict line
+ * on stdout, the problems on stderr, each named by the file and the manifest's kind and name.
+ */
+export function validateCliLines(
+  file: string,
+  version: FuzzVersion,
+  verdict: DpoVerdict,
+  manifest: unknown,
+): { stdout: string[]; stderr: string[] } {
+  const where = verdictLabel({ file, ...documentIdentity(manifest) });
   const label = ` (${GROUP}/${version})`;
-  if (verdict.accepted) return [`${file}: valid${label}`];
-  return [`${file}: invalid${label}`, ...verdict.errors.map((e) => `${file}: ${e.path}: ${e.message}`)];
+  if (verdict.accepted) return { stdout: [`${where}: valid${label}`], stderr: [] };
+  return {
+    stdout: [`${where}: invalid${label}`],
+    stderr: verdict.errors.map((e) => `${where}: ${e.path}: ${e.message}`),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // The npm package of the dpo CLI as a user gets it (make release builds it with the same packCliPackage):
 // packed from the built checkout, installed offline with an empty npm cache into an empty directory and
 // globally into a prefix, then run: `dpo --version`, `dpo validate` on a valid and an invalid file and on
-// standard input through npx, `dpo probe` on a Mock config. An install that needed any dependency fetched
+// standard input through `npx @dpo-dev/dpo` (the scoped name: a bare `npx dpo` without the package installed
+// would fetch the public registry's unrelated `dpo`), `dpo probe` on a Mock config. An install that needed any dependency fetched
 // fails here, since nothing but the tarball is there to install from.
 import { execFile } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
@@ -80,7 +81,12 @@ describe("the dpo CLI's npm package", () => {
     const listing = await runCommand("tar", ["-xzOf", tarball, "package/package.json"], { cwd: work.dir });
     expect(listing.code, listing.stderr).toBe(0);
     const manifest = JSON.parse(listing.stdout) as Record<string, unknown>;
-    expect(manifest).toMatchObject({ name: "dpo", version, bin: { dpo: "dist/dpo.js" }, type: "module" });
+    expect(manifest).toMatchObject({
+      name: "@dpo-dev/dpo",
+      version,
+      bin: { dpo: "dist/dpo.js" },
+      type: "module",
+    });
     for (const field of ["dependencies", "optionalDependencies", "peerDependencies", "bundleDependencies"]) {
       expect(manifest[field], field).toBeUndefined();
     }
@@ -97,14 +103,14 @@ describe("the dpo CLI's npm package", () => {
     const valid = await runCommand(dpo, ["validate", VALID], { cwd: app });
     expect({ code: valid.code, stdout: valid.stdout, stderr: valid.stderr }).toEqual({
       code: 0,
-      stdout: `${VALID}: valid (dpo.dev/v1beta1)\n`,
+      stdout: `${VALID} DevicePluginConfig/example-foo: valid (dpo.dev/v1beta1)\n`,
       stderr: "",
     });
 
     const invalid = await runCommand(dpo, ["validate", INVALID], { cwd: app });
     expect(invalid.code, invalid.stderr).toBe(1);
-    expect(invalid.stdout + invalid.stderr).toContain(
-      `${INVALID}: spec.sharing.replicas: must be >= 2 when strategy is TimeSlicing`,
+    expect(invalid.stderr).toContain(
+      `${INVALID} DevicePluginConfig/invalid-sharing-timeslicing-without-replicas: spec.sharing.replicas: must be >= 2 when strategy is TimeSlicing`,
     );
 
     const probe = await runCommand(dpo, ["probe", "--config", VALID], { cwd: app });
@@ -112,21 +118,23 @@ describe("the dpo CLI's npm package", () => {
     expect(probe.stdout).toContain("backend Mock, 4 device(s)");
   }, 300_000);
 
-  it("runs through npx, reading standard input with validate -", async () => {
-    // npx finds the installed package's bin in the directory and fetches nothing.
+  it("runs through npx by its scoped name, reading standard input with validate -", async () => {
+    // npx finds the installed package in the directory and fetches nothing.
     expect(localInstall?.code).toBe(0);
-    const ok = await runCommand("npx", [...npmFlags(), "dpo", "validate", "-"], {
+    const ok = await runCommand("npx", [...npmFlags(), "@dpo-dev/dpo", "validate", "-"], {
       cwd: app,
       input: readFileSync(VALID, "utf8"),
     });
     expect(ok.code, ok.stderr).toBe(0);
-    expect(ok.stdout).toBe("<stdin>: valid (dpo.dev/v1beta1)\n");
-    const bad = await runCommand("npx", [...npmFlags(), "dpo", "validate", "-"], {
+    expect(ok.stdout).toBe("<stdin> DevicePluginConfig/example-foo: valid (dpo.dev/v1beta1)\n");
+    const bad = await runCommand("npx", [...npmFlags(), "@dpo-dev/dpo", "validate", "-"], {
       cwd: app,
       input: readFileSync(INVALID, "utf8"),
     });
     expect(bad.code).toBe(1);
-    expect(bad.stdout + bad.stderr).toContain("<stdin>: spec.sharing.replicas: must be >= 2");
+    expect(bad.stderr).toContain(
+      "<stdin> DevicePluginConfig/invalid-sharing-timeslicing-without-replicas: spec.sharing.replicas: must be >= 2",
+    );
   }, 300_000);
 
   it("installs globally (npm i -g) offline and runs from the prefix's bin", async () => {

@@ -3,6 +3,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { Readable } from "node:stream";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { loadKubeConfig } from "../../src/cli/kubeconfig.js";
@@ -49,9 +50,18 @@ describe("dpo --version", () => {
     expect(out.stdout.split("\n")[0]).toBe(`dpo ${packageVersion}`);
   });
 
-  it("version --json holds the package version", async () => {
-    const out = await dpo("version", "--json");
-    expect((JSON.parse(out.stdout) as { version: string }).version).toBe(packageVersion);
+  it.each([[["--json"]], [["-o", "json"]], [["--output=json"]], [["--json", "-o", "json"]]])(
+    "version %j holds the package version",
+    async (flags) => {
+      const out = await dpo("version", ...flags);
+      expect(out.code, out.stderr).toBe(0);
+      expect((JSON.parse(out.stdout) as { version: string }).version).toBe(packageVersion);
+    },
+  );
+
+  it("version -o text is the plain text", async () => {
+    const out = await dpo("version", "-o", "text");
+    expect(out.stdout.split("\n")[0]).toBe(`dpo ${packageVersion}`);
   });
 });
 
@@ -61,8 +71,21 @@ describe("usage errors", () => {
     [["validate", "-x", validFile], "dpo: unknown flag '-x'", "Usage: dpo validate"],
     [
       ["validate", "--output", "yaml", validFile],
-      "dpo: --output must be text or json, got 'yaml'",
+      "dpo: --output must be text, json or junit, got 'yaml'",
       "Usage: dpo validate",
+    ],
+    [
+      ["validate", "--junit", "-", validFile],
+      "dpo: --junit needs a file name (-o junit writes the report to standard output)",
+      "Usage: dpo validate",
+    ],
+    [["validate", "-", "-"], "dpo: '-' (standard input) given more than once", "Usage: dpo validate"],
+    [["version", "-o", "yaml"], "dpo: --output must be text or json, got 'yaml'", "Usage: dpo version"],
+    [["version", "--json", "-o", "text"], "dpo: --json and --output text disagree", "Usage: dpo version"],
+    [
+      ["probe", "-o", "yaml"],
+      "dpo: --output (or DPO_PROBE_OUTPUT): must be one of text, json",
+      "Usage: dpo probe",
     ],
     [["validate", validFile, "--output"], "dpo: --output needs a value", "Usage: dpo validate"],
     [["validate"], "dpo: no files given ('-' reads standard input)", "Usage: dpo validate"],
@@ -101,7 +124,11 @@ describe("usage errors", () => {
     const file = join(dir, "-odd.yaml");
     writeFileSync(file, readFileSync(validFile));
     const out = await dpo("validate", "--", file);
-    expect(out).toEqual({ code: 0, stdout: `${file}: valid (dpo.dev/v1beta1)\n`, stderr: "" });
+    expect(out).toEqual({
+      code: 0,
+      stdout: `${file} DevicePluginConfig/example-foo: valid (dpo.dev/v1beta1)\n`,
+      stderr: "",
+    });
   });
 });
 
@@ -224,16 +251,16 @@ describe("dpo validate in a pipe", () => {
     const out = await validateFiles(["-"], () => Promise.resolve(KUSTOMIZE_STREAM));
     expect(out.exitCode).toBe(0);
     expect(out.lines).toEqual([
-      "<stdin>#0: skipped (v1 Namespace)",
-      "<stdin>#1: skipped (apps/v1 Deployment)",
-      "<stdin>#2: skipped (dpo.dev/v1beta1 DeviceNodeState)",
-      "<stdin>#3: valid (dpo.dev/v1beta1)",
+      "<stdin>#0 Namespace/dpo-system: skipped (v1)",
+      "<stdin>#1 Deployment/dpo-operator: skipped (apps/v1)",
+      "<stdin>#2 DeviceNodeState/a: skipped (dpo.dev/v1beta1)",
+      "<stdin>#3 DevicePluginConfig/example-foo: valid (dpo.dev/v1beta1)",
     ]);
   });
 
   it("a stream with no config at all is valid", async () => {
     const out = await validateFiles(["-"], () => Promise.resolve("apiVersion: v1\nkind: Namespace\n"));
-    expect(out).toMatchObject({ exitCode: 0, lines: ["<stdin>: skipped (v1 Namespace)"] });
+    expect(out).toMatchObject({ exitCode: 0, lines: ["<stdin> Namespace/<no name>: skipped (v1)"] });
   });
 
   it("--output json gives every verdict with its problems", async () => {
@@ -255,11 +282,66 @@ describe("dpo validate in a pipe", () => {
         {
           file: join(dir, "absent.yaml"),
           result: "unreadable",
-          errors: [{ path: "<file>", message: "cannot read: ENOENT" }],
+          errors: [{ path: "<file>", message: `cannot read ${join(dir, "absent.yaml")}: no such file` }],
         },
       ],
     });
     expect(out.exitCode).toBe(2);
+  });
+
+  it("a stream with an invalid config: verdicts on stdout, problems on stderr, each naming kind and name", async () => {
+    const stream = `${KUSTOMIZE_STREAM}---\n${readFileSync(invalidFile, "utf8")}`;
+    vi.spyOn(process.stdin, Symbol.asyncIterator).mockImplementation(() =>
+      Readable.from([Buffer.from(stream)])[Symbol.asyncIterator](),
+    );
+    const out = await dpo("validate", "-");
+    expect(out.code).toBe(1);
+    expect(out.stdout).toBe(
+      [
+        "<stdin>#0 Namespace/dpo-system: skipped (v1)",
+        "<stdin>#1 Deployment/dpo-operator: skipped (apps/v1)",
+        "<stdin>#2 DeviceNodeState/a: skipped (dpo.dev/v1beta1)",
+        "<stdin>#3 DevicePluginConfig/example-foo: valid (dpo.dev/v1beta1)",
+        "<stdin>#4 DevicePluginConfig/invalid-sharing-timeslicing-without-replicas: invalid (dpo.dev/v1beta1)",
+        "",
+      ].join("\n"),
+    );
+    expect(out.stderr).toBe(
+      "<stdin>#4 DevicePluginConfig/invalid-sharing-timeslicing-without-replicas: spec.sharing.replicas: must be >= 2 when strategy is TimeSlicing\n",
+    );
+  });
+
+  it("probe names an invalid config's kind and name, and an unreadable one's reason in words", async () => {
+    const bad = await dpo("probe", "--config", invalidFile);
+    expect(bad.code).toBe(2);
+    expect(bad.stdout).toBe("");
+    expect(bad.stderr).toBe(
+      `dpo: invalid config ${invalidFile}:\n${invalidFile} DevicePluginConfig/invalid-sharing-timeslicing-without-replicas: spec.sharing.replicas: must be >= 2 when strategy is TimeSlicing\n`,
+    );
+    const absent = join(dir, "absent.yaml");
+    expect(await dpo("probe", "--config", absent)).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: `dpo: cannot read ${absent}: no such file (--config)\n`,
+    });
+  });
+
+  it("an unreadable file is one line on stderr saying why in words, exit 2", async () => {
+    const absent = join(dir, "absent.yaml");
+    const out = await dpo("validate", validFile, absent);
+    expect(out).toEqual({
+      code: 2,
+      stdout: `${validFile} DevicePluginConfig/example-foo: valid (dpo.dev/v1beta1)\n`,
+      stderr: `cannot read ${absent}: no such file\n`,
+    });
+  });
+
+  it("a document without kind or name is still named by what it has", async () => {
+    const out = await validateFiles(["-"], () =>
+      Promise.resolve("apiVersion: dpo.dev/v1beta1\nmetadata: {name: nokind}\n---\n[1, 2]\n"),
+    );
+    expect(out.problems[0]).toMatch(/^<stdin>#0 <no kind>\/nokind: /);
+    expect(out.results).toContain("<stdin>#1: invalid");
   });
 
   it("dpo validate --output json prints JSON on stdout whatever the verdict", async () => {
@@ -298,10 +380,10 @@ describe("dpo validate in a pipe", () => {
     expect(run.status).toBe(0);
     expect(run.stdout).toBe(
       [
-        "<stdin>#0: skipped (v1 Namespace)",
-        "<stdin>#1: skipped (apps/v1 Deployment)",
-        "<stdin>#2: skipped (dpo.dev/v1beta1 DeviceNodeState)",
-        "<stdin>#3: valid (dpo.dev/v1beta1)",
+        "<stdin>#0 Namespace/dpo-system: skipped (v1)",
+        "<stdin>#1 Deployment/dpo-operator: skipped (apps/v1)",
+        "<stdin>#2 DeviceNodeState/a: skipped (dpo.dev/v1beta1)",
+        "<stdin>#3 DevicePluginConfig/example-foo: valid (dpo.dev/v1beta1)",
         "",
       ].join("\n"),
     );

@@ -147,9 +147,17 @@ describe("convertManifests", () => {
 
 describe("dpo convert arguments", () => {
   it.each([
-    [["--to", "v1beta1", "a.yaml"], { to: "dpo.dev/v1beta1", files: ["a.yaml"] }],
-    [["--to=v1alpha1", "a.yaml", "b.yaml"], { to: "dpo.dev/v1alpha1", files: ["a.yaml", "b.yaml"] }],
-    [["a.yaml", "--to", "dpo.dev/v1beta1"], { to: "dpo.dev/v1beta1", files: ["a.yaml"] }],
+    [["--to", "v1beta1", "a.yaml"], { to: "dpo.dev/v1beta1", output: "yaml", files: ["a.yaml"] }],
+    [
+      ["--to=v1alpha1", "a.yaml", "b.yaml"],
+      { to: "dpo.dev/v1alpha1", output: "yaml", files: ["a.yaml", "b.yaml"] },
+    ],
+    [["a.yaml", "--to", "dpo.dev/v1beta1"], { to: "dpo.dev/v1beta1", output: "yaml", files: ["a.yaml"] }],
+    [["--to", "v1beta1", "-"], { to: "dpo.dev/v1beta1", output: "yaml", files: ["-"] }],
+    [
+      ["--to", "v1beta1", "-o", "json", "a.yaml"],
+      { to: "dpo.dev/v1beta1", output: "json", files: ["a.yaml"] },
+    ],
   ])("%j", (argv, want) => {
     expect(parseConvertArgs(argv)).toEqual(want);
   });
@@ -159,6 +167,8 @@ describe("dpo convert arguments", () => {
     [["--to", "v1", "a.yaml"], /--to must be v1beta1 or v1alpha1, got 'v1'/],
     [["--to", "v1beta1"], /no files/],
     [["--to", "v1beta1", "--in-place", "a.yaml"], /in-place/],
+    [["--to", "v1beta1", "-o", "table", "a.yaml"], /--output must be yaml or json, got 'table'/],
+    [["--to", "v1beta1", "-", "a.yaml", "-"], /'-' \(standard input\) given more than once/],
   ])("refuses %j", (argv, message) => {
     expect(() => parseConvertArgs(argv)).toThrow(UsageError);
     expect(() => parseConvertArgs(argv)).toThrow(message);
@@ -192,12 +202,48 @@ describe("convertFiles", () => {
     });
     expect(out.exitCode).toBe(1);
     expect(out.stdout).toBe("");
-    expect(out.stderr).toEqual([`${file}#1: spec.sharedDevNum: must be >= 1 (1 means no sharing)`]);
+    expect(out.stderr).toEqual([
+      `${file}#1 DevicePluginConfig/invalid-v1alpha1-shared-dev-num-zero: spec.sharedDevNum: must be >= 1 (1 means no sharing)`,
+    ]);
   });
 
-  it("exits 2 for an unreadable file", async () => {
+  it("exits 2 for an unreadable file, saying why in words", async () => {
     const out = await convertFiles({ to: "dpo.dev/v1beta1", files: [join(dir, "missing.yaml")] });
     expect(out.exitCode).toBe(2);
-    expect(out.stderr[0]).toMatch(/missing\.yaml: cannot read: ENOENT/);
+    expect(out.stderr).toEqual([`cannot read ${join(dir, "missing.yaml")}: no such file`]);
+  });
+
+  it("reads standard input for '-' and names it <stdin>", async () => {
+    const stdin = `${OTHER}---\n${read(alphaDir, "mock-basic.yaml")}`;
+    const readStdin = (file: string) =>
+      file === "-" ? Promise.resolve(stdin) : Promise.reject(new Error(`read ${file}`));
+    const out = await convertFiles({ to: "dpo.dev/v1beta1", files: ["-"] }, readStdin);
+    expect(out.stderr).toEqual([]);
+    expect(out.exitCode).toBe(0);
+    expect(parseAllDocuments(out.stdout).map((d) => (d.toJS() as BetaObject).apiVersion)).toEqual([
+      "v1",
+      "dpo.dev/v1beta1",
+    ]);
+
+    const bad = read(fixtures, "invalid/v1alpha1-shared-dev-num-zero.yaml");
+    const failed = await convertFiles({ to: "dpo.dev/v1beta1", files: ["-"] }, () => Promise.resolve(bad));
+    expect(failed.stderr).toEqual([
+      "<stdin> DevicePluginConfig/invalid-v1alpha1-shared-dev-num-zero: spec.sharedDevNum: must be >= 1 (1 means no sharing)",
+    ]);
+  });
+
+  it("-o json prints the converted objects as a v1 List", async () => {
+    const out = await convertFiles({
+      to: "dpo.dev/v1beta1",
+      output: "json",
+      files: [join(alphaDir, "mock-basic.yaml"), join(alphaDir, "devfs-serial.yaml")],
+    });
+    expect(out.exitCode, out.stderr.join("\n")).toBe(0);
+    const list = JSON.parse(out.stdout) as { apiVersion: string; kind: string; items: BetaObject[] };
+    expect([list.apiVersion, list.kind]).toEqual(["v1", "List"]);
+    expect(list.items.map((d) => [d.apiVersion, d.metadata.name])).toEqual([
+      ["dpo.dev/v1beta1", "foo"],
+      ["dpo.dev/v1beta1", "serial"],
+    ]);
   });
 });

@@ -35,7 +35,8 @@ describe("config/samples", () => {
   it.each(sampleFiles)("dpo validate accepts %s", async (file) => {
     const path = join(samplesDir, file);
     const out = await validateFiles([path]);
-    expect(out.lines).toEqual([`${path}: valid (dpo.dev/v1beta1)`]);
+    const { metadata } = parse(readFileSync(path, "utf8")) as { metadata: { name: string } };
+    expect(out.lines).toEqual([`${path} DevicePluginConfig/${metadata.name}: valid (dpo.dev/v1beta1)`]);
     expect(out.exitCode).toBe(0);
   });
 

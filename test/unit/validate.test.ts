@@ -10,7 +10,8 @@ import {
   validateAnyVersion,
   validateDevicePluginConfig,
 } from "../../src/api/validate.js";
-import { validateFiles } from "../../src/cli/validate.js";
+import { validateFiles, verdictLabel } from "../../src/cli/validate.js";
+import { parse } from "yaml";
 
 const fixtures = join(import.meta.dirname, "..", "fixtures");
 const invalidDir = join(fixtures, "invalid");
@@ -19,6 +20,12 @@ const invalidFiles = readdirSync(invalidDir).filter((f) => f.endsWith(".yaml"));
 const validFiles = readdirSync(validDir).filter((f) => f.endsWith(".yaml"));
 const validAlphaDir = join(fixtures, "valid-v1alpha1");
 const validAlphaFiles = readdirSync(validAlphaDir).filter((f) => f.endsWith(".yaml"));
+
+/** `FILE DevicePluginConfig/NAME`, as dpo validate names a one-document file's config. */
+function labelOf(path: string): string {
+  const { metadata } = parse(readFileSync(path, "utf8")) as { metadata: { name: string } };
+  return `${path} DevicePluginConfig/${metadata.name}`;
+}
 
 function apiVersionOf(dir: string, file: string): string {
   const m = /^apiVersion: (\S+)$/m.exec(readFileSync(join(dir, file), "utf8"));
@@ -46,7 +53,10 @@ describe("invalid fixture corpus", () => {
   it.each(invalidFiles)("%s is rejected with its field path and its version", async (file) => {
     const out = await validateFiles([join(invalidDir, file)]);
     expect(out.exitCode).toBe(1);
-    expect(out.lines[0]).toBe(`${join(invalidDir, file)}: invalid (${apiVersionOf(invalidDir, file)})`);
+    expect(out.lines[0]).toBe(
+      `${verdictLabel(out.verdicts[0]!)}: invalid (${apiVersionOf(invalidDir, file)})`,
+    );
+    expect(out.lines[0]?.startsWith(`${join(invalidDir, file)}`)).toBe(true);
     const paths = out.lines.map((l) => l.split(": ")[1]);
     expect(paths).toContain(expectedPath(file));
   });
@@ -55,13 +65,13 @@ describe("invalid fixture corpus", () => {
 describe("valid fixtures", () => {
   it.each(validFiles)("%s is valid v1beta1", async (file) => {
     const out = await validateFiles([join(validDir, file)]);
-    expect(out.lines).toEqual([`${join(validDir, file)}: valid (dpo.dev/v1beta1)`]);
+    expect(out.lines).toEqual([`${labelOf(join(validDir, file))}: valid (dpo.dev/v1beta1)`]);
     expect(out.exitCode).toBe(0);
   });
 
   it.each(validAlphaFiles)("%s is valid v1alpha1", async (file) => {
     const out = await validateFiles([join(validAlphaDir, file)]);
-    expect(out.lines).toEqual([`${join(validAlphaDir, file)}: valid (dpo.dev/v1alpha1)`]);
+    expect(out.lines).toEqual([`${labelOf(join(validAlphaDir, file))}: valid (dpo.dev/v1alpha1)`]);
     expect(out.exitCode).toBe(0);
   });
 
@@ -74,11 +84,13 @@ describe("valid fixtures", () => {
       writeFileSync(file, `${alpha}---\n${beta}---\napiVersion: dpo.dev/v2\nkind: DevicePluginConfig\n`);
       const out = await validateFiles([file]);
       expect(out.lines.slice(0, 3)).toEqual([
-        `${file}#0: valid (dpo.dev/v1alpha1)`,
-        `${file}#1: valid (dpo.dev/v1beta1)`,
-        `${file}#2: invalid`,
+        `${file}#0 DevicePluginConfig/foo: valid (dpo.dev/v1alpha1)`,
+        `${file}#1 DevicePluginConfig/example-foo: valid (dpo.dev/v1beta1)`,
+        `${file}#2 DevicePluginConfig/<no name>: invalid`,
       ]);
-      expect(out.lines).toContain(`${file}#2: apiVersion: must be one of dpo.dev/v1beta1, dpo.dev/v1alpha1`);
+      expect(out.lines).toContain(
+        `${file}#2 DevicePluginConfig/<no name>: apiVersion: must be one of dpo.dev/v1beta1, dpo.dev/v1alpha1`,
+      );
       expect(out.exitCode).toBe(1);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -93,8 +105,10 @@ describe("validateFiles exit codes", () => {
       join(validDir, "mock-basic.yaml"),
     ]);
     expect(out.exitCode).toBe(2);
-    expect(out.lines[0]).toMatch(/does-not-exist.yaml: cannot read: ENOENT/);
-    expect(out.lines[1]).toMatch(/mock-basic.yaml: valid \(dpo.dev\/v1beta1\)$/);
+    expect(out.lines[0]).toBe(`cannot read ${join(fixtures, "does-not-exist.yaml")}: no such file`);
+    expect(out.lines[1]).toMatch(
+      /mock-basic.yaml DevicePluginConfig\/example-foo: valid \(dpo.dev\/v1beta1\)$/,
+    );
   });
 });
 

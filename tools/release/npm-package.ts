@@ -30,11 +30,18 @@ export interface RootPackage {
 /**
  * The CLI package's package.json: the repository's name, version, licence, engines and bin, and no
  * dependencies of any kind, because the bundle holds them all (`npm install --offline` must succeed with an
- * empty cache). Refuses a package.json without what the CLI needs, naming the field.
+ * empty cache). Refuses a package.json without what the CLI needs, naming the field, and an unscoped name:
+ * `npx dpo` where the package is not installed fetches whatever the public registry calls `dpo`, someone
+ * else's package, while `npx @dpo-dev/dpo` can only be ours.
  */
 export function cliPackageManifest(root: RootPackage): Record<string, unknown> {
   const bin = root.bin?.["dpo"];
   if (typeof root.name !== "string" || root.name === "") throw new Error("package.json: name is missing");
+  if (!/^@[a-z0-9][a-z0-9._-]*\/[a-z0-9][a-z0-9._-]*$/.test(root.name)) {
+    throw new Error(
+      `package.json: name is '${root.name}', expected a scoped name (@scope/name) that npx cannot mistake for another package`,
+    );
+  }
   if (typeof root.version !== "string" || root.version === "")
     throw new Error("package.json: version is missing");
   if (bin !== "dist/dpo.js") throw new Error(`package.json: bin.dpo is ${String(bin)}, expected dist/dpo.js`);
@@ -61,9 +68,10 @@ export function cliDistFiles(names: readonly string[]): string[] {
 const PACKAGE_README = `# dpo — the device-plugin operator's command line
 
 \`\`\`sh
-npm install -g ./dpo-cli-<version>.tgz   # or npx dpo ... from a project that installed it
+npm install -g ./dpo-cli-<version>.tgz   # or, in a project that installed it: npx @dpo-dev/dpo ...
 dpo validate config/*.yaml               # exit 0 valid, 1 invalid, 2 unreadable or usage error
 kustomize build overlays/prod | dpo validate -
+dpo validate --junit report.xml FILE...  # and a JUnit report for CI; -o json for tools
 dpo convert --to v1beta1 FILE...         # move manifests between dpo.dev/v1alpha1 and v1beta1
 dpo crds                                 # the CRDs as YAML
 dpo probe --config FILE                  # what a backend finds on this machine
