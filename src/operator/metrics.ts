@@ -74,6 +74,11 @@ export class OperatorMetrics {
     help: "Keys waiting in the work queue.",
     registers: [this.registry],
   });
+  readonly configWriteState = new Gauge({
+    name: "dpo_operator_configs_with_unseen_writes",
+    help: "Configs whose Node and workload writes the operator's caches have yet to show: the state it keeps per config between passes.",
+    registers: [this.registry],
+  });
 
   // The conversion webhook's series (ConversionWebhookMetrics): it runs in the operator's process, whose
   // registry serves them.

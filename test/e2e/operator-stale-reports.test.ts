@@ -1,8 +1,9 @@
 // End to end: the operator deletes the DeviceNodeStates of a node that left the cluster and of a node the
 // config no longer selects, one an earlier plugin version wrote under plain `<config>-<node>` once the
-// current one exists, one under another node's name and one of a config that does not exist, and keeps
-// the current reports of nodes it still targets.
+// current one exists, one under another node's name and those of configs that do not exist (a flood of them
+// leaves no per-config state behind), and keeps the current reports of nodes it still targets.
 import { CoreV1Api, CustomObjectsApi, type V1NodeSystemInfo } from "@kubernetes/client-node";
+import { resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deviceNodeStateName } from "../../src/contract/node-state.js";
 import {
@@ -13,11 +14,21 @@ import {
   uniqueName,
   waitFor,
 } from "../cluster/helpers.js";
+import { operatorHeapFlags } from "../../tools/manifests/operator-heap-flags.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
+
+const REPO = resolve(import.meta.dirname, "../..");
+/** The operator Deployment's memory limit (config/manager/deployment.yaml). */
+const OPERATOR_MEMORY_LIMIT = 256 * 2 ** 20;
 
 const CONFIGS = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const REPORTS = { group: "dpo.dev", version: "v1beta1", plural: "devicenodestates" };
 const LABEL = "stale.example/dev";
+/**
+ * Reports of configs that never existed written at once: 2,000 in `make test`; DPO_E2E_GHOST_REPORTS=10000 for
+ * issue 33's full measurement (the figures are in docs/security.md).
+ */
+const GHOST_REPORTS = Number(process.env.DPO_E2E_GHOST_REPORTS ?? "2000");
 
 const kc = kubeConfigFromInjected();
 const custom = kc.makeApiClient(CustomObjectsApi);
@@ -59,7 +70,12 @@ async function existingReports(): Promise<Record<string, boolean>> {
 
 beforeAll(async () => {
   await installDpo();
-  operator = await startOperator(["--status-write-interval", "500"]);
+  // Under the Deployment's heap, so what a flood of reports costs shows as it would in a cluster.
+  operator = await startOperator(
+    ["--status-write-interval", "500"],
+    {},
+    { nodeFlags: operatorHeapFlags(REPO) },
+  );
   const config = (await custom.createClusterCustomObject({
     ...CONFIGS,
     body: {
@@ -214,6 +230,68 @@ describe("stale DeviceNodeStates", () => {
     expect(line).toContain('"reason":"ConfigGone"');
     expect(await existingReports()).toEqual({ kept: true, deleted: true, unlabelled: true });
   });
+
+  it(`deletes ${GHOST_REPORTS} reports of configs that never existed, keeping no state or series for them`, async () => {
+    /** Every report in the namespace, counted by the API server (a list of one and what remains). */
+    const reportCount = async (): Promise<number> => {
+      const list = (await custom.listNamespacedCustomObject({
+        ...REPORTS,
+        namespace: NAMESPACE,
+        limit: 1,
+      })) as {
+        items: unknown[];
+        metadata?: { remainingItemCount?: number };
+      };
+      return list.items.length + (list.metadata?.remainingItemCount ?? 0);
+    };
+    const metricsText = async (): Promise<string> =>
+      (await fetch(`http://127.0.0.1:${operator.metricsPort}/metrics`)).text();
+    const configSeries = (text: string): number =>
+      text.split("\n").filter((l) => l.startsWith("dpo_config_")).length;
+    const others = await reportCount();
+    const seriesBefore = configSeries(await metricsText());
+    const rssBefore = await operator.metric("process_resident_memory_bytes");
+    const started = performance.now();
+    // As a plugin token of one node could write them: each names a config that never existed, under the
+    // name that (config, node) gives it, so the admission policy would let a node write every one.
+    const prefix = uniqueName("e2e-flood");
+    for (let i = 0; i < GHOST_REPORTS; i += 50) {
+      await Promise.all(
+        Array.from({ length: Math.min(50, GHOST_REPORTS - i) }, (_, j) => {
+          const ghost = `${prefix}-${i + j}`;
+          return createReport(nodeNames.kept, deviceNodeStateName(ghost, nodeNames.kept), undefined, ghost);
+        }),
+      );
+    }
+    const written = performance.now();
+    let mostTracked = 0;
+    await waitFor(
+      `the ${GHOST_REPORTS} reports of configs that never existed to be deleted`,
+      async (observe) => {
+        const left = (await reportCount()) - others;
+        const tracked = await operator.metric("dpo_operator_configs_with_unseen_writes");
+        mostTracked = Math.max(mostTracked, tracked);
+        observe({ left, tracked });
+        return left <= 0;
+      },
+      { timeoutMs: 600_000, intervalMs: 1_000 },
+    );
+    const text = await metricsText();
+    const rssAfter = await operator.metric("process_resident_memory_bytes");
+    console.log(
+      `${GHOST_REPORTS} reports of configs that never existed: written in ${((written - started) / 1000).toFixed(1)} s, ` +
+        `all deleted ${((performance.now() - written) / 1000).toFixed(1)} s later; configs with unseen writes at most ` +
+        `${mostTracked}; operator RSS ${(rssBefore / 2 ** 20).toFixed(0)} -> ${(rssAfter / 2 ** 20).toFixed(0)} MiB`,
+    );
+    // Per-config state is kept only while a config's writes are unseen, and these configs have none left.
+    expect(mostTracked).toBeLessThanOrEqual(2);
+    expect(await operator.metric("dpo_operator_configs_with_unseen_writes")).toBe(0);
+    // No series for a config that does not exist, and the real config's are still there.
+    expect(configSeries(text)).toBe(seriesBefore);
+    expect(text).not.toContain(prefix);
+    expect(rssAfter).toBeLessThan(OPERATOR_MEMORY_LIMIT);
+    expect(await existingReports()).toEqual({ kept: true, deleted: true, unlabelled: true });
+  }, 900_000);
 
   it("deletes the reports of a deleted node and of an unlabelled node, and only those", async () => {
     await core.deleteNode({ name: nodeNames.deleted });

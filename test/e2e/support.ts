@@ -77,6 +77,8 @@ export async function startOperator(
     apiServer?: string;
     /** The operator's namespace, where its ServiceAccount is (a Helm release's); dpo-system by default. */
     namespace?: string;
+    /** Node flags before the entrypoint, such as the Deployment's heap flags. */
+    nodeFlags?: string[];
   } = {},
 ): Promise<OperatorProcess> {
   const namespace = options.namespace ?? NAMESPACE;
@@ -85,6 +87,7 @@ export async function startOperator(
   const child = spawn(
     process.execPath,
     [
+      ...(options.nodeFlags ?? []),
       options.entrypoint ?? dpoEntrypoint,
       "operator",
       "--kubeconfig",

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { parseAllDocuments } from "yaml";
+import { operatorHeapFlags } from "../../tools/manifests/operator-heap-flags.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { planCertificates } from "../../src/webhook/certificates.js";
 import { CONVERT_PATH, DEFAULT_MAX_BODY_BYTES } from "../../src/webhook/server.js";
@@ -16,22 +17,6 @@ import { waitFor } from "./support.js";
 
 const repo = resolve(import.meta.dirname, "../..");
 const MiB = 1024 * 1024;
-
-/** The node flags of the operator Deployment's container (config/manager/deployment.yaml), as it runs. */
-function deploymentHeapFlags(): string[] {
-  const text = readFileSync(join(repo, "config/manager/deployment.yaml"), "utf8");
-  for (const doc of parseAllDocuments(text)) {
-    const deployment = doc.toJS() as {
-      kind?: string;
-      spec?: { template?: { spec?: { containers?: { name: string; command?: string[] }[] } } };
-    };
-    if (deployment.kind !== "Deployment") continue;
-    const command = deployment.spec?.template?.spec?.containers?.find((c) => c.name === "manager")?.command;
-    const flags = (command ?? []).filter((arg) => /^--max-(old|semi)-space-size=/.test(arg));
-    if (flags.length > 0) return flags;
-  }
-  throw new Error("config/manager/deployment.yaml: the manager container's command has no heap flags");
-}
 
 interface Reply {
   status: number;
@@ -47,7 +32,7 @@ describe("conversion webhook under the Deployment's heap flags", () => {
     { hosts: ["127.0.0.1"], caValidityMs: 2 * hour, certValidityMs: hour, settleMs: 0 },
     Date.now(),
   );
-  const flags = deploymentHeapFlags();
+  const flags = operatorHeapFlags(repo);
   let child: ChildProcess;
   let exited: string | undefined;
   let stderr = "";

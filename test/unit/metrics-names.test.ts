@@ -256,6 +256,11 @@ describe("operator metrics", () => {
       ),
       dpo_operator_leader: expected("gauge", "1 while this replica leads.", []),
       dpo_operator_queue_depth: expected("gauge", "Keys waiting in the work queue.", []),
+      dpo_operator_configs_with_unseen_writes: expected(
+        "gauge",
+        "Configs whose Node and workload writes the operator's caches have yet to show: the state it keeps per config between passes.",
+        [],
+      ),
       dpo_webhook_conversion_reviews_total: expected(
         "counter",
         "ConversionReviews answered, by desired version and result (Success, Failure).",

@@ -34,11 +34,12 @@ import {
 } from "./reconciler-deps.js";
 import { ownedDaemonSets } from "./owned-objects.js";
 import { deleteReportsOfGoneConfig, deleteStaleReports } from "./steps/delete-stale-reports.js";
-import { stripNodeLabels } from "./steps/node-label-cleanup.js";
+import { cleanupWritesPending, stripNodeLabels } from "./steps/node-label-cleanup.js";
 import { deleteSlices, reconcileDraObjects, resourceApiServed } from "./steps/dra-objects.js";
 import {
   applyPluginWorkloads,
   forgetRolloutWrites,
+  rolloutWritesPending,
   removePluginWorkloads,
   type WorkloadOutcome,
 } from "./steps/plugin-workloads.js";
@@ -89,6 +90,17 @@ export class ConfigReconciler {
    * reconcile stops between its steps, and the writers' own fence cancels the request in flight.
    */
   async reconcile(name: string, signal?: AbortSignal): Promise<ReconcileResult> {
+    try {
+      return await this.reconcileConfig(name, signal);
+    } finally {
+      // What the operator keeps per config between passes, for its bound to be watched (and tested) from outside.
+      this.deps.metrics.configWriteState.set(
+        cleanupWritesPending(this.deps) + rolloutWritesPending(this.deps),
+      );
+    }
+  }
+
+  private async reconcileConfig(name: string, signal?: AbortSignal): Promise<ReconcileResult> {
     const { deps } = this;
     signal?.throwIfAborted();
     const stored = deps.configs.get(name);
