@@ -25,6 +25,8 @@ import {
   type RolloutInput,
 } from "../../src/operator/upgrade/rollout.js";
 import { RecordClock } from "../../src/operator/upgrade/record-clock.js";
+import type { StepDeps } from "../../src/operator/controllers/reconciler-deps.js";
+import { forgetRolloutWrites } from "../../src/operator/controllers/steps/plugin-workloads.js";
 
 const ctx = {
   namespace: "dpo-system",
@@ -1154,5 +1156,23 @@ describe("RecordClock", () => {
     expect(clock.forPass("foo").seen("a", "r3", "startedAt", 222)).toBe(60);
     expect(clock.forPass("bar").seen("a", "r3", "startedAt", 222)).toBe(60);
     expect(clock.size).toBe(2);
+  });
+
+  it("keeps nothing of a config once it is forgotten (a deleted config), and the others' entries stay", () => {
+    const clock = new RecordClock(() => 0);
+    for (let i = 0; i < 1_000; i++) {
+      clock.forPass(`gone-${i}`).seen("a", "r2", "startedAt", 1);
+      clock.forget(`gone-${i}`);
+    }
+    clock.forPass("kept").seen("a", "r2", "fencedAt", 1);
+    expect(clock.size).toBe(1);
+  });
+
+  it("is forgotten with the rest of a gone config's rollout state", () => {
+    const clock = new RecordClock(() => 0);
+    clock.forPass("gone").seen("a", "r2", "startedAt", 1);
+    // The write expectations are kept per informer: plain objects stand for the caches here.
+    forgetRolloutWrites({ recordClock: clock, nodes: {}, daemonSets: {} } as unknown as StepDeps, "gone");
+    expect(clock.size).toBe(0);
   });
 });

@@ -32,7 +32,8 @@ function processMonotonicMs(): number {
  * the stamp or the upgrade changes, so there is one per config, node and field however many rollouts ran.
  */
 export class RecordClock {
-  private readonly firstSeen = new Map<string, { to: string; stamp: number; at: number }>();
+  /** Per config, per `node` and field: the upgrade, the stamp and when it was first seen. */
+  private readonly firstSeen = new Map<string, Map<string, { to: string; stamp: number; at: number }>>();
 
   constructor(private readonly monotonicMs: () => number = processMonotonicMs) {}
 
@@ -42,17 +43,29 @@ export class RecordClock {
     return {
       now,
       seen: (node, to, field, stamp) => {
-        const key = JSON.stringify([config, node, field]);
-        const entry = this.firstSeen.get(key);
+        let entries = this.firstSeen.get(config);
+        if (entries === undefined) {
+          entries = new Map<string, { to: string; stamp: number; at: number }>();
+          this.firstSeen.set(config, entries);
+        }
+        const key = `${field} ${node}`;
+        const entry = entries.get(key);
         if (entry !== undefined && entry.to === to && entry.stamp === stamp) return entry.at;
-        this.firstSeen.set(key, { to, stamp, at: now });
+        entries.set(key, { to, stamp, at: now });
         return now;
       },
     };
   }
 
+  /** Drops what was seen of a config that is gone: no pass of it will come to replace its entries. */
+  forget(config: string): void {
+    this.firstSeen.delete(config);
+  }
+
   /** Entries held, for tests. */
   get size(): number {
-    return this.firstSeen.size;
+    let size = 0;
+    for (const entries of this.firstSeen.values()) size += entries.size;
+    return size;
   }
 }

@@ -157,6 +157,7 @@ const conflicts = new DaemonSetWriteExpectations();
 export function forgetRolloutWrites(deps: StepDeps, name: string): void {
   expectations.forget(deps, name);
   conflicts.forget(deps, name);
+  deps.recordClock.forget(name);
 }
 
 /** Configs whose rollout writes the caches have yet to show (the state kept per config, for its bound). */
