@@ -29,8 +29,9 @@ import { PLUGIN_CONFIG_KEY } from "../../src/contract/plugin-config.js";
 import { stringifyExact } from "../../src/api/yaml-text.js";
 import { ConflictError, KubeApiError, NotFoundError } from "../../src/kube/errors.js";
 import { kubeRequest } from "../../src/kube/request.js";
-import { renderPluginConfigData } from "../../src/operator/render/configmap.js";
+import { pluginSpecOf, renderPluginConfigData } from "../../src/operator/render/configmap.js";
 import type { StructuralSchema } from "../../src/api/crd.js";
+import type { DevicePluginConfigSpec } from "../../src/api/v1beta1/spec.js";
 import {
   GROUP,
   specSchema,
@@ -274,36 +275,6 @@ export interface LoaderVerdict {
 }
 
 /** What the plugin makes of an object the API server stored; `dpoSpec` is dpo validate's defaulted spec. */
-/** A spec without what only the operator and the kubelet act on (see pluginSpecOf). */
-function pluginsPart(spec: object): Record<string, unknown> {
-  const {
-    upgrade: _upgrade,
-    nodeSelectorTerm: _nodeSelectorTerm,
-    priority: _priority,
-    plugin,
-    dra,
-    ...rest
-  } = spec as Record<string, unknown>;
-  const {
-    imagePullSecrets: _imagePullSecrets,
-    imagePullPolicy: _imagePullPolicy,
-    runtimeClassName: _runtimeClassName,
-    podAnnotations: _podAnnotations,
-    env: _env,
-    ...pluginRead
-  } = (plugin ?? {}) as Record<string, unknown>;
-  const out: Record<string, unknown> = { ...rest, plugin: pluginRead };
-  if (dra !== undefined) {
-    const { deviceClass, ...draRest } = dra as Record<string, unknown>;
-    const { extendedResourceName: _extendedResourceName, ...deviceClassRead } = (deviceClass ?? {}) as Record<
-      string,
-      unknown
-    >;
-    out["dra"] = deviceClass === undefined ? draRest : { ...draRest, deviceClass: deviceClassRead };
-  }
-  return out;
-}
-
 export function judgeLoader(stored: JsonObject, dpoSpec: unknown): LoaderVerdict {
   const problems: string[] = [];
   const operator = validateDevicePluginConfig(stored);
@@ -323,19 +294,22 @@ export function judgeLoader(stored: JsonObject, dpoSpec: unknown): LoaderVerdict
   }
   // spec.upgrade, targeting, the pod's own settings and the DeviceClass's extended resource are the
   // operator's and the kubelet's: the rendered config leaves them out, and the plugin reads them defaulted.
-  const rendered = pluginsPart(operator.value.spec);
-  const read = pluginsPart(loaded.value.spec);
+  const rendered = pluginSpecOf(operator.value.spec);
+  const read = pluginSpecOf(loaded.value.spec);
   if (!jsonEqual(read, rendered)) {
     problems.push(
       `the plugin reads another spec than the operator rendered: ${jsonDifferences(read, rendered).join("; ")}`,
     );
   }
-  const offline = pluginsPart(dpoSpec ?? {});
   // Without a spec from dpo validate (it refused: a disagreement reported on its own) there is nothing to compare.
-  if (dpoSpec !== undefined && !jsonEqual(read, offline)) {
-    problems.push(
-      `the plugin reads another spec than dpo validate gives the manifest (plugin vs dpo): ${jsonDifferences(read, offline).join("; ")}`,
-    );
+  if (dpoSpec !== undefined) {
+    // dpo validate prints the spec as its schema defaults it, the type pluginSpecOf takes.
+    const offline = pluginSpecOf(dpoSpec as DevicePluginConfigSpec);
+    if (!jsonEqual(read, offline)) {
+      problems.push(
+        `the plugin reads another spec than dpo validate gives the manifest (plugin vs dpo): ${jsonDifferences(read, offline).join("; ")}`,
+      );
+    }
   }
   if (loaded.value.metadata.name !== (stored.metadata as JsonObject).name)
     problems.push("the plugin reads another name");
