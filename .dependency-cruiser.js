@@ -95,6 +95,32 @@ export default {
       to: { circular: true },
     },
     {
+      name: "rollout-core-siblings",
+      severity: "error",
+      comment:
+        "The rollout core (ADR 0006): render, upgrade and status are siblings over operator/model and import " +
+        "none of each other; the reconcile steps in operator/controllers wire them together.",
+      from: { path: "^src/operator/(render|upgrade|status)/" },
+      to: { path: "^src/operator/(render|upgrade|status|controllers)/", pathNot: "^src/operator/$1/" },
+    },
+    {
+      name: "rollout-model-at-the-bottom",
+      severity: "error",
+      comment:
+        "operator/model (the rollout's vocabulary and the targeting rule) imports nothing else of the operator.",
+      from: { path: "^src/operator/model/" },
+      to: { path: "^src/operator/", pathNot: "^src/operator/model/" },
+    },
+    {
+      name: "rollout-blind-to-the-config",
+      severity: "error",
+      comment:
+        "The rollout plans from a rendered revision (model/rollout.ts DesiredRevision) and the cluster's " +
+        "objects, never from a DevicePluginConfig: what it needs of the spec is in the revision.",
+      from: { path: "^src/operator/(upgrade|dra-switch)/" },
+      to: { path: "^src/api/v1beta1/config\\.ts$" },
+    },
+    {
       name: "src-not-to-tooling",
       severity: "error",
       comment: "The product never imports its tests, benchmarks or build tools.",

@@ -13,7 +13,7 @@ import {
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { createInformer, type Informer } from "../../src/kube/informer.js";
 import { NODES, PODS, RESOURCE_SLICES } from "../../src/kube/resources.js";
-import { nodeKeys } from "../../src/operator/render/index.js";
+import { nodeKeys } from "../../src/operator/model/targeting.js";
 import { podStream } from "../../tools/upgrade-load/pod-stream.js";
 import { waitFor } from "../../tools/cluster/wait.js";
 import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";

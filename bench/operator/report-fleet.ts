@@ -2,7 +2,7 @@
 import type { AppsV1Api, CoreV1Api, KubeConfig, V1DaemonSet } from "@kubernetes/client-node";
 import { join } from "node:path";
 import { kubeRequest } from "../../src/kube/request.js";
-import { LABEL_REVISION } from "../../src/operator/render/names.js";
+import { LABEL_REVISION } from "../../src/operator/model/names.js";
 import { loadKubeconfig, type ApiCredentials } from "../../src/plugin-runtime/report/api-client.js";
 import { ReportFleet } from "../../tools/cluster/report-fleet.js";
 import { DEVICES_PER_NODE, repo, RESOURCE } from "./knobs.js";

@@ -7,7 +7,7 @@
 import type { V1DaemonSet, V1Node } from "@kubernetes/client-node";
 import { readFileSync, statSync } from "node:fs";
 import type { Informer } from "../../src/kube/informer.js";
-import { nodeKeys } from "../../src/operator/render/index.js";
+import { nodeKeys } from "../../src/operator/model/targeting.js";
 import { cpuSeconds, rssMiB } from "../proc.js";
 import { percentile } from "../../tools/stats.js";
 import { FenceTimes } from "../../tools/upgrade-load/fence-times.js";

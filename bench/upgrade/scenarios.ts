@@ -12,7 +12,7 @@ import { API_VERSION, KIND } from "../../src/api/v1beta1/config.js";
 import { configLabelValue } from "../../src/contract/names.js";
 import { createInformer, type Informer } from "../../src/kube/informer.js";
 import { DAEMON_SETS } from "../../src/kube/resources.js";
-import { LABEL_REVISION, pluginObjectName } from "../../src/operator/render/index.js";
+import { LABEL_REVISION, pluginObjectName } from "../../src/operator/model/names.js";
 import { waitFor } from "../../tools/cluster/wait.js";
 import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { isConflict } from "../../src/kube/errors.js";

@@ -3,7 +3,7 @@
 import type { V1Node, V1Pod } from "@kubernetes/client-node";
 import { configLabelValue } from "../../src/contract/names.js";
 import type { Informer } from "../../src/kube/informer.js";
-import { LABEL_REVISION } from "../../src/operator/render/index.js";
+import { LABEL_REVISION } from "../../src/operator/model/names.js";
 import type { KubeletSimulator, PluginProcessInfo } from "../../tools/kubelet-sim/node-simulator.js";
 import { percentile } from "../../tools/stats.js";
 import { NAMESPACE } from "./knobs.js";

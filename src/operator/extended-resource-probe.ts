@@ -5,7 +5,7 @@
 import type { Logger } from "pino";
 import { LABEL_MANAGED_BY } from "../contract/names.js";
 import { DEVICE_CLASSES, sleep, systemClock, type Clock, type ObjectClient } from "../kube/index.js";
-import { MANAGED_BY } from "./render/names.js";
+import { MANAGED_BY } from "./model/names.js";
 import type { DeviceClass } from "./controllers/dra.js";
 import { extendedResourceNameKept } from "./status/extended-resource.js";
 

@@ -26,7 +26,7 @@ import {
   type StoredConfig,
 } from "./controllers/reconciler-deps.js";
 import { LABEL_CONFIG, LABEL_MANAGED_BY } from "../contract/names.js";
-import { LABEL_NAME, MANAGED_BY, PLUGIN_APP_NAME } from "./render/names.js";
+import { LABEL_NAME, MANAGED_BY, PLUGIN_APP_NAME } from "./model/names.js";
 import { slimResourceSliceForCache, type SlimResourceSlice } from "./status/published-devices.js";
 import { configsMarkedOnNode } from "./upgrade/node-labels.js";
 

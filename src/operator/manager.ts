@@ -21,7 +21,7 @@ import {
   type Informer,
   type WriteFence,
 } from "../kube/index.js";
-import { MANAGED_BY } from "./render/names.js";
+import { MANAGED_BY } from "./model/names.js";
 import type { RenderContext } from "./render/context.js";
 import { ConfigReconciler } from "./controllers/config-reconciler.js";
 import { configForSlice } from "./controllers/mapping.js";

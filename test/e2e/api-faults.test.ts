@@ -25,7 +25,7 @@ import { LABEL_CONFIG, configLabelValue } from "../../src/contract/names.js";
 import { compactEtcd, restartApiServer } from "../../tools/cluster/cluster.js";
 import { serveConversionFromTest, type TestConversionWebhook } from "../cluster/conversion-webhook.js";
 import { startFaultProxy, type FaultPlan, type FaultProxy } from "../cluster/fault-proxy.js";
-import { LABEL_REVISION } from "../../src/operator/render/names.js";
+import { LABEL_REVISION } from "../../src/operator/model/names.js";
 import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { samplesOf } from "../metrics/exposition.js";

@@ -12,7 +12,7 @@ import {
 import { waitFor } from "../cluster/helpers.js";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
-import { nodeKeys, type NodeKeys } from "../../src/operator/render/index.js";
+import { nodeKeys, type NodeKeys } from "../../src/operator/model/targeting.js";
 import {
   ANNOTATION_UPGRADE_STATE,
   byCreation,

@@ -5,7 +5,7 @@ import { CoreV1Api, type V1Node } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KubeObjectClient } from "../../src/kube/objects.js";
 import { NODES } from "../../src/kube/resources.js";
-import { nodeKeys } from "../../src/operator/render/index.js";
+import { nodeKeys } from "../../src/operator/model/targeting.js";
 import { issuedToken } from "../../tools/cluster/kubeconfig.js";
 import { refusal } from "../cluster/plugin-identity.js";
 import {

@@ -24,11 +24,11 @@ import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
 import { LABEL_CONFIG, configLabelValue } from "../../src/contract/names.js";
 import { ServerSideApplier, type ApplyObject } from "../../src/kube/apply.js";
 import {
-  LABEL_REVISION,
   renderPluginConfigMap,
   renderPluginDaemonSet,
   type RenderContext,
 } from "../../src/operator/render/index.js";
+import { LABEL_REVISION } from "../../src/operator/model/names.js";
 import { MOCK_DEVICE_IDS_ENV } from "../../src/plugin-runtime/backends/mock.js";
 import {
   injectedCluster,

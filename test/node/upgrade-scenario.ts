@@ -4,7 +4,7 @@
 // the kubelet's PodResources API, as the kubelet itself sees it.
 import { CustomObjectsApi, Watch, type V1Node } from "@kubernetes/client-node";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
-import { NODE_REPLACE_TAINT_PREFIX, nodeKeys } from "../../src/operator/render/placement.js";
+import { NODE_REPLACE_TAINT_PREFIX, nodeKeys } from "../../src/operator/model/targeting.js";
 import { kubeConfigFromInjected, waitFor } from "../cluster/helpers.js";
 import { NAMESPACE } from "../e2e/support.js";
 import {

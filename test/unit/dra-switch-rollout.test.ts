@@ -18,12 +18,8 @@ import {
   type DeviceTruth,
   type PathTruth,
 } from "../../src/operator/status/node-health.js";
-import {
-  planRollout,
-  type NodeObservation,
-  type Plan,
-  type RolloutStrategy,
-} from "../../src/operator/upgrade/planner.js";
+import { planRollout, type NodeObservation, type Plan } from "../../src/operator/upgrade/planner.js";
+import type { RolloutStrategy } from "../../src/operator/model/rollout.js";
 
 type PodPhase = "Absent" | "Running" | "Ready";
 

@@ -8,7 +8,7 @@ import {
   kubeletTooOld,
   parseKubeletVersion,
   supportsSurge,
-} from "../../src/operator/upgrade/kubelet-version.js";
+} from "../../src/operator/model/kubelet-version.js";
 
 function v(text: string): KubeletVersion {
   const parsed = parseKubeletVersion(text);

@@ -52,8 +52,18 @@ describe("the rules", () => {
       "",
     ].join("\n"),
     "src/operator/status/status.ts":
-      'import { plan } from "../upgrade/plan.js";\nexport const status = plan;\n',
-    "src/operator/upgrade/plan.ts": "export const plan = 1;\n",
+      'import { words } from "../model/words.js";\nexport const status = words;\n',
+    "src/operator/upgrade/plan.ts":
+      'import { words } from "../model/words.js";\nexport const plan = words;\n',
+    "src/operator/model/words.ts": "export const words = 1;\n",
+    // The rollout core: its siblings on each other, its model on a sibling, the rollout on the config.
+    "src/operator/status/progress.ts":
+      'import { plan } from "../upgrade/plan.js";\nexport const progress = plan;\n',
+    "src/operator/model/terms.ts":
+      'import { render } from "../render/render.js";\nexport const terms = render;\n',
+    "src/api/v1beta1/config.ts": "export interface DevicePluginConfig { name: string }\n",
+    "src/operator/upgrade/decide.ts":
+      'import type { DevicePluginConfig } from "../../api/v1beta1/config.js";\nexport type Decide = DevicePluginConfig;\n',
     "src/contract/hash.ts": 'import { schema } from "../api/schema.js";\nexport const hash = schema;\n',
     // The plugin reaching into the operator, and the operator into the plugin.
     "src/plugin-runtime/report/report.ts": [
@@ -129,7 +139,7 @@ describe("the rules", () => {
     await rm(root, { recursive: true, force: true });
   });
 
-  it("report each import that breaks a layer, a folder cycle, a module cycle or the tooling rules, and nothing else", async () => {
+  it("report each import that breaks a layer, a folder cycle, a module cycle, the rollout core's shape or the tooling rules, and nothing else", async () => {
     expect(await violations(root)).toEqual(
       [
         "layer-plugin-runtime: src/plugin-runtime/report/report.ts → src/operator/render/render.ts",
@@ -144,6 +154,8 @@ describe("the rules", () => {
         "src-not-to-tooling: src/observability/log.ts → test/fixture.ts",
         "no-folder-cycles: src/operator/status → src/operator/controllers",
         "no-folder-cycles: src/operator/controllers → src/operator/status",
+        // The same import reaches above the rollout core.
+        "rollout-core-siblings: src/operator/status/health.ts → src/operator/controllers/table.ts",
         "no-circular: src/kube/a.ts → src/kube/b.ts",
         "no-circular: tools/sim/node.ts → tools/sim/pods.ts",
         "no-circular: bench/x.ts → bench/y.ts",
@@ -152,6 +164,9 @@ describe("the rules", () => {
         "tooling-not-to-tests: bench/run.ts → test/fixture.ts",
         "tooling-not-to-tests: tools/sim/load.ts → test/fixture.ts",
         "tools-not-to-bench: tools/sim/load.ts → bench/figures.ts",
+        "rollout-core-siblings: src/operator/status/progress.ts → src/operator/upgrade/plan.ts",
+        "rollout-model-at-the-bottom: src/operator/model/terms.ts → src/operator/render/render.ts",
+        "rollout-blind-to-the-config: src/operator/upgrade/decide.ts → src/api/v1beta1/config.ts",
       ].sort(),
     );
   });

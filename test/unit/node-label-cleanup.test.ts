@@ -4,7 +4,7 @@ import type { V1Node } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import type { StepDeps } from "../../src/operator/controllers/reconciler-deps.js";
 import { stripNodeLabels } from "../../src/operator/controllers/steps/node-label-cleanup.js";
-import { nodeKeys } from "../../src/operator/render/index.js";
+import { nodeKeys } from "../../src/operator/model/targeting.js";
 
 const CONFIG = "gpu";
 const keys = nodeKeys(CONFIG);

@@ -11,8 +11,8 @@ import {
   negate,
   nodeMatchesTerms,
   type Requirement,
-} from "../../src/operator/render/node-terms.js";
-import { placementAffinity, targetingOfAffinity } from "../../src/operator/render/placement.js";
+} from "../../src/operator/model/node-terms.js";
+import { placementAffinity, targetingOfAffinity } from "../../src/operator/model/targeting.js";
 
 const req = (key: string, operator: string, ...values: string[]): Requirement => ({
   key,

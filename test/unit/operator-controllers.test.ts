@@ -2,7 +2,7 @@
 // an event concerns.
 import type { V1Node } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { containsDesired } from "../../src/operator/render/drift.js";
+import { containsDesired } from "../../src/operator/model/drift.js";
 import {
   configForLabel,
   configForSlice,

@@ -17,7 +17,7 @@ import { cleanupWritesPending } from "../../src/operator/controllers/steps/node-
 import { rolloutWritesPending } from "../../src/operator/controllers/steps/plugin-workloads.js";
 import { findStaleReports } from "../../src/operator/controllers/stale-reports.js";
 import { OperatorMetrics } from "../../src/operator/metrics.js";
-import { nodeKeys } from "../../src/operator/render/index.js";
+import { nodeKeys } from "../../src/operator/model/targeting.js";
 import { configsMarkedOnNode } from "../../src/operator/upgrade/node-labels.js";
 
 const NS = "dpo-system";

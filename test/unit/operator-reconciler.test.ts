@@ -25,7 +25,7 @@ import {
 import { OperatorMetrics } from "../../src/operator/metrics.js";
 import { validateDevicePluginConfig } from "../../src/api/validate.js";
 import { renderDeviceClass } from "../../src/operator/controllers/dra.js";
-import { nodeKeys } from "../../src/operator/render/index.js";
+import { nodeKeys } from "../../src/operator/model/targeting.js";
 
 const NS = "dpo-system";
 

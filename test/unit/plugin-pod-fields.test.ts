@@ -23,6 +23,7 @@ import { PLUGIN_FLAGS } from "../../src/cli/plugin.js";
 import type { RenderContext } from "../../src/operator/render/context.js";
 import { pluginRevision, renderPluginDaemonSet } from "../../src/operator/render/daemonset.js";
 import { pluginImagePullSecrets } from "../../src/operator/render/pull-secrets.js";
+import { renderRevision } from "../../src/operator/render/revision.js";
 import { decideRollout, type RolloutInput } from "../../src/operator/upgrade/rollout.js";
 
 const ctx: RenderContext = {
@@ -480,8 +481,7 @@ describe("a rollout with podAnnotations: the operator's render is compared, othe
   };
   const decide = (c: DevicePluginConfig, ds: V1DaemonSet) =>
     decideRollout({
-      config: c,
-      render: ctx,
+      desired: renderRevision(c, ctx),
       daemonSets: [ds],
       nodes: [
         {

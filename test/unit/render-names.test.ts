@@ -1,6 +1,6 @@
 // Names, labels and owner of the objects the operator renders for a config.
 import { describe, expect, it } from "vitest";
-import { configOwnerReference, pluginLabels, pluginObjectName } from "../../src/operator/render/names.js";
+import { configOwnerReference, pluginLabels, pluginObjectName } from "../../src/operator/model/names.js";
 
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 

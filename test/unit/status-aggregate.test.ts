@@ -185,6 +185,7 @@ function input(
   const targeted = setups.filter((s) => s.labels === undefined && s.taints === undefined).length;
   return {
     config: cfg,
+    configHash: pluginConfigHash(cfg),
     ...w,
     daemonSet: daemonSet(cfg, { desired: targeted }),
     previous: undefined,

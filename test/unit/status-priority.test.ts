@@ -3,15 +3,15 @@
 import type { V1Node } from "@kubernetes/client-node";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { labelsMeet, requirementsOf, type Requirement } from "../../src/operator/render/node-terms.js";
-import { placementAffinity } from "../../src/operator/render/placement.js";
-import { nodeMatchesTerms } from "../../src/operator/render/node-terms.js";
+import { labelsMeet, requirementsOf, type Requirement } from "../../src/operator/model/node-terms.js";
+import { placementAffinity } from "../../src/operator/model/targeting.js";
+import { nodeMatchesTerms } from "../../src/operator/model/node-terms.js";
 import {
   findResourceNameConflicts,
   resolveResourceNames,
   type ConflictCandidate,
 } from "../../src/operator/status/conflicts.js";
-import { pluginRunsOnNode } from "../../src/operator/status/selection.js";
+import { pluginRunsOnNode } from "../../src/operator/model/targeting.js";
 import { servingStatus } from "../../src/operator/status/serving.js";
 
 const RESOURCE = "vendor.example/gpu";

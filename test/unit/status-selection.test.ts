@@ -2,11 +2,7 @@
 import type { V1Node, V1Taint, V1Toleration } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import type { Toleration } from "../../src/api/v1beta1/spec.js";
-import {
-  nodeMatchesSelector,
-  pluginRunsOnNode,
-  toleratesTaint,
-} from "../../src/operator/status/selection.js";
+import { nodeMatchesSelector, pluginRunsOnNode, toleratesTaint } from "../../src/operator/model/targeting.js";
 
 function node(labels: Record<string, string>, taints: V1Taint[] = []): V1Node {
   return { metadata: { name: "n1", labels }, spec: { taints } };

@@ -2,7 +2,7 @@
 import type { V1Node } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { configsForNode } from "../../src/operator/controllers/mapping.js";
-import { nodeKeys, NO_REVISION } from "../../src/operator/render/index.js";
+import { nodeKeys, NO_REVISION } from "../../src/operator/model/targeting.js";
 import {
   configsLabelledOnNode,
   encodeMembership,

@@ -6,17 +6,16 @@ import {
   kubeletTooOld,
   parseKubeletVersion,
   supportsSurge,
-} from "../../src/operator/upgrade/kubelet-version.js";
+} from "../../src/operator/model/kubelet-version.js";
 import {
   type Action,
   type NodeObservation,
   type Plan,
   type PlanInput,
-  type RolloutSpec,
-  type UpgradeMode,
   planRollout,
   resolveMaxUnavailable,
 } from "../../src/operator/upgrade/planner.js";
+import type { RolloutSpec, UpgradeMode } from "../../src/operator/model/rollout.js";
 
 const RUNS = 500;
 const NOW = 1_000_000;

@@ -5,11 +5,12 @@ import { DevicePluginConfigSchema, type DevicePluginConfig } from "../../src/api
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigSpecInput } from "../../src/api/v1beta1/spec.js";
 import {
-  nodeKeys,
   pluginRevision,
   renderPluginDaemonSet,
-  type PlacementRole,
+  renderRevision,
+  type RenderContext,
 } from "../../src/operator/render/index.js";
+import { nodeKeys, type PlacementRole } from "../../src/operator/model/targeting.js";
 import {
   ANNOTATION_UPGRADE_STATE,
   parseUpgradeState,
@@ -174,8 +175,20 @@ function report(c: DevicePluginConfig, p: V1Pod, registered = true): DeviceNodeS
   };
 }
 
-function decide(input: Partial<RolloutInput> & { config: DevicePluginConfig }): RolloutDecision {
-  return decideRollout({ render: ctx, daemonSets: [], nodes: [], pods: [], reports: [], now: NOW, ...input });
+/** The rollout's input as the reconcile step builds it: the config rendered once into its revision. */
+function decide(
+  input: Partial<Omit<RolloutInput, "desired">> & { config: DevicePluginConfig; render?: RenderContext },
+): RolloutDecision {
+  const { config, render = ctx, ...rest } = input;
+  return decideRollout({
+    desired: renderRevision(config, render),
+    daemonSets: [],
+    nodes: [],
+    pods: [],
+    reports: [],
+    now: NOW,
+    ...rest,
+  });
 }
 
 /** Revisions by name in what the tests print. */
@@ -271,7 +284,7 @@ describe("decideRollout", () => {
     const steppedBack = { matchExpressions: [{ key: "pool", operator: "NotIn", values: ["big"] }] };
     const base = stored(OLD, "base");
     const moving = stored(NEW, "moving", FRESH);
-    const d = decideRollout({
+    const d = decide({
       render: { ...ctx, targeting: { terms: [steppedBack] } },
       config: NEW,
       daemonSets: [base, moving],
@@ -293,7 +306,7 @@ describe("decideRollout", () => {
       for (const term of terms) expect(term.matchExpressions).toContainEqual(steppedBack.matchExpressions[0]);
     }
     // Once written, nothing more to do.
-    const again = decideRollout({
+    const again = decide({
       render: { ...ctx, targeting: { terms: [steppedBack] } },
       config: NEW,
       daemonSets: updated,

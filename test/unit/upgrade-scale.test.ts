@@ -9,7 +9,8 @@ import { DevicePluginConfigSchema, type DevicePluginConfig } from "../../src/api
 import { standbyWanted } from "../../src/contract/node-upgrade.js";
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfigSpecInput } from "../../src/api/v1beta1/spec.js";
-import { NO_REVISION, nodeKeys, pluginRevision } from "../../src/operator/render/index.js";
+import { pluginRevision, renderRevision } from "../../src/operator/render/index.js";
+import { NO_REVISION, nodeKeys } from "../../src/operator/model/targeting.js";
 import { revisionOfDaemonSet } from "../../src/operator/upgrade/daemonset-state.js";
 import { decideRollout } from "../../src/operator/upgrade/rollout.js";
 
@@ -183,8 +184,7 @@ function rollout(nodeCount: number, maxUnavailable: `${number}%`): Figures {
   /** What the operator decides from the objects as they are now. */
   const decide = (c: DevicePluginConfig) =>
     decideRollout({
-      config: c,
-      render: ctx,
+      desired: renderRevision(c, ctx),
       daemonSets: [...daemonSets.values()],
       nodes: [...nodes.values()],
       pods: [...pods.values()],

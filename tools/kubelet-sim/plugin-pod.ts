@@ -7,7 +7,7 @@ import { loadDevicePluginConfig } from "../../src/api/validate.js";
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
 import { stringifyExact } from "../../src/api/yaml-text.js";
 import { LABEL_CONFIG } from "../../src/contract/names.js";
-import { LABEL_REVISION } from "../../src/operator/render/names.js";
+import { LABEL_REVISION } from "../../src/operator/model/names.js";
 
 /** Paths and addresses a plugin process gets instead of the ones its pod spec names. */
 export interface PluginProcessPaths {

@@ -8,7 +8,7 @@ import type {
   V1PodStatus,
   V1ResourceStatus,
 } from "@kubernetes/client-node";
-import { LABEL_NAME, PLUGIN_APP_NAME } from "../../src/operator/render/names.js";
+import { LABEL_NAME, PLUGIN_APP_NAME } from "../../src/operator/model/names.js";
 
 /** The kubelet's reason for a pod its device manager could not admit (lifecycle.UnexpectedAdmissionError). */
 export const UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError";

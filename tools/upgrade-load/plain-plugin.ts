@@ -4,13 +4,11 @@ import type { AppsV1Api, V1ConfigMap, V1DaemonSet } from "@kubernetes/client-nod
 import { validateDevicePluginConfig } from "../../src/api/validate.js";
 import { API_VERSION, KIND, type DevicePluginConfig } from "../../src/api/v1beta1/config.js";
 import {
-  LABEL_REVISION,
-  pluginObjectName,
-  pluginSelectorLabels,
   renderPluginConfigMap,
   renderPluginDaemonSet,
   type RenderContext,
 } from "../../src/operator/render/index.js";
+import { LABEL_REVISION, pluginObjectName, pluginSelectorLabels } from "../../src/operator/model/names.js";
 
 /** One revision of a plain DaemonSet running the dpo plugin: what clusters without dpo's gate do. */
 export interface PlainPluginRevision {

@@ -14,7 +14,7 @@ import type {
   V1PodSpec,
   V1PodStatus,
 } from "@kubernetes/client-node";
-import { NODE_UPGRADE_PREFIX } from "../render/index.js";
+import { NODE_UPGRADE_PREFIX } from "../model/targeting.js";
 
 /** Copies the keys of `source` that are present, so the slim object has no `undefined` members. */
 function pick<T extends object, K extends keyof T>(

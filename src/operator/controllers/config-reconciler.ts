@@ -5,7 +5,9 @@ import { validateDevicePluginConfig } from "../../api/validate.js";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import type { Informer, ReconcileResult } from "../../kube/index.js";
 import { configLabelValue } from "../../contract/names.js";
-import { revisionObjectName } from "../render/index.js";
+import { renderRevision } from "../render/index.js";
+import { revisionObjectName } from "../model/names.js";
+import { pluginRunsOnNode } from "../model/targeting.js";
 import { effectivePluginPolicy, pluginPolicyRefusals, type PolicyRefusal } from "../render/plugin-policy.js";
 import { transitionEvents } from "../status/transition-events.js";
 import { revisionOfDaemonSet } from "../upgrade/daemonset-state.js";
@@ -15,7 +17,6 @@ import {
   cdiSpecKindOf,
   configSeries,
   invalidSpecStatus,
-  pluginRunsOnNode,
   resolveResourceNames,
   sharedAllocationsKept,
   type InvalidConfig,
@@ -154,10 +155,18 @@ export class ConfigReconciler {
     });
     const dra = await reconcileDraObjects(deps, config, conflictWith === undefined, mapping.name);
     signal?.throwIfAborted();
+    // The current spec as one revision, rendered once for the pass: its DaemonSets' node affinity carries
+    // the terms decided among the configs of the resource name. The rollout and the status read it.
+    const desired = renderRevision(
+      config,
+      targeting === undefined ? deps.render : { ...deps.render, targeting },
+    );
     let workloads: WorkloadOutcome | undefined;
     if (conflictWith !== undefined) await removePluginWorkloads(deps, name);
     else
-      workloads = await applyPluginWorkloads(deps, config, nodes, dra.publishedDevices, targeting, {
+      workloads = await applyPluginWorkloads(deps, config, desired, nodes, {
+        publishedDevices: dra.publishedDevices,
+        targeting,
         sliceDevices: dra.sliceDevices,
         mapping: { switchToDraMayStart: mapping.switchToDraMayStart, ...mapping.condition },
       });
@@ -183,6 +192,7 @@ export class ConfigReconciler {
           ? undefined
           : ownedDaemonSets(deps, name).find((ds) => revisionOfDaemonSet(ds) === decision.revision),
       daemonSetName: decision === undefined ? undefined : revisionObjectName(name, decision.revision),
+      configHash: desired.configHash,
       upgrade: decision?.status,
       upgradeProblems: decision?.problems,
       upgradeModes: decision?.modes,

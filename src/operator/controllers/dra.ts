@@ -5,7 +5,7 @@ import type { V1Node, V1ObjectMeta } from "@kubernetes/client-node";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import { draDeviceClassName, draDriverName } from "../../api/v1beta1/spec.js";
 import { configLabelValue, DRA_MANAGED_BY, LABEL_CONFIG, LABEL_MANAGED_BY } from "../../contract/names.js";
-import { configOwnerReference } from "../render/names.js";
+import { configOwnerReference } from "../model/names.js";
 import type { SlimResourceSlice } from "../status/published-devices.js";
 import { pluginMayRunOnNode } from "./stale-reports.js";
 

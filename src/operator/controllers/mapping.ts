@@ -4,8 +4,8 @@ import { KIND } from "../../api/v1beta1/config.js";
 import { draDeviceClassName } from "../../api/v1beta1/spec.js";
 import { configLabelValue, LABEL_CONFIG } from "../../contract/names.js";
 import type { SlimResourceSlice } from "../status/published-devices.js";
-import { nodeMeetsAll, type Requirement } from "../render/node-terms.js";
-import { nodeMatchesSelector } from "../status/selection.js";
+import { nodeMeetsAll, type Requirement } from "../model/node-terms.js";
+import { nodeMatchesSelector } from "../model/targeting.js";
 import { configsLabelledOnNode } from "../upgrade/node-labels.js";
 import type { CachedDeviceClass, StoredConfig } from "./reconciler-deps.js";
 

@@ -11,7 +11,7 @@ import {
   DAEMON_POD_DEFAULT_TOLERATIONS,
   type SelectionSpec,
   type Targeting,
-} from "../status/selection.js";
+} from "../model/targeting.js";
 
 /**
  * NodeGone: the node left the cluster. NodeNotTargeted: the plugin can no longer run there. Superseded:

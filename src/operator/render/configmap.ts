@@ -5,7 +5,7 @@ import type { DevicePluginConfigSpec } from "../../api/v1beta1/spec.js";
 import { stringifyExact } from "../../api/yaml-text.js";
 import { configHash, PLUGIN_CONFIG_KEY } from "../../contract/plugin-config.js";
 import type { RenderContext } from "./context.js";
-import { configOwnerReference, LABEL_REVISION, pluginLabels, revisionObjectName } from "./names.js";
+import { configOwnerReference, LABEL_REVISION, pluginLabels, revisionObjectName } from "../model/names.js";
 
 /** Where the pod sees the plugin config. */
 export const PLUGIN_CONFIG_DIR = "/etc/dpo";

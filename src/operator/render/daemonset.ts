@@ -26,17 +26,18 @@ import {
 import { backendPodNeeds, type HostPathMount } from "./backends.js";
 import { PLUGIN_CONFIG_DIR, PLUGIN_CONFIG_PATH, pluginConfigHash } from "./configmap.js";
 import type { RenderContext } from "./context.js";
-import { effectiveTerms, expressionsOf, requirementsOf, type TargetingSpec } from "./node-terms.js";
-import { placementAffinity, withReplaceToleration, type PlacementRole } from "./placement.js";
+import { effectiveTerms, expressionsOf, requirementsOf, type TargetingSpec } from "../model/node-terms.js";
+import { placementAffinity, withReplaceToleration, type PlacementRole } from "../model/targeting.js";
 import { pluginImagePullSecrets } from "./pull-secrets.js";
 import {
   ANNOTATION_CONFIG_HASH,
+  DRA_PLUGINS_VOLUME,
   configOwnerReference,
   LABEL_REVISION,
   pluginLabels,
   pluginSelectorLabels,
   revisionObjectName,
-} from "./names.js";
+} from "../model/names.js";
 
 export const PLUGIN_CONTAINER_NAME = "plugin";
 export const METRICS_PORT = 8080;
@@ -184,9 +185,6 @@ export function renderPluginDaemonSet(
     },
   };
 }
-
-/** The volume only a DRA plugin's pod mounts: how a rendered DaemonSet tells its publish mode. */
-export const DRA_PLUGINS_VOLUME = "dra-plugins";
 
 /**
  * The kubelet's directories a plugin in DRA mode uses, instead of the device-plugins directory (no

@@ -13,9 +13,8 @@ import {
   type UpgradeStatus,
 } from "../../api/v1beta1/status.js";
 import { LABEL_CONFIG, configLabelValue } from "../../contract/names.js";
-import { pluginConfigHash } from "../render/configmap.js";
-import { pluginObjectName } from "../render/names.js";
-import type { UpgradeMode } from "../upgrade/planner.js";
+import { pluginObjectName } from "../model/names.js";
+import type { UpgradeMode } from "../model/rollout.js";
 import { boundConditionMessage, withTransitionTimes, type ConditionDraft } from "./conditions.js";
 import { dominantReason, problemCountsMessage } from "./degraded.js";
 import { draSharingCondition } from "./dra-sharing.js";
@@ -30,7 +29,7 @@ import {
 import { evaluateNode, kubeletTruth, type DeviceTruth, type NodeHealth } from "./node-health.js";
 import { rolloutOf, upgradeRollout, type Rollout } from "./rollout-progress.js";
 import type { Resolution } from "./conflicts.js";
-import { pluginRunsOnNode } from "./selection.js";
+import { pluginRunsOnNode } from "../model/targeting.js";
 import { servingStatus } from "./serving.js";
 import { transitionEvents, type StatusEvent } from "./transition-events.js";
 
@@ -47,6 +46,11 @@ export interface AggregateStatusInput {
   daemonSet: V1DaemonSet | undefined;
   /** Its name, when not the one of versions before revisions. */
   daemonSetName?: string | undefined;
+  /**
+   * The hash of the plugin config the pods of the current spec carry (DesiredRevision.configHash, as the
+   * reconcile step rendered it): a pod with another runs an older spec.
+   */
+  configHash: string;
   /**
    * Where the plugin upgrade is (src/operator/upgrade). Once Complete, Reconciling follows `updated`
    * (nodes with a pod of the current revision) rather than the DaemonSet's own counts, which an
@@ -157,7 +161,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   const generation = config.metadata.generation;
   const resourceName = config.spec.resourceName;
   const daemonSetName = input.daemonSetName ?? pluginObjectName(configName);
-  const configHash = pluginConfigHash(config);
+  const { configHash } = input;
   const upgradeProblems = input.upgradeProblems ?? [];
   const tooOld = new Set(upgradeProblems.filter((p) => p.reason === "KubeletTooOld").map((p) => p.node));
   const upgradeProblemByNode = new Map(upgradeProblems.map((p) => [p.node, p]));

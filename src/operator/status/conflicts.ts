@@ -13,8 +13,8 @@ import {
   selectorsDisjoint,
   type Requirement,
   type TargetingSpec,
-} from "../render/node-terms.js";
-import type { Targeting } from "./selection.js";
+} from "../model/node-terms.js";
+import type { Targeting } from "../model/targeting.js";
 
 /** The parts of a DevicePluginConfig a conflict depends on (a parsed config or a cache object). */
 export interface ConflictCandidate {

@@ -10,8 +10,8 @@ import {
   PER_SOCKET_ENDPOINTS,
   showRelease,
   type FixedReleases,
-} from "../upgrade/kubelet-version.js";
-import type { RolloutStrategy, UpgradeMode } from "../upgrade/planner.js";
+} from "../model/kubelet-version.js";
+import type { RolloutStrategy, UpgradeMode } from "../model/rollout.js";
 
 /** A condition before its generation and transition time are known. */
 export type FeatureCondition = Pick<Condition, "type" | "status" | "reason" | "message">;

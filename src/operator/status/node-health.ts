@@ -6,7 +6,7 @@ import type { DeviceNodeState, DeviceNodeStateStatus } from "../../api/v1beta1/d
 import { MAX_PROBLEM_DEVICES, type NodeProblem, type ProblemReason } from "../../api/v1beta1/status.js";
 import { hasCurrentName, heldOutCount, unhealthyAdvertisedCount } from "../../contract/node-state.js";
 import { replicaId } from "../../contract/replica-id.js";
-import { ANNOTATION_CONFIG_HASH } from "../render/names.js";
+import { ANNOTATION_CONFIG_HASH } from "../model/names.js";
 import { timestampMillis } from "./conflicts.js";
 
 /**

@@ -2,7 +2,7 @@
 // from the plugin upgrade's status once there is one. Pure.
 import type { V1DaemonSet } from "@kubernetes/client-node";
 import type { UpgradeStatus } from "../../api/v1beta1/status.js";
-import { ANNOTATION_CONFIG_HASH } from "../render/names.js";
+import { ANNOTATION_CONFIG_HASH } from "../model/names.js";
 
 /** What the Reconciling condition says about the rollout. */
 export interface Rollout {

@@ -2,9 +2,9 @@
 // same nodes (status.serving): counts per config, never node names. Pure.
 import type { V1Node } from "@kubernetes/client-node";
 import { MAX_SERVING_CONFIGS, type ServingStatus } from "../../api/v1beta1/status.js";
-import { nodeMeetsAll } from "../render/node-terms.js";
+import { nodeMeetsAll } from "../model/node-terms.js";
 import type { HigherConfig, Resolution } from "./conflicts.js";
-import { pluginRunsOnNode, type SelectionSpec } from "./selection.js";
+import { pluginRunsOnNode, type SelectionSpec } from "../model/targeting.js";
 
 export interface ServingInput {
   spec: SelectionSpec & { priority: number };

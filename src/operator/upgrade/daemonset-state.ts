@@ -3,16 +3,15 @@
 // DaemonSet an older operator wrote places nodes by name instead (ADR 0003); it is read here as such
 // (legacyPlacement) so that an upgrade it was running carries on, and rewritten once its nodes carry labels.
 import type { V1DaemonSet, V1NodeSelectorTerm } from "@kubernetes/client-node";
+import { DRA_PLUGINS_VOLUME, LABEL_REVISION } from "../model/names.js";
 import {
-  DRA_PLUGINS_VOLUME,
-  LABEL_REVISION,
   NODE_REVISION_PREFIX,
   placementAffinity,
   replaceToleration,
   targetingOfAffinity,
   withReplaceToleration,
   type PlacementRole,
-} from "../render/index.js";
+} from "../model/targeting.js";
 
 /** The DaemonSet annotation holding an upgrade's phase (on the revision nodes move to). */
 export const ANNOTATION_UPGRADE_STATE = "dpo.dev/upgrade-state";

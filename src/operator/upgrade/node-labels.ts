@@ -13,7 +13,7 @@ import {
   NODE_SURGE_PREFIX,
   NODE_UPGRADE_PREFIX,
   type NodeKeys,
-} from "../render/index.js";
+} from "../model/targeting.js";
 
 export { serializeNodeRecord, type NodeRecord };
 

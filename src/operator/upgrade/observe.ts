@@ -2,10 +2,10 @@
 // revisions run on it (its labels, or the node lists of DaemonSets an older operator placed), its record
 // of the upgrade, its plugin pods and reports, and the devices it advertises. Pure.
 import type { V1DaemonSet, V1Node, V1Pod } from "@kubernetes/client-node";
-import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import type { DeviceNodeState, REGISTRATION_STATES } from "../../api/v1beta1/devicenodestate.js";
 import type { PublishMode } from "../../api/v1beta1/publish.js";
-import { nodeKeys, type NodeKeys, type RenderContext } from "../render/index.js";
+import type { DesiredRevision } from "../model/rollout.js";
+import { nodeKeys, type NodeKeys } from "../model/targeting.js";
 import { parseCountQuantity } from "../../api/quantity.js";
 import { unhealthyAdvertisedCount } from "../../contract/node-state.js";
 import {
@@ -20,10 +20,13 @@ import type { NodeObservation } from "./planner.js";
 import type { MappingFacts } from "../dra-switch/gate.js";
 import type { RecordTimeField, RecordTimes } from "./record-clock.js";
 
-/** What one rollout pass reads: the config and the cluster objects of its plugin (decideRollout's input). */
+/**
+ * What one rollout pass reads (decideRollout's input): the revision of the config's current spec, as the
+ * reconcile step rendered it, and the cluster objects of its plugin. No DevicePluginConfig: what the
+ * rollout needs of the spec is in the revision.
+ */
 export interface RolloutInput {
-  config: DevicePluginConfig;
-  render: RenderContext;
+  desired: DesiredRevision;
   /** The config's DaemonSets (being deleted or not). */
   daemonSets: readonly V1DaemonSet[];
   /** The nodes the config targets (nodeSelector and tolerations). */
@@ -70,7 +73,7 @@ export interface Move {
 /** What the gate compares with a node's baseline: allocatable, or in DRA mode the published devices. */
 export function availableDevices(node: V1Node, input: RolloutInput): number {
   if (input.publishedDevices !== undefined) return input.publishedDevices.get(node.metadata?.name ?? "") ?? 0;
-  return parseCountQuantity(node.status?.allocatable?.[input.config.spec.resourceName]) ?? 0;
+  return parseCountQuantity(node.status?.allocatable?.[input.desired.resourceName]) ?? 0;
 }
 
 /**
@@ -84,7 +87,7 @@ export function pathDevices(
   path: PublishMode,
 ): { count: number; present: boolean } {
   if (path === "DevicePlugin") {
-    const count = parseCountQuantity(node.status?.allocatable?.[input.config.spec.resourceName]) ?? 0;
+    const count = parseCountQuantity(node.status?.allocatable?.[input.desired.resourceName]) ?? 0;
     return { count, present: count > 0 };
   }
   if (input.sliceDevices === undefined) return { count: 0, present: true };
@@ -171,7 +174,7 @@ export function moveView(move: Move, input: RolloutInput): MoveView {
   return {
     switching: from === to ? undefined : { from, to },
     move,
-    keys: nodeKeys(input.config.metadata.name),
+    keys: nodeKeys(input.desired.configName),
     baseRevision: revisionOfDaemonSet(move.base),
     targetRevision: revisionOfDaemonSet(move.target),
     legacyExcept: base === undefined ? undefined : new Set("except" in base ? base.except : []),

@@ -1,5 +1,6 @@
 // What the rollout planner reads: what the caller observed of each node (with what it persisted for the node),
 // the rollout's spec and the options of a plan. Types only; planner.ts plans from them.
+import type { RolloutSpec } from "../model/rollout.js";
 
 /** What the caller observed about one node, plus what it persisted for the node in this rollout. */
 export interface NodeObservation {
@@ -44,21 +45,6 @@ export interface NodeObservation {
   newAdvertises?: boolean;
   oldAllocatable?: number;
   newPodPresent?: boolean;
-}
-
-export type RolloutStrategy = "Auto" | "Replace" | "Surge";
-
-export interface RolloutSpec {
-  /** Auto surges where the kubelet can take it and replaces elsewhere. */
-  strategy: RolloutStrategy;
-  /** Nodes in flight at once: a count, or a percentage of the targeted nodes. */
-  maxUnavailable: number | `${number}%`;
-  /** How long a node may take from first touch until its gate holds. */
-  progressDeadlineSeconds: number;
-  /** No node starts (in either direction) while paused; nodes already in flight carry on. */
-  paused: boolean;
-  /** A failed node turns the rollout into a rollback of every node it touched. */
-  autoRollback: boolean;
 }
 
 export interface PlanInput {

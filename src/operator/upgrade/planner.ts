@@ -11,14 +11,12 @@ import {
   parseKubeletVersion,
   PER_SOCKET_ENDPOINTS,
   supportsSurge,
-} from "./kubelet-version.js";
+} from "../model/kubelet-version.js";
 
-import type { NodeObservation, PlanInput, RolloutSpec, RolloutStrategy } from "./plan-input.js";
+import type { RolloutSpec, RolloutStrategy, UpgradeMode } from "../model/rollout.js";
+import type { NodeObservation, PlanInput } from "./plan-input.js";
 
-export type { NodeObservation, PlanInput, RolloutSpec, RolloutStrategy };
-
-/** How a node changes revision: Surge starts the new plugin beside the old one, Replace stops the old one first. */
-export type UpgradeMode = "Surge" | "Replace";
+export type { NodeObservation, PlanInput };
 
 /**
  * What the caller is to do. The list edits change a revision's node list. The Record and Mark

@@ -1,4 +1,5 @@
-// From a config and the cluster objects of its plugin, the writes that move its upgrade forward: pure.
+// From the revision of a config's current spec (model/rollout.ts, rendered by the reconcile step) and the
+// cluster objects of its plugin, the writes that move its upgrade forward: pure, and blind to the config.
 // One DaemonSet per plugin revision (ADR 0003); labels on each Node say which revisions run there (ADR
 // 0004). The "base" DaemonSet runs every targeted node without a revision label and those whose labels
 // name it; a revision that nodes are moving to, or back from, runs the nodes whose labels name it and
@@ -8,18 +9,9 @@
 // continues from if it stops anywhere. Writes carry the resourceVersion they were planned from, so a
 // stale cache or a second leader gets a conflict instead of acting twice.
 import type { V1DaemonSet } from "@kubernetes/client-node";
-import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import type { NodeProblem, UpgradeStatus } from "../../api/v1beta1/status.js";
-import {
-  containsDesired,
-  nodeKeys,
-  podSpecHoldsRendered,
-  type PodSpecLike,
-  pluginRevision,
-  renderPluginDaemonSet,
-  targetingOfAffinity,
-  type PlacementRole,
-} from "../render/index.js";
+import { containsDesired, podSpecHoldsRendered, type PodSpecLike } from "../model/drift.js";
+import { nodeKeys, targetingOfAffinity, type PlacementRole } from "../model/targeting.js";
 import {
   ANNOTATION_UPGRADE_STATE,
   byCreation,
@@ -51,7 +43,8 @@ import {
   type MoveView,
   type RolloutInput,
 } from "./observe.js";
-import { planRollout, type Plan, type RolloutSpec, type UpgradeMode } from "./planner.js";
+import type { DesiredRevision, UpgradeMode } from "../model/rollout.js";
+import { planRollout, type Plan } from "./planner.js";
 import { displayRevision, problemsOf, steadyStatus, tooOldNodes, upgradeStatus } from "./rollout-status.js";
 
 import { switchStartBlocked } from "../dra-switch/gate.js";
@@ -109,17 +102,6 @@ export interface RolloutDecision {
   requeueAfterMs?: number;
 }
 
-function rolloutSpecOf(config: DevicePluginConfig): RolloutSpec {
-  const u = config.spec.upgrade;
-  return {
-    strategy: u.strategy,
-    maxUnavailable: u.maxUnavailable as RolloutSpec["maxUnavailable"],
-    progressDeadlineSeconds: u.progressDeadlineSeconds,
-    paused: u.paused,
-    autoRollback: u.autoRollback,
-  };
-}
-
 /**
  * Decides the writes for the config's plugin DaemonSets and its nodes' labels. Cases, from the
  * DaemonSets alone:
@@ -131,10 +113,10 @@ function rolloutSpecOf(config: DevicePluginConfig): RolloutSpec {
  *   once every targeted node runs it, delete the base and make the current one the base.
  */
 export function decideRollout(input: RolloutInput): RolloutDecision {
-  const { config, render } = input;
+  const { desired } = input;
   const now = input.recordTimes?.now ?? input.now; // ages: record-clock.ts; input.now stamps records
-  const revision = pluginRevision(config, render);
-  const spec = rolloutSpecOf(config);
+  const revision = desired.revision;
+  const spec = desired.rollout;
   const live = input.daemonSets.filter((ds) => !ds.metadata?.deletionTimestamp).sort(byCreation);
   // The base is the revision without an upgrade's state: a moving one is created with it, beside the
   // base, and loses it only when it becomes the base, once the old one is deleted. Told by that, not by
@@ -159,7 +141,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
       spec,
       now,
       rollingBack: move === undefined ? false : move.state.rollingBack || move.forceRollback,
-      publish: config.spec.publish,
+      publish: desired.publish,
       fenceReplace: true,
       standby: true,
       fenceSettleMs: input.fenceSettleMs ?? FENCE_SETTLE_MS,
@@ -180,7 +162,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
       ))
         writes.push({ kind: "DeleteSlices", node });
     }
-    events.push(...switchEvents(plan.actions, view.switching, config.spec.resourceName));
+    events.push(...switchEvents(plan.actions, view.switching, desired.resourceName));
     if (status.message === undefined && status.phase !== "Complete")
       status.message = switchMessage(view.switching, plan.inFlight, plan.blocked, back);
   };
@@ -209,9 +191,9 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     const plan = observe(undefined, undefined);
     writes.push(...steadyNodePatches(input, revision, tooOldNodes(plan)));
     if (current === undefined) {
-      writes.push({ kind: "Create", daemonSet: renderPluginDaemonSet(config, render, { role: "base" }) });
+      writes.push({ kind: "Create", daemonSet: structuredClone(desired.daemonSets.base) });
     } else {
-      const rendered = renderPluginDaemonSet(config, render, { role: "base" });
+      const rendered = desired.daemonSets.base;
       if (drifted(current, rendered) || hasState(current)) {
         writes.push({ kind: "Update", daemonSet: withState(asRendered(current, rendered), undefined) });
       }
@@ -252,21 +234,15 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
   // An upgrade from the base's revision to the current one.
   if (current === undefined) {
     const state: UpgradeState = { from: baseRevision, rollingBack: false, legacyNodes: {} };
-    writes.push({
-      kind: "Create",
-      daemonSet: renderPluginDaemonSet(config, render, {
-        role: "moving",
-        annotations: { [ANNOTATION_UPGRADE_STATE]: serializeUpgradeState(state) },
-      }),
-    });
+    writes.push({ kind: "Create", daemonSet: withState(structuredClone(desired.daemonSets.moving), state) });
     const fromMode = publishModeOfDaemonSet(base);
     events.push({
       type: "Normal",
       reason: "UpgradeStarted",
       message:
-        fromMode === config.spec.publish
+        fromMode === desired.publish
           ? `upgrading the plugin from revision ${displayRevision(baseRevision)} to ${revision}, ${spec.strategy} strategy, at most ${String(spec.maxUnavailable)} node(s) at a time`
-          : `switching spec.publish from ${fromMode} to ${config.spec.publish} (revision ${displayRevision(baseRevision)} to ${revision}) node by node, each node replaced whatever the strategy, at most ${String(spec.maxUnavailable)} node(s) at a time`,
+          : `switching spec.publish from ${fromMode} to ${desired.publish} (revision ${displayRevision(baseRevision)} to ${revision}) node by node, each node replaced whatever the strategy, at most ${String(spec.maxUnavailable)} node(s) at a time`,
     });
     const plan = observe(undefined, undefined);
     const status = upgradeStatus(plan, baseRevision, revision);
@@ -285,7 +261,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
   const view = moveView(move, input);
   const plan = observe(view, move);
   const newlyFailed = plan.actions.filter((a) => a.kind === "MarkFailed").map((a) => a.node);
-  applyPlan(plan, view, input, writes, renderPluginDaemonSet(config, render, { role: "moving" }));
+  applyPlan(plan, view, input, writes, desired.daemonSets.moving);
   for (const node of newlyFailed) {
     events.push({
       type: "Warning",
@@ -306,7 +282,7 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     });
     writes.push({
       kind: "Update",
-      daemonSet: withState(withRole(forUpdate(current), config.metadata.name, "base"), undefined),
+      daemonSet: withState(withRole(forUpdate(current), desired.configName, "base"), undefined),
     });
     events.push({
       type: "Normal",
@@ -368,7 +344,7 @@ function hasState(ds: V1DaemonSet): boolean {
  * a label run the base already and are not written.
  */
 function steadyNodePatches(input: RolloutInput, revision: string, tooOld: readonly string[]): RolloutWrite[] {
-  const keys = nodeKeys(input.config.metadata.name);
+  const keys = nodeKeys(input.desired.configName);
   const skipped = new Set(tooOld);
   const writes: RolloutWrite[] = [];
   for (const node of input.nodes) {
@@ -397,7 +373,7 @@ function applyPlan(
   renderedTarget: V1DaemonSet | undefined,
 ): void {
   const { move, keys } = view;
-  const configName = input.config.metadata.name;
+  const configName = input.desired.configName;
   const byName = new Map(input.nodes.map((n) => [n.metadata?.name ?? "", n]));
   interface Wanted {
     membership: { old: boolean; new: boolean };

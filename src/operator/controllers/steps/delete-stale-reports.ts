@@ -13,7 +13,7 @@ import {
 } from "../reconciler-deps.js";
 import { ownedDaemonSets } from "../owned-objects.js";
 import { findStaleReports } from "../stale-reports.js";
-import type { Targeting } from "../../status/selection.js";
+import type { Targeting } from "../../model/targeting.js";
 
 /** Stale DeviceNodeStates deleted per reconcile: a drained node pool must not stall the other configs. */
 const STALE_REPORT_DELETES_PER_RECONCILE = 20;

@@ -3,7 +3,7 @@
 // 5000 nodes does not hold the work queue; the rest comes back soon.
 import type { V1Node } from "@kubernetes/client-node";
 import { isConflict, isNotFound, NODES } from "../../../kube/index.js";
-import { nodeKeys } from "../../render/index.js";
+import { nodeKeys } from "../../model/targeting.js";
 import { stripPatch } from "../../upgrade/node-labels.js";
 import { CLEANUP_RETRY_MS, type StepDeps } from "../reconciler-deps.js";
 import { NodeWriteExpectations } from "./node-write-expectations.js";

@@ -14,8 +14,10 @@ import {
   type ApplyObject,
 } from "../../../kube/index.js";
 import { configLabelValue } from "../../../contract/names.js";
-import { containsDesired, LABEL_REVISION, renderPluginConfigMap } from "../../render/index.js";
-import { pluginRunsOnNode, type Targeting } from "../../status/selection.js";
+import { containsDesired } from "../../model/drift.js";
+import { LABEL_REVISION } from "../../model/names.js";
+import { pluginRunsOnNode, type Targeting } from "../../model/targeting.js";
+import type { DesiredRevision } from "../../model/rollout.js";
 import type { NodePatch } from "../../upgrade/node-labels.js";
 import { decideRollout, type RolloutDecision, type RolloutInput } from "../../upgrade/rollout.js";
 import { DaemonSetWriteExpectations, NodeWriteExpectations } from "./node-write-expectations.js";
@@ -24,6 +26,12 @@ import { deleteNodeSlices } from "./dra-objects.js";
 
 import { INDEX_BY_CONFIG, WRITE_CONFLICT_RETRY_MS, type StepDeps } from "../reconciler-deps.js";
 import { ownedDaemonSets, ownedConfigMaps } from "../owned-objects.js";
+
+/** What the pass observed besides the config's own objects, for the rollout (RolloutInput). */
+export interface WorkloadFacts extends Pick<RolloutInput, "publishedDevices" | "sliceDevices" | "mapping"> {
+  /** The config's node selector terms as decided among the configs of its resource name. */
+  targeting?: Targeting | undefined;
+}
 
 export interface WorkloadOutcome {
   /** Why a write failed for good (Forbidden, Invalid): for the status, not a retry. */
@@ -41,18 +49,16 @@ export interface WorkloadOutcome {
 export async function applyPluginWorkloads(
   deps: StepDeps,
   config: DevicePluginConfig,
+  desired: DesiredRevision,
   nodes: readonly V1Node[],
-  publishedDevices: ReadonlyMap<string, number> | undefined,
-  targeting?: Targeting,
-  switchFacts?: Pick<RolloutInput, "sliceDevices" | "mapping">,
+  facts: WorkloadFacts = {},
 ): Promise<WorkloadOutcome> {
+  const { targeting, publishedDevices, ...switchFacts } = facts;
   const name = config.metadata.name;
   const ns = deps.render.namespace;
   const pending = expectations.pending(deps, name).size;
   const decision = decideRollout({
-    config,
-    // The DaemonSets' node affinity carries the terms decided among the configs of the resource name.
-    render: targeting === undefined ? deps.render : { ...deps.render, targeting },
+    desired,
     daemonSets: ownedDaemonSets(deps, name),
     nodes: nodes.filter((n) => pluginRunsOnNode(n, config.spec, targeting)),
     pods: deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name)),
@@ -63,7 +69,7 @@ export async function applyPluginWorkloads(
     now: deps.now().getTime(),
     recordTimes: deps.recordClock.forPass(name),
   });
-  const configMap = renderPluginConfigMap(config, deps.render, decision.revision) as ApplyObject;
+  const configMap = desired.configMap as ApplyObject;
   const fail = (kind: string, objectName: string, err: unknown) => {
     deps.metrics.applyErrors.inc({ kind });
     return `${kind} ${ns}/${objectName}: ${(err as Error).message}`;

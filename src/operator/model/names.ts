@@ -14,6 +14,9 @@ export const LABEL_REVISION = "dpo.dev/revision";
 /** Pod-template annotation carrying the rendered plugin config's hash: a change rolls the pods. */
 export const ANNOTATION_CONFIG_HASH = "dpo.dev/config-hash";
 
+/** The volume only a DRA plugin's pod mounts: how a rendered DaemonSet tells its publish mode. */
+export const DRA_PLUGINS_VOLUME = "dra-plugins";
+
 export const PLUGIN_APP_NAME = "dpo-plugin";
 export const MANAGED_BY = "dpo-operator";
 /** Prefix of the ConfigMap and DaemonSet names: `dpo-<config>`. */
