@@ -113,7 +113,7 @@ node-tools:
 	@tools/real-node/build.sh >/dev/null
 
 ## What kstatus (Flux) and Argo CD make of DevicePluginConfigs: a Go harness built once into the cache
-## (tools/gitops-health), used by test/unit/gitops-health.test.ts and test/e2e/gitops-health.test.ts.
+## (tools/gitops-health), used by test/unit/tools/gitops-health/health.test.ts and test/e2e/gitops-health.test.ts.
 gitops-health:
 	@tools/gitops-health/build.sh >/dev/null
 
@@ -129,7 +129,7 @@ promtool:
 	@tools/promtool/build.sh >/dev/null
 
 ## The Pod Security Standards checks of k8s.io/pod-security-admission, a Go harness built once into the
-## cache (tools/pod-security); test/unit/pod-security.test.ts judges the plugin and operator pods with it.
+## cache (tools/pod-security); test/unit/operator/render/pod-security.test.ts judges the plugin and operator pods with it.
 pod-security:
 	@tools/pod-security/build.sh >/dev/null
 

@@ -7,7 +7,7 @@
 // can hide the group (test/cluster/api-group-proxy.ts); the plugins and the test reach it directly.
 //
 // DPO_GITOPS_HEALTH_FIXTURES=<dir> writes the captured objects there, as test/e2e/gitops-health.test.ts
-// does, for test/unit/gitops-health.test.ts.
+// does, for test/unit/tools/gitops-health/health.test.ts.
 import { CustomObjectsApi } from "@kubernetes/client-node";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

@@ -4,7 +4,7 @@
 // actually served, taken from a watch (or from the API's answer to a write), never a hand-made object.
 //
 // DPO_GITOPS_HEALTH_FIXTURES=<dir> writes the captured objects there (test/fixtures/gitops-health holds
-// the ones test/unit/gitops-health.test.ts reads; run prettier on them), and DPO_GITOPS_HEALTH_TABLE=1
+// the ones test/unit/tools/gitops-health/health.test.ts reads; run prettier on them), and DPO_GITOPS_HEALTH_TABLE=1
 // prints the table that docs/deploy.md shows.
 import { CustomObjectsApi, Watch } from "@kubernetes/client-node";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";

@@ -216,7 +216,7 @@ describe("stale DeviceNodeStates", () => {
     await createReport(nodeNames.unlabelled, squat, revision);
     const line = await deletedAndLogged(squat, "as superseded by the node's own report");
     // Beside the node's current report a squat is Superseded, as any other name; without one, Misnamed
-    // (stale-reports.ts, unit-tested in operator-per-config-state.test.ts).
+    // (stale-reports.ts, unit-tested in test/unit/operator/controllers/per-config-state.test.ts).
     expect(line).toContain('"reason":"Superseded"');
     expect(line).toContain(`"replacedBy":"${reportName(nodeNames.unlabelled)}"`);
     expect(await existingReports()).toEqual({ kept: true, deleted: true, unlabelled: true });

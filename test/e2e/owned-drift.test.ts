@@ -1,7 +1,7 @@
 // What the operator owns stays as it renders it: a plugin DaemonSet or ConfigMap edited by hand (image,
 // args, securityContext, volumes, tolerations, placement, the plugin's config) is put back by the next
 // reconcile, with no pod restarted by the correction (OnDelete). The DeviceClass of a DRA config is
-// covered in operator-dra.test.ts ("puts an edited class back").
+// covered in test/unit/operator/controllers/dra.test.ts ("puts an edited class back").
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, type V1DaemonSet } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {

@@ -140,7 +140,7 @@ describe.skipIf(cannotBuild !== undefined)(
         expect(image.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
       });
 
-      it("has the config images.ts declares (the Dockerfile's, test/unit/image-dockerfile.test.ts)", () => {
+      it("has the config images.ts declares (the Dockerfile's, test/unit/tools/image/dockerfile.test.ts)", () => {
         const { config } = read(dpoImage).config;
         expect(config.Entrypoint).toEqual(dpoImage.config.Entrypoint);
         expect(config.Cmd).toEqual(dpoImage.config.Cmd);

@@ -1,5 +1,5 @@
 // What each image tools/image/build.ts makes says, in one place: the name, the config and where its files
-// come from. The dpo image mirrors the Dockerfile's final stage, and test/unit/image-dockerfile.test.ts
+// come from. The dpo image mirrors the Dockerfile's final stage, and test/unit/tools/image/dockerfile.test.ts
 // holds the two in step; the pause and busybox images serve the real-node test tier.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";

@@ -1,5 +1,5 @@
 // Where the release version is written down besides package.json, and the pure functions that read and
-// rewrite it there: the drift test (test/unit/release-versions.test.ts) and `make version` share this list.
+// rewrite it there: the drift test (test/unit/tools/release/versions.test.ts) and `make version` share this list.
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import semver from "semver";
