@@ -111,7 +111,7 @@ describe("the rules", () => {
     "tools/sim/pods.ts": 'import { node } from "./node.js";\nexport const pods = (): number => node();\n',
     "bench/x.ts": 'import { y } from "./y.js";\nexport const x = (): number => y();\n',
     "bench/y.ts": 'import { x } from "./x.js";\nexport const y = (): number => x();\n',
-    // A folder cycle in tools/, and the one pair of folders the rule leaves alone (see its comment).
+    // Folder cycles in tools/: any pair, the cluster and its real node too.
     "tools/demo/run.ts": 'import { build } from "../image/build.js";\nexport const run = build;\n',
     "tools/image/build.ts": 'import { demo } from "../demo/config.js";\nexport const build = demo;\n',
     "tools/demo/config.ts": "export const demo = 1;\n",
@@ -161,6 +161,8 @@ describe("the rules", () => {
         "no-circular: bench/x.ts → bench/y.ts",
         "no-folder-cycles: tools/demo → tools/image",
         "no-folder-cycles: tools/image → tools/demo",
+        "no-folder-cycles: tools/cluster → tools/real-node",
+        "no-folder-cycles: tools/real-node → tools/cluster",
         "tooling-not-to-tests: bench/run.ts → test/fixture.ts",
         "tooling-not-to-tests: tools/sim/load.ts → test/fixture.ts",
         "tools-not-to-bench: tools/sim/load.ts → bench/figures.ts",

@@ -6,7 +6,7 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import { pino, type Logger } from "pino";
 import { stringify } from "yaml";
-import { stopRealNode } from "../real-node/real-node.js";
+import { runStopHooks } from "./stop-hooks.js";
 import {
   assertBinaries,
   readPinnedVersions,
@@ -191,8 +191,9 @@ export async function compactEtcd(stateDir: string): Promise<number> {
 
 /** Stops the processes recorded in `stateDir`, whichever process started them. */
 export async function stopCluster(stateDir: string, log?: Logger): Promise<void> {
-  // A real node's containers and host changes go first, while its containerd still answers.
-  await stopRealNode(stateDir, log);
+  // What was started on top of the cluster goes first (a real node's containers and host changes, while its
+  // containerd still answers): each recorded its own stop step (stop-hooks.ts).
+  await runStopHooks(stateDir, log);
   const result = await stopRecordedProcesses(stateDir);
   log?.info(
     {

@@ -4,6 +4,7 @@ import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { CoreV1Api, DiscoveryV1Api, KubeConfig, type V1Node } from "@kubernetes/client-node";
 import type { Logger } from "pino";
@@ -17,6 +18,7 @@ import {
   spawnRecorded,
   type RecordedProcess,
 } from "../cluster/processes.js";
+import { recordStopHook } from "../cluster/stop-hooks.js";
 import { waitFor } from "../cluster/wait.js";
 import {
   REAL_NODE_NETWORK,
@@ -127,6 +129,8 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNodeH
   };
   await mkdir(nodeDir, { recursive: true, mode: 0o700 });
   await writeFile(join(stateDir, RECORD_FILE), `${JSON.stringify(record, null, 2)}\n`);
+  // Stopping the cluster stops this node first (stopBeforeCluster below), whichever process stops it.
+  await recordStopHook(stateDir, fileURLToPath(import.meta.url));
   const started = Date.now();
   const deadline = started + (options.timeoutMs ?? 180_000);
   const remaining = (): number => Math.max(deadline - Date.now(), 1_000);
@@ -387,6 +391,10 @@ async function waitForNodeReady(
   );
   return node!;
 }
+
+/** The cluster's stop step for a real node (tools/cluster/stop-hooks.ts): the node goes first. */
+export const stopBeforeCluster = (stateDir: string, log?: Logger): Promise<void> =>
+  stopRealNode(stateDir, log);
 
 /**
  * Undoes what startRealNode did, from its record in the state directory: pods' containers and sandboxes,
