@@ -1,6 +1,6 @@
 // The README is the project's front door: short enough to read (under 12 KB), the two commands a contributor
-// runs on a fresh machine kept as they are, and every `helm install` in the docs labelling its namespace for
-// the Pod Security level the plugin pods need before the chart goes in.
+// runs on a fresh machine kept as they are; docs/README.md reaches every document; and every `helm install`
+// in the docs labels its namespace for the Pod Security level the plugin pods need before the chart goes in.
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -61,6 +61,22 @@ describe("README.md", () => {
   it("draws the data flow and a rollout's timeline as Mermaid diagrams", () => {
     const mermaid = readme.match(/```mermaid\n(\w+)/g) ?? [];
     expect(mermaid.map((m) => m.replace("```mermaid\n", ""))).toEqual(["flowchart", "sequenceDiagram"]);
+  });
+});
+
+describe("docs/README.md", () => {
+  it("links every document under docs/", () => {
+    const index = readFileSync(join(repoRoot, "docs/README.md"), "utf8");
+    const docs = execFileSync("git", ["ls-files", "docs/*.md", "docs/adr/*.md"], {
+      cwd: repoRoot,
+      encoding: "utf8",
+    })
+      .split("\n")
+      .filter((path) => path !== "" && path !== "docs/README.md")
+      .map((path) => path.slice("docs/".length))
+      .filter((doc) => !doc.startsWith("runbooks/")); // linked as a folder: one page per alert
+    expect(docs.length).toBeGreaterThan(20);
+    expect(docs.filter((doc) => !index.includes(`](${doc}`))).toEqual([]);
   });
 });
 
