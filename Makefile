@@ -58,12 +58,14 @@ version: deps
 typecheck: deps
 	npx tsc -p tsconfig.json --noEmit
 
-## Lint, formatting, and the import rules (.dependency-cruiser.js): the layers of src/, no import cycle in src/,
-## tools/ or bench/, and no test helper imported by tools/ or bench/.
+## Lint, formatting, the import rules (.dependency-cruiser.js): the layers of src/, no import cycle in src/,
+## tools/ or bench/, and no test helper imported by tools/ or bench/; and every relative link and #anchor of the
+## committed Markdown resolves (tools/docs/check-links.ts).
 lint: deps typecheck
 	npx eslint .
 	npx prettier --check .
 	npx depcruise --config .dependency-cruiser.js src tools bench
+	node --import tsx tools/docs/check-links.ts
 
 ## Prettier over the whole tree, writing its changes.
 format: deps

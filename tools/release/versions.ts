@@ -68,8 +68,10 @@ export const VERSION_PLACES: readonly VersionPlace[] = [
   { file: "docs/release.md", what: "chart references", pattern: CHART_REF, min: 0 },
   { file: "tools/image/README.md", what: "image tags", pattern: IMAGE_TAG, min: 1 },
   { file: "tools/image/README.md", what: "release files", pattern: RELEASE_FILE, min: 1 },
-  { file: "README.md", what: "release files", pattern: RELEASE_FILE, min: 0 },
-  { file: "README.md", what: "download URLs", pattern: DOWNLOAD, min: 0 },
+  { file: "README.md", what: "release files", pattern: RELEASE_FILE, min: 1 },
+  { file: "README.md", what: "download URLs", pattern: DOWNLOAD, min: 1 },
+  { file: "README.md", what: "image tags", pattern: IMAGE_TAG, min: 1 },
+  { file: "README.md", what: "remote kustomize bases", pattern: REMOTE_BASE, min: 1 },
 ];
 
 /** The versions a place names in `text`, in order. */
