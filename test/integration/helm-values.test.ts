@@ -527,6 +527,22 @@ describe("metrics.prometheusRule", () => {
   });
 });
 
+describe("the NOTES of an install with alerts", () => {
+  const notes = async (values: string) =>
+    (
+      await helm(["install", "dpo", chartDir, "--dry-run=client", "--namespace", NAMESPACE, "--set", values])
+    ).stdout.split("NOTES:")[1] ?? "";
+
+  it("say that DpoOperatorDown fires while nothing scrapes the operator, and not once the ServiceMonitor does", async () => {
+    expect(await notes("metrics.prometheusRule.enabled=true")).toContain(
+      "DpoOperatorDown fires: no operator replica is scraped",
+    );
+    expect(
+      await notes("metrics.prometheusRule.enabled=true,metrics.serviceMonitor.enabled=true"),
+    ).not.toContain("DpoOperatorDown");
+  });
+});
+
 describe("values.schema.json in helm lint --strict", () => {
   it("passes every value set as documented", async () => {
     const result = await helm(
