@@ -1,6 +1,6 @@
 // The operator's Prometheus metrics: reconciles, writes it makes, API requests, leadership, and each
 // config's status as series (dpo_config_*), so alerts need no kube-state-metrics.
-import { PROBLEM_REASONS, UPGRADE_PHASES } from "../api/v1beta1/status.js";
+import { PROBLEM_REASONS, STALLED_REASONS, UPGRADE_PHASES } from "../api/v1beta1/status.js";
 import { Counter, Gauge, Histogram, Registry } from "../observability/metrics.js";
 import type { ConfigSeries } from "./status/config-series.js";
 
@@ -13,6 +13,9 @@ export const STORAGE_MIGRATION_RESULTS = [
   "Aborted",
   "error",
 ] as const;
+
+/** How a reconcile ended: done, done with a retry asked for, or thrown (retried with backoff). */
+export const RECONCILE_RESULTS = ["ok", "requeue", "error"] as const;
 
 export class OperatorMetrics {
   /** A registry of its own, never prom-client's global one: two runtimes (or tests) never share series. */
@@ -123,6 +126,12 @@ export class OperatorMetrics {
     labelNames: ["config"] as const,
     registers: [this.registry],
   });
+  readonly configStalled = new Gauge({
+    name: "dpo_config_stalled",
+    help: "1 for the reason of the DevicePluginConfig's Stalled condition while it is True, 0 for the other reasons; all 0 while it is not stalled.",
+    labelNames: ["config", "reason"] as const,
+    registers: [this.registry],
+  });
   readonly configNodesDesired = new Gauge({
     name: "dpo_config_nodes_desired",
     help: "Nodes the config's plugin should run on (status.nodes.desired).",
@@ -181,6 +190,7 @@ export class OperatorMetrics {
   constructor() {
     // A counter's first increment is invisible to increase() unless the series existed before it.
     for (const result of STORAGE_MIGRATION_RESULTS) this.storageMigrations.inc({ result }, 0);
+    for (const result of RECONCILE_RESULTS) this.reconciles.inc({ result }, 0);
   }
 
   /** Sets every dpo_config_* series of `config` from its status. */
@@ -193,6 +203,9 @@ export class OperatorMetrics {
     this.configDevicesAdvertised.set({ config }, series.devicesAdvertised);
     this.configDevicesAllocatable.set({ config }, series.devicesAllocatable);
     this.configDevicesUnhealthy.set({ config }, series.devicesUnhealthy);
+    for (const reason of STALLED_REASONS) {
+      this.configStalled.set({ config, reason }, series.stalledReason === reason ? 1 : 0);
+    }
     for (const reason of PROBLEM_REASONS) {
       this.configProblemNodes.set({ config, reason }, series.problemNodes[reason] ?? 0);
     }
@@ -218,6 +231,7 @@ export class OperatorMetrics {
   /** Removes every dpo_config_* series of `config` (deleted, or no longer this replica's to report). */
   forgetConfig(config: string): void {
     for (const gauge of this.configGauges()) gauge.remove({ config });
+    for (const reason of STALLED_REASONS) this.configStalled.remove({ config, reason });
     for (const reason of PROBLEM_REASONS) this.configProblemNodes.remove({ config, reason });
     for (const phase of UPGRADE_PHASES) this.configRolloutPhase.remove({ config, phase });
   }
@@ -225,6 +239,7 @@ export class OperatorMetrics {
   /** Removes the dpo_config_* series of every config, when this replica stops leading. */
   forgetAllConfigs(): void {
     for (const gauge of this.configGauges()) gauge.reset();
+    this.configStalled.reset();
     this.configProblemNodes.reset();
     this.configRolloutPhase.reset();
   }

@@ -18,6 +18,7 @@ interface Rule {
   alert?: string;
   record?: string;
   expr: string;
+  for?: string;
   annotations?: Record<string, string>;
   labels?: Record<string, string>;
 }
@@ -41,12 +42,17 @@ afterAll(async () => {
 });
 
 describe("dpo's Prometheus rules", () => {
-  it("are a PrometheusRule with the seven alerts of issue 24", () => {
+  it("are a PrometheusRule with the alerts of issues 24 and 35", () => {
     expect(prometheusRule.kind).toBe("PrometheusRule");
     expect(alerts.map((a) => a.alert).sort()).toEqual([
       "DpoCapacityMismatch",
+      "DpoConfigNotReady",
+      "DpoConfigStalled",
       "DpoDevicesUnhealthy",
+      "DpoOperatorDown",
+      "DpoOperatorNoLeader",
       "DpoPluginNotRegistered",
+      "DpoReconcileErrors",
       "DpoRolloutRolledBack",
       "DpoRolloutStalled",
       "DpoStorageMigrationFailed",
@@ -92,6 +98,36 @@ describe("dpo's Prometheus rules", () => {
         expect(text, `${runbook}: ${heading}`).toContain(heading);
       }
       expect(text, `${runbook}: no kubectl command to confirm with`).toMatch(/kubectl /);
+    }
+  });
+
+  it("have runbooks that work in any namespace: none names dpo-system in a command, each sets NS once before using it", () => {
+    for (const alert of alerts) {
+      const runbook = join(repoRoot, "docs/runbooks", `${alert.alert}.md`);
+      const text = readFileSync(runbook, "utf8");
+      expect(text, runbook).not.toMatch(/(-n|--namespace)[ =]dpo-system|serviceaccount:dpo-system/);
+      const uses = text.indexOf('"$NS"');
+      if (uses === -1) continue;
+      const sets = text.indexOf("NS=$(kubectl get deployments -A -l app.kubernetes.io/name=dpo-operator");
+      expect(sets, `${runbook}: uses $NS without setting it`).toBeGreaterThan(-1);
+      expect(sets, `${runbook}: sets $NS after using it`).toBeLessThan(uses);
+    }
+  });
+
+  it("are each listed, with their severity and for:, in the runbooks' index", () => {
+    const index = readFileSync(join(repoRoot, "docs/runbooks/README.md"), "utf8");
+    const rows = new Map(
+      [...index.matchAll(/^\| \[(\w+)\]\(\1\.md\) *\| *(\w+) *\| *(\w*) *\|/gm)].map((m) => [
+        m[1],
+        { severity: m[2], for: m[3] },
+      ]),
+    );
+    expect([...rows.keys()].sort()).toEqual(alerts.map((a) => a.alert).sort());
+    for (const alert of alerts) {
+      expect(rows.get(alert.alert), alert.alert).toEqual({
+        severity: alert.labels?.severity,
+        for: alert.for ?? "",
+      });
     }
   });
 

@@ -5,6 +5,12 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { isMap, parseAllDocuments, parseDocument, visit, type Document } from "yaml";
 import { allCrds } from "../../src/api/crd.js";
+import {
+  markPodMonitor,
+  markPrometheusRule,
+  podMonitorActions,
+  prometheusRuleActions,
+} from "./chart-monitoring.js";
 
 export const CHART_DIR = "charts/dpo";
 /**
@@ -179,6 +185,9 @@ function replacePlaceholderLine(text: string, key: string, replacement: (indent:
  */
 function templateDocument(doc: Document, labels: Record<string, string>, labelsValue?: string): string {
   const serviceAccount = isOperatorServiceAccount(doc);
+  // The monitoring objects' own values (chart-monitoring.ts): placeholders now, actions once it is text.
+  markPodMonitor(doc);
+  markPrometheusRule(doc);
   markReleaseValues(doc);
   for (const [key, value] of Object.entries(labels)) doc.setIn(["metadata", "labels", key], value);
   doc.setIn(["metadata", "labels", HELM_LABELS_PLACEHOLDER], "");
@@ -193,6 +202,7 @@ function templateDocument(doc: Document, labels: Record<string, string>, labelsV
     .replaceAll("{{", '{{ "{{" }}')
     .replaceAll(RELEASE_NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE)
     .replaceAll(OPERATOR_SA_PLACEHOLDER, OPERATOR_SA_NAME);
+  text = prometheusRuleActions(podMonitorActions(text), doc);
   text = replacePlaceholderLine(text, HELM_LABELS_PLACEHOLDER, (indent) =>
     [
       `${" ".repeat(indent)}${HELM_LABELS_INCLUDE.replace("INDENT", String(indent))}`,

@@ -45,6 +45,26 @@ export const PROBLEM_REASONS = [
 ] as const;
 export type ProblemReason = (typeof PROBLEM_REASONS)[number];
 
+/**
+ * The reasons of a True Stalled condition: what the operator cannot fix by waiting. A config that yields
+ * its resource name or CDI kind to another, plugin objects the API server refuses, a DRA config without
+ * the resource.k8s.io API, a DeviceClass another owner holds, a rollout that failed or was rolled back,
+ * a spec that no longer validates or that the plugin policy refuses. dpo_config_stalled has a series
+ * for each.
+ */
+export const STALLED_REASONS = [
+  "ResourceNameConflict",
+  "CDIKindConflict",
+  "ApplyFailed",
+  "ResourceAPIUnavailable",
+  "DeviceClassConflict",
+  "UpgradeFailed",
+  "UpgradeRolledBack",
+  "InvalidSpec",
+  "RefusedByPolicy",
+] as const;
+export type StalledReason = (typeof STALLED_REASONS)[number];
+
 /** At most this many problem nodes are listed; the rest are counted. */
 export const MAX_PROBLEMS = 20;
 /** At most this many device ids are listed per problem node. */

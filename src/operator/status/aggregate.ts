@@ -10,6 +10,7 @@ import {
   type DevicePluginConfigStatus,
   type NodeProblem,
   type ProblemReason,
+  type StalledReason,
   type UpgradeStatus,
 } from "../../api/v1beta1/status.js";
 import { LABEL_CONFIG, configLabelValue } from "../../contract/names.js";
@@ -176,7 +177,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   const desired = targeted.length;
 
   const upgrade = input.upgrade;
-  const upgradeStalled =
+  const upgradeStalled: { reason: StalledReason; message: string } | undefined =
     upgrade !== undefined && (upgrade.phase === "Failed" || upgrade.phase === "RolledBack")
       ? {
           reason: upgrade.phase === "Failed" ? "UpgradeFailed" : "UpgradeRolledBack",
@@ -193,7 +194,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
   const resourceApiUnavailable = features.find(
     (c) => c.type === DRA_PUBLISHING && c.reason === FEATURE_REASONS.resourceApiUnavailable,
   );
-  const stalled: { reason: string; message: string } | undefined =
+  const stalled: { reason: StalledReason; message: string } | undefined =
     input.conflictWith !== undefined
       ? {
           reason: input.resolution?.conflictReason ? "CDIKindConflict" : "ResourceNameConflict",
@@ -209,7 +210,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
             message: boundConditionMessage(`applying the plugin objects failed: ${input.applyError}`),
           }
         : resourceApiUnavailable !== undefined
-          ? { reason: resourceApiUnavailable.reason, message: resourceApiUnavailable.message }
+          ? { reason: FEATURE_REASONS.resourceApiUnavailable, message: resourceApiUnavailable.message }
           : input.deviceClassConflict !== undefined
             ? { reason: "DeviceClassConflict", message: boundConditionMessage(input.deviceClassConflict) }
             : upgradeStalled;

@@ -1,8 +1,19 @@
 // What a config's status says as metric values (the dpo_config_* series of OperatorMetrics). Pure.
-import type { DevicePluginConfigStatus, ProblemReason, UpgradePhase } from "../../api/v1beta1/status.js";
+import {
+  STALLED_REASONS,
+  type DevicePluginConfigStatus,
+  type ProblemReason,
+  type StalledReason,
+  type UpgradePhase,
+} from "../../api/v1beta1/status.js";
 
 export interface ConfigSeries {
   ready: boolean;
+  /**
+   * The reason of the Stalled condition while it is True; undefined while it is not (or its reason is
+   * none of STALLED_REASONS, which a status this operator wrote never has).
+   */
+  stalledReason: StalledReason | undefined;
   nodesDesired: number;
   nodesReady: number;
   nodesAvailable: number;
@@ -31,8 +42,10 @@ export function configSeries(
   } else {
     for (const p of status.problems ?? []) problemNodes[p.reason] = (problemNodes[p.reason] ?? 0) + 1;
   }
+  const stalled = status.conditions?.find((c) => c.type === "Stalled" && c.status === "True");
   return {
     ready: status.conditions?.find((c) => c.type === "Ready")?.status === "True",
+    stalledReason: STALLED_REASONS.find((reason) => reason === stalled?.reason),
     nodesDesired: status.nodes?.desired ?? 0,
     nodesReady: status.nodes?.ready ?? 0,
     // A status written before `available` existed: its ready count is the best there is.

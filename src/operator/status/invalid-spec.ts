@@ -1,10 +1,10 @@
 // The status of a config whose stored spec no longer validates: nothing is applied until it is fixed.
-import type { DevicePluginConfigStatus } from "../../api/v1beta1/status.js";
+import type { DevicePluginConfigStatus, StalledReason } from "../../api/v1beta1/status.js";
 import { previousStatusOf } from "./aggregate.js";
 import { boundConditionMessage, withTransitionTimes } from "./conditions.js";
 
 /** Why a spec is not applied: it does not validate, or the operator's plugin policy refuses it. */
-export type UnappliedSpecReason = "InvalidSpec" | "RefusedByPolicy";
+export type UnappliedSpecReason = Extract<StalledReason, "InvalidSpec" | "RefusedByPolicy">;
 
 /**
  * Ready False and Stalled True with reason InvalidSpec (or RefusedByPolicy) and the errors (bounded),

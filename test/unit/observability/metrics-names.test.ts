@@ -206,6 +206,7 @@ describe("operator metrics", () => {
     m.storageMigrations.inc({ result: "Migrated" });
     m.recordConfig("foo", {
       ready: true,
+      stalledReason: undefined,
       nodesDesired: 3,
       nodesReady: 3,
       nodesAvailable: 3,
@@ -291,6 +292,11 @@ describe("operator metrics", () => {
         "gauge",
         "1 while the DevicePluginConfig's Ready condition is True, else 0.",
         ["config"],
+      ),
+      dpo_config_stalled: expected(
+        "gauge",
+        "1 for the reason of the DevicePluginConfig's Stalled condition while it is True, 0 for the other reasons; all 0 while it is not stalled.",
+        ["config", "reason"],
       ),
       dpo_config_nodes_desired: expected(
         "gauge",

@@ -150,7 +150,7 @@ describe("PromQL of the dashboard and the rules", () => {
 
   it("finds the dashboard's and the rules' queries", () => {
     expect(queries.filter((q) => q.source.startsWith("dashboard panel")).length).toBeGreaterThan(15);
-    expect(queries.filter((q) => q.source.startsWith("rule ")).length).toBe(7);
+    expect(queries.filter((q) => q.source.startsWith("rule ")).length).toBe(12);
   });
 
   it("name only metrics the operator or the plugin registers", async () => {

@@ -395,6 +395,10 @@ describe("ConfigReconciler", () => {
     const status = t.applied.find((a) => a.kind === "status")!.status;
     expect(condition(status, "Ready")).toMatchObject({ status: "False", reason: "ResourceNameConflict" });
     expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "ResourceNameConflict" });
+    // What DpoConfigStalled reads.
+    const lines = (await t.metrics.render()).split("\n");
+    expect(lines).toContain('dpo_config_stalled{config="new",reason="ResourceNameConflict"} 1');
+    expect(lines).toContain('dpo_config_stalled{config="new",reason="ApplyFailed"} 0');
   });
 
   it("gives the newer of two configs writing CDI specs of one kind no DaemonSet and Stalled CDIKindConflict", async () => {
@@ -517,6 +521,9 @@ describe("ConfigReconciler", () => {
     expect(lines).toContain('dpo_config_nodes_ready{config="foo"} 0');
     expect(lines).toContain('dpo_config_devices_advertised{config="foo"} 0');
     expect(lines).toContain('dpo_config_ready{config="bar"} 0');
+    // Not ready, but not stalled: every Stalled reason 0.
+    expect(lines).toContain('dpo_config_stalled{config="foo",reason="ApplyFailed"} 0');
+    expect(lines.filter((l) => l.startsWith("dpo_config_stalled{") && l.endsWith(" 1"))).toEqual([]);
 
     t.configs.objects.delete("foo");
     await t.reconciler.reconcile("foo");
@@ -557,6 +564,9 @@ describe("ConfigReconciler", () => {
         expect(condition(status, "Stalled")).toMatchObject({ status: "True", reason: "RefusedByPolicy" });
         expect(condition(status, "Ready")?.message).toContain(field);
         expect(t.events).toEqual(["Warning/RefusedByPolicy"]);
+        expect((await t.metrics.render()).split("\n")).toContain(
+          'dpo_config_stalled{config="foo",reason="RefusedByPolicy"} 1',
+        );
       },
     );
 
@@ -592,7 +602,9 @@ describe("ConfigReconciler", () => {
     const t = setup();
     t.configs.put(config("foo", "2026-01-01T00:00:00Z", { sharing: { strategy: "TimeSlicing" } }));
     await t.reconciler.reconcile("foo");
-    expect((await t.metrics.render()).split("\n")).toContain('dpo_config_ready{config="foo"} 0');
+    const lines = (await t.metrics.render()).split("\n");
+    expect(lines).toContain('dpo_config_ready{config="foo"} 0');
+    expect(lines).toContain('dpo_config_stalled{config="foo",reason="InvalidSpec"} 1');
   });
 
   it("leaves a config that is being deleted to the garbage collector", async () => {

@@ -26,6 +26,7 @@ describe("configSeries", () => {
       status: {},
       want: {
         ready: false,
+        stalledReason: undefined,
         nodesDesired: 0,
         nodesReady: 0,
         nodesAvailable: 0,
@@ -54,6 +55,7 @@ describe("configSeries", () => {
       },
       want: {
         ready: true,
+        stalledReason: undefined,
         nodesDesired: 3,
         nodesReady: 2,
         nodesAvailable: 3,
@@ -77,6 +79,7 @@ describe("configSeries", () => {
       },
       want: {
         ready: false,
+        stalledReason: undefined,
         nodesDesired: 0,
         nodesReady: 0,
         nodesAvailable: 0,
@@ -94,6 +97,7 @@ describe("configSeries", () => {
       counts: new Map([["UnhealthyDevices", 41]]),
       want: {
         ready: false,
+        stalledReason: undefined,
         nodesDesired: 0,
         nodesReady: 0,
         nodesAvailable: 0,
@@ -106,6 +110,19 @@ describe("configSeries", () => {
       },
     },
   ];
+  it("reads the Stalled condition's reason while it is True, and none while it is False", () => {
+    const stalled = (status: "True" | "False", reason: string) => ({
+      conditions: [ready("False"), { type: "Stalled", status, reason, message: "", lastTransitionTime: T }],
+    });
+    expect(configSeries(stalled("True", "ResourceNameConflict")).stalledReason).toBe("ResourceNameConflict");
+    expect(configSeries(stalled("True", "ApplyFailed")).stalledReason).toBe("ApplyFailed");
+    expect(configSeries(stalled("True", "ResourceAPIUnavailable")).stalledReason).toBe(
+      "ResourceAPIUnavailable",
+    );
+    expect(configSeries(stalled("False", "NoErrors")).stalledReason).toBeUndefined();
+    expect(configSeries(stalled("False", "ApplyFailed")).stalledReason).toBeUndefined();
+  });
+
   it("reads available as ready in a status written before available existed", () => {
     const old = configSeries({ nodes: { desired: 3, ready: 2, updated: 2, summary: "2/3" } });
     expect(old.nodesAvailable).toBe(2);
@@ -118,6 +135,7 @@ describe("configSeries", () => {
 
 const series: ConfigSeries = {
   ready: true,
+  stalledReason: undefined,
   nodesDesired: 3,
   nodesReady: 2,
   nodesAvailable: 3,
@@ -152,6 +170,19 @@ describe("OperatorMetrics config series", () => {
     }
   });
 
+  it("serves the Stalled reason as 1 and every other reason as 0, and all 0 once the config is no longer stalled", async () => {
+    const m = new OperatorMetrics();
+    m.recordConfig("foo", { ...series, ready: false, stalledReason: "ApplyFailed" });
+    let lines = (await m.render()).split("\n");
+    expect(lines).toContain('dpo_config_stalled{config="foo",reason="ApplyFailed"} 1');
+    expect(lines).toContain('dpo_config_stalled{config="foo",reason="ResourceNameConflict"} 0');
+    expect(lines).toContain('dpo_config_stalled{config="foo",reason="ResourceAPIUnavailable"} 0');
+    m.recordConfig("foo", series);
+    lines = (await m.render()).split("\n");
+    expect(lines).toContain('dpo_config_stalled{config="foo",reason="ApplyFailed"} 0');
+    expect(lines.filter((l) => l.startsWith("dpo_config_stalled{") && l.endsWith(" 1"))).toEqual([]);
+  });
+
   it("drops every series of a forgotten config and keeps the others'", async () => {
     const m = new OperatorMetrics();
     m.recordConfig("foo", series);
@@ -174,5 +205,12 @@ describe("OperatorMetrics config series", () => {
   it("has every storage migration result at 0 from the start, so increase() sees the first failure", async () => {
     const text = await new OperatorMetrics().render();
     expect(text.split("\n")).toContain('dpo_operator_storage_migrations_total{result="Failed"} 0');
+  });
+
+  it("has every reconcile result at 0 from the start, so increase() sees the first failed reconcile", async () => {
+    const lines = (await new OperatorMetrics().render()).split("\n");
+    for (const result of ["ok", "requeue", "error"]) {
+      expect(lines).toContain(`dpo_operator_reconciles_total{result="${result}"} 0`);
+    }
   });
 });
