@@ -18,7 +18,7 @@ export interface RenderContext {
    */
   pluginImagePullSecrets?: readonly string[];
   /**
-   * The config's node selector terms as decided among the configs of its resource name (node-terms.ts:
+   * The config's node selector terms as decided among the configs of its resource name (model/node-terms.ts:
    * its nodeSelectorTerm, less the nodes of higher priorities); `terms` undefined: no constraint. Absent:
    * the config's own nodeSelectorTerm alone.
    */

@@ -107,7 +107,7 @@ const REVISION_LENGTH = 10;
 const CONFIG_MAP_PLACEHOLDER = "config";
 
 export interface RenderDaemonSetOptions {
-  /** Default: `base`, the revision every node no upgrade has touched runs (see placement.ts). */
+  /** Default: `base`, the revision every node no upgrade has touched runs (see model/targeting.ts). */
   role?: PlacementRole;
   /** Extra annotations on the DaemonSet itself (the upgrade's state), never on its pods. */
   annotations?: Readonly<Record<string, string>>;

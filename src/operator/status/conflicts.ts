@@ -57,7 +57,7 @@ export interface Resolution {
   conflictMessage?: string;
   /** The condition reason of the conflict; ResourceNameConflict when absent. */
   conflictReason?: "CDIKindConflict";
-  /** The terms its DaemonSet's node affinity carries (node-terms.ts). */
+  /** The terms its DaemonSet's node affinity carries (model/node-terms.ts). */
   targeting: Targeting;
   /** Running configs of higher priority it steps back for, highest first (then oldest). */
   stepsBackFor: HigherConfig[];
