@@ -13,7 +13,7 @@ import {
   supportsSurge,
 } from "../model/kubelet-version.js";
 
-import type { RolloutSpec, RolloutStrategy, UpgradeMode } from "../model/rollout.js";
+import type { RolloutStrategy, UpgradeMode } from "../model/rollout.js";
 import type { NodeObservation, PlanInput } from "./plan-input.js";
 
 export type { NodeObservation, PlanInput };

@@ -43,7 +43,7 @@ import {
   type MoveView,
   type RolloutInput,
 } from "./observe.js";
-import type { DesiredRevision, UpgradeMode } from "../model/rollout.js";
+import type { UpgradeMode } from "../model/rollout.js";
 import { planRollout, type Plan } from "./planner.js";
 import { displayRevision, problemsOf, steadyStatus, tooOldNodes, upgradeStatus } from "./rollout-status.js";
 
