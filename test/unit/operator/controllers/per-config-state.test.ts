@@ -1,12 +1,12 @@
 // What the operator keeps per config name stays bounded when names come from reports others write, and
 // reports that no plugin wrote for itself (a squat on another's name, a config that does not exist) go.
-import type { KubernetesObject, V1Node } from "@kubernetes/client-node";
+import type { V1Node } from "@kubernetes/client-node";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import type { DeviceNodeState } from "../../../../src/api/v1beta1/devicenodestate.js";
 import { boundedName } from "../../../../src/contract/names.js";
 import { deviceNodeStateName } from "../../../../src/contract/node-state.js";
-import type { Informer, ObjectClient, ObjectKey, ResourceRef } from "../../../../src/kube/index.js";
+import type { ObjectClient, ObjectKey, ResourceRef } from "../../../../src/kube/index.js";
 import {
   ConfigReconciler,
   type ConfigReconcilerDeps,
@@ -19,35 +19,9 @@ import { findStaleReports } from "../../../../src/operator/controllers/stale-rep
 import { OperatorMetrics } from "../../../../src/operator/metrics.js";
 import { nodeKeys } from "../../../../src/operator/model/targeting.js";
 import { configsMarkedOnNode } from "../../../../src/operator/upgrade/node-labels.js";
+import { FakeCache } from "./fake-cache.js";
 
 const NS = "dpo-system";
-
-/** A cache keyed by name whose by-config index reads `indexOf`, as the operator's informers index. */
-class FakeCache<T extends KubernetesObject> {
-  readonly objects = new Map<string, T>();
-  /** How often the whole cache was listed. */
-  lists = 0;
-  constructor(private readonly indexOf: (obj: T) => string[] = () => []) {}
-  hasSynced(): boolean {
-    return true;
-  }
-  put(obj: T): void {
-    this.objects.set(obj.metadata!.name!, obj);
-  }
-  get(name: string): T | undefined {
-    return this.objects.get(name);
-  }
-  list(): T[] {
-    this.lists++;
-    return [...this.objects.values()];
-  }
-  byIndex(_index: string, value: string): T[] {
-    return [...this.objects.values()].filter((o) => this.indexOf(o).includes(value));
-  }
-  asInformer(): Informer<T> {
-    return this as unknown as Informer<T>;
-  }
-}
 
 /** Deterministic names, so a failure can be replayed. */
 function names(seed: number): () => string {
@@ -90,7 +64,7 @@ describe("per-config state of configs that do not exist", () => {
           return Promise.resolve({});
         },
         delete: (_ref: ResourceRef, key: ObjectKey) => {
-          reports.objects.delete(key.name);
+          reports.delete(key.name, key.namespace);
           return Promise.resolve();
         },
       } as Partial<ObjectClient> as ObjectClient,
