@@ -94,7 +94,7 @@ test-cluster: build cluster-tools gitops-health promlint
 ## any release with a wrapper module in tools/cluster/k8s/.
 OLDEST_K8S_VERSION = $(shell sed -n 's/^KUBERNETES_OLDEST_VERSION=//p' tools/cluster/versions.env)
 OLDEST_TESTS = test/integration/cluster.test.ts test/integration/crd-admission.test.ts \
-	test/integration/dra-control-plane.test.ts test/e2e/operator.test.ts test/e2e/dra.test.ts
+	test/integration/dra-control-plane.test.ts test/e2e/operator.test.ts test/e2e/dra.test.ts test/e2e/dra-sharing.test.ts
 test-cluster-oldest: build gitops-health promlint
 	K8S_VERSION=$(OLDEST_K8S_VERSION) tools/cluster/build.sh >/dev/null
 	K8S_VERSION=$(OLDEST_K8S_VERSION) npx vitest run --project cluster $(OLDEST_TESTS) $(call VITEST_REPORT,cluster-oldest)
@@ -129,7 +129,8 @@ promtool:
 	@tools/promtool/build.sh >/dev/null
 
 ## The Pod Security Standards checks of k8s.io/pod-security-admission, a Go harness built once into the
-## cache (tools/pod-security); test/unit/operator/render/pod-security.test.ts judges the plugin and operator pods with it.
+## cache (tools/pod-security); test/unit/operator/render/pod-security.test.ts judges the plugin and operator
+## pods with it.
 pod-security:
 	@tools/pod-security/build.sh >/dev/null
 
