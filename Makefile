@@ -58,12 +58,14 @@ version: deps
 typecheck: deps
 	npx tsc -p tsconfig.json --noEmit
 
-## Lint, formatting, and the import rules (.dependency-cruiser.js): the layers of src/, no import cycle in src/,
-## tools/ or bench/, and no test helper imported by tools/ or bench/.
+## Lint, formatting, the import rules (.dependency-cruiser.js): the layers of src/, no import cycle in src/,
+## tools/ or bench/, and no test helper imported by tools/ or bench/; and the test tree's layout
+## (tools/test-layout): no test source over 500 lines, and test/unit/ mirroring the source folders.
 lint: deps typecheck
 	npx eslint .
 	npx prettier --check .
 	npx depcruise --config .dependency-cruiser.js src tools bench
+	node --import tsx tools/test-layout/check.ts
 
 ## Prettier over the whole tree, writing its changes.
 format: deps
