@@ -59,13 +59,15 @@ typecheck: deps
 	npx tsc -p tsconfig.json --noEmit
 
 ## Lint, formatting, the import rules (.dependency-cruiser.js): the layers of src/, no import cycle in src/,
-## tools/ or bench/, and no test helper imported by tools/ or bench/; and every relative link and #anchor of the
-## committed Markdown resolves (tools/docs/check-links.ts).
+## tools/ or bench/, and no test helper imported by tools/ or bench/; every relative link and #anchor of the
+## committed Markdown resolves (tools/docs/check-links.ts); and the test tree's layout (tools/test-layout): no
+## test source over 500 lines, and test/unit/ mirroring the source folders.
 lint: deps typecheck
 	npx eslint .
 	npx prettier --check .
 	npx depcruise --config .dependency-cruiser.js src tools bench
 	node --import tsx tools/docs/check-links.ts
+	node --import tsx tools/test-layout/check.ts
 
 ## Prettier over the whole tree, writing its changes.
 format: deps
@@ -96,7 +98,7 @@ test-cluster: build cluster-tools gitops-health promlint
 ## any release with a wrapper module in tools/cluster/k8s/.
 OLDEST_K8S_VERSION = $(shell sed -n 's/^KUBERNETES_OLDEST_VERSION=//p' tools/cluster/versions.env)
 OLDEST_TESTS = test/integration/cluster.test.ts test/integration/crd-admission.test.ts \
-	test/integration/dra-control-plane.test.ts test/e2e/operator.test.ts test/e2e/dra.test.ts
+	test/integration/dra-control-plane.test.ts test/e2e/operator.test.ts test/e2e/dra.test.ts test/e2e/dra-sharing.test.ts
 test-cluster-oldest: build gitops-health promlint
 	K8S_VERSION=$(OLDEST_K8S_VERSION) tools/cluster/build.sh >/dev/null
 	K8S_VERSION=$(OLDEST_K8S_VERSION) npx vitest run --project cluster $(OLDEST_TESTS) $(call VITEST_REPORT,cluster-oldest)
@@ -131,7 +133,8 @@ promtool:
 	@tools/promtool/build.sh >/dev/null
 
 ## The Pod Security Standards checks of k8s.io/pod-security-admission, a Go harness built once into the
-## cache (tools/pod-security); test/unit/operator/render/pod-security.test.ts judges the plugin and operator pods with it.
+## cache (tools/pod-security); test/unit/operator/render/pod-security.test.ts judges the plugin and operator
+## pods with it.
 pod-security:
 	@tools/pod-security/build.sh >/dev/null
 

@@ -11,25 +11,36 @@
 //
 // `make test` runs a 20 s fault window; `make chaos-api` a longer one (DPO_API_FAULT_SECONDS, and
 // DPO_API_FAULT_SEED to replay a run).
-import {
-  AppsV1Api,
-  CustomObjectsApi,
-  CoreV1Api,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1Node,
-} from "@kubernetes/client-node";
+import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { LABEL_CONFIG, configLabelValue } from "../../src/contract/names.js";
 import { compactEtcd, restartApiServer } from "../../tools/cluster/cluster.js";
 import { serveConversionFromTest, type TestConversionWebhook } from "../cluster/conversion-webhook.js";
 import { startFaultProxy, type FaultPlan, type FaultProxy } from "../cluster/fault-proxy.js";
-import { LABEL_REVISION } from "../../src/operator/model/names.js";
-import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
+import { injectedCluster, uniqueName, waitFor } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { samplesOf } from "../metrics/exposition.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
+import {
+  CONFIGS,
+  HEALTH_FILE,
+  TICK_LABEL,
+  kc,
+  custom,
+  core,
+  apps,
+  A,
+  B,
+  SUBJECTS,
+  upgradedFrom,
+  unhealthyA,
+  readConfig,
+  differences,
+  worldSettled,
+  delta,
+  total,
+} from "./api-faults-support.js";
 
 const FAULT_SECONDS = Number(process.env.DPO_API_FAULT_SECONDS ?? "20");
 const SEED = Number(process.env.DPO_API_FAULT_SEED ?? "20261123");
@@ -42,46 +53,11 @@ const PLAN: FaultPlan = {
   dropAfterMs: [1_000, 4_000],
 };
 
-const CONFIGS = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
-const HEALTH_FILE = "/run/dpo/e2e-faults-health.json";
-const TICK_LABEL = "e2e.dpo.dev/competing-writer";
-
-const kc = kubeConfigFromInjected();
-const custom = kc.makeApiClient(CustomObjectsApi);
-const core = kc.makeApiClient(CoreV1Api);
-const apps = kc.makeApiClient(AppsV1Api);
-
-interface Subject {
-  name: string;
-  resource: string;
-  devices: number;
-  idPrefix: string;
-  healthFile?: string;
-}
-const A: Subject = {
-  name: uniqueName("e2e-faults-a"),
-  resource: "faults.example/a",
-  devices: 2,
-  idPrefix: "fa",
-  healthFile: HEALTH_FILE,
-};
-const B: Subject = {
-  name: uniqueName("e2e-faults-b"),
-  resource: "faults.example/b",
-  devices: 3,
-  idPrefix: "fb",
-};
-const SUBJECTS = [A, B];
-
 let nodes: string[] = [];
 let proxy: FaultProxy | undefined;
 let sim: KubeletSimulator | undefined;
 let operator: OperatorProcess | undefined;
 let conversion: TestConversionWebhook | undefined;
-/** Configs whose plugin the test upgrades, with the revision they ran before. */
-const upgradedFrom = new Map<string, string>();
-/** The truth the test keeps: unhealthy device ids of config A per node (B has no health file). */
-const unhealthyA = new Map<string, string[]>();
 
 function writeHealth(node: string): void {
   const content = Object.fromEntries(
@@ -93,81 +69,6 @@ function writeHealth(node: string): void {
 function setUnhealthy(node: string, ids: string[]): void {
   unhealthyA.set(node, ids);
   writeHealth(node);
-}
-
-async function readConfig(name: string): Promise<{
-  metadata: { generation: number; labels?: Record<string, string> };
-  spec: Record<string, unknown>;
-  status?: DevicePluginConfigStatus;
-}> {
-  return (await custom.getClusterCustomObject({ ...CONFIGS, name })) as never;
-}
-
-/** Every way a config's status can differ from the truth, empty when it matches. */
-async function differences(s: Subject): Promise<string[]> {
-  const config = await readConfig(s.name);
-  const status = config.status;
-  const out: string[] = [];
-  const want = (what: string, got: unknown, expected: unknown): void => {
-    if (JSON.stringify(got) !== JSON.stringify(expected))
-      out.push(`${what}: ${JSON.stringify(got)}, want ${JSON.stringify(expected)}`);
-  };
-  const unhealthy = s === A ? [...unhealthyA.values()].reduce((n, ids) => n + ids.length, 0) : 0;
-  const capacity = nodes.length * s.devices;
-  want("observedGeneration", status?.observedGeneration, config.metadata.generation);
-  want("nodes", status?.nodes && { ...status.nodes, summary: undefined }, {
-    // In the order the API server gives the keys back (sorted).
-    available: nodes.length,
-    desired: nodes.length,
-    ready: nodes.length,
-    updated: nodes.length,
-    summary: undefined,
-  });
-  want(
-    "devices",
-    status?.devices && {
-      capacity: status.devices.capacity,
-      allocatable: status.devices.allocatable,
-      unhealthy: status.devices.unhealthy,
-    },
-    { capacity, allocatable: capacity - unhealthy, unhealthy },
-  );
-  const problems = (status?.problems ?? []).map(
-    (p) => `${p.node} ${p.reason} ${(p.devices ?? []).join(",")}`,
-  );
-  const expectedProblems =
-    s === A
-      ? [...unhealthyA.entries()]
-          .filter(([, ids]) => ids.length > 0)
-          .sort(([a], [b]) => a.localeCompare(b))
-          .map(([node, ids]) => `${node} UnhealthyDevices ${[...ids].sort().join(",")}`)
-      : [];
-  want("problems", problems, expectedProblems);
-  // Every plugin upgrade finished: the current revision is the one the spec asks for, and for a config
-  // whose plugin changed, not the one it ran before.
-  want(
-    "upgrade",
-    status?.upgrade && [
-      status.upgrade.phase,
-      status.upgrade.currentRevision === status.upgrade.updateRevision,
-    ],
-    ["Complete", true],
-  );
-  const movedFrom = upgradedFrom.get(s.name);
-  if (movedFrom !== undefined && status?.upgrade?.currentRevision === movedFrom)
-    out.push(`upgrade: still on revision ${movedFrom}`);
-  const condition = (type: string) => status?.conditions?.find((c) => c.type === type);
-  want("Ready", condition("Ready")?.status, "True");
-  want("Ready.observedGeneration", condition("Ready")?.observedGeneration, config.metadata.generation);
-  want("Reconciling", condition("Reconciling")?.status, "False");
-  want("Degraded", condition("Degraded")?.status, unhealthy > 0 ? "True" : "False");
-  // The kubelets' side: what each node advertises (written by the simulator, not through the proxy).
-  for (const node of nodes) {
-    const n: V1Node = await core.readNode({ name: node });
-    const bad = s === A ? (unhealthyA.get(node) ?? []).length : 0;
-    want(`${node} allocatable`, n.status?.allocatable?.[s.resource], String(s.devices - bad));
-  }
-  return out;
 }
 
 async function converged(label: string, timeoutMs: number): Promise<number> {
@@ -185,7 +86,7 @@ async function waitForTruth(label: string, timeoutMs: number): Promise<void> {
     label,
     async (observe) => {
       const all = await Promise.all(
-        SUBJECTS.map(async (s): Promise<[string, string[]]> => [s.name, await differences(s)]),
+        SUBJECTS.map(async (s): Promise<[string, string[]]> => [s.name, await differences(s, nodes)]),
       );
       const diffs = all.filter(([, d]) => d.length > 0);
       observe(diffs);
@@ -193,50 +94,6 @@ async function waitForTruth(label: string, timeoutMs: number): Promise<void> {
     },
     { timeoutMs, intervalMs: 200 },
   );
-}
-
-/**
- * Waits until the world stops moving and returns when it last changed: every config runs a single
- * DaemonSet, B's of the new revision, and each of them has a Ready pod on every node (as the kubelets
- * wrote it, read from the API).
- */
-async function worldSettled(): Promise<number> {
-  let lastChange = Date.now();
-  let lastSeen = "";
-  await waitFor(
-    "the plugin DaemonSets and pods to settle",
-    async (observe) => {
-      const pods = await core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: LABEL_CONFIG });
-      const sets = await apps.listNamespacedDaemonSet({ namespace: NAMESPACE, labelSelector: LABEL_CONFIG });
-      const view = SUBJECTS.map((s) => {
-        const label = configLabelValue(s.name);
-        const revisions = sets.items
-          .filter((d) => d.metadata?.labels?.[LABEL_CONFIG] === label)
-          .map((d) => d.metadata?.labels?.[LABEL_REVISION] ?? "");
-        const ready = pods.items.filter(
-          (p) =>
-            p.metadata?.labels?.[LABEL_CONFIG] === label &&
-            p.metadata?.deletionTimestamp === undefined &&
-            (p.status?.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True"),
-        ).length;
-        return { config: s.name, revisions, ready };
-      });
-      const seen = JSON.stringify(view);
-      if (seen !== lastSeen) {
-        lastSeen = seen;
-        lastChange = Date.now();
-      }
-      observe(view);
-      return view.every(
-        (v) =>
-          v.revisions.length === 1 &&
-          v.ready === nodes.length &&
-          (v.config !== B.name || v.revisions[0] !== upgradedFrom.get(B.name)),
-      );
-    },
-    { timeoutMs: 120_000, intervalMs: 200 },
-  );
-  return lastChange;
 }
 
 async function operatorCounts(): Promise<{
@@ -268,10 +125,6 @@ async function pluginReportErrors(): Promise<number> {
   }
   return sum;
 }
-
-const delta = (after: Record<string, number>, before: Record<string, number>): Record<string, number> =>
-  Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]));
-const total = (counts: Record<string, number>): number => Object.values(counts).reduce((a, b) => a + b, 0);
 
 beforeAll(async () => {
   nodes = injectedCluster().nodeNames;
@@ -492,7 +345,7 @@ describe("API faults", () => {
     // The world itself may still be moving when the faults stop: B's upgrade goes on at its own pace
     // (the gate, the kubelet's readiness probes). The status must follow the truth within 10 s of the
     // later of the last fault and the world's last change, read from the API, not from the status.
-    const settledAt = await worldSettled();
+    const settledAt = await worldSettled(nodes);
     const faultsEndedAt = faultsFrom + faultMs;
     const convergeStart = Math.max(faultsEndedAt, settledAt);
     await converged(

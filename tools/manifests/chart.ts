@@ -27,7 +27,7 @@ const APPLIED_DEFAULT_FIELDS = ["apiVersion", "kind", "namespace", "labels", "re
 /**
  * config/default fields that change only the operator Deployment (image, plugin image) or only the
  * admission policies' namespace, which their files do not set: the hand-written Deployment template
- * does their work, and the equivalence test (test/integration/helm-chart.test.ts) checks it.
+ * does their work, and the equivalence test (test/integration/helm-chart-render.test.ts) checks it.
  */
 const DEPLOYMENT_ONLY_DEFAULT_FIELDS = ["images", "replacements", "transformers"];
 

@@ -1,12 +1,8 @@
 // The plugin's small API client against a local TLS server: kubeconfig and in-cluster credentials, auth, typed errors.
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { TLSSocket } from "node:tls";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import {
@@ -18,89 +14,16 @@ import {
   type ApiCredentials,
 } from "../../../../src/plugin-runtime/report/api-client.js";
 import { waitFor } from "../../../../tools/cluster/wait.js";
-
-interface Pki {
-  dir: string;
-  ca: Buffer;
-  otherCa: Buffer;
-  serverCert: Buffer;
-  serverKey: Buffer;
-  clientCert: Buffer;
-  clientKey: Buffer;
-}
-
-function openssl(dir: string, args: string[]): void {
-  execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
-}
-
-/** A CA, a server certificate for 127.0.0.1 and a client certificate, made fresh for this run. */
-function makePki(): Pki {
-  const dir = mkdtempSync(join(tmpdir(), "dpo-api-client-"));
-  const key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-  for (const ca of ["ca", "other-ca"]) {
-    openssl(dir, [
-      "req",
-      "-x509",
-      ...key,
-      "-keyout",
-      `${ca}.key`,
-      "-out",
-      `${ca}.crt`,
-      "-days",
-      "1",
-      "-subj",
-      `/CN=${ca}`,
-    ]);
-  }
-  writeFileSync(
-    join(dir, "server.ext"),
-    "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
-  );
-  writeFileSync(join(dir, "client.ext"), "extendedKeyUsage=clientAuth\n");
-  for (const [name, cn] of [
-    ["server", "localhost"],
-    ["client", "system:serviceaccount:dpo:plugin"],
-  ] as const) {
-    openssl(dir, ["req", ...key, "-keyout", `${name}.key`, "-out", `${name}.csr`, "-subj", `/CN=${cn}`]);
-    openssl(dir, [
-      "x509",
-      "-req",
-      "-in",
-      `${name}.csr`,
-      "-CA",
-      "ca.crt",
-      "-CAkey",
-      "ca.key",
-      "-CAcreateserial",
-      "-out",
-      `${name}.crt`,
-      "-days",
-      "1",
-      "-extfile",
-      `${name}.ext`,
-    ]);
-  }
-  const read = (file: string): Buffer => readFileSync(join(dir, file));
-  return {
-    dir,
-    ca: read("ca.crt"),
-    otherCa: read("other-ca.crt"),
-    serverCert: read("server.crt"),
-    serverKey: read("server.key"),
-    clientCert: read("client.crt"),
-    clientKey: read("client.key"),
-  };
-}
-
-interface Seen {
-  method: string;
-  url: string;
-  headers: IncomingMessage["headers"];
-  body: string;
-  clientCN: string | undefined;
-}
-
-type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void;
+import {
+  type Pki,
+  makePki,
+  type Seen,
+  type Handler,
+  json,
+  serveTls,
+  status,
+  stopTls,
+} from "./api-client-support.js";
 
 let pki: Pki;
 let server: Server;
@@ -108,38 +31,9 @@ let serverUrl: string;
 let handler: Handler;
 const seen: Seen[] = [];
 
-function json(res: ServerResponse, code: number, body: unknown, headers: Record<string, string> = {}): void {
-  res.writeHead(code, { "Content-Type": "application/json", ...headers });
-  res.end(JSON.stringify(body));
-}
-
-function status(code: number, reason: string, message: string, extra: object = {}): object {
-  return { kind: "Status", apiVersion: "v1", status: "Failure", message, reason, code, ...extra };
-}
-
 beforeAll(async () => {
   pki = makePki();
-  server = createServer(
-    { key: pki.serverKey, cert: pki.serverCert, ca: pki.ca, requestCert: true, rejectUnauthorized: false },
-    (req, res) => {
-      const chunks: Buffer[] = [];
-      req.on("data", (c: Buffer) => chunks.push(c));
-      req.on("end", () => {
-        const socket = req.socket as TLSSocket;
-        const peer = socket.authorized ? socket.getPeerCertificate() : undefined;
-        const body = Buffer.concat(chunks).toString("utf8");
-        seen.push({
-          method: req.method ?? "",
-          url: req.url ?? "",
-          headers: req.headers,
-          body,
-          clientCN: typeof peer?.subject?.CN === "string" ? peer.subject.CN : undefined,
-        });
-        handler(req, res, body);
-      });
-    },
-  );
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  server = await serveTls(pki, seen, (req, res, body) => handler(req, res, body));
   serverUrl = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
 
@@ -147,11 +41,7 @@ afterEach(() => {
   seen.length = 0;
 });
 
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  rmSync(pki.dir, { recursive: true, force: true });
-});
+afterAll(() => stopTls(server, pki));
 
 function writeKubeconfig(
   name: string,
@@ -443,131 +333,5 @@ describe("ApiClient", () => {
     const error = await client.request({ method: "GET", path: "/x" }).catch((e: unknown) => e);
     client.close();
     expect(error).toMatchObject({ code: 0, reason: "ECONNREFUSED", transient: true });
-  });
-});
-
-describe("ApiClient.watch", () => {
-  const trusted = (): ApiCredentials => ({ server: serverUrl, ca: pki.ca, token: "watch-token" });
-  const slice = (name: string, resourceVersion: string) => ({
-    kind: "ResourceSlice",
-    metadata: { name, resourceVersion },
-  });
-  const line = (type: string, object: unknown): string => `${JSON.stringify({ type, object })}\n`;
-
-  it("delivers each event as it arrives, however the stream is cut, and resolves when the server ends it", async () => {
-    handler = (_req, res) => {
-      res.writeHead(200, { "Content-Type": "application/json" });
-      const text =
-        line("ADDED", slice("a", "1")) + line("BOOKMARK", slice("", "2")) + line("DELETED", slice("a", "3"));
-      // Cut inside the first event and right after a newline: the client must join and split by lines.
-      res.write(text.slice(0, 17));
-      setTimeout(() => res.write(text.slice(17, text.indexOf("\n") + 1)), 10);
-      setTimeout(() => res.end(text.slice(text.indexOf("\n") + 1)), 20);
-    };
-    const client = new ApiClient(trusted());
-    const events: { type: string; name: string; rv: string }[] = [];
-    await client.watch<{ metadata: { name: string; resourceVersion: string } }>(
-      { path: "/apis/resource.k8s.io/v1/resourceslices?watch=true", silenceTimeoutMs: 5_000 },
-      (e) =>
-        events.push({ type: e.type, name: e.object.metadata.name, rv: e.object.metadata.resourceVersion }),
-    );
-    client.close();
-    expect(events).toEqual([
-      { type: "ADDED", name: "a", rv: "1" },
-      { type: "BOOKMARK", name: "", rv: "2" },
-      { type: "DELETED", name: "a", rv: "3" },
-    ]);
-    expect(seen[0]).toMatchObject({
-      method: "GET",
-      url: "/apis/resource.k8s.io/v1/resourceslices?watch=true",
-    });
-    expect(seen[0]?.headers["authorization"]).toBe("Bearer watch-token");
-  });
-
-  it("runs watches side by side, each on a connection of its own, beside ordinary requests", async () => {
-    handler = (req, res) => {
-      if (req.url === "/x") {
-        json(res, 200, { ok: true });
-        return;
-      }
-      res.writeHead(200, { "Content-Type": "application/json" });
-      res.write(line("ADDED", slice(req.url ?? "", "1")));
-    };
-    const client = new ApiClient(trusted());
-    const abort = new AbortController();
-    const heard = new Set<string>();
-    const watches = ["/w1", "/w2", "/w3"].map((path) =>
-      client
-        .watch<{ metadata: { name: string } }>(
-          { path, silenceTimeoutMs: 30_000, signal: abort.signal },
-          (e) => heard.add(e.object.metadata.name),
-        )
-        .catch((e: unknown) => e),
-    );
-    await waitFor("an event on every watch", () => heard.size === 3, { timeoutMs: 5_000, intervalMs: 5 });
-    expect(await client.request({ method: "GET", path: "/x" })).toEqual({ ok: true });
-    abort.abort();
-    for (const ended of await Promise.all(watches)) expect(ended).toMatchObject({ reason: "Aborted" });
-    client.close();
-    server.closeAllConnections();
-  });
-
-  it("ends with the Status of an ERROR event, so a 410 Gone is told apart", async () => {
-    handler = (_req, res) => {
-      res.writeHead(200, { "Content-Type": "application/json" });
-      res.write(line("ADDED", slice("a", "1")));
-      res.write(line("ERROR", status(410, "Expired", "too old resource version: 1 (99)")));
-    };
-    const client = new ApiClient(trusted());
-    const types: string[] = [];
-    const error = await client
-      .watch({ path: "/w", silenceTimeoutMs: 5_000 }, (e) => types.push(e.type))
-      .catch((e: unknown) => e);
-    client.close();
-    server.closeAllConnections();
-    expect(types).toEqual(["ADDED"]);
-    expect(error).toBeInstanceOf(ApiError);
-    expect(error).toMatchObject({
-      code: 410,
-      reason: "Expired",
-      message: "too old resource version: 1 (99)",
-    });
-  });
-
-  it("rejects a refused watch with the API server's Status", async () => {
-    handler = (_req, res) => json(res, 410, status(410, "Gone", "resourceVersion 5 is too old"));
-    const client = new ApiClient(trusted());
-    const error = await client
-      .watch({ path: "/w", silenceTimeoutMs: 5_000 }, () => undefined)
-      .catch((e: unknown) => e);
-    client.close();
-    expect(error).toMatchObject({ code: 410, reason: "Gone", message: "resourceVersion 5 is too old" });
-  });
-
-  it("gives a stream up after the silence it allows, and stops at once when aborted", async () => {
-    handler = (_req, res) => {
-      res.writeHead(200, { "Content-Type": "application/json" });
-      res.write(line("ADDED", slice("a", "1")));
-    };
-    const client = new ApiClient(trusted());
-    const started = performance.now();
-    const silent = await client
-      .watch({ path: "/w", silenceTimeoutMs: 200 }, () => undefined)
-      .catch((e: unknown) => e);
-    expect(silent).toMatchObject({ code: 0, reason: "Timeout" });
-    expect(performance.now() - started).toBeGreaterThanOrEqual(190);
-
-    const abort = new AbortController();
-    const events: string[] = [];
-    const aborted = client
-      .watch({ path: "/w", silenceTimeoutMs: 30_000, signal: abort.signal }, (e) => {
-        events.push(e.type);
-        abort.abort();
-      })
-      .catch((e: unknown) => e);
-    expect(await aborted).toMatchObject({ code: 0, reason: "Aborted" });
-    expect(events).toEqual(["ADDED"]);
-    client.close();
-    server.closeAllConnections();
   });
 });
