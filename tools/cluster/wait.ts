@@ -1,5 +1,6 @@
 // Polls a condition until it holds or a deadline passes, reporting what was last seen on timeout.
 import { setTimeout as delay } from "node:timers/promises";
+import { performance } from "node:perf_hooks";
 import { inspect } from "node:util";
 
 export interface WaitOptions {
@@ -22,10 +23,12 @@ export async function waitFor<T>(
 ): Promise<T> {
   const timeoutMs = options.timeoutMs ?? 30_000;
   const intervalMs = options.intervalMs ?? 250;
-  const deadline = Date.now() + timeoutMs;
+  // On the monotonic clock: a deadline the timer says has passed has passed (Date.now() can lag a timer).
+  const deadline = performance.now() + timeoutMs;
   let lastSeen: unknown = "nothing yet";
   for (;;) {
     let observed = false;
+    let cutOff = false;
     const observe = (seen: unknown): void => {
       observed = true;
       lastSeen = seen;
@@ -37,14 +40,17 @@ export async function waitFor<T>(
     } catch (error) {
       // A probe cut off by the deadline saw nothing new: keep what the previous one saw, and say so.
       if (error instanceof ProbeDeadline) {
+        cutOff = true;
         if (!observed)
           lastSeen = `${describe(lastSeen)} (and the probe after it was still running at the deadline)`;
       } else if (!observed) {
         lastSeen = error;
       }
     }
-    const remaining = deadline - Date.now();
-    if (remaining <= 0) {
+    const remaining = deadline - performance.now();
+    // A probe cut off by the deadline ends the wait, whatever a clock read a moment later says: another probe
+    // would start after the deadline.
+    if (cutOff || remaining <= 0) {
       throw new Error(
         `timed out after ${(timeoutMs / 1000).toFixed(1)}s waiting for ${description}; last seen: ${describe(lastSeen)}`,
       );
@@ -57,7 +63,7 @@ class ProbeDeadline extends Error {}
 
 /** A probe that hangs must not stretch the wait past its deadline. */
 async function withDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
-  const remaining = Math.max(deadline - Date.now(), 1);
+  const remaining = Math.max(deadline - performance.now(), 1);
   const abort = new AbortController();
   const expired = delay(remaining, undefined, { signal: abort.signal }).then(() => {
     throw new ProbeDeadline("probe still running at the deadline");
