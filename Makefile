@@ -10,7 +10,7 @@ endif
 export PATH := $(NODE_BIN):$(PATH):/usr/local/go/bin
 KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
-.PHONY: all deps build lint typecheck format test test-unit test-protocol test-cluster test-cluster-oldest test-node \
+.PHONY: all deps build lint typecheck format test test-clock test-unit test-protocol test-cluster test-cluster-oldest test-node \
 	test-images node-tools proto manifests \
 	cluster-tools gitops-health promlint promtool pod-security cluster-up cluster-down install run deploy undeploy demo \
 	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-kubelet chaos-api image \
@@ -76,7 +76,13 @@ format: deps
 ## Tests: unit (pure), protocol (the runtime over unix sockets), cluster (integration, kubelet-sim, e2e
 ## against a real control plane built from the upstream Go modules; the first run builds it), the cluster tier's
 ## core against the oldest supported control plane, and node (a real kubelet and containerd; needs root).
-test: build lint test-unit test-protocol test-cluster test-cluster-oldest test-node
+## Ends with each tier's tests and time (tools/test-report), the time with what the tier builds first beside it.
+test: test-clock build lint test-unit test-protocol test-cluster test-cluster-oldest test-node
+	@node --import tsx tools/test-report/print.ts .local/test-results
+
+# When `make test` started, for the summary's times; a tier run alone leaves it as the last full run wrote it.
+test-clock:
+	@mkdir -p .local/test-results && rm -f .local/test-results/*.json && date +%s%3N > .local/test-results/started-at
 
 # Each tier also writes a JSON report to .local/test-results/, which .ci/run sums up.
 VITEST_REPORT = --reporter=default --reporter=json --outputFile.json=.local/test-results/$(1).json
