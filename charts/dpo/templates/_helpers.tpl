@@ -42,3 +42,30 @@ The names of imagePullSecrets, comma-separated: each item is a Secret's name or,
 {{- end -}}
 {{- join "," $names -}}
 {{- end }}
+
+{{/*
+The operator's --plugin-pod-defaults: pluginDefaults as JSON, with only the fields that are set; empty
+when none is, so the chart's defaults render what config/default renders.
+*/}}
+{{- define "dpo.pluginPodDefaults" -}}
+{{- $defaults := dict -}}
+{{- range $key := list "tolerations" "priorityClassName" "labels" "annotations" "resources" -}}
+{{- with index $.Values.pluginDefaults $key -}}
+{{- $_ := set $defaults $key . -}}
+{{- end -}}
+{{- end -}}
+{{- if $defaults -}}
+{{- toJson $defaults -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+kubeletRootDir without a trailing slash; the operator's --kubelet-root-dir is set only when it is not the
+kubelet's default.
+*/}}
+{{- define "dpo.kubeletRootDir" -}}
+{{- $dir := .Values.kubeletRootDir | trimSuffix "/" -}}
+{{- if ne $dir "/var/lib/kubelet" -}}
+{{- $dir -}}
+{{- end -}}
+{{- end }}
