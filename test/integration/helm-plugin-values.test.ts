@@ -1,9 +1,9 @@
-// The chart's values for the plugin pods and the configs (pluginDefaults, kubeletRootDir, configs) and its
-// Chart.yaml metadata, each rendered with `helm template`: the operator's flags they set are read by the
+// The chart's values for the plugin pods and the configs (pluginDefaults, kubeletRootDir, configs), the names
+// of its objects (fullnameOverride, nameOverride) and its Chart.yaml metadata, each rendered with `helm template`: the operator's flags they set are read by the
 // operator's own parsers and rendered into a plugin DaemonSet, so chart, flag and DaemonSet are checked as
 // one chain; the defaults set no flag (kustomize and the chart still agree, helm-chart.test.ts); and
 // values.schema.json refuses wrong values in `helm lint --strict`, naming the value.
-import type { V1DaemonSet } from "@kubernetes/client-node";
+import type { V1DaemonSet, V1Deployment } from "@kubernetes/client-node";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -182,6 +182,102 @@ describe("configs", () => {
   });
 });
 
+describe("fullnameOverride and nameOverride", () => {
+  /** Every optional object on, so that every name the chart gives is rendered. */
+  const everything = [
+    "webhook.certManager.enabled=true",
+    "networkPolicy.enabled=true",
+    "metrics.serviceMonitor.enabled=true",
+    "metrics.podMonitor.enabled=true",
+    "metrics.prometheusRule.enabled=true",
+    "metrics.dashboard.enabled=true",
+    "crds.upgrade=true",
+  ];
+  const names = (objects: KubeObject[]) =>
+    objects.filter((o) => o.kind !== "CustomResourceDefinition").map((o) => `${o.kind}/${o.metadata.name}`);
+  /** The operator's Deployment, whatever its name. */
+  const operator = (objects: KubeObject[]) => {
+    const deployments = objects.filter((o) => o.kind === "Deployment") as V1Deployment[];
+    expect(deployments).toHaveLength(1);
+    const deployment = deployments[0]!;
+    return { deployment, container: deployment.spec!.template.spec!.containers[0]! };
+  };
+
+  it("fullnameOverride: every object's name starts with it instead of dpo; labels stay as they are", async () => {
+    const objects = (await renderChart([...everything, "fullnameOverride=gpu-dpo"], NAMESPACE)).objects;
+    const defaults = (await renderChart(everything, NAMESPACE)).objects;
+    expect(names(objects)).toEqual(names(defaults).map((n) => n.replace(/\/dpo(-|$)/, "/gpu-dpo$1")));
+    expect(names(defaults).every((n) => /\/dpo(-|$)/.test(n))).toBe(true);
+    const deployment = operator(objects).deployment;
+    expect(deployment.metadata?.name).toBe("gpu-dpo-operator");
+    expect(deployment.spec?.selector).toEqual(operator(defaults).deployment.spec?.selector);
+    expect(deployment.metadata?.labels?.["app.kubernetes.io/name"]).toBe("dpo-operator");
+  });
+
+  it("fullnameOverride: the operator's flags, accounts, bindings, Secrets, policies and the CRD hook name the renamed objects", async () => {
+    const objects = (await renderChart([...everything, "fullnameOverride=gpu-dpo"], NAMESPACE)).objects;
+    const { deployment, container } = operator(objects);
+    const args = container.args ?? [];
+    const flag = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
+    expect(flag("leader-election-id")).toBe("gpu-dpo-operator");
+    expect(flag("plugin-service-account")).toBe("gpu-dpo-plugin");
+    expect(flag("webhook-service")).toBe("gpu-dpo-webhook");
+    expect(flag("webhook-secret")).toBe("gpu-dpo-webhook-cert");
+    const has = (kind: string, name: string) =>
+      objects.some((o) => o.kind === kind && o.metadata.name === name);
+    expect(has("ServiceAccount", "gpu-dpo-plugin")).toBe(true);
+    expect(has("Service", "gpu-dpo-webhook")).toBe(true);
+    expect(has("Secret", "gpu-dpo-webhook-cert")).toBe(true);
+    expect(deployment.spec?.template.spec?.serviceAccountName).toBe("gpu-dpo-operator");
+    expect(has("ServiceAccount", "gpu-dpo-operator")).toBe(true);
+    // Every binding names an account the chart renders, and every role it binds.
+    for (const binding of objects.filter((o) => o.kind.endsWith("RoleBinding"))) {
+      const b = binding as KubeObject & {
+        roleRef: { kind: string; name: string };
+        subjects: { name: string }[];
+      };
+      expect(has(b.roleRef.kind, b.roleRef.name), `${binding.metadata.name} binds ${b.roleRef.name}`).toBe(
+        true,
+      );
+      for (const subject of b.subjects) expect(has("ServiceAccount", subject.name), subject.name).toBe(true);
+    }
+    const text = JSON.stringify(objects);
+    // The operator's Role may update the webhook Secret of that name only.
+    expect(text).toContain('"resourceNames":["gpu-dpo-webhook-cert"]');
+    // The plugin admission policies match the plugins' renamed account, and no longer dpo-plugin.
+    expect(text).toContain(":gpu-dpo-plugin'");
+    expect(text).toContain(":gpu-dpo-plugin$')");
+    expect(text).not.toMatch(/:dpo-plugin['$]/);
+    // cert-manager's certificate is for the renamed Service, in the Secret the operator mounts.
+    expect(text).toContain(`gpu-dpo-webhook.${NAMESPACE}.svc`);
+    expect(deployment.spec?.template.spec?.volumes?.[0]?.secret?.secretName).toBe("gpu-dpo-webhook-tls");
+    expect(text).toContain('"secretName":"gpu-dpo-webhook-tls"');
+    // The CRD hook points the CRD's conversion at the renamed Service.
+    const hook = objects.find((o) => o.kind === "Job") as unknown as {
+      spec: { template: { spec: { containers: { args: string[] }[] } } };
+    };
+    expect(hook.spec.template.spec.containers[0]!.args).toContain("--webhook-service=gpu-dpo-webhook");
+  });
+
+  it("nameOverride: <release>-<nameOverride>, or the release alone when it holds it already", async () => {
+    const objects = (await renderChart(["nameOverride=gpus"], NAMESPACE)).objects;
+    expect(operator(objects).deployment.metadata?.name).toBe(`${RELEASE}-gpus-operator`);
+    const within = (await renderChart(["nameOverride=chart"], NAMESPACE)).objects;
+    expect(operator(within).deployment.metadata?.name).toBe(`${RELEASE}-operator`);
+    const both = (await renderChart(["nameOverride=gpus", "fullnameOverride=gpu-dpo"], NAMESPACE)).objects;
+    expect(operator(both).deployment.metadata?.name).toBe("gpu-dpo-operator");
+  });
+
+  it("by default: dpo, whatever the release's name, and no flag the operator's defaults already say", async () => {
+    const objects = (await renderChart(everything, NAMESPACE)).objects;
+    expect(operator(objects).deployment.metadata?.name).toBe("dpo-operator");
+    const args = operator(objects).container.args ?? [];
+    expect(args.some((a) => a.startsWith("--webhook-service") || a.startsWith("--webhook-secret"))).toBe(
+      false,
+    );
+  });
+});
+
 describe("Chart.yaml", () => {
   it("has what chart indexes show: home, icon, sources, maintainers, keywords, all the project's own", async () => {
     const chart = parseDocument(await readFile(join(chartDir, "Chart.yaml"), "utf8")).toJS() as Record<
@@ -220,6 +316,8 @@ describe("values.schema.json for these values in helm lint --strict", () => {
           resources: { requests: { cpu: "10m" }, limits: { memory: "64Mi" } },
         },
         kubeletRootDir: "/var/snap/microk8s/common/var/lib/kubelet",
+        nameOverride: "gpus",
+        fullnameOverride: "gpu-dpo",
         configs: [
           {
             name: "serial",
@@ -252,6 +350,8 @@ describe("values.schema.json for these values in helm lint --strict", () => {
       "/pluginDefaults/priorityClassName",
     ],
     ["a config without a spec", "configs[0].name=gpus", "/configs/0"],
+    ["a name prefix that is none", "fullnameOverride=Gpu_Dpo", "/fullnameOverride"],
+    ["a name prefix too long for its suffixes", `nameOverride=${"a".repeat(41)}`, "/nameOverride"],
     [
       "a config name that is none",
       "configs[0].name=GPUs,configs[0].spec.resourceName=a/b,configs[0].spec.backend.type=Mock",

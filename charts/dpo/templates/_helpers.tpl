@@ -20,11 +20,32 @@ as config/default's replacement copies it.
 {{- end }}
 
 {{/*
-The operator's ServiceAccount: the chart's (serviceAccount.create) or one the user made, dpo-operator
+The prefix of every object name of the chart (<prefix>-operator, <prefix>-plugin, <prefix>-webhook, ...):
+fullnameOverride; else, with nameOverride, <release>-<nameOverride> (the release alone when it holds
+nameOverride already), as Helm charts do; else dpo, whatever the release's name: one dpo serves a cluster
+(its CRDs are cluster-wide), so its names are config/'s unless asked otherwise. At most 40 characters,
+so that every name with its suffix stays a valid Service or object name.
+*/}}
+{{- define "dpo.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else if .Values.nameOverride -}}
+{{- if contains .Values.nameOverride .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Values.nameOverride | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- else -}}
+dpo
+{{- end -}}
+{{- end }}
+
+{{/*
+The operator's ServiceAccount: the chart's (serviceAccount.create) or one the user made, <fullname>-operator
 unless serviceAccount.name says otherwise. The operator's Role and ClusterRole bindings name it.
 */}}
 {{- define "dpo.serviceAccountName" -}}
-{{- default "dpo-operator" .Values.serviceAccount.name -}}
+{{- default (printf "%s-operator" (include "dpo.fullname" .)) .Values.serviceAccount.name -}}
 {{- end }}
 
 {{/*
