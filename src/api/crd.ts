@@ -34,6 +34,8 @@ export interface CrdOptions {
    * dpo-system, where config/default installs the operator; the chart's CRD hook gives its release's).
    */
   webhookNamespace?: string;
+  /** The name of that Service (default dpo-webhook; the chart's names follow its fullnameOverride). */
+  webhookService?: string;
 }
 
 /** Every CRD of the API, in a fixed order. */
@@ -41,6 +43,7 @@ export function allCrds(options: CrdOptions = {}): CustomResourceDefinition[] {
   const service = {
     ...CONVERSION_SERVICE,
     namespace: options.webhookNamespace ?? CONVERSION_SERVICE.namespace,
+    name: options.webhookService ?? CONVERSION_SERVICE.name,
   };
   return [devicePluginConfigCrd({ service }), deviceNodeStateCrd()];
 }

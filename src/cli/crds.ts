@@ -1,6 +1,6 @@
 // `dpo crds`: prints the CustomResourceDefinitions generated from the API schemas, for `dpo crds | kubectl apply -f -`;
 // `dpo crds apply` applies them server-side itself (the chart's CRD upgrade hook runs it: the image has no kubectl).
-import { allCrds, renderCrdsYamlStream } from "../api/crd.js";
+import { allCrds, renderCrdsYamlStream, type CrdOptions } from "../api/crd.js";
 import { ServerSideApplier } from "../kube/apply.js";
 import { CommandError, formatFlagHelp, resolveFlags, UsageError, type FlagSpec } from "./flags.js";
 import { loadKubeConfig } from "./kubeconfig.js";
@@ -11,6 +11,12 @@ export const CRDS_FLAGS: readonly FlagSpec[] = [
     env: "DPO_WEBHOOK_NAMESPACE",
     description: "Namespace of the dpo-webhook Service the DevicePluginConfig CRD converts through.",
     default: "dpo-system",
+  },
+  {
+    name: "webhook-service",
+    env: "DPO_WEBHOOK_SERVICE",
+    description: "Name of that Service (the operator's --webhook-service).",
+    default: "dpo-webhook",
   },
   {
     name: "kubeconfig",
@@ -53,16 +59,20 @@ export function runCrdsCommand(
   if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(webhookNamespace) || webhookNamespace.length > 63) {
     throw new UsageError(`--webhook-namespace: '${webhookNamespace}' is not a namespace name`, USAGE);
   }
+  const webhookService = values["webhook-service"] ?? "";
+  if (!/^[a-z]([-a-z0-9]*[a-z0-9])?$/.test(webhookService) || webhookService.length > 63) {
+    throw new UsageError(`--webhook-service: '${webhookService}' is not a Service name`, USAGE);
+  }
   if (action === undefined) {
-    out.write(renderCrdsYamlStream({ webhookNamespace }));
+    out.write(renderCrdsYamlStream({ webhookNamespace, webhookService }));
     return 0;
   }
-  return applyCrds(values, webhookNamespace, out, env);
+  return applyCrds(values, { webhookNamespace, webhookService }, out, env);
 }
 
 async function applyCrds(
   values: Record<string, string | undefined>,
-  webhookNamespace: string,
+  crdOptions: CrdOptions,
   out: NodeJS.WritableStream,
   env: Readonly<Record<string, string | undefined>>,
 ): Promise<number> {
@@ -70,7 +80,7 @@ async function applyCrds(
     fieldManager: values["field-manager"] ?? "dpo-crds",
     force: true,
   });
-  for (const crd of allCrds({ webhookNamespace })) {
+  for (const crd of allCrds(crdOptions)) {
     try {
       await applier.apply(crd);
     } catch (err) {

@@ -11,7 +11,9 @@ import {
   pluginPolicyFromFlags,
   type PluginPolicy,
 } from "../operator/render/plugin-policy.js";
+import { parsePluginPodDefaults, type PluginPodDefaults } from "../operator/render/pod-defaults.js";
 import { parseImagePullSecretNames } from "../operator/render/pull-secrets.js";
+import { DEFAULT_KUBELET_ROOT_DIR, parseKubeletRootDir } from "../contract/kubelet-paths.js";
 import { FENCE_SETTLE_MS } from "../operator/upgrade/rollout.js";
 import { shareConnections } from "../kube/connections.js";
 import { buildInfo } from "../version.js";
@@ -96,6 +98,19 @@ export const OPERATOR_FLAGS: readonly FlagSpec[] = [
     env: "DPO_PLUGIN_HOST_PATH_ALLOW",
     description: `Host directories a config's backend may mount (each with everything under it), comma-separated; empty: ${DEFAULT_PLUGIN_HOST_PATHS.join(",")}. A config mounting another gets no plugin pods.`,
     default: "",
+  },
+  {
+    name: "plugin-pod-defaults",
+    env: "DPO_PLUGIN_POD_DEFAULTS",
+    description:
+      "What every config's plugin pods get unless the config says otherwise, as JSON: tolerations (added to the config's), priorityClassName (instead of system-node-critical), labels, annotations (the config's podAnnotations win) and resources (when the config has none); empty: none. A change is a new revision of every config.",
+    default: "",
+  },
+  {
+    name: "kubelet-root-dir",
+    env: "DPO_KUBELET_ROOT_DIR",
+    description: `The kubelet's --root-dir on the nodes (k0s: /var/lib/k0s/kubelet, MicroK8s: /var/snap/microk8s/common/var/lib/kubelet): plugin pods mount its plugins_registry, plugins and pod-resources directories. The device-plugins directory stays ${DEFAULT_KUBELET_ROOT_DIR}/device-plugins, where the kubelet keeps it whatever its root. A change is a new revision of every config.`,
+    default: DEFAULT_KUBELET_ROOT_DIR,
   },
   {
     name: "registration",
@@ -210,6 +225,22 @@ function pluginPolicyFlags(images: string, hostPaths: string, operatorImage: str
   }
 }
 
+function pluginPodDefaultsFlag(value: string): PluginPodDefaults | undefined {
+  try {
+    return parsePluginPodDefaults(value, "--plugin-pod-defaults");
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+function kubeletRootDirFlag(value: string): string {
+  try {
+    return parseKubeletRootDir(value, "--kubelet-root-dir");
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
 function imagePullSecretsFlag(value: string): string[] {
   try {
     return parseImagePullSecretNames(value, "--plugin-image-pull-secrets");
@@ -231,6 +262,8 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
     v["plugin-host-path-allow"] ?? "",
     v["plugin-image"]!,
   );
+  const pluginPodDefaults = pluginPodDefaultsFlag(v["plugin-pod-defaults"] ?? "");
+  const kubeletRootDir = kubeletRootDirFlag(v["kubelet-root-dir"] ?? DEFAULT_KUBELET_ROOT_DIR);
   const metricsAddr = parseListenAddress("metrics-addr", v["metrics-addr"] ?? "0");
   const healthAddr = parseListenAddress("health-addr", v["health-addr"] ?? "0");
   const namespace = v["namespace"]!;
@@ -251,6 +284,8 @@ export async function runOperatorCommand(argv: readonly string[]): Promise<numbe
       registrationMode: v["registration"] as RegistrationMode,
       pluginImagePullSecrets,
       pluginPolicy,
+      ...(pluginPodDefaults ? { pluginPodDefaults } : {}),
+      ...(kubeletRootDir !== DEFAULT_KUBELET_ROOT_DIR ? { kubeletRootDir } : {}),
     },
     leaderElection: {
       enabled: v["leader-elect"] === "true",

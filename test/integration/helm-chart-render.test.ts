@@ -120,9 +120,19 @@ describe("charts/dpo rendered", () => {
       "CustomResourceDefinition devicepluginconfigs.dpo.dev: metadata.annotations: " +
         `expected {"cert-manager.io/inject-ca-from":"${NAMESPACE}/dpo-webhook"}, got nothing`,
     ]);
-    const notes = readFileSync(join(chartDir, "templates", "NOTES.txt"), "utf8");
-    expect(notes).toContain(
-      "kubectl annotate crd devicepluginconfigs.dpo.dev cert-manager.io/inject-ca-from={{ .Release.Namespace }}/dpo-webhook",
+    // The NOTES as Helm renders them for this install, which name the release's webhook Service.
+    const { stdout } = await helm([
+      "install",
+      "dpo",
+      chartDir,
+      "--dry-run=client",
+      "--namespace",
+      NAMESPACE,
+      "--set",
+      "webhook.certManager.enabled=true",
+    ]);
+    expect(stdout.split("NOTES:")[1]).toContain(
+      `kubectl annotate crd devicepluginconfigs.dpo.dev cert-manager.io/inject-ca-from=${NAMESPACE}/dpo-webhook`,
     );
   });
 

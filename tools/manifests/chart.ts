@@ -1,9 +1,10 @@
 // The generated parts of the Helm chart (charts/dpo): its CRDs, and a template for every object of config/
 // but the operator Deployment and the Namespace, read from the same files kustomize reads, so the two
-// packagings share one source; only the release's namespace and the operator's ServiceAccount are values.
+// packagings share one source; only the release's namespace, the operator's ServiceAccount and the prefix of
+// the objects' names (fullnameOverride, nameOverride) are values.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { isMap, parseAllDocuments, parseDocument, visit, type Document } from "yaml";
+import { isMap, isPair, isScalar, parseAllDocuments, parseDocument, visit, type Document } from "yaml";
 import { allCrds } from "../../src/api/crd.js";
 import {
   markPodMonitor,
@@ -51,6 +52,40 @@ const OPERATOR_SA_ANNOTATIONS_PLACEHOLDER = "dpo-chart-generator/service-account
  * label, taint or field of every Node that its ClusterRole lets it patch.
  */
 const OPERATOR_SA_CEL_SUFFIX = `':${OPERATOR_SERVICE_ACCOUNT}'`;
+
+/**
+ * The prefix of every object name config/ gives (dpo-operator, dpo-plugin, dpo-webhook, dpo-webhook-cert,
+ * dpo-plugin-own-node, ...), which the chart's fullnameOverride and nameOverride change: wherever a name is
+ * given or referred to (metadata.name, roleRef, subjects, resourceNames, a Certificate's DNS names, the
+ * admission policies' CEL naming the plugin's ServiceAccount), but never in labels or label selectors,
+ * which stay what the operator and the Services select on.
+ */
+const NAME_PREFIX = /(?<![A-Za-z0-9_./-])dpo-(?=(?:operator|plugin|webhook|selfsigned)\b)/g;
+const FULLNAME_PLACEHOLDER = "dpo-chart-generator-fullname";
+const FULLNAME = '{{ include "dpo.fullname" . }}';
+/** The fields that give or refer to an object's name, and the CEL expressions that match an account's. */
+const NAME_KEYS = new Set(["name", "policyName", "secretName", "resourceNames", "dnsNames", "expression"]);
+/** Keys whose maps hold labels: their values are left as config/ has them. */
+const LABEL_MAP_KEYS = new Set(["labels", "matchLabels", "selector", "podSelector", "namespaceSelector"]);
+/** Lists whose items' `name` is no object's: an admission policy's conditions, validations and variables. */
+const CEL_NAME_LISTS = new Set(["matchConditions", "validations", "variables"]);
+
+/**
+ * Whether a scalar at this path (its ancestors) names one of the chart's objects: the value, or an item of
+ * the list, of a NAME_KEYS field; not in labels or selectors, not a CEL entry's own name, not a binding
+ * subject that is a User or a Group. Prose (messages, descriptions) keeps config/'s words.
+ */
+function namesAnObject(path: readonly unknown[]): boolean {
+  const keys = path.filter(isPair).map((p) => (isScalar(p.key) ? String(p.key.value) : ""));
+  const key = keys.at(-1) ?? "";
+  if (!NAME_KEYS.has(key) || keys.some((k) => LABEL_MAP_KEYS.has(k))) return false;
+  if (key === "name" && keys.some((k) => CEL_NAME_LISTS.has(k))) return false;
+  const owner = path.findLast(isMap);
+  const kind = owner?.get("kind");
+  return kind !== "User" && kind !== "Group";
+}
+/** The same suffix once the name's prefix is marked (the Scalar visitor marks it first). */
+const OPERATOR_SA_CEL_SUFFIX_MARKED = OPERATOR_SA_CEL_SUFFIX.replace(":dpo-", `:${FULLNAME_PLACEHOLDER}-`);
 
 /** Placeholder label key replaced by the include of Helm's labels once the document is text. */
 const HELM_LABELS_PLACEHOLDER = "dpo-chart-generator/helm-labels";
@@ -140,21 +175,30 @@ function isOperatorServiceAccount(doc: Document): boolean {
 
 /**
  * Every scalar that is config/'s namespace, or names it between dots (`dpo-webhook.dpo-system.svc`), every
- * binding subject that is the operator's ServiceAccount, and every CEL username suffix naming that account,
- * marked with placeholders for the template.
+ * binding subject that is the operator's ServiceAccount, every CEL username suffix naming that account, and
+ * the prefix of every object name outside labels (NAME_PREFIX), marked with placeholders for the template.
  */
 function markReleaseValues(doc: Document): void {
+  // Before names are marked, which would hide the operator's account from isOperatorServiceAccount.
+  if (isOperatorServiceAccount(doc)) {
+    doc.setIn(["metadata", "name"], OPERATOR_SA_PLACEHOLDER);
+  }
+  // An object named after the project alone (the PrometheusRule) is named after the prefix alone.
+  if (doc.getIn(["metadata", "name"]) === "dpo") doc.setIn(["metadata", "name"], FULLNAME_PLACEHOLDER);
   visit(doc, {
-    Scalar(_key, node) {
+    Scalar(_key, node, path) {
       if (typeof node.value !== "string") return;
-      if (node.value === CONFIG_NAMESPACE) node.value = RELEASE_NAMESPACE_PLACEHOLDER;
-      else if (node.value.includes(`.${CONFIG_NAMESPACE}.`)) {
-        node.value = node.value.replaceAll(`.${CONFIG_NAMESPACE}.`, `.${RELEASE_NAMESPACE_PLACEHOLDER}.`);
+      let text = namesAnObject(path)
+        ? node.value.replace(NAME_PREFIX, `${FULLNAME_PLACEHOLDER}-`)
+        : node.value;
+      if (text === CONFIG_NAMESPACE) text = RELEASE_NAMESPACE_PLACEHOLDER;
+      else if (text.includes(`.${CONFIG_NAMESPACE}.`)) {
+        text = text.replaceAll(`.${CONFIG_NAMESPACE}.`, `.${RELEASE_NAMESPACE_PLACEHOLDER}.`);
       }
-      const text = node.value as string;
-      if (text.includes(OPERATOR_SA_CEL_SUFFIX)) {
-        node.value = text.replaceAll(OPERATOR_SA_CEL_SUFFIX, `':${OPERATOR_SA_PLACEHOLDER}'`);
-      }
+      text = text
+        .replaceAll(OPERATOR_SA_CEL_SUFFIX, `':${OPERATOR_SA_PLACEHOLDER}'`)
+        .replaceAll(OPERATOR_SA_CEL_SUFFIX_MARKED, `':${OPERATOR_SA_PLACEHOLDER}'`);
+      if (text !== node.value) node.value = text;
     },
     Map(_key, node) {
       if (
@@ -166,9 +210,6 @@ function markReleaseValues(doc: Document): void {
       }
     },
   });
-  if (isOperatorServiceAccount(doc)) {
-    doc.setIn(["metadata", "name"], OPERATOR_SA_PLACEHOLDER);
-  }
 }
 
 /** Replaces the line `key: ""` (at any indent) with `replacement(indent)`; throws when it is not there. */
@@ -201,7 +242,8 @@ function templateDocument(doc: Document, labels: Record<string, string>, labelsV
     .toString({ lineWidth: 110, flowCollectionPadding: false })
     .replaceAll("{{", '{{ "{{" }}')
     .replaceAll(RELEASE_NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE)
-    .replaceAll(OPERATOR_SA_PLACEHOLDER, OPERATOR_SA_NAME);
+    .replaceAll(OPERATOR_SA_PLACEHOLDER, OPERATOR_SA_NAME)
+    .replaceAll(FULLNAME_PLACEHOLDER, FULLNAME);
   text = prometheusRuleActions(podMonitorActions(text), doc);
   text = replacePlaceholderLine(text, HELM_LABELS_PLACEHOLDER, (indent) =>
     [

@@ -20,11 +20,32 @@ as config/default's replacement copies it.
 {{- end }}
 
 {{/*
-The operator's ServiceAccount: the chart's (serviceAccount.create) or one the user made, dpo-operator
+The prefix of every object name of the chart (<prefix>-operator, <prefix>-plugin, <prefix>-webhook, ...):
+fullnameOverride; else, with nameOverride, <release>-<nameOverride> (the release alone when it holds
+nameOverride already), as Helm charts do; else dpo, whatever the release's name: one dpo serves a cluster
+(its CRDs are cluster-wide), so its names are config/'s unless asked otherwise. At most 40 characters,
+so that every name with its suffix stays a valid Service or object name.
+*/}}
+{{- define "dpo.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else if .Values.nameOverride -}}
+{{- if contains .Values.nameOverride .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Values.nameOverride | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- else -}}
+dpo
+{{- end -}}
+{{- end }}
+
+{{/*
+The operator's ServiceAccount: the chart's (serviceAccount.create) or one the user made, <fullname>-operator
 unless serviceAccount.name says otherwise. The operator's Role and ClusterRole bindings name it.
 */}}
 {{- define "dpo.serviceAccountName" -}}
-{{- default "dpo-operator" .Values.serviceAccount.name -}}
+{{- default (printf "%s-operator" (include "dpo.fullname" .)) .Values.serviceAccount.name -}}
 {{- end }}
 
 {{/*
@@ -41,4 +62,31 @@ The names of imagePullSecrets, comma-separated: each item is a Secret's name or,
 {{- end -}}
 {{- end -}}
 {{- join "," $names -}}
+{{- end }}
+
+{{/*
+The operator's --plugin-pod-defaults: pluginDefaults as JSON, with only the fields that are set; empty
+when none is, so the chart's defaults render what config/default renders.
+*/}}
+{{- define "dpo.pluginPodDefaults" -}}
+{{- $defaults := dict -}}
+{{- range $key := list "tolerations" "priorityClassName" "labels" "annotations" "resources" -}}
+{{- with index $.Values.pluginDefaults $key -}}
+{{- $_ := set $defaults $key . -}}
+{{- end -}}
+{{- end -}}
+{{- if $defaults -}}
+{{- toJson $defaults -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+kubeletRootDir without a trailing slash; the operator's --kubelet-root-dir is set only when it is not the
+kubelet's default.
+*/}}
+{{- define "dpo.kubeletRootDir" -}}
+{{- $dir := .Values.kubeletRootDir | trimSuffix "/" -}}
+{{- if ne $dir "/var/lib/kubelet" -}}
+{{- $dir -}}
+{{- end -}}
 {{- end }}

@@ -87,7 +87,8 @@ export const TopologySchema = z
   })
   .strict();
 
-const labelValue = z
+/** A label value as the API server checks one. */
+export const LabelValueSchema = z
   .string()
   .max(63)
   .regex(/^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/, "must be a valid label value");
@@ -168,13 +169,16 @@ export const NODE_SELECTOR_DESCRIPTION =
   "Labels a node must have for the plugin to run there; empty: every node the tolerations allow.";
 export const TOLERATIONS_DESCRIPTION = "Tolerations of the plugin pods, to run on device nodes with taints.";
 
+/** The plugin pods' PriorityClass when a config names none (the operator's --plugin-pod-defaults may replace it). */
+export const DEFAULT_PLUGIN_PRIORITY_CLASS = "system-node-critical";
+
 export const PluginSchema = z
   .object({
     image: z.string().max(1024).default("").describe("Plugin image; empty means the operator's own image."),
     priorityClassName: z
       .string()
       .max(253)
-      .default("system-node-critical")
+      .default(DEFAULT_PLUGIN_PRIORITY_CLASS)
       .describe(
         "PriorityClass of the plugin pods; the default keeps them from being evicted before workloads.",
       ),
@@ -279,13 +283,13 @@ export const DevicePluginConfigSpecSchema = z
     cdi: CDISchema.default({ enabled: false }).describe(
       "CDI (Container Device Interface): name the devices in Allocate responses for runtimes that apply CDI specs.",
     ),
-    nodeSelector: mapOf(labelValue, 316).default({}).describe(NODE_SELECTOR_DESCRIPTION),
+    nodeSelector: mapOf(LabelValueSchema, 316).default({}).describe(NODE_SELECTOR_DESCRIPTION),
     nodeSelectorTerm: NodeSelectorTermSchema.optional().describe(NODE_SELECTOR_TERM_DESCRIPTION),
     priority: PrioritySchema.default(0).describe(PRIORITY_DESCRIPTION),
     tolerations: listOf(TolerationSchema, 64).default([]).describe(TOLERATIONS_DESCRIPTION),
     plugin: PluginSchema.default({
       image: "",
-      priorityClassName: "system-node-critical",
+      priorityClassName: DEFAULT_PLUGIN_PRIORITY_CLASS,
       resources: {},
       logLevel: "info",
     }).describe("The plugin pods the operator runs on the selected nodes."),

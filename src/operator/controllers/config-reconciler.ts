@@ -8,6 +8,7 @@ import { configLabelValue } from "../../contract/names.js";
 import { renderRevision } from "../render/index.js";
 import { revisionObjectName } from "../model/names.js";
 import { pluginRunsOnNode } from "../model/targeting.js";
+import { withDefaultTolerations } from "../render/pod-defaults.js";
 import { effectivePluginPolicy, pluginPolicyRefusals, type PolicyRefusal } from "../render/plugin-policy.js";
 import { transitionEvents } from "../status/transition-events.js";
 import { revisionOfDaemonSet } from "../upgrade/daemonset-state.js";
@@ -136,7 +137,8 @@ export class ConfigReconciler {
       deps.metrics.recordConfig(name, configSeries(status));
       return this.statusWrites.write(stored, status, []);
     }
-    const config = parsed.value;
+    // With the default tolerations in its spec: which nodes its plugin runs on follows its pods' tolerations.
+    const config = withDefaultTolerations(parsed.value, deps.render.pluginPodDefaults);
     const refusals = pluginPolicyRefusals(config.spec, effectivePluginPolicy(deps.render));
     if (refusals.length > 0) return this.refuse(stored, name, refusals);
     const nodes = deps.nodes.list();

@@ -2,6 +2,7 @@
 import type { V1NodeSelectorTerm } from "@kubernetes/client-node";
 import type { RegistrationMode } from "../../contract/registration.js";
 import type { PluginPolicy } from "./plugin-policy.js";
+import type { PluginPodDefaults } from "./pod-defaults.js";
 
 export interface RenderContext {
   /** Namespace the operator runs in; the plugin ConfigMaps and DaemonSets live there. */
@@ -28,4 +29,15 @@ export interface RenderContext {
    * --plugin-host-path-allow). Absent: the operator's own image repository and DEFAULT_PLUGIN_HOST_PATHS.
    */
   pluginPolicy?: PluginPolicy;
+  /**
+   * What every config's plugin pods get unless the config says otherwise (the operator's
+   * --plugin-pod-defaults; pod-defaults.ts says how each field combines). Absent: none. Part of the pod
+   * template, so a change of them is a new revision of every config they reach.
+   */
+  pluginPodDefaults?: PluginPodDefaults;
+  /**
+   * The kubelet's --root-dir on the nodes (the operator's --kubelet-root-dir): the plugin watcher's, the DRA
+   * plugins' and the PodResources directories are under it. Absent: /var/lib/kubelet.
+   */
+  kubeletRootDir?: string;
 }

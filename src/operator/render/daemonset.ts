@@ -18,10 +18,11 @@ import { draDriverName } from "../../api/v1beta1/publish.js";
 import { canonicalJson } from "../../api/conversion/merge-patch.js";
 import { DEFAULT_CDI_DIR } from "../../cdi/spec.js";
 import {
+  DEFAULT_KUBELET_ROOT_DIR,
   DEVICE_PLUGINS_DIR,
-  DRA_PLUGINS_DIR,
-  PLUGINS_REGISTRY_DIR,
-  POD_RESOURCES_DIR,
+  kubeletRootPaths,
+  POD_RESOURCES_SOCKET_NAME,
+  type KubeletRootPaths,
 } from "../../contract/kubelet-paths.js";
 import { backendPodNeeds, type HostPathMount } from "./backends.js";
 import { PLUGIN_CONFIG_DIR, PLUGIN_CONFIG_PATH, pluginConfigHash } from "./configmap.js";
@@ -29,6 +30,13 @@ import type { RenderContext } from "./context.js";
 import { effectiveTerms, expressionsOf, requirementsOf, type TargetingSpec } from "../model/node-terms.js";
 import { placementAffinity, withReplaceToleration, type PlacementRole } from "../model/targeting.js";
 import { pluginImagePullSecrets } from "./pull-secrets.js";
+import {
+  effectivePodAnnotations,
+  effectivePodLabels,
+  effectivePriorityClassName,
+  effectiveResources,
+  effectiveTolerations,
+} from "./pod-defaults.js";
 import {
   ANNOTATION_CONFIG_HASH,
   DRA_PLUGINS_VOLUME,
@@ -45,15 +53,42 @@ export const HEALTH_PORT = 8081;
 /** Where container runtimes (containerd, CRI-O) look for generated CDI specs by default. */
 export const CDI_SPEC_DIR = DEFAULT_CDI_DIR;
 
+/**
+ * The plugin's flags for the kubelet's directories under a root directory other than the default: the
+ * host paths, which the pod mounts at the same paths (a DRA plugin tells the kubelet its socket's path,
+ * which must be the host's). None for the default root: the plugin's own defaults are its paths.
+ */
+function kubeletDirArgs(
+  ctx: RenderContext,
+  paths: KubeletRootPaths,
+): {
+  registry: string[];
+  dra: string[];
+  podResources: string[];
+} {
+  if ((ctx.kubeletRootDir ?? DEFAULT_KUBELET_ROOT_DIR) === DEFAULT_KUBELET_ROOT_DIR) {
+    return { registry: [], dra: [], podResources: [] };
+  }
+  return {
+    registry: ["--plugins-registry-dir", paths.pluginsRegistryDir],
+    dra: ["--dra-plugins-dir", paths.draPluginsDir],
+    podResources: ["--pod-resources-socket", posix.join(paths.podResourcesDir, POD_RESOURCES_SOCKET_NAME)],
+  };
+}
+
 /** The plugin flags, in the order `dpo plugin --help` lists them. */
-function pluginArgs(ctx: RenderContext, cdiEnabled: boolean): string[] {
+function pluginArgs(ctx: RenderContext, cdiEnabled: boolean, paths: KubeletRootPaths): string[] {
+  const dirs = kubeletDirArgs(ctx, paths);
   return [
     "plugin",
     "--config",
     PLUGIN_CONFIG_PATH,
+    ...dirs.registry,
+    ...dirs.dra,
     "--registration",
     ctx.registrationMode,
     ...(cdiEnabled ? ["--cdi-dir", CDI_SPEC_DIR] : []),
+    ...dirs.podResources,
     "--metrics-addr",
     `:${METRICS_PORT}`,
     "--health-addr",
@@ -95,10 +130,8 @@ function hostPathVolumeMount(mount: HostPathMount): V1VolumeMount {
   return { name: mount.name, mountPath: mount.mountPath, readOnly: mount.readOnly };
 }
 
-function resourcesOf(config: DevicePluginConfig): V1ResourceRequirements | undefined {
-  const { requests, limits } = config.spec.plugin.resources;
-  if (requests === undefined && limits === undefined) return undefined;
-  return { ...(requests ? { requests: { ...requests } } : {}), ...(limits ? { limits: { ...limits } } : {}) };
+function resourcesOf(config: DevicePluginConfig, ctx: RenderContext): V1ResourceRequirements | undefined {
+  return effectiveResources(config.spec.plugin.resources, ctx.pluginPodDefaults);
 }
 
 /** Hex digits of a revision: 40 bits, so a config's revisions never meet in practice. */
@@ -145,7 +178,7 @@ export function renderPluginDaemonSet(
   const base = podTemplate(config, ctx);
   const revision = revisionOf(base);
   const name = revisionObjectName(config.metadata.name, revision);
-  const labels = pluginLabels(config.metadata.name);
+  const labels = effectivePodLabels(pluginLabels(config.metadata.name), ctx.pluginPodDefaults);
   const podLabels = { ...labels, [LABEL_REVISION]: revision };
   const podSpec = base.spec!;
   const container = podSpec.containers[0]!;
@@ -188,7 +221,7 @@ export function renderPluginDaemonSet(
 
 /**
  * The kubelet's directories a plugin in DRA mode uses, instead of the device-plugins directory (no
- * kubelet.sock, no device plugin socket): its own driver's directory `<DRA_PLUGINS_DIR>/<driver>/`, where
+ * kubelet.sock, no device plugin socket): its own driver's directory `<root-dir>/plugins/<driver>/`, where
  * it serves its DRA socket, and not the whole plugins directory, whose other drivers' sockets a config
  * author must not reach; its registration socket in the plugin watcher's directory (DRA plugins always
  * register through the watcher, whatever the operator's registration mode); the PodResources API (read
@@ -197,8 +230,8 @@ export function renderPluginDaemonSet(
  * container. DirectoryOrCreate for the driver's directory: the kubelet creates it only when a DRA plugin
  * registers, and the plugin would otherwise wait on a node that has none yet.
  */
-function draKubeletMounts(driver: string): HostPathMount[] {
-  const driverDir = posix.join(DRA_PLUGINS_DIR, driver);
+function draKubeletMounts(driver: string, paths: KubeletRootPaths): HostPathMount[] {
+  const driverDir = posix.join(paths.draPluginsDir, driver);
   return [
     {
       name: DRA_PLUGINS_VOLUME,
@@ -209,15 +242,15 @@ function draKubeletMounts(driver: string): HostPathMount[] {
     },
     {
       name: "plugins-registry",
-      hostPath: PLUGINS_REGISTRY_DIR,
-      mountPath: PLUGINS_REGISTRY_DIR,
+      hostPath: paths.pluginsRegistryDir,
+      mountPath: paths.pluginsRegistryDir,
       type: "Directory",
       readOnly: false,
     },
     {
       name: "pod-resources",
-      hostPath: POD_RESOURCES_DIR,
-      mountPath: POD_RESOURCES_DIR,
+      hostPath: paths.podResourcesDir,
+      mountPath: paths.podResourcesDir,
       type: "DirectoryOrCreate",
       readOnly: true,
     },
@@ -233,9 +266,11 @@ function draKubeletMounts(driver: string): HostPathMount[] {
 
 /** The pod template of a config without its revision: what the revision hashes. */
 function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTemplateSpec {
-  const labels = pluginLabels(config.metadata.name);
+  const labels = effectivePodLabels(pluginLabels(config.metadata.name), ctx.pluginPodDefaults);
   const { spec } = config;
   const backend = backendPodNeeds(spec.backend);
+  // The kubelet's directories that follow its --root-dir, mounted at their host paths.
+  const paths = kubeletRootPaths(ctx.kubeletRootDir);
 
   const dra = spec.publish === "DRA";
   // The kubelet's directories are written (sockets), and the CDI directory (specs): the only read-write
@@ -252,8 +287,8 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
       ? [
           {
             name: "plugins-registry",
-            hostPath: PLUGINS_REGISTRY_DIR,
-            mountPath: PLUGINS_REGISTRY_DIR,
+            hostPath: paths.pluginsRegistryDir,
+            mountPath: paths.pluginsRegistryDir,
             type: "Directory" as const,
             readOnly: false,
           },
@@ -263,8 +298,8 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
     // --root-dir) must not keep the plugin from starting; the plugin then says the socket is missing.
     {
       name: "pod-resources",
-      hostPath: POD_RESOURCES_DIR,
-      mountPath: POD_RESOURCES_DIR,
+      hostPath: paths.podResourcesDir,
+      mountPath: paths.podResourcesDir,
       type: "DirectoryOrCreate",
       readOnly: true,
     },
@@ -281,7 +316,7 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
         ]
       : []),
   ];
-  const kubeletMounts = dra ? draKubeletMounts(draDriverName(spec)) : deviceApiMounts;
+  const kubeletMounts = dra ? draKubeletMounts(draDriverName(spec), paths) : deviceApiMounts;
   const hostMounts = [...kubeletMounts, ...backend.hostPaths];
 
   const env: V1EnvVar[] = [
@@ -294,12 +329,12 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
     ...(spec.plugin.env ?? []).map((e) => ({ ...e })),
   ];
 
-  const resources = resourcesOf(config);
+  const resources = resourcesOf(config, ctx);
   const container: V1Container = {
     name: PLUGIN_CONTAINER_NAME,
     image: spec.plugin.image !== "" ? spec.plugin.image : ctx.operatorImage,
     imagePullPolicy: spec.plugin.imagePullPolicy ?? DEFAULT_IMAGE_PULL_POLICY,
-    args: pluginArgs(ctx, dra || spec.cdi.enabled),
+    args: pluginArgs(ctx, dra || spec.cdi.enabled, paths),
     env,
     ports: [
       { name: "metrics", containerPort: METRICS_PORT, protocol: "TCP" },
@@ -331,10 +366,16 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
   };
 
   const imagePullSecrets = pluginImagePullSecrets(ctx, spec.plugin.imagePullSecrets);
+  const priorityClassName = effectivePriorityClassName(spec.plugin.priorityClassName, ctx.pluginPodDefaults);
+  const tolerations = effectiveTolerations(spec.tolerations, ctx.pluginPodDefaults);
   return {
     metadata: {
       labels,
-      annotations: { ...spec.plugin.podAnnotations, [ANNOTATION_CONFIG_HASH]: pluginConfigHash(config) },
+      annotations: effectivePodAnnotations(
+        spec.plugin.podAnnotations,
+        { [ANNOTATION_CONFIG_HASH]: pluginConfigHash(config) },
+        ctx.pluginPodDefaults,
+      ),
     },
     spec: {
       serviceAccountName: ctx.pluginServiceAccount,
@@ -342,9 +383,9 @@ function podTemplate(config: DevicePluginConfig, ctx: RenderContext): V1PodTempl
       ...(spec.plugin.runtimeClassName ? { runtimeClassName: spec.plugin.runtimeClassName } : {}),
       automountServiceAccountToken: true,
       enableServiceLinks: false,
-      ...(spec.plugin.priorityClassName !== "" ? { priorityClassName: spec.plugin.priorityClassName } : {}),
+      ...(priorityClassName !== "" ? { priorityClassName } : {}),
       ...(Object.keys(spec.nodeSelector).length > 0 ? { nodeSelector: { ...spec.nodeSelector } } : {}),
-      ...(spec.tolerations.length > 0 ? { tolerations: spec.tolerations.map((t) => ({ ...t })) } : {}),
+      ...(tolerations.length > 0 ? { tolerations } : {}),
       terminationGracePeriodSeconds: 10,
       containers: [container],
       volumes: [

@@ -28,6 +28,25 @@ describe("dpo crds", () => {
     expect(webhookService(crds)).toEqual({ namespace, name: "dpo-webhook", path: "/convert", port: 443 });
   });
 
+  it.each([
+    ["--webhook-service", ["--webhook-service", "gpu-dpo-webhook"], {}],
+    ["DPO_WEBHOOK_SERVICE", [], { DPO_WEBHOOK_SERVICE: "gpu-dpo-webhook" }],
+  ])(
+    "names the webhook Service as %s says (the chart's fullnameOverride), nothing else changed",
+    (_what, args, env) => {
+      const crds = printed(args, env);
+      expect(webhookService(crds)).toEqual({
+        namespace: "dpo-system",
+        name: "gpu-dpo-webhook",
+        path: "/convert",
+        port: 443,
+      });
+      const service = webhookService(crds);
+      if (service) service.name = "dpo-webhook";
+      expect(crds).toEqual(printed([]));
+    },
+  );
+
   it("prints with the default namespace exactly what the committed files hold", () => {
     let text = "";
     const sink = { write: (chunk: string) => (text += chunk) } as unknown as NodeJS.WritableStream;
@@ -51,6 +70,7 @@ describe("dpo crds", () => {
       ["--webhook-namespace", "Gpu_Ops"],
       "--webhook-namespace: 'Gpu_Ops' is not a namespace name",
     ],
+    ["a bad Service name", ["--webhook-service", "1dpo"], "--webhook-service: '1dpo' is not a Service name"],
   ])("refuses %s, saying which", (_what, args, message) => {
     expect(() => runCrdsCommand(args, process.stdout, {})).toThrow(message);
   });

@@ -118,7 +118,7 @@ describe("renderChartFiles", () => {
 apiVersion: v1
 kind: Service
 metadata:
-  name: dpo-webhook
+  name: {{ include "dpo.fullname" . }}-webhook
   namespace: {{ .Release.Namespace }}
   annotations:
     note: "{{ "{{" }} not a template }}"
@@ -191,7 +191,7 @@ metadata:
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata:
-  name: dpo-operator
+  name: {{ include "dpo.fullname" . }}-operator
   labels:
     app.kubernetes.io/part-of: dpo
     {{- include "dpo.helmLabels" . | nindent 4 }}
@@ -200,7 +200,7 @@ subjects:
     name: {{ include "dpo.serviceAccountName" . }}
     namespace: {{ .Release.Namespace }}
   - kind: ServiceAccount
-    name: dpo-plugin
+    name: {{ include "dpo.fullname" . }}-plugin
     namespace: {{ .Release.Namespace }}
   - kind: User
     name: dpo-operator
@@ -208,13 +208,13 @@ subjects:
 apiVersion: cert-manager.io/v1
 kind: Certificate
 metadata:
-  name: dpo-operator
+  name: {{ include "dpo.fullname" . }}-operator
   namespace: {{ .Release.Namespace }}
   labels:
     app.kubernetes.io/part-of: dpo
     {{- include "dpo.helmLabels" . | nindent 4 }}
 spec:
-  dnsNames: [dpo-webhook.{{ .Release.Namespace }}.svc, dpo-system-docs.example]
+  dnsNames: [{{ include "dpo.fullname" . }}-webhook.{{ .Release.Namespace }}.svc, dpo-system-docs.example]
 `);
   });
 
@@ -248,6 +248,73 @@ spec:
     expect(policy).toContain("message: dpo-operator may change only its own labels");
   });
 
+  it("names every object and every reference to one with the chart's prefix, but leaves labels, selectors, prose, CEL entry names and Users as config/ has them", () => {
+    const files = renderChartFiles(
+      tree({
+        ...CONFIG,
+        "config/manager/kustomization.yaml": `${KUSTOMIZATION}resources: [objects.yaml]\n`,
+        "config/manager/objects.yaml": `apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: dpo-plugin
+  labels: { app.kubernetes.io/name: dpo-plugin }
+roleRef: { kind: Role, name: dpo-plugin }
+subjects:
+  - { kind: ServiceAccount, name: dpo-plugin, namespace: dpo-system }
+  - { kind: User, name: dpo-plugin }
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: dpo-operator
+rules:
+  - { apiGroups: [""], resources: [secrets], resourceNames: [dpo-webhook-cert], verbs: [get] }
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: dpo-plugin-own-node
+spec:
+  matchConditions:
+    - name: dpo-plugin-account
+      expression: "request.userInfo.username.endsWith(':dpo-plugin')"
+  validations:
+    - expression: "true"
+      message: dpo-plugin may write only its own node's report
+---
+apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata:
+  name: dpo
+spec:
+  selector: { matchLabels: { app.kubernetes.io/managed-by: dpo-operator } }
+`,
+      }),
+    );
+    const text = files.get(`${CHART_GENERATED_TEMPLATE_DIR}/manager.yaml`) ?? "";
+    const FN = '{{ include "dpo.fullname" . }}';
+    for (const renamed of [
+      `  name: ${FN}-plugin\n`,
+      `roleRef: {kind: Role, name: ${FN}-plugin}`,
+      `      kind: ServiceAccount,\n      name: ${FN}-plugin,\n`,
+      `resourceNames: [${FN}-webhook-cert]`,
+      `  name: ${FN}-plugin-own-node\n`,
+      `endsWith(':${FN}-plugin')`,
+      `  name: ${FN}\n`,
+    ]) {
+      expect(text).toContain(renamed);
+    }
+    for (const kept of [
+      "app.kubernetes.io/name: dpo-plugin",
+      "{kind: User, name: dpo-plugin}",
+      "- name: dpo-plugin-account",
+      "message: dpo-plugin may write only its own node's report",
+      "app.kubernetes.io/managed-by: dpo-operator",
+    ]) {
+      expect(text).toContain(kept);
+    }
+  });
+
   it("renders the cert-manager component's and the samples' objects only when their value is on, without config/default's labels", () => {
     const files = renderChartFiles(tree(CONFIG));
     const certManager = files.get(`${CHART_GENERATED_TEMPLATE_DIR}/components-cert-manager.yaml`) ?? "";
@@ -271,7 +338,7 @@ spec:
 apiVersion: monitoring.coreos.com/v1
 kind: PodMonitor
 metadata:
-  name: dpo-plugin
+  name: {{ include "dpo.fullname" . }}-plugin
   namespace: {{ .Release.Namespace }}
   labels:
     {{- include "dpo.helmLabels" . | nindent 4 }}
