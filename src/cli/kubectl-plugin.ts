@@ -434,7 +434,7 @@ export async function followRollout(
     if (liveShown) output.stream.write("\n");
     liveShown = false;
   };
-  /** Draws the config's state; the verdict when it is over. */
+  /** Draws the config's state; the exit code once it is over (0: rolled out; a failure throws). */
   const show = async (): Promise<number | undefined> => {
     const verdict = rolloutVerdict(config);
     await countFenced();
@@ -442,6 +442,8 @@ export async function followRollout(
     if (verdict.done) {
       if (output.isTTY) draw();
       endLive();
+      // A failed rollout is the command's error, as kubectl's: one `dpo: ` line on standard error, exit 1.
+      if (verdict.exitCode !== 0) throw new CommandError(verdict.message, verdict.exitCode);
       output.stream.write(`${verdict.message}\n`);
       return verdict.exitCode;
     }
