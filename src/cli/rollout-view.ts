@@ -181,7 +181,7 @@ function countsText(p: RolloutProgress): string {
 
 /**
  * The live line a terminal shows: a bar of updated nodes, the counts, the time left at the current pace
- * and until --timeout. Never wider than `columns`, so it never wraps (a wrapped line cannot be redrawn).
+ * (none once every node is updated) and until --timeout. Never wider than `columns`, so it never wraps (a wrapped line cannot be redrawn).
  */
 export function formatProgressLine(
   name: string,
@@ -193,7 +193,8 @@ export function formatProgressLine(
   const width = 20;
   const filled = p.total === 0 ? width : Math.min(width, Math.round((p.updated / p.total) * width));
   const bar = `[${"#".repeat(filled)}${"-".repeat(width - filled)}]`;
-  const eta = remainingMs === undefined ? "" : `, ~${formatDuration(remainingMs)} left`;
+  const eta =
+    remainingMs === undefined || p.updated >= p.total ? "" : `, ~${formatDuration(remainingMs)} left`;
   const timeout = timeoutLeftMs === undefined ? "" : ` (timeout in ${formatDuration(timeoutLeftMs)})`;
   const line = `${name} ${bar} ${p.phase}: ${countsText(p)}${eta}${timeout}`;
   return line.length <= columns ? line : `${line.slice(0, Math.max(0, columns - 1))}…`;

@@ -210,6 +210,20 @@ describe("progress lines", () => {
     );
   });
 
+  it("has no time left to estimate once every node is updated", () => {
+    expect(
+      formatProgressLine(
+        "gpu",
+        { ...p, phase: "Complete", updated: 4, waiting: 0, fenced: 0 },
+        0,
+        5_000,
+        200,
+      ),
+    ).toBe(
+      "gpu [####################] Complete: 4/4 updated, 4 serving, 0 fenced, 0 waiting (timeout in 5s)",
+    );
+  });
+
   it("leaves out what it cannot know", () => {
     expect(formatProgressLine("gpu", p, undefined, undefined, 200)).toBe(
       "gpu [##########----------] Progressing: 2/4 updated, 4 serving, 1 fenced, 1 waiting",
