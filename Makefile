@@ -45,7 +45,7 @@ image: build
 
 ## A release in dist/release/ (docs/release.md): the image archive of `make image`, the chart packaged by helm
 ## (HELM, or the one cluster-tools keeps beside kubectl), the npm package of the dpo CLI (one bundle, no
-## dependencies to fetch) and SHA256SUMS. Refuses to run while any place names another version than package.json.
+## dependencies to fetch), the krew manifest of kubectl dpo with that package's sha256, and SHA256SUMS. Refuses to run while any place names another version than package.json.
 release: image $(if $(HELM),,cluster-tools)
 	HELM="$${HELM:-$$(tools/cluster/build.sh)/helm}" node --import tsx tools/release/release.ts
 

@@ -39,12 +39,14 @@ function checkCurrentCluster(kc: KubeConfig, source: string): void {
 
 /**
  * Loads the kubeconfig the way kubectl picks it, except that finding none is an error instead of
- * http://localhost:8080. Throws CommandError with one line naming the file and the problem.
+ * http://localhost:8080; `context` (kubectl's --context) replaces its current-context. Throws CommandError
+ * with one line naming the file and the problem.
  */
 export function loadKubeConfig(
   flag: string | undefined,
   env: Readonly<Record<string, string | undefined>> = process.env,
   home: string = homedir(),
+  context?: string,
 ): KubeConfig {
   const kc = new KubeConfig();
   let source: string;
@@ -78,6 +80,12 @@ export function loadKubeConfig(
     }
     source = "~/.kube/config";
     loadFile(kc, file, source);
+  }
+  if (context !== undefined) {
+    if (!kc.getContexts().some((c) => c.name === context)) {
+      throw new CommandError(`--context: the kubeconfig (${source}) has no context '${context}'`);
+    }
+    kc.setCurrentContext(context);
   }
   checkCurrentCluster(kc, source);
   return kc;

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // `dpo` command-line entry; the commands are in run.ts.
+import { basename } from "node:path";
 import { describeFailure } from "./flags.js";
 import { main } from "./run.js";
 
@@ -10,7 +11,14 @@ process.stdout.on("error", (err: NodeJS.ErrnoException) => {
   throw err;
 });
 
-main(process.argv.slice(2)).then(
+// kubectl completes a plugin's arguments by running kubectl_complete-<plugin> with them: the same program
+// under a third name (package.json's bin), answering as `dpo __complete` does.
+const invokedAs = basename(process.argv[1] ?? "");
+const argv = invokedAs.startsWith("kubectl_complete-")
+  ? ["__complete", ...process.argv.slice(2)]
+  : process.argv.slice(2);
+
+main(argv).then(
   (code) => {
     process.exitCode = code;
   },

@@ -32,6 +32,22 @@ const COMMANDS: readonly (readonly [string, string, string])[] = [
     "print manifests in another API version",
   ],
   ["version", "dpo version [-o text|json]", "print version, git commit and supported kubelet API versions"],
+  [
+    "status",
+    "kubectl dpo status [CONFIG] [--kubeconfig FILE] [--context NAME] [-n NS]",
+    "per config and node: revision, registration, devices, and why a node waits",
+  ],
+  [
+    "rollout",
+    "kubectl dpo rollout status|pause|resume|undo CONFIG [--timeout D] [--watch=false]",
+    "follow a config's plugin rollout to its end, or pause or resume it",
+  ],
+  [
+    "describe",
+    "kubectl dpo describe node NODE",
+    "every config's state on a node, each device's health and reason",
+  ],
+  ["completion", "kubectl dpo completion bash|zsh", "print a shell completion script"],
 ];
 
 export const USAGE = `Usage: dpo <command> [flags]
@@ -40,7 +56,8 @@ export const USAGE = `Usage: dpo <command> [flags]
 Commands:
 ${COMMANDS.map(([name, synopsis, what]) => `  ${name.padEnd(10)} ${what}\n             ${synopsis}`).join("\n")}
 
-'dpo <command> --help' describes a command and its flags.
+'dpo <command> --help' describes a command and its flags. Installed as kubectl-dpo (the npm package
+does), status, rollout, describe and completion are 'kubectl dpo <command>'.
 `;
 
 function commandUsage(command: string): string | undefined {
@@ -108,6 +125,16 @@ async function run(command: string | undefined, rest: string[]): Promise<number>
       return (await import("./convert.js")).runConvertCommand(rest);
     case "crds":
       return (await import("./crds.js")).runCrdsCommand(rest);
+    case "status":
+      return (await import("./kubectl-plugin.js")).runStatusCommand(rest);
+    case "rollout":
+      return (await import("./kubectl-plugin.js")).runRolloutCommand(rest);
+    case "describe":
+      return (await import("./kubectl-plugin.js")).runDescribeCommand(rest);
+    case "completion":
+      return (await import("./kubectl-plugin.js")).runCompletionCommand(rest);
+    case "__complete":
+      return (await import("./kubectl-plugin.js")).runCompleteCommand(rest);
     case "version":
     case "--version":
       return runVersionCommand(rest);

@@ -145,5 +145,15 @@ describe("the dpo CLI's npm package", () => {
     expect(versionRun.stdout).toContain(`dpo ${version}`);
     const invalid = await runCommand(dpo, ["validate", INVALID], { cwd: work.dir });
     expect(invalid.code).toBe(1);
+    // The names kubectl looks for on the PATH: `kubectl dpo ...` and the completion of its arguments.
+    const plugin = await runCommand(join(globalPrefix, "bin", "kubectl-dpo"), ["rollout", "--help"], {
+      cwd: work.dir,
+    });
+    expect(plugin.code, plugin.stderr).toBe(0);
+    expect(plugin.stdout).toMatch(/^Usage: kubectl dpo rollout status CONFIG/);
+    const complete = await runCommand(join(globalPrefix, "bin", "kubectl_complete-dpo"), ["rollout", "re"], {
+      cwd: work.dir,
+    });
+    expect({ code: complete.code, stdout: complete.stdout }).toEqual({ code: 0, stdout: "resume\n:4\n" });
   }, 300_000);
 });

@@ -27,6 +27,9 @@ export interface RootPackage {
   bin?: Record<string, string>;
 }
 
+/** The names under which kubectl finds the dpo program: `kubectl dpo ...` and its completion. */
+export const KUBECTL_BINS = ["kubectl-dpo", "kubectl_complete-dpo"] as const;
+
 /**
  * The CLI package's package.json: the repository's name, version, licence, engines and bin, and no
  * dependencies of any kind, because the bundle holds them all (`npm install --offline` must succeed with an
@@ -45,13 +48,19 @@ export function cliPackageManifest(root: RootPackage): Record<string, unknown> {
   if (typeof root.version !== "string" || root.version === "")
     throw new Error("package.json: version is missing");
   if (bin !== "dist/dpo.js") throw new Error(`package.json: bin.dpo is ${String(bin)}, expected dist/dpo.js`);
+  // kubectl runs a plugin found on the PATH as kubectl-<name>, and completes its arguments through
+  // kubectl_complete-<name>: the same program under the names kubectl looks for.
+  for (const name of KUBECTL_BINS) {
+    const path = root.bin?.[name];
+    if (path !== bin) throw new Error(`package.json: bin.${name} is ${String(path)}, expected ${bin}`);
+  }
   return {
     name: root.name,
     version: root.version,
-    description: `${root.description ?? "dpo"}: the dpo command (validate, convert, crds, probe, operator, plugin)`,
+    description: `${root.description ?? "dpo"}: the dpo command (validate, convert, crds, probe, operator, plugin) and kubectl dpo`,
     license: root.license ?? "UNLICENSED",
     type: "module",
-    bin: { dpo: bin },
+    bin: { dpo: bin, ...Object.fromEntries(KUBECTL_BINS.map((name) => [name, bin])) },
     files: ["dist", "LICENSE", "README.md"],
     ...(root.engines ? { engines: root.engines } : {}),
   };
@@ -75,6 +84,7 @@ dpo validate --junit report.xml FILE...  # and a JUnit report for CI; -o json fo
 dpo convert --to v1beta1 FILE...         # move manifests between dpo.dev/v1alpha1 and v1beta1
 dpo crds                                 # the CRDs as YAML
 dpo probe --config FILE                  # what a backend finds on this machine
+kubectl dpo rollout status CONFIG        # installed as kubectl-dpo too: follow a config's rollout
 dpo --version
 \`\`\`
 

@@ -1,5 +1,6 @@
 // `make release`: every artifact of a release in dist/release/, from a checkout that `make image` built:
-// the image archive, the packaged chart, the npm package of the CLI and their SHA256SUMS. HELM names the
+// the image archive, the packaged chart, the npm package of the CLI, the krew manifest that installs that
+// package as `kubectl dpo` (with its sha256) and their SHA256SUMS. HELM names the
 // helm binary (the Makefile passes the one tools/cluster/build.sh keeps beside kubectl).
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -17,6 +18,7 @@ import {
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { promisify } from "node:util";
+import { krewArchiveName, krewManifest, krewManifestName } from "./krew.js";
 import { packCliPackage } from "./npm-package.js";
 import { packageVersion, versionDrift } from "./versions.js";
 
@@ -64,18 +66,31 @@ try {
 }
 if (!existsSync(join(outDir, `dpo-${version}.tgz`))) fail(`helm package wrote no dpo-${version}.tgz`);
 
-await packCliPackage(repo, outDir);
-
-const files = readdirSync(outDir).sort();
-const expected = [`dpo-${version}.oci.tar`, `dpo-${version}.tgz`, `dpo-cli-${version}.tgz`].sort();
-if (files.join(" ") !== expected.join(" "))
-  fail(`${relative(repo, outDir)} holds ${files.join(", ")}, expected ${expected.join(", ")}`);
-const sums = files.map((name) => {
-  const digest = createHash("sha256")
+const cliPackage = await packCliPackage(repo, outDir);
+if (cliPackage !== join(outDir, krewArchiveName(version))) {
+  fail(
+    `the CLI package is ${relative(repo, cliPackage)}, but the krew manifest names ${krewArchiveName(version)}`,
+  );
+}
+const sha256Of = (name: string): string =>
+  createHash("sha256")
     .update(readFileSync(join(outDir, name)))
     .digest("hex");
-  return `${digest}  ${name}\n`;
-});
+writeFileSync(
+  join(outDir, krewManifestName(version)),
+  krewManifest(repo, version, sha256Of(krewArchiveName(version))),
+);
+
+const files = readdirSync(outDir).sort();
+const expected = [
+  `dpo-${version}.oci.tar`,
+  `dpo-${version}.tgz`,
+  `dpo-cli-${version}.tgz`,
+  krewManifestName(version),
+].sort();
+if (files.join(" ") !== expected.join(" "))
+  fail(`${relative(repo, outDir)} holds ${files.join(", ")}, expected ${expected.join(", ")}`);
+const sums = files.map((name) => `${sha256Of(name)}  ${name}\n`);
 writeFileSync(join(outDir, "SHA256SUMS"), sums.join(""));
 
 console.log(`release ${version} in ${relative(repo, outDir)}/:`);

@@ -21,8 +21,11 @@ const VERSION = String.raw`(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)`;
 const IMAGE_TAG = new RegExp(String.raw`ghcr\.io/dpo-dev/dpo:${VERSION}\b`, "g");
 /** A remote kustomize base at the release's git tag. */
 const REMOTE_BASE = new RegExp(String.raw`github\.com/dpo-dev/dpo/[\w/.-]+\?ref=v${VERSION}\b`, "g");
-/** The release's files: `dpo-<version>.oci.tar`, `dpo-<version>.tgz` (chart), `dpo-cli-<version>.tgz` (npm). */
-const RELEASE_FILE = new RegExp(String.raw`\bdpo-(?:cli-)?${VERSION}\.(?:oci\.tar|tgz)\b`, "g");
+/**
+ * The release's files: `dpo-<version>.oci.tar`, `dpo-<version>.tgz` (chart), `dpo-cli-<version>.tgz` (npm),
+ * `dpo-krew-<version>.yaml` (the krew manifest).
+ */
+const RELEASE_FILE = new RegExp(String.raw`\bdpo-(?:cli-|krew-)?${VERSION}\.(?:oci\.tar|tgz|yaml)\b`, "g");
 /** `--version <version>` after a chart reference, as `helm install` takes it. */
 const CHART_REF = new RegExp(String.raw`charts/dpo --version ${VERSION}\b`, "g");
 /** A GitHub release download URL of the tag. */
