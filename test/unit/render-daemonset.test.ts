@@ -7,13 +7,19 @@ import {
   type DevicePluginConfigInput,
 } from "../../src/api/v1beta1/config.js";
 import type { DevicePluginConfigSpecInput } from "../../src/api/v1beta1/spec.js";
+import { loadDevicePluginConfig } from "../../src/api/validate.js";
+import { convertManifests } from "../../src/api/conversion/manifest.js";
 import { POD_RESOURCES_DIR } from "../../src/contract/kubelet-paths.js";
 import { configHash } from "../../src/contract/plugin-config.js";
 import { devfsHostDirectories } from "../../src/operator/render/backends.js";
 import { renderPluginConfigMap } from "../../src/operator/render/configmap.js";
 import type { RenderContext } from "../../src/operator/render/context.js";
 import { PLUGIN_FLAGS } from "../../src/cli/plugin.js";
-import { pluginRevision, renderPluginDaemonSet } from "../../src/operator/render/daemonset.js";
+import {
+  DEFAULT_PLUGIN_RESOURCES,
+  pluginRevision,
+  renderPluginDaemonSet,
+} from "../../src/operator/render/daemonset.js";
 
 const ctx: RenderContext = {
   namespace: "dpo-system",
@@ -429,7 +435,62 @@ describe("renderPluginDaemonSet", () => {
       { key: "replace.dpo.dev/example-foo", operator: "Exists", effect: "NoSchedule" },
     ]);
     expect(podSpec(bare)).not.toHaveProperty("priorityClassName");
-    expect(container(bare)).not.toHaveProperty("resources");
+    // No resources in the config: the measured defaults (the next test), never none.
+    expect(container(bare).resources).toEqual(DEFAULT_PLUGIN_RESOURCES);
+  });
+
+  it.each([
+    { publish: "DevicePlugin", extra: {} },
+    { publish: "DRA", extra: { publish: "DRA", dra: { driverName: "foo.example.com" } } },
+  ] as const)("$publish: requests and limits from bench-plugin when the config sets none", ({ extra }) => {
+    const ds = renderPluginDaemonSet(config(extra), ctx);
+    expect(container(ds).resources).toEqual({
+      requests: { cpu: "10m", memory: "64Mi" },
+      limits: { memory: "128Mi" },
+    });
+  });
+
+  it("gives a v1alpha1 config, which cannot name resources, the same defaults once served as v1beta1", () => {
+    // The operator reads every config as v1beta1: the API server converts a v1alpha1 one first.
+    const converted = convertManifests(
+      [
+        "apiVersion: dpo.dev/v1alpha1",
+        "kind: DevicePluginConfig",
+        "metadata: { name: example-foo, uid: uid-1, generation: 1 }",
+        "spec: { resourceName: hardware-vendor.example/foo, backend: Mock, mock: { devices: 4 } }",
+      ].join("\n"),
+      "dpo.dev/v1beta1",
+    );
+    if (!converted.ok) throw new Error(JSON.stringify(converted.problems));
+    const loaded = loadDevicePluginConfig(converted.text);
+    if (!loaded.ok) throw new Error(JSON.stringify(loaded.errors));
+    expect(container(renderPluginDaemonSet(loaded.value, ctx)).resources).toEqual(DEFAULT_PLUGIN_RESOURCES);
+  });
+
+  it.each<{
+    what: string;
+    resources: { requests?: Record<string, string>; limits?: Record<string, string> };
+    want: unknown;
+  }>([
+    {
+      what: "requests alone: exactly those, no default limit beside them",
+      resources: { requests: { memory: "256Mi" } },
+      want: { requests: { memory: "256Mi" } },
+    },
+    {
+      what: "limits alone: exactly those",
+      resources: { limits: { memory: "512Mi", cpu: "1" } },
+      want: { limits: { memory: "512Mi", cpu: "1" } },
+    },
+    { what: "empty requests: none at all", resources: { requests: {} }, want: undefined },
+    {
+      what: "empty requests and limits: none at all",
+      resources: { requests: {}, limits: {} },
+      want: undefined,
+    },
+  ])("a config's own resources override the defaults whole: $what", ({ resources, want }) => {
+    const ds = renderPluginDaemonSet(config({ plugin: { resources } }), ctx);
+    expect(container(ds).resources).toEqual(want);
   });
 
   it("annotates the pod template with the ConfigMap's hash, so a spec change rolls the pods", () => {
