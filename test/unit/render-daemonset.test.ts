@@ -445,8 +445,8 @@ describe("renderPluginDaemonSet", () => {
   ] as const)("$publish: requests and limits from bench-plugin when the config sets none", ({ extra }) => {
     const ds = renderPluginDaemonSet(config(extra), ctx);
     expect(container(ds).resources).toEqual({
-      requests: { cpu: "10m", memory: "64Mi" },
-      limits: { memory: "128Mi" },
+      requests: { cpu: "10m", memory: "80Mi" },
+      limits: { memory: "160Mi" },
     });
   });
 

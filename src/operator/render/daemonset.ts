@@ -96,14 +96,14 @@ function hostPathVolumeMount(mount: HostPathMount): V1VolumeMount {
 
 /**
  * The plugin container's resources when spec.plugin.resources sets neither requests nor limits, from
- * `make bench-plugin` (docs/benchmarks.md): the memory request covers the plugin's RSS after 12,000
- * Allocates on 800 devices (62 MiB); the limit doubles it, for the short-lived process that reads the config
- * at start beside it and for heap growth in a burst of calls. No CPU limit: throttling would delay Allocate,
+ * `make bench-plugin` (docs/benchmarks.md): the memory request is the plugin's RSS after 12,000
+ * Allocates on 800 devices (64 MiB) and a quarter more; the limit doubles it, for the short-lived process
+ * that reads the config at start beside it and for heap growth in a burst of calls. No CPU limit: throttling would delay Allocate,
  * which the kubelet waits on to start a container, and re-registration after a kubelet restart.
  */
 export const DEFAULT_PLUGIN_RESOURCES = {
-  requests: { cpu: "10m", memory: "64Mi" },
-  limits: { memory: "128Mi" },
+  requests: { cpu: "10m", memory: "80Mi" },
+  limits: { memory: "160Mi" },
 } as const;
 
 /** The config's own requests and limits when it sets either (empty ones left out: none), the defaults otherwise. */
