@@ -12,7 +12,7 @@ let cliEntry: string | undefined;
  * The dpo CLI's own entry script (dist/dpo.js in the image), set by main.ts: only a process started as the
  * CLI can start itself again to read a config. Anyone else (a test calling runPluginCommand) reads in process.
  */
-export function setCliEntry(entry: string): void {
+export function setCliEntry(entry: string | undefined): void {
   cliEntry = entry;
 }
 
