@@ -46,8 +46,8 @@ export async function loadKubeconfig(path: string): Promise<ApiCredentials> {
   let doc: Record<string, unknown>;
   try {
     // Loaded here, not with the module: a plugin in a pod uses its service account and never needs it.
-    const { parse } = await import("yaml");
-    doc = record(parse(await readFile(path, "utf8")));
+    const { parseYaml } = await import("./kubeconfig-yaml.js");
+    doc = record(parseYaml(await readFile(path, "utf8")));
   } catch (err) {
     throw new KubeconfigError(`kubeconfig ${path}: ${(err as Error).message}`, { cause: err });
   }
