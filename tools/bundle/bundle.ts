@@ -57,10 +57,10 @@ const result = await build({
   format: "esm",
   platform: "node",
   target: "node24",
-  // Shorter source and fewer objects; names stay for stack traces and `instanceof` messages.
+  // Shorter source and fewer objects; names stay for stack traces and `instanceof` messages. Identifiers
+  // are not minified: 0.4 MiB of the plugin's RSS is not worth stack traces of one-letter names.
   minifyWhitespace: true,
   minifySyntax: true,
-  minifyIdentifiers: true,
   keepNames: true,
   sourcemap: "linked",
   // @kubernetes/client-node is bundled too: loaded from node_modules it brings every generated API client
