@@ -1,9 +1,10 @@
 // Bundles the compiled CLI (dist/cli/main.js) into dist/dpo.js plus lazily loaded chunks: one file per
 // subcommand instead of some 300 modules makes `dpo plugin` start faster and hold less memory.
 import { build, type Plugin } from "esbuild";
-import { readdirSync, rmSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { builtinModules } from "node:module";
 import { basename, join } from "node:path";
+import { shareInteropObjects } from "./interop.js";
 
 const repo = join(import.meta.dirname, "..", "..");
 
@@ -78,6 +79,16 @@ const result = await build({
   },
   logLevel: "warning",
 });
+
+// One interop object per CommonJS module, shared by the files that import it (see interop.ts).
+const helperChunks = Object.keys(result.metafile.outputs).flatMap((output) => {
+  if (!output.endsWith(".js")) return [];
+  const shared = shareInteropObjects(readFileSync(join(repo, output), "utf8"));
+  if (shared === undefined) return [];
+  writeFileSync(join(repo, output), shared);
+  return [output];
+});
+if (helperChunks.length === 0) throw new Error("bundle: no chunk defines esbuild's __toESM helper");
 
 // Chunks of earlier builds (their names are content hashes) would otherwise pile up in dist/ and in images.
 const written = new Set(Object.keys(result.metafile.outputs).map((output) => basename(output)));
