@@ -450,6 +450,22 @@ describe("renderPluginDaemonSet", () => {
     });
   });
 
+  it.each([
+    { publish: "DevicePlugin", extra: {} },
+    { publish: "DRA", extra: { publish: "DRA", dra: { driverName: "foo.example.com" } } },
+  ] as const)(
+    "$publish: the plugin runs the image's entrypoint, and with it the Node flags bench-plugin measured",
+    ({ extra }) => {
+      // The image's ENTRYPOINT holds the flags that keep a plugin's memory low (Dockerfile: semi-space, lite
+      // mode, local time from the C library); a command here would start Node without them.
+      for (const image of ["", "registry.example/own-dpo:1.2.3"]) {
+        const c = container(renderPluginDaemonSet(config({ ...extra, plugin: { image } }), ctx));
+        expect(c).not.toHaveProperty("command");
+        expect(c.args?.[0]).toBe("plugin");
+      }
+    },
+  );
+
   it("gives a v1alpha1 config, which cannot name resources, the same defaults once served as v1beta1", () => {
     // The operator reads every config as v1beta1: the API server converts a v1alpha1 one first.
     const converted = convertManifests(
