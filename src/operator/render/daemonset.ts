@@ -97,8 +97,8 @@ function hostPathVolumeMount(mount: HostPathMount): V1VolumeMount {
 /**
  * The plugin container's resources when spec.plugin.resources sets neither requests nor limits, from
  * `make bench-plugin` (docs/benchmarks.md): the memory request is the plugin's RSS after 12,000
- * Allocates on 800 devices (63.8-65.6 MiB in the newest runs, 66.6 MiB the day's highest; 61.2 MiB idle)
- * and a fifth more, rounded up; the limit doubles it, for the short-lived process that reads the config
+ * Allocates on 800 devices (63.8-66.6 MiB in the newest runs; 60.9-61.3 MiB idle) and a fifth more,
+ * rounded up; the limit doubles it, for the short-lived process that reads the config
  * at start beside it (61-64 MiB at its peak) and for heap growth in a burst of calls. No CPU limit: throttling would delay Allocate, which
  * the kubelet waits on to start a container, and re-registration after a kubelet restart.
  */
