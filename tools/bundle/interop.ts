@@ -3,7 +3,7 @@
 // Where an ES module imports a CommonJS one (dpo's own code importing a Node built-in, which the bundle
 // loads as CommonJS, or grpc-js), esbuild's runtime helper `__toESM` wraps the module's exports in a
 // new object with a getter closure for each of their keys, and it does so again in every importing file:
-// some 75 copies of `node:fs`, `node:path`, `node:util` and the like in the plugin, about 0.5 MiB of its
+// some 75 copies of `node:fs`, `node:path`, `node:util` and the like in the plugin, 0.5-0.7 MiB of its
 // idle RSS. A copy is only ever read (import bindings are read-only) and its getters read the module's
 // exports live, so every importer can share the first one made. The keys are those the module's exports
 // had when first imported; CommonJS modules in the bundle are complete by then, as an ES module's
