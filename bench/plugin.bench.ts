@@ -1,7 +1,8 @@
 // `make bench-plugin`: the built plugin process with 8 mock devices x 100 replicas, driven by the simulated
 // kubelet: start → registered, Allocate latency at 1 and 16 in flight, health change → ListAndWatch, RSS;
-// the upstream Go sample device plugin under the same load in the same run, with dpo / Go ratios; and, in
-// this process, the GetPreferredAllocation policies on the same 800 devices.
+// the upstream Go sample device plugin under the same load in the same run, with dpo / Go ratios; bare Node
+// with node:http2 as the floor of dpo's idle RSS; and, in this process, the GetPreferredAllocation policies
+// on the same 800 devices. Exits 1 when any target is missed.
 import { execFileSync } from "node:child_process";
 import { lstatSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -98,7 +99,14 @@ async function main(): Promise<void> {
         }
       }
     }
-    await runSteadyState(kubelet, steady.get(image)!, steady.get(go)!, healthFile, results);
+    await runSteadyState(
+      kubelet,
+      steady.get(image)!,
+      steady.get(go)!,
+      join(work, "floor.mjs"),
+      healthFile,
+      results,
+    );
 
     const p50 = (launch: Launch): number => percentile(startTimes.get(launch)!, 50);
     const startRow = (launch: Launch): string => {
@@ -142,6 +150,11 @@ async function main(): Promise<void> {
   }
 
   printReport(results);
+  const missed = results.flatMap((r) => r.missed.map((target) => `${r.metric}: ${target}`));
+  if (missed.length > 0) {
+    console.error(`\nbench-plugin: ${missed.length} target(s) missed:\n  ${missed.join("\n  ")}`);
+    process.exitCode = 1;
+  }
 }
 
 main().catch((err: unknown) => {

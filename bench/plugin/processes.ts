@@ -1,6 +1,7 @@
-// The plugin processes under test, dpo's and the upstream Go sample's, started and stopped, and the time
-// from each one's launch to the simulated kubelet holding its full device list.
+// The plugin processes under test, dpo's and the upstream Go sample's, and bare Node as their floor, started
+// and stopped, and the time from each plugin's launch to the simulated kubelet holding its full device list.
 import { spawn, type ChildProcess } from "node:child_process";
+import { writeFileSync } from "node:fs";
 import type { SimulatedDeviceManager, SimulatedResource } from "../../tools/kubelet-sim/device-manager.js";
 import { NODE_FLAGS, PLUGIN_LOGS } from "./knobs.js";
 
@@ -56,6 +57,31 @@ export function startDpo(
     ],
     { stdio: ["ignore", PLUGIN_LOGS ? "inherit" : "ignore", "inherit"], env },
   );
+  const exited = exitOf(child);
+  return {
+    child,
+    launchedAt: Promise.resolve(spawnedAt),
+    stop: async () => {
+      child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
+/**
+ * The runtime's floor: Node under the image's flags with `node:http2` loaded (what any gRPC server on Node
+ * needs) and nothing else, idle, with the environment a plugin gets. The plugin's idle RSS is held to this.
+ */
+export function startNodeFloor(script: string): Plugin {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  delete env["NODE_COMPILE_CACHE"];
+  delete env["NODE_EXTRA_CA_CERTS"];
+  writeFileSync(script, 'import "node:http2";\nsetInterval(() => {}, 2 ** 30);\n');
+  const spawnedAt = performance.now();
+  const child = spawn(process.execPath, [...NODE_FLAGS, script], {
+    stdio: ["ignore", "ignore", "inherit"],
+    env,
+  });
   const exited = exitOf(child);
   return {
     child,

@@ -1,8 +1,12 @@
 #!/usr/bin/env node
 // `dpo` command-line entry; the commands are in run.ts.
 import { basename } from "node:path";
+import { fileURLToPath } from "node:url";
 import { describeFailure } from "./flags.js";
+import { setCliEntry } from "./plugin-config-apart.js";
 import { main } from "./run.js";
+
+setCliEntry(fileURLToPath(import.meta.url));
 
 // `dpo crds | head`: the reader closed the pipe, so there is nobody left to write to. Stop quietly, as a
 // Unix tool does on SIGPIPE, instead of an unhandled EPIPE stack trace.

@@ -8,7 +8,6 @@ import {
   POD_RESOURCES_DIR,
   POD_RESOURCES_SOCKET_NAME,
 } from "../contract/kubelet-paths.js";
-import { readPluginConfig } from "../contract/plugin-config.js";
 import { REGISTRATION_MODES, type RegistrationMode } from "../contract/registration.js";
 import { createLogger, type LogLevelName } from "../observability/log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
@@ -33,6 +32,7 @@ import {
   UsageError,
   type FlagSpec,
 } from "./flags.js";
+import { readPluginConfigApart } from "./plugin-config-apart.js";
 
 export const PLUGIN_FLAGS: readonly FlagSpec[] = [
   { name: "config", env: "DPO_CONFIG", description: "DevicePluginConfig manifest (YAML or JSON) to serve." },
@@ -182,7 +182,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     process.stderr.write(`dpo: cannot read --config ${configPath}: ${(err as Error).message}\n`);
     return 2;
   }
-  const loaded = readPluginConfig(text);
+  const loaded = await readPluginConfigApart(text, (message) => process.stderr.write(`dpo: ${message}\n`));
   if (!loaded.ok) {
     process.stderr.write(
       `dpo: invalid config ${configPath}:\n` +

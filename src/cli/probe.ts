@@ -3,7 +3,7 @@
 import type { DevicePluginConfig } from "../api/v1beta1/config.js";
 import { pino } from "pino";
 import { parseManifestDocuments } from "../api/validate.js";
-import { readPluginConfig } from "../contract/plugin-config.js";
+import { readPluginConfig } from "../contract/plugin-config-read.js";
 import { createBackend } from "../plugin-runtime/backends/index.js";
 import type { PhysicalDevice } from "../plugin-runtime/devices/types.js";
 import { formatFlagHelp, resolveFlags, UsageError, type FlagSpec } from "./flags.js";

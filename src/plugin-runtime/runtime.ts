@@ -11,7 +11,7 @@ import { createBackend } from "./backends/index.js";
 import { CdiSpecSync } from "./cdi-spec-sync.js";
 import { DeviceSet, type DeviceSetSnapshot } from "./devices/device-set.js";
 import { PluginMetrics } from "./metrics.js";
-import { draDriverName } from "../api/v1beta1/spec.js";
+import { draDriverName } from "../api/v1beta1/dra-names.js";
 import { draDeviceName } from "./dra/devices.js";
 import type { HeldShares } from "./devices/held.js";
 import { deviceSeries, draClaimShares, type Allocations } from "./podresources/allocations.js";

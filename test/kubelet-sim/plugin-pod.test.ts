@@ -353,7 +353,11 @@ describe("nodeResourcePatch", () => {
 describe("imageNodeFlags", () => {
   it("reads the Node.js flags of this repository's image from its Dockerfile", () => {
     const dockerfile = readFileSync(join(import.meta.dirname, "..", "..", "Dockerfile"), "utf8");
-    expect(imageNodeFlags(dockerfile)).toEqual(["--max-semi-space-size=1", "--lite-mode"]);
+    expect(imageNodeFlags(dockerfile)).toEqual([
+      "--max-semi-space-size=1",
+      "--lite-mode",
+      "--no-icu-timezone-data",
+    ]);
   });
 
   it.each([

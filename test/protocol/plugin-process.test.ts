@@ -3,6 +3,8 @@
 // SIGTERM cleanup, and the validate/version commands.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { buildPromlint, PROM_CLIENT_DEFAULT_PROBLEMS, promlint } from "../../tools/promlint/harness.js";
@@ -128,6 +130,108 @@ describe("dpo plugin", () => {
     expect(logEvents(r)).toContainEqual(
       expect.objectContaining({ level: "warn", ignored: ["spec.plugin.logFormat"] }),
     );
+  });
+
+  it("reads a YAML kubeconfig, its parser loaded on use, and writes its report with the credentials it names", async () => {
+    const tmp = tempDir("kubeconfig");
+    cleanups.push(tmp.cleanup);
+    const dir = join(tmp.dir, "dp");
+    const kubelet = new SimulatedDeviceManager({ dir });
+    await kubelet.start();
+    cleanups.push(() => kubelet.stop());
+    // The API server the kubeconfig names: records each request and knows nothing.
+    const requests: { method: string; url: string; authorization: string | undefined }[] = [];
+    const api = createServer((req, res) => {
+      requests.push({
+        method: req.method ?? "",
+        url: req.url ?? "",
+        authorization: req.headers.authorization,
+      });
+      req.resume();
+      res.writeHead(404, { "Content-Type": "application/json" });
+      res.end(
+        JSON.stringify({
+          kind: "Status",
+          apiVersion: "v1",
+          status: "Failure",
+          reason: "NotFound",
+          code: 404,
+        }),
+      );
+    });
+    await new Promise<void>((resolve) => api.listen(0, "127.0.0.1", resolve));
+    cleanups.push(() => new Promise<void>((resolve) => api.close(() => resolve())));
+    const { port } = api.address() as AddressInfo;
+    // YAML, as kubectl writes it (the kubelet simulator hands its plugin pods such a file).
+    const kubeconfig = join(tmp.dir, "kubeconfig.yaml");
+    writeFileSync(
+      kubeconfig,
+      [
+        "apiVersion: v1",
+        "kind: Config",
+        "clusters:",
+        "- name: sim",
+        "  cluster:",
+        `    server: http://127.0.0.1:${port}`,
+        "contexts:",
+        "- name: sim",
+        "  context:",
+        "    cluster: sim",
+        "    user: plugin",
+        "current-context: sim",
+        "users:",
+        "- name: plugin",
+        "  user:",
+        "    token: plugin-token",
+      ].join("\n"),
+    );
+    const config = join(tmp.dir, "config.yaml");
+    writeFileSync(
+      config,
+      [
+        "apiVersion: dpo.dev/v1beta1",
+        "kind: DevicePluginConfig",
+        "metadata: { name: kc }",
+        "spec:",
+        `  resourceName: ${RESOURCE}`,
+        "  backend: { type: Mock, mock: { devices: 2, idPrefix: foo } }",
+      ].join("\n"),
+    );
+    const r = start(
+      [
+        "plugin",
+        "--config",
+        config,
+        "--device-plugin-dir",
+        dir,
+        "--metrics-addr",
+        "0",
+        "--health-addr",
+        "0",
+        "--kubeconfig",
+        kubeconfig,
+        "--namespace",
+        "dpo-system",
+      ],
+      { NODE_NAME: "node-k" },
+    );
+    const report = await Promise.race([
+      waitFor(
+        "the plugin to write its DeviceNodeState to the API server its kubeconfig names",
+        (observe) => {
+          observe({ requests, stdout: r.stdout.join("").slice(-500) });
+          return requests.find((q) =>
+            q.url.startsWith("/apis/dpo.dev/v1beta1/namespaces/dpo-system/devicenodestates/"),
+          );
+        },
+        { timeoutMs: 15_000, intervalMs: 20 },
+      ),
+      r.exited.then(({ code }) => {
+        throw new Error(`the plugin exited (${code}) before writing its report: ${r.stderr.join("")}`);
+      }),
+    ]);
+    expect(report.authorization).toBe("Bearer plugin-token");
+    expect(requests.every((q) => q.authorization === "Bearer plugin-token")).toBe(true);
   });
 
   it("rejects an unknown flag and a bad registration mode with exit 2", async () => {

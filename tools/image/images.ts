@@ -75,7 +75,13 @@ export const dpoImage: DpoImageDefinition = {
   installDependencies: ["npm", "ci", "--omit=dev", "--ignore-scripts"],
   compileCacheRun: ["plugin", "--help"],
   config: {
-    Entrypoint: ["node", "--max-semi-space-size=1", "--lite-mode", "/app/dist/dpo.js"],
+    Entrypoint: [
+      "node",
+      "--max-semi-space-size=1",
+      "--lite-mode",
+      "--no-icu-timezone-data",
+      "/app/dist/dpo.js",
+    ],
     Cmd: ["--help"],
     // PATH and NODE_VERSION are what the Dockerfile's base image sets (there is no yarn, so no YARN_VERSION).
     Env: [

@@ -2,11 +2,9 @@
 import { z } from "zod";
 import { DevicePluginConfigSpecSchema } from "./spec.js";
 
-export const GROUP = "dpo.dev";
-export const VERSION = "v1beta1";
-export const API_VERSION = `${GROUP}/${VERSION}`;
-export const KIND = "DevicePluginConfig";
-export const PLURAL = "devicepluginconfigs";
+import { API_VERSION, KIND } from "./kinds.js";
+
+export { API_VERSION, GROUP, KIND, PLURAL, VERSION } from "./kinds.js";
 
 const DNS_SUBDOMAIN_NAME = z
   .string()

@@ -1,9 +1,19 @@
 // DeviceNodeState (dpo.dev/v1beta1): one per (config, node), written only by the plugin on that node.
 import { z } from "zod";
 import { celRules } from "./cel.crd.js";
+import {
+  MAX_ATTRIBUTE_KEY,
+  MAX_ATTRIBUTE_VALUE,
+  MAX_ATTRIBUTES_PER_DEVICE,
+} from "./devicenodestate-bounds.js";
+import { DEVICE_NODE_STATE_KIND } from "./kinds.js";
 
-export const DEVICE_NODE_STATE_KIND = "DeviceNodeState";
-export const DEVICE_NODE_STATE_PLURAL = "devicenodestates";
+export { DEVICE_NODE_STATE_KIND, DEVICE_NODE_STATE_PLURAL } from "./kinds.js";
+export {
+  MAX_ATTRIBUTE_KEY,
+  MAX_ATTRIBUTE_VALUE,
+  MAX_ATTRIBUTES_PER_DEVICE,
+} from "./devicenodestate-bounds.js";
 
 /**
  * The report's name is derived from these (contract/node-state.ts): a report whose config, node or
@@ -44,22 +54,6 @@ export const REGISTRATION_STATES = ["Registered", "NotRegistered", "StandingBy"]
 
 /** Most typed attributes plus capacities per device, as resource.k8s.io/v1 allows one device. */
 const MAX_TYPED_PER_DEVICE = 32;
-/**
- * Most attributes per device. The NVIDIA backend reports 9, PCI 6, Mock at most 64 (63 configured and its
- * index): twice the largest, so a backend that grows keeps room, while one report stays far below the
- * API server's request limit and the operator's cache cannot be flooded through it.
- */
-export const MAX_ATTRIBUTES_PER_DEVICE = 128;
-/**
- * Longest attribute name: Mock's configured names are at most 63 characters, a ResourceSlice's qualified
- * attribute names at most 96 (a 63-character domain, '/', 32 characters).
- */
-export const MAX_ATTRIBUTE_KEY = 128;
-/**
- * Longest attribute value: Mock's configured values are at most 256 characters; the longest a real backend
- * writes is NVIDIA's lastXid (a 200-character detail and its code).
- */
-export const MAX_ATTRIBUTE_VALUE = 1024;
 /** An RFC 3339 time is at most 35 characters (nanoseconds and an offset); room to spare. */
 const MAX_TIME = 64;
 

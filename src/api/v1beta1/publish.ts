@@ -2,7 +2,10 @@
 import { z } from "zod";
 import type { CelRule } from "./cel.crd.js";
 import { DNS_SUBDOMAIN, listOf } from "./fields.js";
+import { defaultDriverName } from "./dra-names.js";
 import { ExtendedResourceNameSchema } from "./resource-name.js";
+
+export { defaultDriverName, draDeviceClassName, draDriverName, type DRANaming } from "./dra-names.js";
 
 /** How a config offers its devices: the kubelet's device plugin API, or Dynamic Resource Allocation. */
 export const PUBLISH_MODES = ["DevicePlugin", "DRA"] as const;
@@ -69,37 +72,11 @@ export const DRASchema = z
   .strict();
 export type DRA = z.infer<typeof DRASchema>;
 
-/** The fields of a spec that name its DRA driver and DeviceClass. */
-export interface DRANaming {
-  resourceName: string;
-  dra?: DRA | undefined;
-}
-
-/**
- * The driver name a resource name gives when `spec.dra.driverName` is unset: `<name>.<domain>`, as DRA
- * drivers are named (`gpu.nvidia.com` for `nvidia.com/gpu`). It may not be a valid driver name (upper
- * case, `_`, too long): `checkDefaultDriverName` says so, and the spec must name one then. Pure.
- */
-export function defaultDriverName(resourceName: string): string {
-  const slash = resourceName.indexOf("/");
-  return `${resourceName.slice(slash + 1)}.${resourceName.slice(0, slash)}`;
-}
-
 /** Why the default driver name of a resource name cannot be used, or undefined when it can. Pure. */
 export function checkDefaultDriverName(resourceName: string): string | undefined {
   const name = defaultDriverName(resourceName);
   if (name.length <= DRA_DRIVER_NAME_MAX_LENGTH && DNS_SUBDOMAIN.test(name)) return undefined;
   return `must be set: the default ${JSON.stringify(name)} from the resource name is not a lowercase DNS subdomain of at most ${DRA_DRIVER_NAME_MAX_LENGTH} characters`;
-}
-
-/** The DRA driver name a spec publishes under. */
-export function draDriverName(spec: DRANaming): string {
-  return spec.dra?.driverName ?? defaultDriverName(spec.resourceName);
-}
-
-/** The DeviceClass a spec's operator owns. */
-export function draDeviceClassName(spec: DRANaming): string {
-  return spec.dra?.deviceClass.name ?? draDriverName(spec);
 }
 
 /** The default driver name as CEL: `<name>.<domain>` of resourceName (which has exactly one '/'). */

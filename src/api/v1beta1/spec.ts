@@ -183,7 +183,7 @@ export const PluginSchema = z
         "PriorityClass of the plugin pods; the default keeps them from being evicted before workloads.",
       ),
     resources: ResourceRequirementsSchema.default({}).describe(
-      "CPU and memory requests and limits of the plugin container.",
+      "CPU and memory requests and limits of the plugin container. Neither set: requests cpu 10m and memory 80Mi, limit memory 160Mi (measured, docs/benchmarks.md). Either set: exactly these; empty requests and limits: none.",
     ),
     logLevel: z.enum(LOG_LEVELS).default("info").describe(LOG_LEVEL_DESCRIPTION),
     ...pluginPodFields,

@@ -4,7 +4,6 @@ import { readFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
 import { cdiEnvName, type CdiContainerEdits } from "../../cdi/spec.js";
-import { z } from "zod";
 import type { MockBackend } from "../../api/v1beta1/spec.js";
 import type { ContainerAllocation, PhysicalDevice } from "../devices/types.js";
 import { RefreshingBackend } from "./refreshing-backend.js";
@@ -18,16 +17,37 @@ export const MOCK_CDI_ENV_PREFIX = "MOCK_DEVICE_";
 export const REASON_MARKED_UNHEALTHY = "MarkedUnhealthy";
 export const DEFAULT_MOCK_POLL_INTERVAL_MS = 1000;
 
-const HealthSchema = z.enum(["Healthy", "Unhealthy"]);
-const HealthEntrySchema = z.union([
-  HealthSchema,
-  z.object({ health: HealthSchema, reason: z.string().max(256).optional() }).strict(),
-]);
+const HEALTH_VALUES: readonly string[] = ["Healthy", "Unhealthy"];
+const MAX_REASON_LENGTH = 256;
+type Health = "Healthy" | "Unhealthy";
 /** The health file: device id → "Healthy" | "Unhealthy" | { health, reason }. Absent ids are Healthy. */
-export const MockHealthFileSchema = z.record(z.string(), HealthEntrySchema);
-export type MockHealthFile = z.infer<typeof MockHealthFileSchema>;
+export type MockHealthFile = Record<string, Health | { health: Health; reason?: string | undefined }>;
 
 export type HealthFileParse = { ok: true; file: MockHealthFile } | { ok: false; problem: string };
+
+const isHealth = (value: unknown): value is Health =>
+  typeof value === "string" && HEALTH_VALUES.includes(value);
+
+/**
+ * What is wrong with one entry, or undefined when it is fine. Checked by hand rather than with a zod
+ * schema: the long-running plugin reads this file and otherwise never loads zod (docs/benchmarks.md).
+ */
+function entryProblem(entry: unknown): string | undefined {
+  if (typeof entry === "string") {
+    return isHealth(entry) ? undefined : `must be "Healthy" or "Unhealthy", not ${JSON.stringify(entry)}`;
+  }
+  if (typeof entry !== "object" || entry === null || Array.isArray(entry)) {
+    return `must be "Healthy", "Unhealthy" or an object, not ${Array.isArray(entry) ? "an array" : typeof entry}`;
+  }
+  const unknown = Object.keys(entry).filter((key) => key !== "health" && key !== "reason");
+  if (unknown.length > 0) return `unknown field ${JSON.stringify(unknown[0])}`;
+  const { health, reason } = entry as { health?: unknown; reason?: unknown };
+  if (!isHealth(health)) return `health: must be "Healthy" or "Unhealthy"`;
+  if (reason !== undefined && (typeof reason !== "string" || reason.length > MAX_REASON_LENGTH)) {
+    return `reason: must be a string of at most ${MAX_REASON_LENGTH} characters`;
+  }
+  return undefined;
+}
 
 /** Parses the health file's text; a problem names the offending entry. Pure. */
 export function parseHealthFile(text: string): HealthFileParse {
@@ -37,16 +57,15 @@ export function parseHealthFile(text: string): HealthFileParse {
   } catch (error) {
     return { ok: false, problem: `not JSON: ${(error as Error).message}` };
   }
-  const parsed = MockHealthFileSchema.safeParse(json);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const where = issue === undefined || issue.path.length === 0 ? "file" : issue.path.join(".");
-    return {
-      ok: false,
-      problem: `${where}: ${issue?.message ?? "invalid"} (want id → "Healthy" | "Unhealthy" | {health, reason})`,
-    };
+  const want = '(want id → "Healthy" | "Unhealthy" | {health, reason})';
+  if (typeof json !== "object" || json === null || Array.isArray(json)) {
+    return { ok: false, problem: `file: must be an object ${want}` };
   }
-  return { ok: true, file: parsed.data };
+  for (const [id, entry] of Object.entries(json)) {
+    const problem = entryProblem(entry);
+    if (problem !== undefined) return { ok: false, problem: `${id}: ${problem} ${want}` };
+  }
+  return { ok: true, file: json as MockHealthFile };
 }
 
 /** The configured devices, all healthy: `<idPrefix>-<i>` on NUMA node i % numaNodes. Pure. */

@@ -1,7 +1,6 @@
 // Where the plugin's API credentials come from: a kubeconfig file, or the pod's own ServiceAccount.
 import { readFile } from "node:fs/promises";
 import { dirname, isAbsolute, join } from "node:path";
-import { parse } from "yaml";
 import { record } from "./json.js";
 
 /** Where a pod finds its ServiceAccount token and the cluster CA. */
@@ -46,7 +45,9 @@ function findNamed(list: unknown, name: string, member: string): Record<string, 
 export async function loadKubeconfig(path: string): Promise<ApiCredentials> {
   let doc: Record<string, unknown>;
   try {
-    doc = record(parse(await readFile(path, "utf8")));
+    // Loaded here, not with the module: a plugin in a pod uses its service account and never needs it.
+    const { parseYaml } = await import("./kubeconfig-yaml.js");
+    doc = record(parseYaml(await readFile(path, "utf8")));
   } catch (err) {
     throw new KubeconfigError(`kubeconfig ${path}: ${(err as Error).message}`, { cause: err });
   }

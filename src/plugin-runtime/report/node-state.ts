@@ -1,14 +1,16 @@
 // Pure: the DeviceNodeState a plugin reports for its node, built from the runtime's status and device snapshot.
+import type { DeviceNodeStateStatus, ReportedDevice } from "../../api/v1beta1/devicenodestate.js";
 import {
+  API_VERSION as CONFIG_API_VERSION,
   DEVICE_NODE_STATE_KIND,
   DEVICE_NODE_STATE_PLURAL,
+  KIND as CONFIG_KIND,
+} from "../../api/v1beta1/kinds.js";
+import {
   MAX_ATTRIBUTE_KEY,
   MAX_ATTRIBUTE_VALUE,
   MAX_ATTRIBUTES_PER_DEVICE,
-  type DeviceNodeStateStatus,
-  type ReportedDevice,
-} from "../../api/v1beta1/devicenodestate.js";
-import { API_VERSION as CONFIG_API_VERSION, KIND as CONFIG_KIND } from "../../api/v1beta1/config.js";
+} from "../../api/v1beta1/devicenodestate-bounds.js";
 import { configLabelValue, LABEL_CONFIG } from "../../contract/names.js";
 import { deviceNodeStateName } from "../../contract/node-state.js";
 import type { AdvertisedDevice, Health, PhysicalDevice } from "../devices/types.js";

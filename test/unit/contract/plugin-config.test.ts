@@ -3,11 +3,8 @@
 import { describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { loadDevicePluginConfig } from "../../../src/api/validate.js";
-import {
-  configHash,
-  PLUGIN_OPTIONAL_FIELDS_ANNOTATION,
-  readPluginConfig,
-} from "../../../src/contract/plugin-config.js";
+import { configHash, PLUGIN_OPTIONAL_FIELDS_ANNOTATION } from "../../../src/contract/plugin-config.js";
+import { readPluginConfig } from "../../../src/contract/plugin-config-read.js";
 
 describe("configHash", () => {
   it("is a short hex digest that ignores key order and tells keys from values", () => {

@@ -4,7 +4,11 @@ import { describe, expect, it } from "vitest";
 import type { DevicePluginConfigSpecInput } from "../../../../src/api/v1beta1/spec.js";
 import { configHash } from "../../../../src/contract/plugin-config.js";
 import { renderPluginConfigMap } from "../../../../src/operator/render/configmap.js";
-import { pluginRevision, renderPluginDaemonSet } from "../../../../src/operator/render/daemonset.js";
+import {
+  DEFAULT_PLUGIN_RESOURCES,
+  pluginRevision,
+  renderPluginDaemonSet,
+} from "../../../../src/operator/render/daemonset.js";
 import { ctx, config, podSpec, container } from "./render-support.js";
 
 describe("renderPluginDaemonSet", () => {
@@ -122,7 +126,8 @@ describe("renderPluginDaemonSet", () => {
       { key: "replace.dpo.dev/example-foo", operator: "Exists", effect: "NoSchedule" },
     ]);
     expect(podSpec(bare)).not.toHaveProperty("priorityClassName");
-    expect(container(bare)).not.toHaveProperty("resources");
+    // No resources in the config: the measured defaults (daemonset-resources.test.ts), never none.
+    expect(container(bare).resources).toEqual(DEFAULT_PLUGIN_RESOURCES);
   });
 
   it("annotates the pod template with the ConfigMap's hash, so a spec change rolls the pods", () => {

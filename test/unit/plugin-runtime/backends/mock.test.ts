@@ -54,6 +54,17 @@ describe("parseHealthFile", () => {
     { text: '{"a-0": "unhealthy"}', ok: false, problem: "a-0" },
     { text: '{"a-0": {"health": "Unhealthy", "why": "x"}}', ok: false, problem: "a-0" },
     { text: '{"a-0": 1}', ok: false, problem: "a-0" },
+    { text: '{"a-0": null}', ok: false, problem: "a-0" },
+    { text: '{"a-0": ["Unhealthy"]}', ok: false, problem: "a-0" },
+    { text: '{"a-0": {"reason": "x"}}', ok: false, problem: "a-0: health" },
+    { text: '{"a-0": {"health": "Unhealthy", "reason": 5}}', ok: false, problem: "a-0: reason" },
+    {
+      text: `{"a-0": {"health": "Unhealthy", "reason": "${"x".repeat(257)}"}}`,
+      ok: false,
+      problem: "a-0: reason",
+    },
+    { text: `{"a-0": {"health": "Unhealthy", "reason": "${"x".repeat(256)}"}}`, ok: true },
+    { text: '{"a-0": {"health": "Healthy"}}', ok: true },
   ])("$text → ok=$ok", ({ text, ok, problem }) => {
     const parsed = parseHealthFile(text);
     expect(parsed.ok).toBe(ok);

@@ -1,0 +1,53 @@
+// One interop object per CommonJS module in the bundle, instead of one per file that imports it.
+//
+// Where an ES module imports a CommonJS one (dpo's own code importing a Node built-in, which the bundle
+// loads as CommonJS, or grpc-js), esbuild's runtime helper `__toESM` wraps the module's exports in a
+// new object with a getter closure for each of their keys, and it does so again in every importing file:
+// some 75 copies of `node:fs`, `node:path`, `node:util` and the like in the plugin, 0.5-0.7 MiB of its
+// idle RSS. A copy is only ever read (import bindings are read-only) and its getters read the module's
+// exports live, so every importer can share the first one made. The keys are those the module's exports
+// had when first imported; CommonJS modules in the bundle are complete by then, as an ES module's
+// imports are evaluated before it.
+
+/** The runtime helper as esbuild (0.28) writes it into the bundle's shared chunk. */
+const HELPER = "__toESM=(mod,isNodeMode,target)=>";
+
+/** Where the statement starting at `from` ends: just past its `;` outside parentheses, braces and strings. */
+function statementEnd(text: string, from: number): number | undefined {
+  let depth = 0;
+  let quote: string | undefined;
+  for (let i = from; i < text.length; i++) {
+    const c = text[i]!;
+    if (quote !== undefined) {
+      if (c === "\\") i++;
+      else if (c === quote) quote = undefined;
+    } else if (c === '"' || c === "'" || c === "`") quote = c;
+    else if (c === "(" || c === "{" || c === "[") depth++;
+    else if (c === ")" || c === "}" || c === "]") depth--;
+    else if (c === ";" && depth === 0) return i + 1;
+  }
+  return undefined;
+}
+
+/**
+ * Makes esbuild's `__toESM`, in the chunk that defines it, make one object per module and import mode
+ * and hand that out again: the statement that defines it is followed by one that wraps it, so every call
+ * after it, in this chunk and the others, shares. Undefined for a chunk that does not define the helper
+ * (those that only import it); throws for one that defines it in a shape this does not know, so an
+ * esbuild upgrade that changes it fails the build.
+ */
+export function shareInteropObjects(chunk: string): string | undefined {
+  if (!/\b__toESM=/.test(chunk)) return undefined;
+  const at = chunk.indexOf(HELPER);
+  const end = at < 0 ? undefined : statementEnd(chunk, at);
+  if (end === undefined) {
+    throw new Error(
+      `bundle: esbuild's __toESM helper is no longer '${HELPER}...;'; check tools/bundle/interop.ts`,
+    );
+  }
+  const shared =
+    '__toESM=((toESM,made)=>(mod,isNodeMode)=>{if(mod===null||typeof mod!=="object"&&typeof mod!=="function")return toESM(mod,isNodeMode);' +
+    "let byMod=made[isNodeMode?1:0],esm=byMod.get(mod);return esm===void 0&&byMod.set(mod,esm=toESM(mod,isNodeMode)),esm})" +
+    "(__toESM,[new WeakMap,new WeakMap]);";
+  return chunk.slice(0, end) + shared + chunk.slice(end);
+}
