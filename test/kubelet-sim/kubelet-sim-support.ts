@@ -19,7 +19,11 @@ import { API_VERSION, GROUP, KIND, PLURAL, VERSION } from "../../src/api/v1beta1
 import type { DevicePluginConfig } from "../../src/api/v1beta1/config.js";
 import { LABEL_CONFIG, configLabelValue } from "../../src/contract/names.js";
 import { ServerSideApplier, type ApplyObject } from "../../src/kube/apply.js";
-import { renderPluginConfigMap, renderPluginDaemonSet, type RenderContext } from "../../src/operator/render/index.js";
+import {
+  renderPluginConfigMap,
+  renderPluginDaemonSet,
+  type RenderContext,
+} from "../../src/operator/render/index.js";
 import { LABEL_REVISION } from "../../src/operator/model/names.js";
 import {
   injectedCluster,
