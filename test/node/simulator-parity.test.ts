@@ -1,7 +1,8 @@
 // The kubelet simulator is held to the real kubelet: one scenario runs on the real node and on a simulated node
 // of the same cluster, with the same config, and what a user or the plugin can observe must agree: the
-// kubelet's registration verdicts and messages, allocatable after each step, admission errors, the PodResources
-// answers and the device health in pod status. Where they disagree, the simulator is wrong.
+// kubelet's registration verdicts and messages, the capacity and allocatable a Node watch shows on the way through
+// each step, admission errors, the PodResources answers and the device health in pod status. Where they
+// disagree, the simulator is wrong.
 import * as grpc from "@grpc/grpc-js";
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
@@ -21,6 +22,7 @@ import {
   HOST_POD_RESOURCES_DIR,
   KubeletSimulator,
 } from "../../tools/kubelet-sim/node-simulator.js";
+import { NodeWatch } from "./node-watch.js";
 import { advertised, dpoImage, ON_REAL_NODE, realNode, removeConfig, workloadImage } from "./support.js";
 
 const NAME = uniqueName("parity");
@@ -37,6 +39,9 @@ let simNode: string;
 /** The two nodes under comparison, and how each one's host is reached from here. */
 interface Side {
   node: string;
+  /** What a Node watch showed of the resource from before the config existed: each change, in order. */
+  shown: string[];
+  watch: NodeWatch;
   devicePluginDir: string;
   podResourcesSocket: string;
   writeHealth(content: Record<string, unknown>): Promise<void>;
@@ -128,11 +133,16 @@ async function settledPod(
   return { phase: p.status?.phase, reason: p.status?.reason, message: scrub(p.status?.message) };
 }
 
+/**
+ * Waits until a side advertises `want`, then returns the sequence of capacity/allocatable its Node watch has
+ * shown since before the config existed (the watch caught up with the Node as it is now), so what is compared
+ * is each node's path there and not the value waited for.
+ */
 async function settledAdvertised(
   side: Side,
   want: { capacity: number; allocatable: number },
-): Promise<{ capacity: number; allocatable: number }> {
-  return waitFor(
+): Promise<string[]> {
+  await waitFor(
     `${side.node} to advertise ${JSON.stringify(want)}`,
     async (observe) => {
       const seen = advertised(await core.readNode({ name: side.node }), RESOURCE);
@@ -142,6 +152,21 @@ async function settledAdvertised(
     // The real kubelet writes node status every 10 s.
     { timeoutMs: 60_000, intervalMs: 250 },
   );
+  await side.watch.caughtUp();
+  expect(side.watch.gaps, `the watch of ${side.node}`).toEqual([]);
+  return [...side.shown];
+}
+
+/** A side whose Node is watched from now on, its resource's capacity/allocatable kept on each change. */
+async function watchedSide(node: string, rest: Omit<Side, "node" | "shown" | "watch">): Promise<Side> {
+  const shown: string[] = [];
+  const watch = new NodeWatch(node, (n) => {
+    const { capacity, allocatable } = advertised(n, RESOURCE);
+    const now = `${capacity}/${allocatable}`;
+    if (shown.at(-1) !== now) shown.push(now);
+  });
+  await watch.start();
+  return { node, shown, watch, ...rest };
 }
 
 beforeAll(async () => {
@@ -154,22 +179,20 @@ beforeAll(async () => {
     kubeletVersions: { [simNode]: realVersion },
   });
   sides = {
-    real: {
-      node: realNode(),
+    real: await watchedSide(realNode(), {
       devicePluginDir: DEVICE_PLUGINS_DIR,
       podResourcesSocket: "/var/lib/kubelet/pod-resources/kubelet.sock",
       writeHealth: async (content) => {
         await mkdir(dirname(HEALTH_FILE), { recursive: true });
         await writeFile(HEALTH_FILE, JSON.stringify(content));
       },
-    },
-    sim: {
-      node: simNode,
+    }),
+    sim: await watchedSide(simNode, {
       devicePluginDir: sim.hostPath(simNode, HOST_DEVICE_PLUGINS_DIR),
       podResourcesSocket: join(sim.hostPath(simNode, HOST_POD_RESOURCES_DIR), "kubelet.sock"),
       writeHealth: (content) =>
         Promise.resolve(sim.writeHostFile(simNode, HEALTH_FILE, JSON.stringify(content))),
-    },
+    }),
   };
   await sides.real.writeHealth({});
   await sides.sim.writeHealth({});
@@ -198,15 +221,21 @@ afterAll(async () => {
     allowFailure: true,
   });
   await removeConfig(NAME);
+  sides?.real.watch.stop();
+  sides?.sim.watch.stop();
   await operator?.stop();
   await sim?.stop();
   await rm(dirname(HEALTH_FILE), { recursive: true, force: true });
 }, 120_000);
 
 describe("the simulator agrees with the real kubelet", () => {
-  it("advertises the plugin's devices once it registered", async () => {
+  it("advertises the plugin's devices once it registered, by the same steps", async () => {
     const want = { capacity: DEVICES, allocatable: DEVICES };
-    expect(await settledAdvertised(sides.sim, want)).toEqual(await settledAdvertised(sides.real, want));
+    const real = await settledAdvertised(sides.real, want);
+    console.log(`the real node's capacity/allocatable, as a Node watch showed them: ${real.join(" -> ")}`);
+    // From nothing to all devices: the watch saw the node before the config existed.
+    expect(real[0]).toBe("0/0");
+    expect(await settledAdvertised(sides.sim, want)).toEqual(real);
   });
 
   it("answers registrations it refuses with the same verdicts and messages", async () => {
@@ -249,7 +278,9 @@ describe("the simulator agrees with the real kubelet", () => {
     for (const side of [sides.real, sides.sim])
       await side.writeHealth({ [held.split("::")[0]!]: { health: "Unhealthy", reason: "Parity" } });
     const want = { capacity: DEVICES, allocatable: DEVICES - 1 };
-    expect(await settledAdvertised(sides.sim, want)).toEqual(await settledAdvertised(sides.real, want));
+    const real = await settledAdvertised(sides.real, want);
+    console.log(`the real node's capacity/allocatable, as a Node watch showed them: ${real.join(" -> ")}`);
+    expect(await settledAdvertised(sides.sim, want)).toEqual(real);
     const healthOf = async (name: string): Promise<unknown> =>
       waitFor(
         `${name}'s allocatedResourcesStatus to name an unhealthy device`,

@@ -1,14 +1,26 @@
 // Helpers of the node tier: the real node's name and images, its containerd, the Node's view of a resource,
 // and pods pinned to the real node.
 import * as grpc from "@grpc/grpc-js";
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
+import { stat } from "node:fs/promises";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { CoreV1Api, type V1Node, type V1Pod } from "@kubernetes/client-node";
 import { inject } from "vitest";
-import { POD_RESOURCES_DIR, POD_RESOURCES_SOCKET_NAME } from "../../src/contract/kubelet-paths.js";
+import {
+  DEVICE_PLUGINS_DIR,
+  POD_RESOURCES_DIR,
+  POD_RESOURCES_SOCKET_NAME,
+} from "../../src/contract/kubelet-paths.js";
 import { LABEL_CONFIG } from "../../src/contract/names.js";
-import { PodResourcesListerClient } from "../../src/plugin-runtime/proto/index.js";
-import { REAL_NODE_LABEL, REAL_NODE_TAINT, restartKubelet } from "../../tools/real-node/real-node.js";
+import { KUBELET_SOCKET_NAME, PodResourcesListerClient } from "../../src/plugin-runtime/proto/index.js";
+import { readRecordedProcesses } from "../../tools/cluster/processes.js";
+import {
+  KUBELET_HEALTHZ_PORT,
+  REAL_NODE_LABEL,
+  REAL_NODE_TAINT,
+  restartKubelet,
+} from "../../tools/real-node/real-node.js";
 import { kubeConfigFromInjected, kubectl, waitFor } from "../cluster/helpers.js";
 import { NAMESPACE } from "../e2e/support.js";
 import "../cluster/provided-context.js";
@@ -92,16 +104,102 @@ export async function restartRealKubelet(binary?: string): Promise<void> {
   await restartKubelet(inject("clusterStateDir"), binary);
 }
 
+/** When a restarted kubelet was back, on the wall clock (Date.now). */
+export interface KubeletBack {
+  /** The SIGTERM to the old kubelet. */
+  stoppedAt: number;
+  /** The old process gone and the new one started. */
+  startedAt: number;
+  /** The new kubelet's /healthz first answered ok: the kubelet is up. */
+  healthyAt: number;
+  /** Its device-plugin registration socket (kubelet.sock) was there anew: plugins can register. */
+  socketAt: number;
+}
+
+/**
+ * Restarts the real kubelet as restartRealKubelet does and times its return: its /healthz (on 127.0.0.1 of the
+ * node's network namespace, so polled every 20 ms by a process started there, which must have seen the old
+ * kubelet answer first) and its device-plugin socket, which the new kubelet's device manager creates afresh.
+ */
+export async function restartRealKubeletTimed(binary?: string): Promise<KubeletBack> {
+  const kubelet = (await readRecordedProcesses(inject("clusterStateDir"))).find((p) => p.name === "kubelet");
+  if (!kubelet?.netns) throw new Error("the real node's kubelet has no recorded network namespace");
+  const prober = spawn(
+    "nsenter",
+    [`--net=${kubelet.netns}`, "--", process.execPath, "-e", HEALTHZ_PROBER, String(KUBELET_HEALTHZ_PORT)],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  const answers: { at: number; ok: boolean }[] = [];
+  let partial = "";
+  prober.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+    const lines = (partial + chunk).split("\n");
+    partial = lines.pop() ?? "";
+    for (const line of lines) {
+      const [state, at] = line.split(" ");
+      answers.push({ at: Number(at), ok: state === "up" });
+    }
+  });
+  try {
+    await waitFor("the old kubelet's /healthz to answer the prober", () => answers.some((a) => a.ok), {
+      timeoutMs: 30_000,
+      intervalMs: 20,
+    });
+    const socket = join(DEVICE_PLUGINS_DIR, KUBELET_SOCKET_NAME);
+    const before = await stat(socket);
+    const stoppedAt = Date.now();
+    await restartRealKubelet(binary);
+    const startedAt = Date.now();
+    const socketAt = await waitFor(
+      `the restarted kubelet's ${socket}`,
+      async () => {
+        const now = await stat(socket).catch(() => undefined);
+        return now !== undefined && (now.ino !== before.ino || now.ctimeMs > before.ctimeMs)
+          ? Date.now()
+          : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 10 },
+    );
+    const healthyAt = await waitFor(
+      "the restarted kubelet's /healthz to answer ok",
+      (observe) => {
+        observe(answers.slice(-4));
+        return answers.find((a) => a.ok && a.at >= startedAt)?.at;
+      },
+      { timeoutMs: 60_000, intervalMs: 20 },
+    );
+    return { stoppedAt, startedAt, healthyAt, socketAt };
+  } finally {
+    prober.kill();
+  }
+}
+
+/** Polls http://127.0.0.1:PORT/healthz every 20 ms; prints "up <ms>" or "down <ms>" on each change. */
+const HEALTHZ_PROBER = `
+const port = process.argv.at(-1);
+let last;
+(async () => {
+  for (;;) {
+    const ok = await fetch("http://127.0.0.1:" + port + "/healthz", { signal: AbortSignal.timeout(1000) })
+      .then(async (r) => r.ok && (await r.text()).trim() === "ok", () => false);
+    if (ok !== last) process.stdout.write((ok ? "up " : "down ") + Date.now() + "\\n");
+    last = ok;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+})();
+`;
+
 /**
  * The real kubelet's own view of a resource's healthy devices, polled through its PodResources API
  * (`GetAllocatableResources` on /var/lib/kubelet/pod-resources/kubelet.sock): it changes the moment the
  * device manager's does, while the Node object follows only at the kubelet's next status update (10 s).
- * Records the lowest count and how long it stayed at 0. Calls that fail (the kubelet restarting) are skipped.
+ * Records the lowest count and how long it stayed at 0, and each change of the answer with its time on the
+ * wall clock (undefined: the call failed, as while the kubelet restarts). Failed calls count no sample.
  */
 export class KubeletAllocatablePoller {
   min = Number.POSITIVE_INFINITY;
   zeroMs = 0;
   samples = 0;
+  readonly changes: { at: number; count: number | undefined }[] = [];
   private zeroSince: number | undefined;
   private running = false;
   private loop: Promise<void> | undefined;
@@ -130,6 +228,8 @@ export class KubeletAllocatablePoller {
               ),
           ),
         );
+        if (count !== this.changes.at(-1)?.count || this.changes.length === 0)
+          this.changes.push({ at: Date.now(), count });
         if (count !== undefined) this.seen(count);
         await new Promise((resolve) => setTimeout(resolve, this.intervalMs));
       }
@@ -144,6 +244,11 @@ export class KubeletAllocatablePoller {
       this.zeroMs += performance.now() - this.zeroSince;
       this.zeroSince = undefined;
     }
+  }
+
+  /** When the kubelet first answered `count` after `since` (wall clock), undefined if it has not. */
+  firstAnswer(count: number, since: number): number | undefined {
+    return this.changes.find((c) => c.count === count && c.at >= since)?.at;
   }
 
   async stop(): Promise<{ min: number; zeroMs: number; samples: number }> {

@@ -7,7 +7,7 @@ import { kubeConfigFromInjected, uniqueName } from "../cluster/helpers.js";
 import { installDpo, startOperator, type OperatorProcess } from "../e2e/support.js";
 import { HOST_POD_RESOURCES_DIR, KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { dpoImage } from "./support.js";
-import { describeRollout, UpgradeScenario } from "./upgrade-scenario.js";
+import { describeRollout, REPLACE_WINDOW_MS, UpgradeScenario } from "./upgrade-scenario.js";
 
 let operator: OperatorProcess;
 let sim: KubeletSimulator | undefined;
@@ -51,9 +51,16 @@ describe("the real node's upgrade scenario on a simulated node", () => {
     console.log(
       describeRollout(`simulated node, Surge on kubelet ${inject("clusterKubernetesVersion")}`, figures),
     );
+    // Held as the real node's test holds it (upgrade.test.ts).
+    expect(figures.rollout.violations).toEqual([]);
     expect([...figures.rollout.surged]).toEqual([node]);
     expect(figures.pods.rejected).toEqual([]);
+    expect(figures.pods.admitted.get(node) ?? 0).toBeGreaterThan(0);
+    expect(figures.allocatable.samples).toBeGreaterThan(0);
+    expect(figures.allocatable.gaps).toEqual([]);
+    expect(figures.allocatable.min).toBeGreaterThan(0);
     expect(figures.fenceMs, "a surging node is never fenced").toBe(0);
+    expect(figures.kubelet.samples).toBeGreaterThan(0);
     expect(figures.kubelet.min).toBeGreaterThan(0);
   });
 
@@ -71,8 +78,15 @@ describe("the real node's upgrade scenario on a simulated node", () => {
       node,
     ]);
     expect([...figures.rollout.replaced]).toEqual([]);
-    // Held to the real node's test: the fence keeps the scheduler's pods out of the window.
+    // Held to the real node's test: the window within the same target, and the fence keeps the scheduler's
+    // pods out of it.
+    expect(figures.rollout.violations).toEqual([]);
+    expect(figures.kubelet.samples).toBeGreaterThan(0);
+    expect(figures.kubelet.zeroMs).toBeLessThanOrEqual(REPLACE_WINDOW_MS);
     expect(figures.fenceMs).toBeGreaterThan(figures.kubelet.zeroMs);
+    expect(figures.allocatable.samples).toBeGreaterThan(0);
+    expect(figures.allocatable.gaps).toEqual([]);
     expect(figures.pods.rejected).toEqual([]);
+    expect(figures.pods.admitted.get(node) ?? 0).toBeGreaterThan(0);
   });
 });

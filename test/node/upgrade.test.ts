@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { uniqueName } from "../cluster/helpers.js";
 import { installDpo, startOperator, type OperatorProcess } from "../e2e/support.js";
 import { core, dpoImage, ON_REAL_NODE, realNode, restartRealKubelet, waitForKubelet } from "./support.js";
-import { describeRollout, UpgradeScenario } from "./upgrade-scenario.js";
+import { describeRollout, REPLACE_WINDOW_MS, UpgradeScenario } from "./upgrade-scenario.js";
 
 let operator: OperatorProcess;
 let pinnedKubelet: string;
@@ -45,6 +45,9 @@ describe("plugin upgrades on the real node", () => {
     expect([...figures.rollout.surged]).toEqual([realNode()]);
     expect(figures.pods.rejected).toEqual([]);
     expect(figures.pods.admitted.get(realNode()) ?? 0).toBeGreaterThan(0);
+    // The Node watch saw the rollout without a hole (it is caught up at the end, rollOnce checks).
+    expect(figures.allocatable.samples).toBeGreaterThan(0);
+    expect(figures.allocatable.gaps).toEqual([]);
     expect(figures.allocatable.min).toBeGreaterThan(0);
     expect(figures.fenceMs, "a surging node is never fenced").toBe(0);
     expect(figures.kubelet.samples).toBeGreaterThan(0);
@@ -67,10 +70,14 @@ describe("plugin upgrades on the real node", () => {
     expect([...figures.rollout.replaced]).toEqual([]);
     // The kubelet has no healthy device from the old plugin's stop to the new one's registration (a
     // kubelet before v1.37 marks the resource unhealthy when a plugin goes): a window short enough that
-    // the 20 ms poll may not see it, measured and reported. The node was fenced before the old plugin
+    // the 20 ms poll may not see it, held to the Replace window's target. The node was fenced before the old plugin
     // stopped and until the new one's devices were advertised, so the scheduler placed no pod into the
     // window: not one failed admission.
+    expect(figures.kubelet.samples).toBeGreaterThan(0);
+    expect(figures.kubelet.zeroMs).toBeLessThanOrEqual(REPLACE_WINDOW_MS);
     expect(figures.fenceMs).toBeGreaterThan(figures.kubelet.zeroMs);
+    expect(figures.allocatable.samples).toBeGreaterThan(0);
+    expect(figures.allocatable.gaps).toEqual([]);
     expect(figures.pods.rejected).toEqual([]);
     expect(figures.pods.admitted.get(realNode()) ?? 0).toBeGreaterThan(0);
   });

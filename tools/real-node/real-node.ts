@@ -54,7 +54,8 @@ export const REAL_NODE_TAINT = { key: "dpo.dev/real-node", value: "true", effect
 export const REAL_NODE_LABEL = "dpo.dev/real-node";
 
 const RECORD_FILE = "real-node.json";
-const KUBELET_HEALTHZ_PORT = 10248;
+/** The kubelet's /healthz, on 127.0.0.1 of the node's network namespace. */
+export const KUBELET_HEALTHZ_PORT = 10248;
 
 export interface RealNodeOptions {
   stateDir: string;
