@@ -204,7 +204,7 @@ async function watchPools(watched: readonly string[]): Promise<{
   return {
     gaps,
     liveness: () => [
-      ...watch.errors,
+      ...watch.gaps,
       ...watched.filter((n) => (samples.get(n) ?? 0) === 0).map((n) => `${n}: no slice update seen`),
     ],
     health: () => watch.health(),
@@ -380,8 +380,8 @@ async function watchAdvertising(): Promise<{
     sliceDevices,
     observations: () => observations,
     liveness: (moved) => [
-      ...nodesWatch.errors,
-      ...slicesWatch.errors,
+      ...nodesWatch.gaps,
+      ...slicesWatch.gaps,
       ...moved.filter((n) => (nodeUpdates.get(n) ?? 0) === 0).map((n) => `${n}: no Node update seen`),
       ...(slicesWatch.events === 0 ? ["no ResourceSlice event seen"] : []),
     ],

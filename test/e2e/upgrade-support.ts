@@ -68,7 +68,7 @@ export class RolloutWatch {
   private baseName: string | undefined;
   private over = false;
   private keys: NodeKeys | undefined;
-  private readonly watches: Pick<LiveWatch<never>, "path" | "events" | "errors" | "stop" | "health">[] = [];
+  private readonly watches: Pick<LiveWatch<never>, "path" | "events" | "gaps" | "stop" | "health">[] = [];
   /** Per node, the Node updates (MODIFIED) the watch delivered: the samples the checks ran on. */
   readonly nodeSamples = new Map<string, number>();
 
@@ -115,12 +115,13 @@ export class RolloutWatch {
   }
 
   /**
-   * Why the checks cannot be trusted, if they cannot: a watch that ended with an error, no DaemonSet
-   * event, or a node in `moved` (the nodes the rollout moved) that no Node update was seen for. Empty
-   * when the watches were alive for the whole rollout.
+   * Why the checks cannot be trusted, if they cannot: a watch with a gap (events it may have missed; an
+   * error it resumed from is not one, see LiveWatch), no DaemonSet event, or a node in `moved` (the nodes
+   * the rollout moved) that no Node update was seen for. Empty when the watches were alive throughout.
+   * Call it after stop().
    */
   liveness(moved: readonly string[]): string[] {
-    const problems = this.watches.flatMap((w) => w.errors);
+    const problems = this.watches.flatMap((w) => w.gaps);
     if (moved.length === 0) problems.push("no node to check: the rollout moved none");
     for (const node of moved) {
       if ((this.nodeSamples.get(node) ?? 0) === 0) problems.push(`${node}: no Node update seen`);
