@@ -45,8 +45,6 @@ export interface FaultProxy {
    * a hold (a watch resuming from its resourceVersion) meets whatever server is there afterwards.
    */
   setHolding(holding: boolean): void;
-  /** Connections waiting for the hold to end now: a client that closed its end (or died) is not one. */
-  waiting(): number;
   close(): Promise<void>;
 }
 
@@ -188,7 +186,6 @@ export async function startFaultProxy(
       refusing = next;
       if (next) for (const r of [...open]) end(r, "drop");
     },
-    waiting: () => [...waiting].filter((client) => !client.destroyed).length,
     setHolding(next) {
       holding = next;
       if (next) {
