@@ -6,7 +6,7 @@
 // Then a second config on the same three nodes switches spec.publish from DevicePlugin to DRA and back
 // (its spec asks for Surge, which a switch never does): at every observation of the Nodes and the
 // slices, no node advertises the name through both paths; each node ends on the target path.
-import { CoreV1Api, CustomObjectsApi, Watch } from "@kubernetes/client-node";
+import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { V1Node } from "@kubernetes/client-node";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
@@ -22,7 +22,7 @@ import {
 import type { DraClaimRef } from "../../tools/kubelet-sim/dra-manager.js";
 import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
-import { configStatusWhere, RolloutWatch } from "./upgrade-support.js";
+import { configStatusWhere, LiveWatch, RolloutWatch, type WatchHealth } from "./upgrade-support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const NAME = uniqueName("e2e-draupg");
@@ -175,21 +175,41 @@ function prepareLoop(claims: ReadonlyMap<string, DraClaimRef>): {
   };
 }
 
-/** Every moment a watched node's pool held fewer devices than it should (or lost its slice). */
-async function watchPools(watched: readonly string[]): Promise<{ gaps: string[]; stop: () => void }> {
+/**
+ * Every moment a watched node's pool held fewer devices than it should (or lost its slice), and what the
+ * watch saw: per node, the slice updates it delivered (the samples the gaps were looked for in).
+ */
+async function watchPools(watched: readonly string[]): Promise<{
+  gaps: string[];
+  liveness: () => string[];
+  health: () => WatchHealth;
+  stop: () => void;
+}> {
   const gaps: string[] = [];
-  const request = await new Watch(kc).watch(
+  const samples = new Map<string, number>();
+  const watch = new LiveWatch<Slice>(
+    kc,
     SLICES,
     { fieldSelector: `spec.driver=${DRIVER}` },
-    (type, slice: Slice) => {
-      if (!watched.includes(slice.spec.nodeName)) return;
+    (type, slice) => {
+      const node = slice.spec.nodeName;
+      if (!watched.includes(node)) return;
+      if (type === "MODIFIED") samples.set(node, (samples.get(node) ?? 0) + 1);
       const devices = slice.spec.devices?.length ?? 0;
-      if (type === "DELETED") gaps.push(`${slice.spec.nodeName}: slice ${slice.metadata.name} deleted`);
-      else if (devices < DEVICES) gaps.push(`${slice.spec.nodeName}: ${devices} devices published`);
+      if (type === "DELETED") gaps.push(`${node}: slice ${slice.metadata.name} deleted`);
+      else if (devices < DEVICES) gaps.push(`${node}: ${devices} devices published`);
     },
-    () => undefined,
   );
-  return { gaps, stop: () => request.abort() };
+  await watch.start();
+  return {
+    gaps,
+    liveness: () => [
+      ...watch.gaps,
+      ...watched.filter((n) => (samples.get(n) ?? 0) === 0).map((n) => `${n}: no slice update seen`),
+    ],
+    health: () => watch.health(),
+    stop: () => watch.stop(),
+  };
 }
 
 beforeAll(async () => {
@@ -281,8 +301,11 @@ describe("a DRA config's plugin upgrade", () => {
       rollout.stop();
     }
     console.log(
-      `DRA upgrade: ${prepared.calls} NodePrepareResources calls on the Surge nodes, ${prepared.failures.length} failed; ${pools.gaps.length} pool gaps`,
+      `DRA upgrade: ${prepared.calls} NodePrepareResources calls on the Surge nodes, ${prepared.failures.length} failed; ${pools.gaps.length} pool gaps; ` +
+        `watches: pools ${JSON.stringify(pools.health())}, rollout ${JSON.stringify(rollout.health())}`,
     );
+    expect(pools.liveness(), "the pool watch saw every Surge node's slices change").toEqual([]);
+    expect(rollout.liveness(nodes.slice(0, 3)), "the rollout's watches were alive").toEqual([]);
     expect(rollout.violations).toEqual([]);
     expect(rollout.maxBetween, "nodes between revisions at once").toBe(1);
     expect([...rollout.surged].sort()).toEqual([...surgeNodes].sort());
@@ -304,6 +327,9 @@ async function watchAdvertising(): Promise<{
   allocatable: Map<string, number>;
   sliceDevices: () => Map<string, number>;
   observations: () => number;
+  /** Why the observations cannot be trusted for `moved`: errors, a node never updated, no slice seen. */
+  liveness: (moved: readonly string[]) => string[];
+  health: () => Record<string, WatchHealth>;
   stop: () => void;
 }> {
   const allocatable = new Map<string, number>();
@@ -324,22 +350,20 @@ async function watchAdvertising(): Promise<{
         violations.push(`${what}: ${node} has allocatable ${count} and ${devices} devices in slices`);
     }
   };
-  const nodesWatch = await new Watch(kc).watch(
-    "/api/v1/nodes",
-    {},
-    (type, n: V1Node) => {
-      const name = n.metadata?.name ?? "";
-      const value = Number(n.status?.allocatable?.[SWITCH_RESOURCE] ?? "0");
-      if (type === "DELETED") allocatable.delete(name);
-      else allocatable.set(name, value);
-      check(`Node ${name} ${type}`);
-    },
-    () => undefined,
-  );
-  const slicesWatch = await new Watch(kc).watch(
+  const nodeUpdates = new Map<string, number>();
+  const nodesWatch = new LiveWatch<V1Node>(kc, "/api/v1/nodes", {}, (type, n) => {
+    const name = n.metadata?.name ?? "";
+    const value = Number(n.status?.allocatable?.[SWITCH_RESOURCE] ?? "0");
+    if (type === "MODIFIED") nodeUpdates.set(name, (nodeUpdates.get(name) ?? 0) + 1);
+    if (type === "DELETED") allocatable.delete(name);
+    else allocatable.set(name, value);
+    check(`Node ${name} ${type}`);
+  });
+  const slicesWatch = new LiveWatch<Slice>(
+    kc,
     SLICES,
     { fieldSelector: `spec.driver=${SWITCH_DRIVER}` },
-    (type, slice: Slice) => {
+    (type, slice) => {
       if (type === "DELETED") slicesByName.delete(slice.metadata.name);
       else
         slicesByName.set(slice.metadata.name, {
@@ -348,16 +372,23 @@ async function watchAdvertising(): Promise<{
         });
       check(`ResourceSlice ${slice.metadata.name} ${type}`);
     },
-    () => undefined,
   );
+  await Promise.all([nodesWatch.start(), slicesWatch.start()]);
   return {
     violations,
     allocatable,
     sliceDevices,
     observations: () => observations,
+    liveness: (moved) => [
+      ...nodesWatch.gaps,
+      ...slicesWatch.gaps,
+      ...moved.filter((n) => (nodeUpdates.get(n) ?? 0) === 0).map((n) => `${n}: no Node update seen`),
+      ...(slicesWatch.events === 0 ? ["no ResourceSlice event seen"] : []),
+    ],
+    health: () => ({ nodes: nodesWatch.health(), slices: slicesWatch.health() }),
     stop: () => {
-      nodesWatch.abort();
-      slicesWatch.abort();
+      nodesWatch.stop();
+      slicesWatch.stop();
     },
   };
 }
@@ -437,6 +468,7 @@ describe("a config's switch between DevicePlugin and DRA", () => {
           { timeoutMs: 60_000, intervalMs: 250 },
         );
         rollout.stop();
+        expect(rollout.liveness(switchNodes), `${target}: the rollout's watches were alive`).toEqual([]);
         expect(rollout.violations, target).toEqual([]);
         expect(rollout.maxBetween, `${target}: nodes between paths at once`).toBe(1);
         expect([...rollout.surged], `${target}: a switch never surges`).toEqual([]);
@@ -453,8 +485,9 @@ describe("a config's switch between DevicePlugin and DRA", () => {
         s.devices?.summary === `${3 * DEVICES}/${3 * DEVICES}`,
     );
     console.log(
-      `publish switch: ${watch.observations()} observations of Nodes and slices, ${watch.violations.length} with both paths advertising; status messages seen: ${[...messages].slice(0, 3).join(" | ")}`,
+      `publish switch: ${watch.observations()} observations of Nodes and slices, ${watch.violations.length} with both paths advertising; status messages seen: ${[...messages].slice(0, 3).join(" | ")}; watches ${JSON.stringify(watch.health())}`,
     );
+    expect(watch.liveness(switchNodes), "the watches of both paths were alive").toEqual([]);
     expect(watch.violations).toEqual([]);
     expect(watch.observations()).toBeGreaterThan(0);
     expect(messages.size, "the status said which node was where").toBeGreaterThan(0);

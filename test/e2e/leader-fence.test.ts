@@ -3,8 +3,10 @@
 // longer than the lease, while a config keeps changing so the leader has writes in hand when the
 // partition starts. The other replica takes over. From the API server's own audit log (every write of the
 // operator's ServiceAccount, told apart per replica by its token's id): no write of the old leader
-// arrives after the new leader's first write, even once the partition heals. The old leader exits with
-// code 1, as it always did on a lost lease.
+// arrives after the new leader's first write, even once the partition heals. The old leader is alive when
+// the partition heals (it lost the lease during the partition, and its shutdown waits for the reconciles
+// whose requests the partition holds), so the fence is what stops its writes, not its death; then it
+// exits with code 1, as it always did on a lost lease.
 //
 // `make test` runs one 8 s partition; DPO_FENCE_PARTITION_MS sets another length (it must exceed the
 // lease, 4 s in leaderElectionArgs), and DPO_FENCE_SEED the proxy's seed.
@@ -164,7 +166,19 @@ describe("leadership as a fence", () => {
           intervalMs: 50,
         },
       );
+      // What the old leader was when the partition healed: a live process. A leader that had died by
+      // then would pass everything below with no fence at all.
+      const atHeal = {
+        exitCode: old.child.exitCode,
+        signal: old.child.signalCode,
+        leadershipLost: old.logs.join("").includes("leadership lost"),
+        heldConnections: proxy!.counts().held,
+      };
       proxy!.setHolding(false);
+      expect(
+        { exitCode: atHeal.exitCode, signal: atHeal.signal },
+        `the old leader's process when the partition healed (${JSON.stringify(atHeal)}); its last logs: ${old.logs.join("").slice(-1500)}`,
+      ).toEqual({ exitCode: null, signal: null });
       const oldExit = await waitFor(
         "the old leader to exit",
         (observe) => {

@@ -2,7 +2,7 @@
 // plugin's own report writer (tools/cluster/report-fleet.ts) writing its DeviceNodeState with a token
 // bound to its plugin pod. Nothing changes → no writer writes and no status write; a health flap storm
 // → the operator writes the config's status at most once per 500 ms, and the status ends up right.
-import { CoreV1Api, CustomObjectsApi, Watch } from "@kubernetes/client-node";
+import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
 import { parseAuditLog } from "../../tools/cluster/audit.js";
@@ -10,6 +10,7 @@ import { auditLogPath, readPinnedVersions, simulatedNodeFacts } from "../../tool
 import { NODE_INDEX_LABEL, renderSimulatedNode, TEST_FEATURE_LABEL } from "../../tools/cluster/nodes.js";
 import { ReportFleet } from "../../tools/cluster/report-fleet.js";
 import { maxInWindow, minGap } from "../../tools/stats.js";
+import { LiveWatch } from "../../tools/upgrade-load/live-watch.js";
 import { loadKubeconfig, type ApiCredentials } from "../../src/plugin-runtime/report/api-client.js";
 import {
   injectedCluster,
@@ -51,7 +52,6 @@ async function status(): Promise<ConfigStatus | undefined> {
   return c.status;
 }
 
-/** Watches the config and records when each status write (a new resourceVersion) arrives. */
 /** When the API server received each status write of this config between two wall-clock times (its audit log). */
 function statusWriteArrivals(fromMs: number, toMs: number): number[] {
   const { stateDir } = injectedCluster();
@@ -66,10 +66,15 @@ function statusWriteArrivals(fromMs: number, toMs: number): number[] {
     .sort((a, b) => a - b);
 }
 
-async function watchWrites(): Promise<{ times: number[]; stop(): void }> {
+/**
+ * Watches the config and records when each status write (a new resourceVersion) arrives. `gaps` says
+ * where the watch may have missed one (see LiveWatch): "no change seen" means something only without.
+ */
+async function watchWrites(): Promise<{ times: number[]; gaps: () => string[]; stop(): void }> {
   const times: number[] = [];
   let last: string | undefined;
-  const watch = await new Watch(kc).watch(
+  const watch = new LiveWatch(
+    kc,
     "/apis/dpo.dev/v1beta1/devicepluginconfigs",
     { fieldSelector: `metadata.name=${configName}` },
     (type, obj: { metadata?: { resourceVersion?: string } }) => {
@@ -77,9 +82,9 @@ async function watchWrites(): Promise<{ times: number[]; stop(): void }> {
       if (type === "MODIFIED" && rv !== last) times.push(performance.now());
       last = rv;
     },
-    () => undefined,
   );
-  return { times, stop: () => watch.abort() };
+  await watch.start();
+  return { times, gaps: () => [...watch.gaps], stop: () => watch.stop() };
 }
 
 beforeAll(async () => {
@@ -209,6 +214,7 @@ describe(`${NODES} report writers and the operator`, () => {
     // A fixed observation window: what is measured is that nothing happens in it.
     await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1_000));
     writes.stop();
+    expect(writes.gaps(), "the watch of the config was open throughout").toEqual([]);
     expect({
       writerRequests: fleet!.requests() - requests,
       statusWrites: (await operator.metric("dpo_operator_status_writes_total")) - statusWrites,
@@ -250,6 +256,9 @@ describe(`${NODES} report writers and the operator`, () => {
       watchedWrites: writes.times.length,
     };
     console.log(`flap storm: ${JSON.stringify(seen)}`);
+    // The watch saw writes the audit log has, with no gap.
+    expect(writes.gaps(), JSON.stringify(seen)).toEqual([]);
+    expect(seen.watchedWrites, JSON.stringify(seen)).toBeGreaterThan(0);
     // The writers wrote no more than there were flips (one status apply each, at most), the storm did
     // reach the API server, and it made the operator write (it is not quiet because it missed them) ...
     expect(seen.writerRequests, JSON.stringify(seen)).toBeLessThanOrEqual(flips);

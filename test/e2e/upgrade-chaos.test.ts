@@ -123,6 +123,8 @@ describe("a plugin upgrade while the leader is killed", () => {
       observer.stop();
     }
     expect(kills, "leaders killed during the rollout").toBeGreaterThan(0);
+    console.log(`rollout watches under chaos: ${JSON.stringify(observer.health())}`);
+    expect(observer.liveness(nodes), "the rollout's watches were alive").toEqual([]);
     expect(observer.violations).toEqual([]);
     expect(observer.maxBetween, "nodes between revisions at once").toBeLessThanOrEqual(1);
     expect(observer.maxBetween, "the watch saw the rollout move").toBe(1);

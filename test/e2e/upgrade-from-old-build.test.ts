@@ -4,7 +4,10 @@
 // CRDs, operator and plugins; then the current CRDs and operator take over, adopt the old DaemonSet
 // (no pod restarted by the adoption) and move every node to the current plugin: Surge on the v1.37
 // kubelets, where not one pod may fail admission, and Replace on the older ones, fenced by a taint
-// while they advertise nothing, so not one pod fails admission there either. Then the same
+// while they advertise nothing, so not one pod fails admission there either, and both kinds of node
+// admit pods during the upgrade; a pod no node ever took counts as a failure. Then the config asks for
+// `strategy: Replace` explicitly and moves to another revision under the same workload: every node
+// replaced and fenced, none surged, no pod failed or left unscheduled. Then the same
 // workload meets a plain RollingUpdate DaemonSet of the same plugin, created by the test: pods fail
 // admission with UnexpectedAdmissionError, which is what dpo's gate is for.
 //
@@ -259,9 +262,14 @@ describe(`upgrading from dpo ${OLD_COMMIT} (before plugin revisions) on ${NODE_C
       console.log(
         `dpo upgrade under the workload: ${result.created} pods; Surge nodes ${onSurge.admitted} admitted, ` +
           `${onSurge.rejected.length} rejected; Replace nodes ${onReplace.admitted} admitted, ` +
-          `${onReplace.rejected.length} rejected; Replace nodes fenced (no new pod of any kind) ` +
-          `${fenced.map((ms) => (ms / 1000).toFixed(1)).join(", ")} s`,
+          `${onReplace.rejected.length} rejected; ${result.unscheduled.length} never scheduled; Replace nodes ` +
+          `fenced (no new pod of any kind) ${fenced.map((ms) => (ms / 1000).toFixed(1)).join(", ")} s; ` +
+          `rollout watches ${JSON.stringify(watch.health())}`,
       );
+      // What the workload met, first: a pod no node took is a failure, not one fewer pod counted.
+      expect(result.unscheduled, "pods never scheduled during the upgrade").toEqual([]);
+      expect(onReplace.admitted, "pods admitted on Replace nodes during the upgrade").toBeGreaterThan(0);
+      expect(watch.liveness(nodes), "the rollout's watches were alive").toEqual([]);
       expect(watch.violations).toEqual([]);
       expect(watch.maxBetween, "nodes between the old and the new plugin at once").toBeLessThanOrEqual(
         MAX_UNAVAILABLE,
@@ -276,6 +284,74 @@ describe(`upgrading from dpo ${OLD_COMMIT} (before plugin revisions) on ${NODE_C
       // new one's devices: the scheduler places no pod there that the kubelet would then reject.
       expect(onReplace.rejected).toEqual([]);
       expect([...watch.fencedMs.keys()].sort()).toEqual([...replaceNodes].sort());
+      await everyNodeAdvertises(RESOURCE, DEVICES);
+    },
+    TEST_BUDGET_MS,
+  );
+
+  it(
+    "an explicit strategy: Replace under the same workload replaces and fences every node, with no failed admission",
+    async () => {
+      const before = await status();
+      const from = before?.upgrade?.updateRevision;
+      expect(before?.upgrade?.phase, "the previous upgrade Complete").toBe("Complete");
+      const watch = new RolloutWatch(MAX_UNAVAILABLE);
+      await watch.start(kc, NAMESPACE, NAME);
+      const workload = podStream(kc, WORKLOAD_NAMESPACE, RESOURCE, { ...WORKLOAD, name: "replace" });
+      const startedMs = performance.now();
+      let result: PodStreamResult | undefined;
+      try {
+        await custom.patchClusterCustomObject(
+          {
+            ...GROUP,
+            name: NAME,
+            body: { spec: { upgrade: { strategy: "Replace" }, plugin: { logLevel: "debug" } } },
+          },
+          setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+        );
+        await waitFor(
+          `${NAME}: the Replace to a new revision Complete on every node`,
+          async (observe) => {
+            const s = await status();
+            observe(s?.upgrade);
+            return (
+              s?.upgrade?.phase === "Complete" &&
+              s.upgrade.updateRevision !== from &&
+              s.upgrade.currentRevision === s.upgrade.updateRevision &&
+              s.upgrade.updated === NODE_COUNT
+            );
+          },
+          { timeoutMs: 480_000, intervalMs: 500 },
+        );
+      } finally {
+        result = await workload.stop();
+        watch.stop();
+      }
+      const seconds = (performance.now() - startedMs) / 1000;
+      const all = summary(result, nodes);
+      const onReplace = summary(
+        result,
+        nodes.filter((n) => !surgeNodes.includes(n)),
+      );
+      const onSurge = summary(result, surgeNodes);
+      console.log(
+        `strategy: Replace under the workload on ${NODE_COUNT} nodes in ${seconds.toFixed(1)} s: ` +
+          `${result.created} pods, ${all.admitted} admitted (${onSurge.admitted} on the v1.37 kubelets), ` +
+          `${all.rejected.length} rejected, ${result.unscheduled.length} never scheduled; ` +
+          `rollout watches ${JSON.stringify(watch.health())}`,
+      );
+      expect(result.unscheduled, "pods never scheduled during the Replace").toEqual([]);
+      expect(all.rejected, "pods rejected at admission during the Replace").toEqual([]);
+      expect(onSurge.admitted, "pods admitted on the v1.37 kubelets during the Replace").toBeGreaterThan(0);
+      expect(onReplace.admitted, "pods admitted on the older kubelets during the Replace").toBeGreaterThan(0);
+      expect(watch.liveness(nodes), "the rollout's watches were alive").toEqual([]);
+      expect(watch.violations).toEqual([]);
+      expect(watch.maxBetween, "nodes between revisions at once").toBeLessThanOrEqual(MAX_UNAVAILABLE);
+      expect([...watch.surged], "strategy: Replace never surges").toEqual([]);
+      expect([...new Set([...watch.stoodBy, ...watch.replaced])].sort()).toEqual([...nodes].sort());
+      expect([...watch.fencedMs.keys()].sort(), "every node fenced while replaced").toEqual(
+        [...nodes].sort(),
+      );
       await everyNodeAdvertises(RESOURCE, DEVICES);
     },
     TEST_BUDGET_MS,

@@ -2,13 +2,7 @@
 // rollout from the objects alone (never from what the operator says about itself), and, from
 // tools/upgrade-load (which the benchmarks use too), a workload that keeps asking simulated kubelets for
 // devices, the fence timer and the plain-DaemonSet baseline.
-import {
-  Watch,
-  type CustomObjectsApi,
-  type KubeConfig,
-  type V1DaemonSet,
-  type V1Node,
-} from "@kubernetes/client-node";
+import type { CustomObjectsApi, KubeConfig, V1DaemonSet, V1Node } from "@kubernetes/client-node";
 import { waitFor } from "../cluster/helpers.js";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
@@ -24,8 +18,9 @@ import { nodeLabels, parseNodeRecord, runsRevision } from "../../src/operator/up
 import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 
 import { FenceTimes } from "../../tools/upgrade-load/fence-times.js";
+import { LiveWatch, type WatchHealth } from "../../tools/upgrade-load/live-watch.js";
 
-export { FenceTimes };
+export { FenceTimes, LiveWatch, type WatchHealth };
 export { podStream, type PodStreamResult } from "../../tools/upgrade-load/pod-stream.js";
 export {
   plainPluginRevision,
@@ -42,6 +37,9 @@ export {
  * `limit` nodes between revisions, no node moved back, and no node's recorded start rewritten (what a
  * second acting leader, or one acting on a stale cache, would do). Once the base is gone, the rollout is
  * over and nothing more is checked.
+ *
+ * What it checks holds only for what its watches saw: they restart when the client ends them (30 s idle)
+ * and keep their errors, and `liveness` says which moved node the Node watch never showed changing.
  */
 export class RolloutWatch {
   readonly daemonSets = new Map<string, V1DaemonSet>();
@@ -70,7 +68,9 @@ export class RolloutWatch {
   private baseName: string | undefined;
   private over = false;
   private keys: NodeKeys | undefined;
-  private readonly aborts: (() => void)[] = [];
+  private readonly watches: Pick<LiveWatch<never>, "path" | "events" | "gaps" | "stop" | "health">[] = [];
+  /** Per node, the Node updates (MODIFIED) the watch delivered: the samples the checks ran on. */
+  readonly nodeSamples = new Map<string, number>();
 
   constructor(private readonly limit: number) {}
 
@@ -78,41 +78,57 @@ export class RolloutWatch {
   async start(kc: KubeConfig, namespace: string, configName: string): Promise<void> {
     this.keys = nodeKeys(configName);
     this.fences = new FenceTimes(this.keys.replace);
-    const watch = new Watch(kc);
-    const nodes = await watch.watch(
-      "/api/v1/nodes",
-      {},
-      (type, node: V1Node) => {
-        const name = node.metadata!.name!;
-        if (type === "DELETED") this.nodes.delete(name);
-        else this.nodes.set(name, node);
-        this.fences?.observe(node);
-        this.check();
-      },
-      () => undefined,
-    );
-    this.aborts.push(() => nodes.abort());
-    const request = await watch.watch(
+    const nodes = new LiveWatch<V1Node>(kc, "/api/v1/nodes", {}, (type, node) => {
+      const name = node.metadata!.name!;
+      if (type === "DELETED") this.nodes.delete(name);
+      else this.nodes.set(name, node);
+      if (type === "MODIFIED") this.nodeSamples.set(name, (this.nodeSamples.get(name) ?? 0) + 1);
+      this.fences?.observe(node);
+      this.check();
+    });
+    const daemonSets = new LiveWatch<V1DaemonSet>(
+      kc,
       `/apis/apps/v1/namespaces/${namespace}/daemonsets`,
       { labelSelector: `dpo.dev/config=${configName}` },
-      (type, ds: V1DaemonSet) => this.onEvent(type, ds),
-      () => undefined,
+      (type, ds) => this.onEvent(type, ds),
     );
-    this.aborts.push(() => request.abort());
-    const reports = await watch.watch(
+    const reports = new LiveWatch<DeviceNodeState>(
+      kc,
       `/apis/dpo.dev/v1beta1/namespaces/${namespace}/devicenodestates`,
       { labelSelector: `dpo.dev/config=${configName}` },
-      (type, report: DeviceNodeState) => {
+      (type, report) => {
         if (type !== "DELETED" && report.status?.registration.state === "StandingBy")
           this.reportedStandingBy.add(report.spec.nodeName);
       },
-      () => undefined,
     );
-    this.aborts.push(() => reports.abort());
+    this.watches.push(nodes, daemonSets, reports);
+    await Promise.all([nodes.start(), daemonSets.start(), reports.start()]);
   }
 
   stop(): void {
-    for (const abort of this.aborts) abort();
+    for (const watch of this.watches) watch.stop();
+  }
+
+  /** Each watch's events, restarts and errors, by path. */
+  health(): Record<string, WatchHealth> {
+    return Object.fromEntries(this.watches.map((w) => [w.path, w.health()]));
+  }
+
+  /**
+   * Why the checks cannot be trusted, if they cannot: a watch with a gap (events it may have missed; an
+   * error it resumed from is not one, see LiveWatch), no DaemonSet event, or a node in `moved` (the nodes
+   * the rollout moved) that no Node update was seen for. Empty when the watches were alive throughout.
+   * Call it after stop().
+   */
+  liveness(moved: readonly string[]): string[] {
+    const problems = this.watches.flatMap((w) => w.gaps);
+    if (moved.length === 0) problems.push("no node to check: the rollout moved none");
+    for (const node of moved) {
+      if ((this.nodeSamples.get(node) ?? 0) === 0) problems.push(`${node}: no Node update seen`);
+    }
+    const daemonSets = this.watches[1];
+    if (daemonSets !== undefined && daemonSets.events === 0) problems.push("no DaemonSet event seen");
+    return problems;
   }
 
   onEvent(type: string, ds: V1DaemonSet): void {

@@ -116,6 +116,8 @@ describe("a plugin upgrade across kubelets of different versions", () => {
       result = await workload.stop();
       watch.stop();
     }
+    console.log(`rollout watches: ${JSON.stringify(watch.health())}`);
+    expect(watch.liveness(nodes.slice(0, 3)), "the rollout's watches were alive").toEqual([]);
     expect(watch.violations).toEqual([]);
     expect(watch.maxBetween, "nodes between revisions at once").toBeLessThanOrEqual(1);
     expect(watch.maxBetween, "the watch saw the rollout move").toBe(1);

@@ -7,6 +7,8 @@ import { waitFor } from "../cluster/wait.js";
 
 /** Creations in flight at most: the stream keeps its pace while the API server is slow to answer. */
 const MAX_CREATIONS_IN_FLIGHT = 16;
+/** How long stop() gives a pod not yet scheduled to be placed before it counts as never scheduled. */
+const UNSCHEDULED_GRACE_MS = 30_000;
 
 /** What a stream of workload pods met: each pod's node and how its admission ended. */
 export interface PodStreamResult {
@@ -15,14 +17,19 @@ export interface PodStreamResult {
   admitted: Map<string, number>;
   /** Pods the kubelet rejected, with the node, reason and message. */
   rejected: { node: string; reason: string; message: string }[];
+  /**
+   * Pods no node took: still unscheduled when the stream stopped and for UNSCHEDULED_GRACE_MS after, each
+   * with what the scheduler said. A failure like a rejection: the pod never ran.
+   */
+  unscheduled: string[];
 }
 
 /**
  * A steady stream of workload pods, each asking for one device of `resource`: created at `perSecond`
  * through the scheduler, deleted once they ran for `holdMs` or were rejected. Every pod's outcome is
  * read from the API (phase, reason, node), as a user would read it. stop() stops creating, waits for
- * the pods still on their way (scheduled ones must end Running or Failed; unscheduled ones are
- * deleted, since no node had room) and returns what happened.
+ * the pods still on their way (scheduled ones must end Running or Failed; one still unscheduled after a
+ * grace counts in `unscheduled`, never dropped) and returns what happened.
  */
 export function podStream(
   kc: KubeConfig,
@@ -41,7 +48,7 @@ export function podStream(
 ): { stop: () => Promise<PodStreamResult>; admitted: () => number; rejected: () => number } {
   const core = kc.makeApiClient(CoreV1Api);
   const label = { "dpo.dev/e2e-workload": options.name };
-  const result: PodStreamResult = { created: 0, admitted: new Map(), rejected: [] };
+  const result: PodStreamResult = { created: 0, admitted: new Map(), rejected: [], unscheduled: [] };
   const settled = new Set<string>();
   const timers = new Set<NodeJS.Timeout>();
   const remove = (name: string): Promise<void> =>
@@ -121,16 +128,28 @@ export function podStream(
     stop: async () => {
       stopped = true;
       await creating;
+      const stoppedAt = Date.now();
+      const onTheirWay = (): V1Pod[] => informer.list().filter((p) => !settled.has(p.metadata?.name ?? ""));
       await waitFor(
         `the pods of ${options.name} still on their way to be admitted or rejected`,
         (observe) => {
-          const pods = informer.list().filter((p) => !settled.has(p.metadata?.name ?? ""));
-          const scheduled = pods.filter((p) => p.spec?.nodeName !== undefined);
-          observe(scheduled.map((p) => [p.metadata?.name, p.spec?.nodeName, p.status?.phase]));
-          return scheduled.length === 0;
+          const pods = onTheirWay();
+          const scheduled = pods.filter((p) => Boolean(p.spec?.nodeName));
+          observe(pods.map((p) => [p.metadata?.name, p.spec?.nodeName, p.status?.phase]));
+          // A pod no node has taken yet gets the grace to be placed; scheduled ones must settle.
+          const unplacedWait =
+            pods.length > scheduled.length && Date.now() - stoppedAt < UNSCHEDULED_GRACE_MS;
+          return scheduled.length === 0 && !unplacedWait;
         },
-        { timeoutMs: 60_000 },
+        { timeoutMs: 60_000 + UNSCHEDULED_GRACE_MS },
       );
+      for (const pod of onTheirWay()) {
+        if (pod.spec?.nodeName) continue;
+        const why = pod.status?.conditions?.find((c) => c.type === "PodScheduled");
+        result.unscheduled.push(
+          `${pod.metadata?.name}: ${why ? `${why.reason ?? ""}: ${why.message ?? ""}` : "never looked at by the scheduler"}`,
+        );
+      }
       for (const timer of timers) clearTimeout(timer);
       await informer.stop();
       await core
