@@ -46,6 +46,7 @@ import { printVerdict } from "./targets.js";
 const RUN: UpgradeRun = {
   nodes: NODE_COUNT,
   maxUnavailable: MAX_UNAVAILABLE.dpo,
+  pluginMode: PLUGIN_MODE,
   operatorMemoryLimitMiB: OPERATOR_MEMORY_LIMIT_MIB,
 };
 

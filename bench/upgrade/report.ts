@@ -47,7 +47,7 @@ export function printReport(results: readonly Result[], run: UpgradeRun): void {
         ? fmtS(r.rolloutMs)
         : `${fmtS(r.rolloutMs)} (status Complete ${fmtS(r.completeMs)})`;
     console.log(
-      `| ${label[r.scenario]} | ${rollout} | ${fmtMs(percentile(w, 50))} / ${fmtMs(percentile(w, 99))} / ${fmtMs(Math.max(...w))} (${r.nodesAtZero}) | ${r.failures} of ${r.admissions + r.failures} (${r.failedNodes} nodes) | ${upgradeTarget(r.scenario)} | ${ok(r)} |`,
+      `| ${label[r.scenario]} | ${rollout} | ${fmtMs(percentile(w, 50))} / ${fmtMs(percentile(w, 99))} / ${fmtMs(Math.max(...w))} (${r.nodesAtZero}) | ${r.failures} of ${r.admissions + r.failures} (${r.failedNodes} nodes) | ${upgradeTarget(r.scenario, run)} | ${ok(r)} |`,
     );
   }
   console.log(

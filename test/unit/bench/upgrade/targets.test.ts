@@ -4,8 +4,13 @@ import { describe, expect, it } from "vitest";
 import { exitStatus } from "../../../../bench/targets.js";
 import { judgeUpgrade, type JudgedResult, type UpgradeRun } from "../../../../bench/upgrade/targets.js";
 
-const RUN: UpgradeRun = { nodes: 100, maxUnavailable: 1, operatorMemoryLimitMiB: 256 };
-const AT_5000: UpgradeRun = { nodes: 5000, maxUnavailable: "10%", operatorMemoryLimitMiB: 256 };
+const RUN: UpgradeRun = { nodes: 100, maxUnavailable: 1, pluginMode: "process", operatorMemoryLimitMiB: 256 };
+const AT_5000: UpgradeRun = {
+  nodes: 5000,
+  maxUnavailable: "10%",
+  pluginMode: "processless",
+  operatorMemoryLimitMiB: 256,
+};
 
 /** 100 per-node windows: the p99 (nearest rank) is `p99`, the largest above it. */
 function windows(p99: number): number[] {
@@ -132,6 +137,15 @@ describe("judgeUpgrade", () => {
     const slow = { ...passing("surge", 5000), rolloutMs: 48 * 60_000 };
     expect(judgeUpgrade([slow], { ...AT_5000, maxUnavailable: "1%" })).toEqual([]);
     expect(judgeUpgrade([slow], AT_5000)).toHaveLength(1);
+  });
+
+  it("holds the Replace window only with real plugin processes, where a processless run's is the control plane's", () => {
+    const long = { ...replace, zeroWindowsMs: windows(39_400) };
+    const processless: UpgradeRun = { ...RUN, nodes: 100, pluginMode: "processless" };
+    expect(judgeUpgrade([long], processless)).toEqual([]);
+    expect(judgeUpgrade([long], RUN).map((m) => m.metric)).toEqual([
+      "dpo, Replace, 100 nodes: allocatable-0 window, p99",
+    ]);
   });
 
   it("does not judge the baseline, whose failures are expected", () => {
