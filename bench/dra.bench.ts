@@ -10,6 +10,8 @@
 //      kubelet's side (the plugin reads every claim from the API server and writes its CDI spec);
 //   3. the switch: that config removed, a second one switches spec.publish DevicePlugin → DRA → back on
 //      every node while pods ask for `<resourceName>: 1` through the scheduler (bench/dra/switch.ts).
+// The run ends with its missed targets (dra/targets.ts), or "every target met", and exits 1 on a miss or a
+// failed step (after printing what it measured).
 import {
   CoreV1Api,
   CustomObjectsApi,
@@ -30,6 +32,8 @@ import { waitFor } from "../tools/cluster/wait.js";
 import { percentile } from "../tools/stats.js";
 import { startBenchCluster, startBenchOperator } from "./support.js";
 import { SWITCH_SETUP, switchScenario, type SwitchFigures } from "./dra/switch.js";
+import { DRA_TARGETS, judgeDra, type DraFigures } from "./dra/targets.js";
+import { describeBound, printVerdict } from "./targets.js";
 
 const NODE_COUNT = Number(process.env["DPO_BENCH_NODES"] ?? 100);
 /** Health flips in flight at once, each on its own node. */
@@ -241,15 +245,15 @@ function fmt(values: readonly number[]): string {
 function printSwitches(switches: readonly SwitchFigures[]): void {
   if (switches.length === 0) return;
   console.log(
-    `\nswitch of a second config (${SWITCH_SETUP.devices} Mock devices a node, maxUnavailable ${SWITCH_SETUP.maxUnavailable}), ${SWITCH_SETUP.podsPerS} pods/s asking for \`<resourceName>: 1\` through the scheduler\n`,
+    `\nswitch of a second config (${SWITCH_SETUP.devices} Mock devices a node, maxUnavailable ${SWITCH_SETUP.maxUnavailable}), ${SWITCH_SETUP.podsPerS} pods/s asking for \`<resourceName>: 1\` through the scheduler; targets: UnexpectedAdmissionError ${describeBound(DRA_TARGETS.switchUnexpectedAdmissions)} and both paths seen on a node ${describeBound(DRA_TARGETS.switchBothPaths)}, each way\n`,
   );
   console.log(
-    "| publish → | total | per node: old path stops → new path advertises, p50 / p99 / max | pods created / running (device plugin, DRA claim) | unscheduled at the end | UnexpectedAdmissionError (nodes) | other rejections | both paths seen on a node |",
+    "| publish → | total | per node: old path stops → new path advertises, p50 / p99 / max | pods created / running (device plugin, DRA claim) | unscheduled at the end | UnexpectedAdmissionError (nodes) | other rejections | both paths seen on a node | |",
   );
-  console.log("|---|---|---|---|---|---|---|---|");
+  console.log("|---|---|---|---|---|---|---|---|---|");
   for (const s of switches) {
     console.log(
-      `| ${s.target} | ${(s.totalMs / 1000).toFixed(1)} s | ${fmt(s.perNodeMs)} | ${s.created} / ${s.admitted} (${s.throughDevicePlugin}, ${s.throughDra}) | ${s.created - s.admitted - s.unexpectedAdmission - s.otherRejections} | ${s.unexpectedAdmission} (${s.rejectedNodes}) | ${s.otherRejections} | ${s.bothPaths} |`,
+      `| ${s.target} | ${(s.totalMs / 1000).toFixed(1)} s | ${fmt(s.perNodeMs)} | ${s.created} / ${s.admitted} (${s.throughDevicePlugin}, ${s.throughDra}) | ${s.created - s.admitted - s.unexpectedAdmission - s.otherRejections} | ${s.unexpectedAdmission} (${s.rejectedNodes}) | ${s.otherRejections} | ${s.bothPaths} | ${judgeDra({ switches: [s] }).length === 0 ? "ok" : "MISSED"} |`,
     );
     if (s.samples.length > 0) console.log(`  rejections seen: ${s.samples.join(" | ")}`);
   }
@@ -262,7 +266,10 @@ async function main(): Promise<void> {
   let operator: ChildProcess | undefined;
   const pools = new PoolWatch();
   const rows: string[] = [];
+  let taintedMs: number[] | undefined;
+  let untaintedMs: number[] | undefined;
   let switches: SwitchFigures[] | undefined;
+  let failed = false;
   try {
     const started = await startBenchCluster(stateDir, NODE_COUNT);
     cluster = started.cluster;
@@ -334,16 +341,21 @@ async function main(): Promise<void> {
     );
 
     const { gone, back } = await sliceLatencies(sim, pools, nodes);
+    [taintedMs, untaintedMs] = [gone, back];
+    const taintTarget = `p99 ${describeBound(DRA_TARGETS.sliceTaintP99Ms)}`;
+    const status = (figures: DraFigures): string => (judgeDra(figures).length === 0 ? "ok" : "MISSED");
     rows.push(
-      `| device unhealthy → tainted in its node's ResourceSlice | ${gone.length} | ${fmt(gone)} | ≤ 1 s |`,
+      `| device unhealthy → tainted in its node's ResourceSlice | ${gone.length} | ${fmt(gone)} | ${taintTarget} | ${status({ taintedMs: gone })} |`,
     );
-    rows.push(`| device healthy again → taint gone | ${back.length} | ${fmt(back)} | ≤ 1 s |`);
+    rows.push(
+      `| device healthy again → taint gone | ${back.length} | ${fmt(back)} | ${taintTarget} | ${status({ untaintedMs: back })} |`,
+    );
     for (const claims of [1, 8]) {
       const { ms, podMs, wallMs } = await prepareRound(kc, sim, nodes, claims);
       const what = `${claims} claim${claims > 1 ? "s" : ""}`;
-      rows.push(`| NodePrepareResources, ${what} per call | ${ms.length} | ${fmt(ms)} | |`);
+      rows.push(`| NodePrepareResources, ${what} per call | ${ms.length} | ${fmt(ms)} | (reported) | |`);
       rows.push(
-        `| pod with ${what} created → prepared and started (${NODE_COUNT} pods in ${(wallMs / 1000).toFixed(1)} s) | ${podMs.length} | ${fmt(podMs)} | |`,
+        `| pod with ${what} created → prepared and started (${NODE_COUNT} pods in ${(wallMs / 1000).toFixed(1)} s) | ${podMs.length} | ${fmt(podMs)} | (reported) | |`,
       );
     }
     console.error(`bench-dra: so far\n${rows.join("\n")}`);
@@ -365,8 +377,10 @@ async function main(): Promise<void> {
     );
     switches = await switchScenario(kc, sim, nodes, WORKLOADS);
   } catch (err) {
+    // What was measured before the failure is still printed and judged below; the run exits 1.
     console.error(`bench-dra failed; state (operator and plugin logs) kept in ${stateDir}`);
-    throw err;
+    console.error(err);
+    failed = true;
   } finally {
     await pools.stop();
     operator?.kill("SIGTERM");
@@ -376,14 +390,16 @@ async function main(): Promise<void> {
   console.log(
     `\nbench-dra: ${NODE_COUNT} nodes (kubelets ${KUBELET_VERSION}), ${DEVICES} Mock devices each, one DRA config, ${FLIPS_IN_FLIGHT} health flips and ${PODS_IN_FLIGHT} pods in flight\n`,
   );
-  console.log("| measured | samples | p50 / p99 / max | target |");
-  console.log("|---|---|---|---|");
+  console.log("| measured | samples | p50 / p99 / max | target | |");
+  console.log("|---|---|---|---|---|");
   for (const row of rows) console.log(row);
   printSwitches(switches ?? []);
   console.log(`\nnode ${process.version}, ${new Date().toISOString()}`);
-  // DPO_BENCH_KEEP_STATE keeps the operator's, the plugins' and the control plane's logs for a look after the run.
+  process.exitCode = printVerdict("bench-dra", judgeDra({ taintedMs, untaintedMs, switches }), failed);
+  // DPO_BENCH_KEEP_STATE keeps the operator's, the plugins' and the control plane's logs for a look after the
+  // run; a failed run keeps them anyway.
   if (process.env["DPO_BENCH_KEEP_STATE"]) console.error(`bench-dra: state kept in ${stateDir}`);
-  else rmSync(stateDir, { recursive: true, force: true });
+  else if (!failed) rmSync(stateDir, { recursive: true, force: true });
 }
 
 main().catch((err: unknown) => {

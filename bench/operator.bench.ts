@@ -8,6 +8,8 @@
 //
 // This file runs the steps in order for each node count; bench/operator/ holds them: under-test.ts (the
 // cluster and the operator), latencies.ts (steps 1 and 2), idle.ts (3), flap-storm.ts (5), conversion.ts (4).
+// The run ends with its missed targets (operator/targets.ts), or "every target met", and exits 1 on a miss
+// or a failed step, after printing what it measured.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,9 +21,11 @@ import { measureIdle } from "./operator/idle.js";
 import { NODE_COUNTS } from "./operator/knobs.js";
 import { measureCapacityChanges, measureCreates } from "./operator/latencies.js";
 import { heapFigures } from "./operator/metrics.js";
-import { printReport, type Row } from "./operator/report.js";
+import { printReport } from "./operator/report.js";
+import { judgeOperator, OPERATOR_TARGETS, type Row } from "./operator/targets.js";
 import { startClusterUnderTest, startOperatorUnderTest, type RunState } from "./operator/under-test.js";
 import { rssMiB } from "./proc.js";
+import { describeBound, printVerdict } from "./targets.js";
 
 async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<void> {
   const stateDir = mkdtempSync(join(tmpdir(), `dpo-bench-op-${nodeCount}-`));
@@ -48,8 +52,8 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     rows.push({
       metric: `${nodeCount} nodes: operator RSS after the flap storm`,
       value: `${peakRss.toFixed(1)} MiB (${await heapFigures(port, operator.pid!)})`,
-      target: "≤ 200 MiB",
-      ok: peakRss <= 200,
+      target: describeBound(OPERATOR_TARGETS.rssMiB),
+      checks: [{ value: peakRss, bound: OPERATOR_TARGETS.rssMiB }],
     });
     const stored = await kubeRequest<{ status?: unknown; metadata?: { managedFields?: unknown } }>(kc, {
       method: "GET",
@@ -61,8 +65,14 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     rows.push({
       metric: `${nodeCount} nodes: CR status size (problems listed + omitted)`,
       value: `${statusBytes} B status, ${objectBytes} B object; ${problems.problems?.length ?? 0} + ${problems.problemsOmitted ?? 0}`,
-      target: "bounded (≤ 20 problems listed)",
-      ok: (problems.problems?.length ?? 0) <= 20,
+      target: `bounded (${describeBound(OPERATOR_TARGETS.problemsListed)} problems listed)`,
+      checks: [
+        {
+          figure: "problems listed",
+          value: problems.problems?.length ?? 0,
+          bound: OPERATOR_TARGETS.problemsListed,
+        },
+      ],
     });
 
     // 4. Conversion: CONVERSION_OBJECTS configs listed through the API server as v1beta1 (stored, no
@@ -94,18 +104,26 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
   }
 }
 
-async function main(): Promise<void> {
+/** Runs every node count, prints the table and the verdict; the exit status (1 on a miss or a failure). */
+async function main(): Promise<number> {
   const binDir = await buildOrReuseBinaries();
   const rows: Row[] = [];
+  let failed = false;
   try {
     for (const n of NODE_COUNTS) await benchAt(n, binDir, rows);
-  } finally {
-    // What was measured before a failure is printed too: at 5000 nodes a run takes half an hour.
-    printReport(rows);
+  } catch (err) {
+    console.error(err);
+    failed = true;
   }
+  // What was measured before a failure is printed and judged too: at 5000 nodes a run takes half an hour.
+  printReport(rows);
+  return printVerdict("bench-operator", judgeOperator(rows), failed);
 }
 
-main().catch((err: unknown) => {
-  console.error(err);
-  process.exitCode = 1;
-});
+main().then(
+  (status) => (process.exitCode = status),
+  (err: unknown) => {
+    console.error(err);
+    process.exitCode = 1;
+  },
+);

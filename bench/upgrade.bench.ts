@@ -14,6 +14,8 @@
 // pods of a workload through the real scheduler rejected with UnexpectedAdmissionError.
 // DPO_BENCH_PLUGIN_MODE=processless plays the plugins in the simulator instead of running processes, so
 // thousands of nodes fit (the operator, the API server and the DaemonSet controller are what is measured).
+// The run ends with its missed targets (upgrade/targets.ts), or "every target met", and exits 1 on a miss or
+// a failed scenario (after reporting the scenarios that finished).
 import type { V1Node } from "@kubernetes/client-node";
 import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -27,7 +29,9 @@ import { startBenchCluster, startBenchOperator } from "./support.js";
 import {
   KUBELET_VERSION,
   NAMESPACE,
+  MAX_UNAVAILABLE,
   NODE_COUNT,
+  OPERATOR_MEMORY_LIMIT_MIB,
   PLUGIN_IMAGE,
   PLUGIN_MODE,
   SCENARIOS,
@@ -36,6 +40,15 @@ import {
 import { printReport } from "./upgrade/report.js";
 import type { Result } from "./upgrade/rollout.js";
 import { baselineScenario, dpoScenario } from "./upgrade/scenarios.js";
+import { judgeUpgrade, type UpgradeRun } from "./upgrade/targets.js";
+import { printVerdict } from "./targets.js";
+
+const RUN: UpgradeRun = {
+  nodes: NODE_COUNT,
+  maxUnavailable: MAX_UNAVAILABLE.dpo,
+  pluginMode: PLUGIN_MODE,
+  operatorMemoryLimitMiB: OPERATOR_MEMORY_LIMIT_MIB,
+};
 
 async function main(): Promise<void> {
   const stateDir = mkdtempSync(join(tmpdir(), "dpo-bench-upgrade-"));
@@ -103,13 +116,16 @@ async function main(): Promise<void> {
       process.exit(1);
     }, TEARDOWN_BUDGET_MS);
     await teardown();
-    process.exit(1);
+    // The scenarios that finished before the failure are reported and judged; the run exits 1 whatever
+    // their figures.
+    if (results.length > 0) printReport(results, RUN);
+    process.exit(printVerdict("bench-upgrade", judgeUpgrade(results, RUN), true));
   }
   await teardown();
-  printReport(results);
+  printReport(results, RUN);
   rmSync(stateDir, { recursive: true, force: true });
-  // Nothing the run started may keep the process alive past its report.
-  process.exit(0);
+  // Nothing the run started may keep the process alive past its report: the exit status is the verdict's.
+  process.exit(printVerdict("bench-upgrade", judgeUpgrade(results, RUN)));
 
   async function teardown(): Promise<void> {
     operator?.kill("SIGTERM");

@@ -6,7 +6,8 @@ import { cpuSeconds, rssMiB } from "../proc.js";
 import { connectionEvents, type ConnectionCountingRelay } from "./connections.js";
 import { IDLE_SECONDS } from "./knobs.js";
 import { heapFigures, metric, metricSeries, seriesDelta, sumOfSeries } from "./metrics.js";
-import type { Row } from "./report.js";
+import { describeBound } from "../targets.js";
+import { OPERATOR_TARGETS, type Row } from "./targets.js";
 
 /** API requests, writes, new connections and CPU over IDLE_SECONDS of idle, then the reconcile mean and RSS. */
 export async function measureIdle(
@@ -33,8 +34,8 @@ export async function measureIdle(
   rows.push({
     metric: `${nodeCount} nodes: API requests of all ${fleet.nodes.length} report writers while idle (${IDLE_SECONDS} s)`,
     value: `${((fleetIdle / IDLE_SECONDS) * 60).toFixed(0)} per minute`,
-    target: "0",
-    ok: fleetIdle === 0,
+    target: describeBound(OPERATOR_TARGETS.writerIdleRequests),
+    checks: [{ value: fleetIdle, bound: OPERATOR_TARGETS.writerIdleRequests }],
   });
   const requestSeriesAfter = await metricSeries(port, "dpo_operator_api_requests_total");
   const requests = sumOfSeries(requestSeriesAfter) - sumOfSeries(requestSeriesBefore);
@@ -49,14 +50,14 @@ export async function measureIdle(
   rows.push({
     metric: `${nodeCount} nodes: API requests while idle (${IDLE_SECONDS} s, heartbeats on)`,
     value: `${(requests / IDLE_SECONDS).toFixed(2)}/s, ${writes} writes (${idleRequests || "none"})`,
-    target: "0 writes",
-    ok: writes === 0,
+    target: `${describeBound(OPERATOR_TARGETS.idleWrites)} writes`,
+    checks: [{ figure: "writes", value: writes, bound: OPERATOR_TARGETS.idleWrites }],
   });
   rows.push({
     metric: `${nodeCount} nodes: new API connections (TLS handshakes) and CPU while idle, leader election on`,
     value: `${connections} connections, ${((cpu / IDLE_SECONDS) * 100).toFixed(2)}% of a core (${idleConnections || "no connection opened or closed"})`,
-    target: "0 handshakes",
-    ok: connections === 0,
+    target: `${describeBound(OPERATOR_TARGETS.idleHandshakes)} handshakes`,
+    checks: [{ figure: "handshakes", value: connections, bound: OPERATOR_TARGETS.idleHandshakes }],
   });
   const reconcileSeconds = await metric(port, "dpo_operator_reconcile_duration_seconds_sum");
   const reconciles = await metric(port, "dpo_operator_reconcile_duration_seconds_count");
@@ -64,13 +65,12 @@ export async function measureIdle(
     metric: `${nodeCount} nodes: reconcile duration, mean of ${reconciles}`,
     value: `${((reconcileSeconds / Math.max(reconciles, 1)) * 1000).toFixed(1)} ms`,
     target: "(reported)",
-    ok: true,
   });
   const rss = rssMiB(operator.pid!).total;
   rows.push({
     metric: `${nodeCount} nodes: operator RSS`,
     value: `${rss.toFixed(1)} MiB (${await heapFigures(port, operator.pid!)})`,
-    target: "≤ 200 MiB",
-    ok: rss <= 200,
+    target: describeBound(OPERATOR_TARGETS.rssMiB),
+    checks: [{ value: rss, bound: OPERATOR_TARGETS.rssMiB }],
   });
 }

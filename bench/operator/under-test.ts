@@ -15,7 +15,7 @@ import { growToNodes } from "../support.js";
 import { connectionCountingRelay, type ConnectionCountingRelay } from "./connections.js";
 import { DEPLOYMENT, dpo, NODE_FLAGS, operatorMemoryLimit, PACING, repo } from "./knobs.js";
 import type { Kubectl } from "./report-fleet.js";
-import type { Row } from "./report.js";
+import type { Row } from "./targets.js";
 
 const run = promisify(execFile);
 
@@ -174,7 +174,6 @@ export async function startOperatorUnderTest(
         ? `${memoryLimit.limitBytes / 2 ** 20} MiB, a memory cgroup (Node sizes its heap from it, as in the pod)`
         : `none: ${memoryLimit.reason}`,
     target: "(reported)",
-    ok: true,
   });
   operator.stdout
     .setEncoding("utf8")

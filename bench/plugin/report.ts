@@ -2,6 +2,7 @@
 import { readFileSync } from "node:fs";
 import { formatRatio } from "../../tools/stats.js";
 import type { Rss } from "../proc.js";
+import type { Miss } from "../targets.js";
 import { DEVICES, GO_DEVICES, GO_RESOURCE, NODE_FLAGS, REPLICAS } from "./knobs.js";
 
 export function formatRss(rss: Rss): string {
@@ -21,6 +22,11 @@ export interface Result {
   target: string;
   /** Targets missed, by name; empty when every target holds. */
   missed: string[];
+}
+
+/** The targets `results` missed, each with the row's figure; none when every row held its own. */
+export function judgePlugin(results: readonly Result[]): Miss[] {
+  return results.flatMap((r) => r.missed.map((target) => ({ metric: r.metric, target, measured: r.value })));
 }
 
 /** The table, after a line that says what ran, and a line with Node, its flags, the time and the load. */

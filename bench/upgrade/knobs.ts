@@ -1,5 +1,8 @@
 // What bench-upgrade runs and how much: the DPO_BENCH_* environment knobs and the fixed names.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import type { RenderContext } from "../../src/operator/render/index.js";
+import { deploymentMemoryLimit, memoryBytes } from "../memory-cgroup.js";
 
 /** A whole number from the environment, at least `min`; anything else names the variable. */
 export function intKnob(
@@ -124,5 +127,17 @@ export const RENDER_CONTEXT: RenderContext = {
   registrationMode: "kubelet",
 };
 export const ROLLOUT_TIMEOUT_MS = Math.max(600_000, NODE_COUNT * 20_000);
+/**
+ * The operator Deployment's memory limit (config/manager/deployment.yaml) in MiB: the operator runs with that
+ * Deployment's Node flags here, and its peak RSS over a rollout is held to the limit.
+ */
+export const OPERATOR_MEMORY_LIMIT_MIB = ((): number | undefined => {
+  const manifest = readFileSync(
+    join(import.meta.dirname, "..", "..", "config", "manager", "deployment.yaml"),
+    "utf8",
+  );
+  const limit = deploymentMemoryLimit(manifest);
+  return limit === undefined ? undefined : memoryBytes(limit) / 2 ** 20;
+})();
 /** How long the teardown after a failure may take before the process exits anyway. */
 export const TEARDOWN_BUDGET_MS = 120_000;

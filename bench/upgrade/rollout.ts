@@ -10,6 +10,7 @@ import type { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js
 import { memAvailableMiB } from "../proc.js";
 import { DEVICES, NAMESPACE, ROLLOUT_TIMEOUT_MS } from "./knobs.js";
 import { startMemorySampler, startScheduledWorkload, startWorkload, type ScheduledFigures } from "./load.js";
+import type { ScaleFigures } from "./scale-figures.js";
 import { allocatableOf, Timeline, ZeroWindows } from "./timeline.js";
 
 export type Scenario = "surge" | "replace" | "standby" | "baseline";
@@ -41,6 +42,8 @@ export interface Result {
   peakBenchRssMiB: number;
   /** MemAvailable once the scenario's plugins were gone, for the system-wide cost of its processes. */
   memAvailableAfterMiB?: number;
+  /** The operator's figures over the rollout (dpo's scenarios). */
+  scale?: ScaleFigures;
 }
 
 /** MemAvailable a few seconds after processes exited (the kernel frees their memory at once). */

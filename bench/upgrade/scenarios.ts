@@ -157,10 +157,9 @@ export async function dpoScenario(
       );
       completeMs = m.rolloutMs + (performance.now() - done);
     }
-    result = toResult(scenario, m, completeMs);
-    console.log(
-      formatScaleFigures(`dpo ${strategy}, ${nodes.length} nodes`, nodes.length, await figures.stop()),
-    );
+    const scale = await figures.stop();
+    result = { ...toResult(scenario, m, completeMs), scale };
+    console.log(formatScaleFigures(`dpo ${strategy}, ${nodes.length} nodes`, nodes.length, scale));
   } finally {
     await daemonSets.stop();
     await custom.deleteClusterCustomObject({ ...GROUP, name });
