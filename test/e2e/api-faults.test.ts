@@ -21,7 +21,13 @@ import { startFaultProxy, type FaultPlan, type FaultProxy } from "../cluster/fau
 import { injectedCluster, uniqueName, waitFor } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { samplesOf } from "../metrics/exposition.js";
-import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
+import {
+  deleteConfigsAndWait,
+  installDpo,
+  NAMESPACE,
+  startOperator,
+  type OperatorProcess,
+} from "./support.js";
 import {
   CONFIGS,
   HEALTH_FILE,
@@ -191,10 +197,14 @@ beforeAll(async () => {
 afterAll(async () => {
   proxy?.setFaults(undefined);
   proxy?.setRefusing(false);
-  for (const s of SUBJECTS)
-    await custom.deleteClusterCustomObject({ ...CONFIGS, name: s.name }).catch(() => undefined);
-  await operator?.stop();
-  await sim?.stop();
+  // The next file's simulator must not find this file's plugin pods still on the shared nodes.
+  await deleteConfigsAndWait(
+    kc,
+    SUBJECTS.map((s) => s.name),
+  ).finally(async () => {
+    await operator?.stop();
+    await sim?.stop();
+  });
   await proxy?.close();
   await conversion?.stop();
 }, 120_000);

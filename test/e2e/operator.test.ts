@@ -265,7 +265,9 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
 
   it("reports a stopped plugin and recovers when it is back", async () => {
     const node = nodes[2]!;
-    await sim.killPlugin(node, "SIGKILL");
+    // This config's plugin: the cluster is shared by the tier's files, and a node may run others' too.
+    const slot = `${NAMESPACE}/${NAME}`;
+    await sim.killPlugin(node, "SIGKILL", slot);
     // Whichever the operator sees first: the kubelet's capacity going (NoCapacity), or the pod's
     // container exited and the pod not ready, as the kubelet writes it at once (PluginNotReady). The
     // pod's status can reach the operator before the Node's allocatable does, so a status may name the
@@ -283,7 +285,7 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
         ),
     );
     expect(condition(broken, "Degraded")?.status).toBe("True");
-    sim.restartPlugin(node);
+    sim.restartPlugin(node, slot);
     await statusWhere(
       "recovered after the plugin restarted",
       (s) => (s.problems ?? []).length === 0 && s.devices?.summary === "12/12",

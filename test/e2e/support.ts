@@ -1,10 +1,12 @@
 // End-to-end set-up shared by the operator tests: install dpo's CRDs and RBAC from config/ into the test
 // cluster, and run the built operator as a process under its own ServiceAccount (never as admin).
-import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { AppsV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig } from "@kubernetes/client-node";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { GROUP, PLURAL, VERSION } from "../../src/api/v1beta1/config.js";
+import { configLabelValue, LABEL_CONFIG } from "../../src/contract/names.js";
 import { DEFAULT_PLUGIN_HOST_PATHS, imageRepository } from "../../src/operator/render/plugin-policy.js";
 import { installDpo as installDpoWith, type InstallOptions } from "../../tools/cluster/install-dpo.js";
 import { issuedToken } from "../../tools/cluster/kubeconfig.js";
@@ -186,4 +188,33 @@ export function leaderElectionArgs(leaseName: string): string[] {
     "--retry-period",
     "1",
   ];
+}
+
+/**
+ * Deletes the configs and waits until their plugin DaemonSets and pods are gone. The cluster tier's files share
+ * one cluster and its nodes: the next file's simulator must not find this file's plugin pods on them. The
+ * DaemonSets go by garbage collection, and a pod's deletion is confirmed by the kubelet, so the file's
+ * simulator must still run while this waits.
+ */
+export async function deleteConfigsAndWait(kc: KubeConfig, names: readonly string[]): Promise<void> {
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const apps = kc.makeApiClient(AppsV1Api);
+  const core = kc.makeApiClient(CoreV1Api);
+  for (const name of names)
+    await custom
+      .deleteClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, name })
+      .catch(() => undefined);
+  const selector = `${LABEL_CONFIG} in (${names.map(configLabelValue).join(",")})`;
+  await waitFor(
+    `the plugin DaemonSets and pods of ${names.join(", ")} to be gone`,
+    async (observe) => {
+      const [sets, pods] = await Promise.all([
+        apps.listNamespacedDaemonSet({ namespace: NAMESPACE, labelSelector: selector }),
+        core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: selector }),
+      ]);
+      observe({ daemonSets: sets.items.length, pods: pods.items.map((p) => p.metadata?.name) });
+      return sets.items.length === 0 && pods.items.length === 0;
+    },
+    { timeoutMs: 60_000 },
+  );
 }
