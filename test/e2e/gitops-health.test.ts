@@ -16,7 +16,7 @@ import { buildGitopsHealth, gitopsHealth, type GitopsHealth } from "../../tools/
 import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
 import { oldestKubernetesVersion } from "../../tools/real-node/artifacts.js";
 import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
-import { installDpo, startOperator, type OperatorProcess } from "./support.js";
+import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const NAME = uniqueName("e2e-gitops");
@@ -299,7 +299,9 @@ describe("GitOps health of a DevicePluginConfig through its life, from the real 
   it("is in progress while a node's plugin is down", async () => {
     const node = nodes[2]!;
     const from = history.seen.length;
-    await sim.killPlugin(node, "SIGKILL");
+    // This config's plugin: the tier's files share the nodes, and another config's may run there too.
+    const slot = `${NAMESPACE}/${NAME}`;
+    await sim.killPlugin(node, "SIGKILL", slot);
     const down = await history.first(
       "Ready=False NodesNotReady",
       from,
@@ -312,7 +314,7 @@ describe("GitOps health of a DevicePluginConfig through its life, from the real 
       argocdMentions: ["NodesNotReady", node],
     });
     const back = history.seen.length;
-    sim.restartPlugin(node);
+    sim.restartPlugin(node, slot);
     await history.first("Ready again after the plugin restarted", back, allReady);
   });
 
