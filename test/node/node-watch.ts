@@ -1,65 +1,44 @@
-// A watch of one Node for a whole scenario, whose own liveness is checked: client-node's Watch ends after 30 s
-// without an event and the API server ends watches too, so an ended watch is started again from the last
-// resourceVersion it saw (each restart counted), an end it cannot resume from (410 Gone: events may be lost) is
-// kept as a gap, and before its figures count the watch must have delivered the Node as a GET sees it now.
-import { Watch, type V1Node } from "@kubernetes/client-node";
+// A watch of one Node for a whole scenario, whose own liveness is checked: a LiveWatch
+// (tools/upgrade-load/live-watch.ts), which starts an ended watch again from its last resourceVersion (each
+// restart counted) and keeps an end it cannot resume from as a gap; before its figures count, the watch must
+// have delivered the Node as a GET sees it now.
+import type { V1Node } from "@kubernetes/client-node";
+import { LiveWatch } from "../../tools/upgrade-load/live-watch.js";
 import { kubeConfigFromInjected, waitFor } from "../cluster/helpers.js";
 import { core } from "./support.js";
 
 export class NodeWatch {
-  /** Node objects delivered (the first ADDED included). */
-  samples = 0;
-  /** Times the watch ended and was started again from its last resourceVersion. */
-  restarts = 0;
-  /** Why each end happened. */
-  readonly ends: string[] = [];
-  /** Ends it could not resume from (the version expired): events in between may be missing. */
-  readonly gaps: string[] = [];
-  private version: string | undefined;
-  private abort: (() => void) | undefined;
-  private stopped = false;
+  private readonly live: LiveWatch<V1Node>;
 
   constructor(
     private readonly node: string,
-    private readonly onNode: (node: V1Node) => void,
-  ) {}
-
-  async start(): Promise<void> {
-    await this.open();
+    onNode: (node: V1Node) => void,
+  ) {
+    this.live = new LiveWatch<V1Node>(
+      kubeConfigFromInjected(),
+      "/api/v1/nodes",
+      { fieldSelector: `metadata.name=${node}` },
+      (_type, object) => onNode(object),
+    );
   }
 
-  private async open(): Promise<void> {
-    const query: Record<string, string> = { fieldSelector: `metadata.name=${this.node}` };
-    if (this.version !== undefined) query.resourceVersion = this.version;
-    const request = await new Watch(kubeConfigFromInjected()).watch(
-      "/api/v1/nodes",
-      query,
-      (type: string, object: V1Node) => {
-        if (type === "ERROR") {
-          // A Status, not a Node (e.g. 410 Gone): the server ends the watch next; it starts over then.
-          this.gaps.push(JSON.stringify(object));
-          this.version = undefined;
-          return;
-        }
-        if (type === "BOOKMARK") return;
-        this.version = object.metadata?.resourceVersion ?? this.version;
-        this.samples++;
-        this.onNode(object);
-      },
-      (err: unknown) => {
-        if (this.stopped) return;
-        const why =
-          err instanceof Error ? err.message : err == null ? "closed by the server" : JSON.stringify(err);
-        this.ends.push(why);
-        if (/410|expired|too old/i.test(why)) {
-          this.gaps.push(why);
-          this.version = undefined;
-        }
-        this.restarts++;
-        void this.open().catch((e: unknown) => this.ends.push(`restart failed: ${String(e)}`));
-      },
-    );
-    this.abort = () => request.abort();
+  /** Node objects delivered (the first ADDED included). */
+  get samples(): number {
+    return this.live.events;
+  }
+
+  /** Times the watch ended and was started again from its last resourceVersion. */
+  get restarts(): number {
+    return this.live.restarts;
+  }
+
+  /** Where events may have been missed: an expired version, or the watch failing when stopped. */
+  get gaps(): readonly string[] {
+    return this.live.gaps;
+  }
+
+  start(): Promise<void> {
+    return this.live.start();
   }
 
   /** Waits until the watch has delivered the Node's version a GET returns now: it is live and caught up. */
@@ -68,15 +47,15 @@ export class NodeWatch {
     await waitFor(
       `the watch of ${this.node} to deliver resourceVersion ${now}`,
       (observe) => {
-        observe({ version: this.version, samples: this.samples, ends: this.ends, gaps: this.gaps });
-        return this.version !== undefined && BigInt(this.version) >= BigInt(now);
+        const version = this.live.version;
+        observe({ version, ...this.live.health() });
+        return version !== undefined && BigInt(version) >= BigInt(now);
       },
       { timeoutMs, intervalMs: 50 },
     );
   }
 
   stop(): void {
-    this.stopped = true;
-    this.abort?.();
+    this.live.stop();
   }
 }

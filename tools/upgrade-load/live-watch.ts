@@ -69,6 +69,11 @@ export class LiveWatch<T extends Versioned> implements WatchHealth {
     this.controller?.abort();
   }
 
+  /** The last resourceVersion the watch was shown (an event's or a bookmark's); undefined before the first. */
+  get version(): string | undefined {
+    return this.resourceVersion;
+  }
+
   health(): WatchHealth {
     return { events: this.events, restarts: this.restarts, errors: [...this.errors], gaps: [...this.gaps] };
   }
