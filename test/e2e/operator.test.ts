@@ -15,7 +15,13 @@ import {
   waitFor,
 } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
-import { installDpo, NAMESPACE, startOperator, type OperatorProcess } from "./support.js";
+import {
+  deleteConfigsAndWait,
+  installDpo,
+  NAMESPACE,
+  startOperator,
+  type OperatorProcess,
+} from "./support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
 const NAME = "e2e-foo";
@@ -130,12 +136,11 @@ beforeAll(async () => {
 beforeEach(ensureBaseConfig, 180_000);
 
 afterAll(async () => {
-  await custom.deleteClusterCustomObject({ ...GROUP, name: NAME }).catch(() => undefined);
-  await waitFor("the e2e plugin DaemonSet to be garbage-collected", () =>
-    pluginDaemonSet(kc, NAMESPACE, NAME).then((ds) => !ds),
-  ).catch(() => undefined);
-  await operator?.stop();
-  await sim?.stop();
+  // The next file's simulator must not find this file's plugin pods still on the shared nodes.
+  await deleteConfigsAndWait(kc, [NAME]).finally(async () => {
+    await operator?.stop();
+    await sim?.stop();
+  });
 }, 120_000);
 
 describe("a DevicePluginConfig on three simulated device nodes", () => {
