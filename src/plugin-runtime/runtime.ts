@@ -126,6 +126,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       logger: this.log,
       onChange: () => this.emit("standby", this.status()),
       onOlderGone: () => this.reconciles.kick(),
+      incumbentSocket: opts.config.spec.takeover?.socket,
     });
     this.reregistration = new Reregistration({
       retryBaseMs: opts.retryBaseMs ?? 100,

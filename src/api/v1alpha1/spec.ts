@@ -16,6 +16,7 @@ import {
   NODE_SELECTOR_DESCRIPTION,
   PCI_DESCRIPTION,
   PCIBackendSchema,
+  TakeoverSchema,
   ResourceNameSchema,
   TOLERATIONS_DESCRIPTION,
   TolerationSchema,
@@ -89,6 +90,7 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
       .optional()
       .describe("DevicePlugin (unset) or DRA: how the devices are offered; as in v1beta1."),
     dra: DRASchema.optional().describe("DRA settings, read when publish is DRA; as in v1beta1."),
+    takeover: TakeoverSchema.optional().describe("The plugin serving the resource now; as in v1beta1."),
   })
   .strict()
   .superRefine((spec, ctx) => {

@@ -11,10 +11,29 @@ const idPrefix = z
   .max(48)
   .regex(/^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$/, "must be lowercase alphanumerics, '-', '_' or '.'");
 
+/**
+ * A device id another plugin gives a device, as the kubelet takes it: letters, digits, '-', '_' and '.',
+ * starting and ending with a letter or digit (no whitespace or commas: ids are joined into env values).
+ */
+const foreignId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(
+    /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/,
+    "must be letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+  );
+
 export const MockBackendSchema = z
   .object({
     devices: z.number().int().min(1).max(4096).describe("Number of simulated physical devices."),
     idPrefix: idPrefix.default("mock").describe("Prefix of device ids: <idPrefix>-<index>."),
+    ids: listOf(foreignId, 4096)
+      .meta({ "x-kubernetes-list-type": "set" })
+      .optional()
+      .describe(
+        "The id of each device, in order, instead of <idPrefix>-<index>: one per device, each once (for example the ids of the plugin a takeover replaces).",
+      ),
     numaNodes: z
       .number()
       .int()
@@ -29,7 +48,30 @@ export const MockBackendSchema = z
       ),
     attributes: mapOf(z.string().max(256), 63).default({}).describe("Attributes reported for every device."),
   })
-  .strict();
+  .strict()
+  .superRefine((mock, ctx) => {
+    if (mock.ids === undefined) return;
+    if (mock.ids.length !== mock.devices)
+      ctx.addIssue({
+        code: "custom",
+        path: ["ids"],
+        message: `must have one id per device (${mock.devices}), not ${mock.ids.length}`,
+      });
+    const seen = new Set<string>();
+    mock.ids.forEach((id, index) => {
+      // The API server's own check of a list of type set, with its words.
+      if (seen.has(id))
+        ctx.addIssue({ code: "custom", path: ["ids", index], message: `Duplicate value: "${id}"` });
+      seen.add(id);
+    });
+  })
+  .meta(
+    celRules({
+      rule: "!has(self.ids) || size(self.ids) == self.devices",
+      message: "must have one id per device",
+      fieldPath: ".ids",
+    }),
+  );
 
 export const DevFSPathSchema = z
   .object({

@@ -9,6 +9,7 @@ import { listOf, mapOf } from "./fields.js";
 import { pluginPodFields } from "./plugin-pod.js";
 import { checkPublish, DRASchema, PUBLISH_MODES, publishCelRules } from "./publish.js";
 import { ResourceNameSchema } from "./resource-name.js";
+import { TakeoverSchema } from "./takeover.js";
 import {
   NODE_SELECTOR_TERM_DESCRIPTION,
   NodeSelectorTermSchema,
@@ -22,6 +23,7 @@ export * from "./plugin-pod.js";
 export * from "./publish.js";
 export * from "./resource-name.js";
 export * from "./targeting.js";
+export * from "./takeover.js";
 
 export const SharingSchema = z
   .object({
@@ -268,6 +270,9 @@ export const UPGRADE_DEFAULTS: Upgrade = {
   autoRollback: true,
 };
 
+export const TAKEOVER_DESCRIPTION =
+  "The device plugin that serves the resource name now, which dpo takes each node over from through its rollout (upgrade settings, pause, progress deadline and rollback apply). Set only when the config is created; removed only once the takeover is Complete.";
+
 export const DevicePluginConfigSpecSchema = z
   .object({
     resourceName: ResourceNameSchema,
@@ -305,6 +310,7 @@ export const DevicePluginConfigSpecSchema = z
     dra: DRASchema.optional().describe(
       "DRA settings, read when publish is DRA (kept otherwise, so switching is one field).",
     ),
+    takeover: TakeoverSchema.optional().describe(TAKEOVER_DESCRIPTION),
   })
   .strict()
   .superRefine((spec, ctx) => checkPublish(spec, ctx))

@@ -45,6 +45,7 @@ import {
   removePluginWorkloads,
   type WorkloadOutcome,
 } from "./steps/plugin-workloads.js";
+import { giveIncumbentsBack } from "./steps/takeover.js";
 import { StatusWrites } from "./steps/status-writes.js";
 
 export {
@@ -116,12 +117,14 @@ export class ConfigReconciler {
       deps.metrics.forgetConfig(name);
       forgetRolloutWrites(deps, name);
       const slicesRetry = await deleteSlices(deps, name, undefined);
+      // An incumbent it took over gets its fields back: its pods return to the nodes dpo's plugin served.
+      const incumbentsRetry = await giveIncumbentsBack(deps, name);
       const reportsRetry = await deleteReportsOfGoneConfig(deps, name);
       // Only the Nodes that carry something of the config: a name that never was a config (a report's
       // configName) must not cost a visit of every Node.
       const marked = deps.nodes.byIndex(INDEX_BY_CONFIG, configLabelValue(name));
       return soonest(
-        soonest(soonest({}, slicesRetry), reportsRetry),
+        soonest(soonest(soonest({}, slicesRetry), reportsRetry), incumbentsRetry),
         await stripNodeLabels(deps, name, () => false, marked),
       );
     }
@@ -204,6 +207,7 @@ export class ConfigReconciler {
       conflictWith,
       resolution,
       applyError: workloads?.applyError,
+      takeover: workloads?.takeover,
       deviceTruth: dra.truth,
       deviceClassConflict: dra.deviceClassConflict,
       previous,

@@ -12,6 +12,7 @@ import {
   type ProblemReason,
   type StalledReason,
   type UpgradeStatus,
+  type TakeoverStatus,
 } from "../../api/v1beta1/status.js";
 import { LABEL_CONFIG, configLabelValue } from "../../contract/names.js";
 import { pluginObjectName } from "../model/names.js";
@@ -71,6 +72,8 @@ export interface AggregateStatusInput {
     | undefined;
   /** Why applying the ConfigMap/DaemonSet failed, when it failed for good (not a retry in progress). */
   applyError?: string | undefined;
+  /** spec.takeover's progress (steps/takeover.ts); Failed stalls the config. */
+  takeover?: TakeoverStatus | undefined;
   /**
    * Where node device counts come from: the kubelet's Node capacity (default, DevicePlugin mode) or the
    * ResourceSlices the plugins publish (DRA mode).
@@ -204,16 +207,21 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
               : `DevicePluginConfig ${input.conflictWith} already serves ${resourceName} on overlapping nodes; this config gets no DaemonSet while it does`,
           ),
         }
-      : input.applyError !== undefined
+      : input.takeover?.phase === "Failed"
         ? {
-            reason: "ApplyFailed",
-            message: boundConditionMessage(`applying the plugin objects failed: ${input.applyError}`),
+            reason: "TakeoverFailed" as const,
+            message: boundConditionMessage(input.takeover.message ?? "the takeover cannot go on"),
           }
-        : resourceApiUnavailable !== undefined
-          ? { reason: FEATURE_REASONS.resourceApiUnavailable, message: resourceApiUnavailable.message }
-          : input.deviceClassConflict !== undefined
-            ? { reason: "DeviceClassConflict", message: boundConditionMessage(input.deviceClassConflict) }
-            : upgradeStalled;
+        : input.applyError !== undefined
+          ? {
+              reason: "ApplyFailed",
+              message: boundConditionMessage(`applying the plugin objects failed: ${input.applyError}`),
+            }
+          : resourceApiUnavailable !== undefined
+            ? { reason: FEATURE_REASONS.resourceApiUnavailable, message: resourceApiUnavailable.message }
+            : input.deviceClassConflict !== undefined
+              ? { reason: "DeviceClassConflict", message: boundConditionMessage(input.deviceClassConflict) }
+              : upgradeStalled;
 
   const truth = input.deviceTruth ?? kubeletTruth(resourceName);
   let health: NodeHealth[] = [];
@@ -358,6 +366,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
     problemsOmitted: problems.length - listed.length,
     ...(input.conflictWith === undefined ? { daemonSetName } : {}),
     ...(upgrade !== undefined && input.conflictWith === undefined ? { upgrade } : {}),
+    ...(input.takeover !== undefined ? { takeover: input.takeover } : {}),
     ...(serving !== undefined ? { serving } : {}),
   };
 

@@ -4,11 +4,12 @@ import { PROBLEM_PRIORITY } from "./node-health.js";
 
 /**
  * Every problem reason, the more fundamental first: a kubelet too old for the plugin and a node whose
- * upgrade failed (the rollout's problems), then a node's own (PROBLEM_PRIORITY).
+ * upgrade failed, a node a takeover waits on (the rollout's problems), then a node's own (PROBLEM_PRIORITY).
  */
 export const DEGRADED_REASON_ORDER: readonly ProblemReason[] = [
   "KubeletTooOld",
   "UpgradeFailed",
+  "TakeoverWaitsForPods",
   ...PROBLEM_PRIORITY,
 ];
 

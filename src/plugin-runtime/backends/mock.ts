@@ -71,7 +71,7 @@ export function parseHealthFile(text: string): HealthFileParse {
 /** The configured devices, all healthy: `<idPrefix>-<i>` on NUMA node i % numaNodes. Pure. */
 export function mockDevices(config: MockBackend): PhysicalDevice[] {
   return Array.from({ length: config.devices }, (_, index) => ({
-    id: `${config.idPrefix}-${index}`,
+    id: config.ids?.[index] ?? `${config.idPrefix}-${index}`,
     numaNode: config.numaNodes > 0 ? index % config.numaNodes : undefined,
     health: "Healthy" as const,
     reason: "",

@@ -49,6 +49,25 @@ export function olderInstanceSockets(
 }
 
 /**
+ * The sockets in `names` of the plugin a takeover replaces (spec.takeover.socket, `*` matching any run of
+ * characters). Pure. They count as older than any instance of this plugin: a node handed over from the
+ * incumbent on a kubelet that keeps one registration stands by until the incumbent's socket is gone.
+ */
+export function incumbentSockets(glob: string | undefined, names: readonly string[]): OlderSocket[] {
+  if (glob === undefined || glob === "") return [];
+  const pattern = new RegExp(
+    `^${glob
+      .split("*")
+      .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
+      .join(".*")}$`,
+  );
+  return names
+    .filter((name) => name !== "kubelet.sock" && pattern.test(name))
+    .sort()
+    .map((name) => ({ name, instance: `incumbent/${name}` }));
+}
+
+/**
  * Pure: the older live socket to stand by for, given what the node's record said for each instance
  * (`wanted`); undefined: register. `live` is newest first; an instance not decided yet does not count.
  */
@@ -74,6 +93,8 @@ export interface StandbyOptions {
   onChange: () => void;
   /** The older instance stopped accepting connections: time to look again (a reconcile). */
   onOlderGone: () => void;
+  /** spec.takeover.socket: the incumbent's socket, an older instance of the resource's plugin too. */
+  incumbentSocket?: string | undefined;
 }
 
 /**
@@ -150,7 +171,14 @@ export class Standby {
       return [];
     }
     const live: OlderSocket[] = [];
-    for (const older of olderInstanceSockets(this.opts.prefix, own, names)) {
+    const candidates = [
+      ...olderInstanceSockets(this.opts.prefix, own, names),
+      ...incumbentSockets(
+        this.opts.incumbentSocket,
+        names.filter((n) => parseInstanceSocket(this.opts.prefix, n) === undefined),
+      ),
+    ];
+    for (const older of candidates) {
       const path = join(this.opts.dir, older.name);
       try {
         if (!(await lstat(path)).isSocket()) continue;

@@ -49,16 +49,34 @@ const absolutePath = (o: Options) =>
   pick(o, fc.constantFrom("/", "/dev", "/run/dpo/health.json"), "dev", "/a/../b");
 
 const mockMember = (o: Options) =>
-  fc.record(
-    {
-      devices: pick(o, fc.integer({ min: 1, max: 4096 }), 0, 4097, 1.5),
-      idPrefix: pick(o, fc.constantFrom("mock", "foo", "gpu.0"), "Foo", ""),
-      numaNodes: pick(o, fc.integer({ min: 0, max: 64 }), -1, 65),
-      healthFile: absolutePath(o),
-      attributes: fc.dictionary(fc.constantFrom("model", "memory"), fc.constantFrom("X100", "80Gi")),
-    },
-    { requiredKeys: ["devices"] },
-  );
+  fc
+    .record(
+      {
+        devices: pick(o, fc.integer({ min: 1, max: 4096 }), 0, 4097, 1.5),
+        idPrefix: pick(o, fc.constantFrom("mock", "foo", "gpu.0"), "Foo", ""),
+        numaNodes: pick(o, fc.integer({ min: 0, max: 64 }), -1, 65),
+        healthFile: absolutePath(o),
+        attributes: fc.dictionary(fc.constantFrom("model", "memory"), fc.constantFrom("X100", "80Gi")),
+      },
+      { requiredKeys: ["devices"] },
+    )
+    .chain((m) => {
+      // One id per device, each once (a takeover's ids); the invalid ones miscount or repeat.
+      const n =
+        typeof m.devices === "number" && Number.isInteger(m.devices) && m.devices <= 8 ? m.devices : 0;
+      if (n === 0) return fc.constant(m);
+      const ids = fc.uniqueArray(
+        fc.constantFrom("Dev-1", "Dev-2", "GPU-8f1c", "card0", "a.b_c", "x9", "Y", "z-0", "q"),
+        {
+          minLength: n,
+          maxLength: n,
+        },
+      );
+      const bad = o.invalid ? [["Dev-1", "Dev-1"], ["has space"]] : [];
+      return fc
+        .option(pick(o, ids, ...bad), { nil: undefined })
+        .map((i) => (i === undefined ? m : { ...m, ids: i }));
+    });
 
 const devFSMember = (o: Options) =>
   fc.record(
@@ -204,6 +222,20 @@ const upgrade = (o: Options) =>
     paused: fc.boolean(),
     autoRollback: fc.boolean(),
   });
+
+/** spec.takeover: the same shape in both versions. */
+const takeover = (o: Options) =>
+  fc.record(
+    {
+      daemonSet: fc.record({
+        namespace: pick(o, fc.constantFrom("kube-system", "gpu-operator"), "Kube_System"),
+        name: pick(o, fc.constantFrom("nvidia-device-plugin-daemonset", "sample.plugin"), "Bad Name"),
+      }),
+      socket: pick(o, fc.constantFrom("nvidia-gpu.sock", "dp.*"), "a/b", "kubelet.sock"),
+      deviceIds: fc.constantFrom("Same" as const, "Different" as const),
+    },
+    { requiredKeys: ["daemonSet"] },
+  );
 
 /** spec.publish and spec.dra: the same shape in both versions. */
 const publish = fc.constantFrom(...PUBLISH_MODES);
@@ -396,6 +428,7 @@ export function betaObject(o: Options): fc.Arbitrary<BetaObject> {
         upgrade: upgrade(o),
         publish,
         dra: dra(o),
+        takeover: takeover(o),
       },
       { requiredKeys: ["resourceName", "backend"] },
     ),
@@ -439,6 +472,7 @@ export function alphaObject(o: Options): fc.Arbitrary<AlphaObject> {
           upgrade: upgrade(o),
           publish,
           dra: dra(o),
+          takeover: takeover(o),
         },
         { requiredKeys: ["resourceName", "backend", "members"] },
       )

@@ -35,6 +35,7 @@ import {
   SharingSchema,
   TolerationSchema,
   TopologySchema,
+  TakeoverSchema,
 } from "../../../../src/api/v1beta1/spec.js";
 import { alphaObject, betaObject, betaWithCopiedAnnotation } from "../../support/api-arbitraries.js";
 
@@ -85,6 +86,7 @@ describe("the arbitraries", () => {
     ["upgrade", UpgradeSchema, (b: BetaObject) => [b.spec.upgrade]],
     ["dra", DRASchema, (b: BetaObject) => [b.spec.dra]],
     ["dra.deviceClass", DRADeviceClassSchema, (b: BetaObject) => [b.spec.dra?.deviceClass]],
+    ["takeover", TakeoverSchema, (b: BetaObject) => [b.spec.takeover]],
     // The status is shared by both versions; its device totals (allocated included) must survive too.
     [
       "status.devices",
