@@ -17,6 +17,7 @@ import {
   PCI_DESCRIPTION,
   PCIBackendSchema,
   TakeoverSchema,
+  TAKEOVER_STAYS_RULE,
   ResourceNameSchema,
   TOLERATIONS_DESCRIPTION,
   TolerationSchema,
@@ -113,6 +114,7 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
   .meta(
     celRules(
       ...publishCelRules(),
+      TAKEOVER_STAYS_RULE,
       ...V1ALPHA1_MEMBER_BACKEND_TYPES.flatMap((type) => {
         const member = V1ALPHA1_BACKEND_MEMBER[type];
         return [

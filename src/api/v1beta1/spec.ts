@@ -273,6 +273,19 @@ export const UPGRADE_DEFAULTS: Upgrade = {
 export const TAKEOVER_DESCRIPTION =
   "The device plugin that serves the resource name now, which dpo takes each node over from through its rollout (upgrade settings, pause, progress deadline and rollback apply). Set only when the config is created; removed only once the takeover is Complete.";
 
+/**
+ * spec.takeover is set when the config is created and never removed: removing it half-way would leave both
+ * plugins on the nodes not handed over (and once complete it changes nothing). Deleting the config gives the
+ * incumbent back. A transition rule: the API server checks it on updates only.
+ */
+export const TAKEOVER_STAYS_RULE = {
+  rule: "has(oldSelf.takeover) == has(self.takeover)",
+  message:
+    "is set when the config is created and cannot be added or removed later: delete the config to give the nodes back to the incumbent",
+  fieldPath: ".takeover",
+  reason: "FieldValueForbidden" as const,
+};
+
 export const DevicePluginConfigSpecSchema = z
   .object({
     resourceName: ResourceNameSchema,
@@ -314,7 +327,7 @@ export const DevicePluginConfigSpecSchema = z
   })
   .strict()
   .superRefine((spec, ctx) => checkPublish(spec, ctx))
-  .meta(celRules(...publishCelRules()));
+  .meta(celRules(...publishCelRules(), TAKEOVER_STAYS_RULE));
 
 export type DevicePluginConfigSpec = z.infer<typeof DevicePluginConfigSpecSchema>;
 export type DevicePluginConfigSpecInput = z.input<typeof DevicePluginConfigSpecSchema>;
