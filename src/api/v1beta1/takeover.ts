@@ -9,7 +9,7 @@ const NAMESPACE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 /**
  * A socket file name in the kubelet's device-plugins directory, `*` matching any run of characters: no
- * path separator, not the kubelet's own socket.
+ * path separator. The kubelet's own socket never counts (registration/standby.ts).
  */
 const SOCKET_GLOB = /^[A-Za-z0-9_.*-]+$/;
 
@@ -45,7 +45,6 @@ export const TakeoverSchema = z
       .min(1)
       .max(128)
       .regex(SOCKET_GLOB, "must be a file name, '*' matching any characters, e.g. nvidia-gpu.sock or dp.*")
-      .refine((s) => s !== "kubelet.sock", "must not be the kubelet's own socket")
       .optional()
       .describe(
         "The file name of the incumbent's socket in the kubelet's device-plugins directory ('*' matches any characters). On kubelets before v1.37, which keep one registration per resource, dpo's plugin starts beside the incumbent and registers the moment this socket is gone; without it, those nodes are handed over as strategy Replace does, with a gap.",

@@ -265,6 +265,11 @@ export const CEL_RULES: CelHandler[] = [
     satisfy: (value) => value,
   },
   {
+    // spec.takeover stays as created (TAKEOVER_STAYS_RULE): a transition rule too.
+    rule: exact("has(oldSelf.takeover) == has(self.takeover)"),
+    satisfy: (value) => value,
+  },
+  {
     // Map keys, which a structural schema cannot bound, are bounded by CEL.
     rule: /^self\.all\(k, size\(k\) <= (\d+)\)$/,
     satisfy(value, [, max]) {

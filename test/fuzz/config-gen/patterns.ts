@@ -115,6 +115,21 @@ export const PATTERNS: Record<string, PatternEntry> = {
     valid: (rng, n) => edged(rng, n, LOWER + DIGITS, `${LOWER}${DIGITS}-_.`),
     invalid: ["Foo", "-a", "a-", "a b", "\u00e4", "a/b", "_a"],
   },
+  // A namespace (spec.takeover.daemonSet.namespace): an RFC 1123 label.
+  "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": {
+    valid: (rng, n) => edged(rng, n, LOWER + DIGITS, `${LOWER}${DIGITS}-`),
+    invalid: ["Foo", "-a", "a-", "a.b", "a_b", "a b"],
+  },
+  // A device id of another plugin (spec.backend.mock.ids[]).
+  "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$": {
+    valid: (rng, n) => edged(rng, n, ALNUM, `${ALNUM}-_.`),
+    invalid: ["-a", "a-", "a b", "a,b", "_a", "\u00e4"],
+  },
+  // A socket file name with '*' (spec.takeover.socket).
+  "^[A-Za-z0-9_.*-]+$": {
+    valid: (rng, n) => (n === 0 ? undefined : charsFrom(rng, `${ALNUM}_.*-`, n)),
+    invalid: ["a/b", "a b", "\u00e4.sock", "dp?"],
+  },
   "^\\/": {
     valid: (rng, n) => {
       let s = "/";

@@ -17,17 +17,10 @@ import {
   V1ALPHA1_MEMBER_BACKEND_TYPES,
 } from "../../../src/api/v1alpha1/spec.js";
 import { CONDITION_TYPES } from "../../../src/api/v1beta1/status.js";
+import { pick, type Options } from "./arbitrary-basics.js";
+import { takeover } from "./takeover-arbitraries.js";
 
-export interface Options {
-  /** Also draw values the schemas refuse. */
-  invalid: boolean;
-}
-
-/** A valid value, or about one time in twelve one of the invalid ones when allowed. */
-function pick<T>(o: Options, valid: fc.Arbitrary<T>, ...invalid: T[]): fc.Arbitrary<T> {
-  if (!o.invalid || invalid.length === 0) return valid;
-  return fc.oneof({ arbitrary: valid, weight: 11 }, { arbitrary: fc.constantFrom(...invalid), weight: 1 });
-}
+export type { Options };
 
 /** A record whose keys are each present or absent. */
 function partial<T extends Record<string, unknown>>(arbs: { [K in keyof T]: fc.Arbitrary<T[K]> }) {
@@ -222,20 +215,6 @@ const upgrade = (o: Options) =>
     paused: fc.boolean(),
     autoRollback: fc.boolean(),
   });
-
-/** spec.takeover: the same shape in both versions. */
-const takeover = (o: Options) =>
-  fc.record(
-    {
-      daemonSet: fc.record({
-        namespace: pick(o, fc.constantFrom("kube-system", "gpu-operator"), "Kube_System"),
-        name: pick(o, fc.constantFrom("nvidia-device-plugin-daemonset", "sample.plugin"), "Bad Name"),
-      }),
-      socket: pick(o, fc.constantFrom("nvidia-gpu.sock", "dp.*"), "a/b", "kubelet.sock"),
-      deviceIds: fc.constantFrom("Same" as const, "Different" as const),
-    },
-    { requiredKeys: ["daemonSet"] },
-  );
 
 /** spec.publish and spec.dra: the same shape in both versions. */
 const publish = fc.constantFrom(...PUBLISH_MODES);
