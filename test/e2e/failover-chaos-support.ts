@@ -1,9 +1,10 @@
 // What the failover chaos test is made of: the rollouts it interrupts (a scenario: the spec, and the steps a
 // node goes through as its Node object shows them), the seeded list of cases (a step to SIGKILL the leader
 // at, a point to delete the config at), and the end states it checks from the API alone: a deleted config's
-// marks, then its DaemonSets and plugin pods, all gone; a live one's rollout finished, every node unfenced and served
+// marks, then its DaemonSets, plugin pods and reports, all gone; a live one's rollout finished, every node unfenced and served
 // by exactly one plugin pod (ADR 0009).
-import type { AppsV1Api, CoreV1Api, V1Node } from "@kubernetes/client-node";
+import type { AppsV1Api, CoreV1Api, CustomObjectsApi, V1Node } from "@kubernetes/client-node";
+import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import { parseNodeRecordText } from "../../src/contract/node-upgrade.js";
 import { configLabelValue, LABEL_CONFIG } from "../../src/contract/names.js";
 import { NO_REVISION, nodeKeys } from "../../src/operator/model/targeting.js";
@@ -69,10 +70,12 @@ export const SCENARIOS: Readonly<Record<ScenarioName, Scenario>> = {
 
 /**
  * When the config is deleted: not at all (the rollout must finish, then it is deleted with a leader
- * running), just before the leader is killed, after the kill and before another replica leads, or once one
- * leads again.
+ * running), just before the leader is killed, after the kill while the standby waits out the lease, once a
+ * replica leads again, or with every replica down (an operator upgrade that replaces all its pods): the
+ * config is deleted and garbage collection removes what it owned (DaemonSets, pods, reports) before any
+ * replica starts again, so no operator ever sees the config or the delete.
  */
-export const DELETE_POINTS = ["never", "beforeKill", "leaderless", "afterRestart"] as const;
+export const DELETE_POINTS = ["never", "beforeKill", "leaderless", "afterRestart", "operatorDown"] as const;
 export type DeletePoint = (typeof DELETE_POINTS)[number];
 
 export interface FailoverCase {
@@ -82,11 +85,11 @@ export interface FailoverCase {
   deleteAt: DeletePoint;
 }
 
-/** The case issue 32 names: a config deleted, while no leader runs, after the first step of a Replace. */
+/** The case issue 32 names: a config deleted, while no operator runs, after the first step of a Replace. */
 export const FENCE_LEFT_BEHIND: FailoverCase = {
   scenario: "Replace",
   step: "fenced",
-  deleteAt: "leaderless",
+  deleteAt: "operatorDown",
 };
 
 /**
@@ -123,18 +126,31 @@ export async function marksLeft(core: CoreV1Api, config: string): Promise<string
 }
 
 /**
- * A deleted config's plugin DaemonSets and pods, which garbage collection removes (they are owned by the
- * config, and the pods by their DaemonSet). Empty once they are gone.
+ * A deleted config's plugin DaemonSets, pods and reports, which garbage collection removes (the DaemonSets
+ * and reports are owned by the config, the pods by their DaemonSet). Empty once they are gone.
  */
-export async function pluginObjectsLeft(core: CoreV1Api, apps: AppsV1Api, namespace: string, config: string) {
+export async function pluginObjectsLeft(
+  core: CoreV1Api,
+  apps: AppsV1Api,
+  custom: CustomObjectsApi,
+  namespace: string,
+  config: string,
+): Promise<string[]> {
   const selector = `${LABEL_CONFIG}=${configLabelValue(config)}`;
-  const [sets, pods] = await Promise.all([
+  const [sets, pods, reports] = await Promise.all([
     apps.listNamespacedDaemonSet({ namespace, labelSelector: selector }),
     core.listNamespacedPod({ namespace, labelSelector: selector }),
+    custom.listNamespacedCustomObject({
+      group: "dpo.dev",
+      version: "v1beta1",
+      plural: "devicenodestates",
+      namespace,
+    }) as Promise<{ items: DeviceNodeState[] }>,
   ]);
   return [
     ...sets.items.map((ds) => `DaemonSet ${ds.metadata?.name}`),
     ...pods.items.map((p) => `pod ${p.metadata?.name} on ${p.spec?.nodeName}`),
+    ...reports.items.filter((r) => r.spec.configName === config).map((r) => `report ${r.metadata?.name}`),
   ];
 }
 

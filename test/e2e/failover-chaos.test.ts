@@ -1,11 +1,12 @@
 // No orphaned fences or records after a failover (issue 32 item 3, ADR 0009): two operator replicas with
 // leader election over simulated nodes; in each round a new config's plugin is upgraded (Replace or Surge),
 // the leader is SIGKILLed at a step of it as the Nodes show it, and the config is deleted at a point of the
-// round (before the kill, while no leader runs, once one leads again, or not at all). Within a bound of the
+// round (before the kill, while the standby waits out the lease, with every replica down and what the
+// config owned collected, once one leads again, or not at all). Within a bound of the
 // later of the kill and the delete: a deleted config has left no mark on any Node (and, once garbage
 // collection has run, no DaemonSet and no plugin pod); a live one has finished its rollout with every node unfenced and served by exactly one
 // plugin pod, and is then deleted and checked the same way. The first round is the case the issue names
-// (deleted while no leader runs after the first step of a Replace); the others follow from the seed.
+// (deleted while no operator runs, after the first step of a Replace); the others follow from the seed.
 //
 // `make test` runs DPO_FAILOVER_ROUNDS=3 (default) with a random seed; DPO_FAILOVER_SEED replays one. The
 // full run is `make chaos-failover` (every combination, twice over).
@@ -73,7 +74,7 @@ const deleteConfig = (name: string): Promise<unknown> =>
 
 /**
  * Waits for a deleted config's marks to be off every Node within the bound from `since`, and returns how
- * long it took; then for its DaemonSets and plugin pods to be gone, within GC_BOUND_MS: that is garbage
+ * long it took; then for its DaemonSets, plugin pods and reports to be gone, within GC_BOUND_MS: that is garbage
  * collection's work, which a control plane that started just now does only once it watches the CRD.
  */
 async function gone(name: string, since: number, what: string): Promise<number> {
@@ -88,9 +89,9 @@ async function gone(name: string, since: number, what: string): Promise<number> 
   );
   const took = Date.now() - since;
   await waitFor(
-    `${what}: ${name}'s DaemonSets and plugin pods gone`,
+    `${what}: ${name}'s DaemonSets, plugin pods and reports gone`,
     async (observe) => {
-      const left = await pluginObjectsLeft(core, apps, NAMESPACE, name);
+      const left = await pluginObjectsLeft(core, apps, custom, NAMESPACE, name);
       observe(left);
       return left.length === 0;
     },
@@ -184,6 +185,22 @@ async function round(index: number, c: FailoverCase): Promise<void> {
     // The standby cannot lead before the dead leader's lease (4 s) runs out.
     expect(await leader(), `${what}: no replica leads right after the kill`).toBeUndefined();
     await deleteConfig(name);
+    deletedAt = Date.now();
+  }
+  if (c.deleteAt === "operatorDown") {
+    // Every replica down; the config deleted and what it owned collected before any starts again.
+    for (const r of replicas.splice(0)) await r.stop("SIGKILL");
+    await deleteConfig(name);
+    await waitFor(
+      `${what}: garbage collection of ${name}'s DaemonSets, pods and reports with no operator running`,
+      async (observe) => {
+        const left = await pluginObjectsLeft(core, apps, custom, NAMESPACE, name);
+        observe(left);
+        return left.length === 0;
+      },
+      { timeoutMs: GC_BOUND_MS, intervalMs: 250 },
+    );
+    replicas.push(await startOperator(leaderArgs));
     deletedAt = Date.now();
   }
   replicas.push(await startOperator(leaderArgs));
