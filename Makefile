@@ -207,7 +207,7 @@ chaos-upgrade: build cluster-tools
 
 ## Full-size failover chaos: the leader SIGKILLed at each step of a Replace and of a Surge, each config
 ## deleted at a random point (also while no operator runs), every combination twice (61 rounds); every node
-## must end unfenced and unmarked, or served by one plugin (make test runs 3). DPO_FAILOVER_SEED replays a run.
+## must end unfenced and unmarked, or served by one plugin (make test runs 2). DPO_FAILOVER_SEED replays a run.
 chaos-failover: build cluster-tools
 	DPO_FAILOVER_ROUNDS=$${DPO_FAILOVER_ROUNDS:-61} npx vitest run --project cluster test/e2e/failover-chaos.test.ts
 

@@ -8,7 +8,7 @@
 // plugin pod, and is then deleted and checked the same way. The first round is the case the issue names
 // (deleted while no operator runs, after the first step of a Replace); the others follow from the seed.
 //
-// `make test` runs DPO_FAILOVER_ROUNDS=3 (default) with a random seed; DPO_FAILOVER_SEED replays one. The
+// `make test` runs DPO_FAILOVER_ROUNDS=2 (default) with a random seed; DPO_FAILOVER_SEED replays one. The
 // full run is `make chaos-failover` (every combination, twice over).
 import { AppsV1Api, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -35,7 +35,7 @@ import {
 } from "./failover-chaos-support.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
-const ROUNDS = Number(process.env["DPO_FAILOVER_ROUNDS"] ?? "3");
+const ROUNDS = Number(process.env["DPO_FAILOVER_ROUNDS"] ?? "2");
 const SEED = Number(process.env["DPO_FAILOVER_SEED"] ?? String(Date.now() % 2 ** 31));
 /** From the later of the kill and the delete to the end state; the lease (4 s) has to run out within it. */
 const BOUND_MS = Number(process.env["DPO_FAILOVER_BOUND_MS"] ?? "30000");
