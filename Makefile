@@ -13,7 +13,7 @@ KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 .PHONY: all deps build lint typecheck format test test-clock test-unit test-protocol test-cluster test-cluster-oldest test-node \
 	test-images node-tools proto manifests \
 	cluster-tools gitops-health promlint promtool pod-security cluster-up cluster-down install run deploy undeploy demo \
-	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-kubelet chaos-api image \
+	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-failover chaos-kubelet chaos-api image \
 	release version clean help
 
 all: build
@@ -204,6 +204,12 @@ demo: build cluster-tools $(DEMO_REAL_NODE)
 ## every 10 s (make test runs the same test on 3 nodes with shorter terms).
 chaos-upgrade: build cluster-tools
 	DPO_TEST_NODES=50 DPO_CHAOS_KILLS=1000 DPO_CHAOS_LEAD_MS=10000 npx vitest run --project cluster test/e2e/upgrade-chaos.test.ts
+
+## Full-size failover chaos: the leader SIGKILLed at each step of a Replace and of a Surge, each config
+## deleted at a random point (also while no operator runs), every combination twice (61 rounds); every node
+## must end unfenced and unmarked, or served by one plugin (make test runs 2). DPO_FAILOVER_SEED replays a run.
+chaos-failover: build cluster-tools
+	DPO_FAILOVER_ROUNDS=$${DPO_FAILOVER_ROUNDS:-61} npx vitest run --project cluster test/e2e/failover-chaos.test.ts
 
 ## Full-size kubelet restarts: 100 in a row, then 20 with Allocates in flight, against the real plugin
 ## process; checks each re-registration against the 1 s target (make test runs 20 and 5, reporting only).

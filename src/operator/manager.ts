@@ -24,7 +24,7 @@ import {
 import { MANAGED_BY } from "./model/names.js";
 import type { RenderContext } from "./render/context.js";
 import { ConfigReconciler } from "./controllers/config-reconciler.js";
-import { configForSlice } from "./controllers/mapping.js";
+import { configsToReconcileAtStart } from "./controllers/rediscovery.js";
 import { wireConfigEvents } from "./event-wiring.js";
 import { createOperatorInformers, type OperatorInformers } from "./informers.js";
 import { OperatorMetrics } from "./metrics.js";
@@ -339,13 +339,16 @@ export class Operator {
         onResult: (result) => this.metrics.storageMigrations.inc({ result }),
       }).run(AbortSignal.any([this.stopController.signal, this.fence.signal]));
     }
-    for (const key of this.informers.configs.keys()) this.queue.add(key);
-    // Slices of configs deleted while no leader ran: their label brings the name back for cleanup.
-    if (this.draServed)
-      for (const slice of this.informers.slices.list()) {
-        const name = configForSlice(this.informers.configs, slice);
-        if (name) this.queue.add(name);
-      }
+    // Every config, and every config name something dpo left carries (a config deleted while no leader
+    // ran: a Replace fence, a record, a slice), whose reconcile takes it off (ADR 0009).
+    const { configs, nodes, pods, daemonSets, configMaps, reports, slices } = this.informers;
+    const left = {
+      nodes: nodes.list(),
+      owned: [...daemonSets.list(), ...configMaps.list(), ...pods.list()],
+      reports: reports.list(),
+      ...(this.draServed ? { slices: slices.list() } : {}),
+    };
+    for (const name of configsToReconcileAtStart(configs, left)) this.queue.add(name);
     this.workers = runWorkers(
       this.queue,
       async (key, signal) => {

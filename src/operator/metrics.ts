@@ -117,6 +117,12 @@ export class OperatorMetrics {
     labelNames: ["result"] as const,
     registers: [this.registry],
   });
+  readonly orphanedMarksRemoved = new Counter({
+    name: "dpo_operator_orphaned_node_marks_removed_total",
+    help: "Marks of configs that no longer exist taken off Nodes by the leader, by place (label, annotation: an upgrade record, taint: a Replace fence).",
+    labelNames: ["mark"] as const,
+    registers: [this.registry],
+  });
 
   // Each config's status (src/operator/status/config-series.ts), set by the leader on every reconcile and
   // removed with the config or when this replica stops leading, so only the leader serves them.

@@ -37,6 +37,7 @@ import {
 import { ownedDaemonSets } from "./owned-objects.js";
 import { deleteReportsOfGoneConfig, deleteStaleReports } from "./steps/delete-stale-reports.js";
 import { cleanupWritesPending, stripNodeLabels } from "./steps/node-label-cleanup.js";
+import { removeOrphanedMarks } from "./steps/orphaned-marks.js";
 import { deleteSlices, reconcileDraObjects, resourceApiServed } from "./steps/dra-objects.js";
 import {
   applyPluginWorkloads,
@@ -122,10 +123,9 @@ export class ConfigReconciler {
       const reportsRetry = await deleteReportsOfGoneConfig(deps, name);
       // Only the Nodes that carry something of the config: a name that never was a config (a report's
       // configName) must not cost a visit of every Node.
-      const marked = deps.nodes.byIndex(INDEX_BY_CONFIG, configLabelValue(name));
       return soonest(
         soonest(soonest(soonest({}, slicesRetry), reportsRetry), incumbentsRetry),
-        await stripNodeLabels(deps, name, () => false, marked),
+        await removeOrphanedMarks(deps, name),
       );
     }
     if (stored.metadata?.deletionTimestamp) {

@@ -204,6 +204,7 @@ describe("operator metrics", () => {
     m.conversionDuration.observe(0.001);
     m.webhookCertificateExpiry.set(1_900_000_000);
     m.storageMigrations.inc({ result: "Migrated" });
+    m.orphanedMarksRemoved.inc({ mark: "taint" });
     m.recordConfig("foo", {
       ready: true,
       stalledReason: undefined,
@@ -287,6 +288,11 @@ describe("operator metrics", () => {
         "counter",
         "Storage version migrations of DevicePluginConfigs run by the leader, by result (UpToDate, Migrated, Failed, StoredVersionsChanged, Aborted, error: the check itself failed).",
         ["result"],
+      ),
+      dpo_operator_orphaned_node_marks_removed_total: expected(
+        "counter",
+        "Marks of configs that no longer exist taken off Nodes by the leader, by place (label, annotation: an upgrade record, taint: a Replace fence).",
+        ["mark"],
       ),
       dpo_config_ready: expected(
         "gauge",
