@@ -19,6 +19,10 @@ import { buildOlmValidate, olmValidate, type OlmFinding } from "../../../../tool
 
 const repoRoot = resolve(import.meta.dirname, "..", "..", "..", "..");
 const CSV_FILE = "dpo.clusterserviceversion.yaml";
+const VERSION = (JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as { version: string })
+  .version;
+/** The CSV's name: the package and package.json's version. */
+const CSV_NAME = `dpo.v${VERSION}`;
 /** The pinned Kubernetes minor (tools/cluster/versions.env): APIs it removed are errors. */
 const K8S_VERSION = /^KUBERNETES_VERSION=v(\d+\.\d+)/m.exec(
   readFileSync(join(repoRoot, "tools/cluster/versions.env"), "utf8"),
@@ -35,7 +39,7 @@ const K8S_VERSION = /^KUBERNETES_VERSION=v(\d+\.\d+)/m.exec(
 const KNOWN_WARNINGS = [
   "ClusterServiceVersion dpo.dev/v1alpha1, Kind=DevicePluginConfig: provided API should have an example annotation",
   "ClusterServiceVersion dpo.dev/v1beta1, Kind=DeviceNodeState: provided API should have an example annotation",
-  "GoodPractices dpo.v0.1.0: CSV contains permissions to create CRD.",
+  `GoodPractices ${CSV_NAME}: CSV contains permissions to create CRD.`,
 ];
 
 function summary(f: OlmFinding): string {
@@ -138,7 +142,7 @@ describe("the committed bundle", () => {
       ]),
     );
     expect(result.report).toMatchObject({
-      bundle: "dpo.v0.1.0",
+      bundle: CSV_NAME,
       package: "dpo",
       channels: ["candidate"],
       objects: 5,
@@ -148,15 +152,14 @@ describe("the committed bundle", () => {
 
 describe("the CSV takes what the chart and kustomize are written from", () => {
   const csv = readCsv(join(repoRoot, BUNDLE_DIR));
-  const pkg = JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as { version: string };
   const chart = parseDocument(readFileSync(join(repoRoot, "charts/dpo/Chart.yaml"), "utf8")).toJS() as {
     kubeVersion: string;
     maintainers: { name: string; email: string }[];
   };
 
   it("package.json's version, the chart's Kubernetes floor and maintainers", () => {
-    expect(csv.metadata.name).toBe(`dpo.v${pkg.version}`);
-    expect(csv.spec.version).toBe(pkg.version);
+    expect(csv.metadata.name).toBe(`dpo.v${VERSION}`);
+    expect(csv.spec.version).toBe(VERSION);
     expect(chart.kubeVersion).toContain(csv.spec.minKubeVersion);
     expect(csv.spec.maintainers).toEqual(chart.maintainers.map((m) => ({ name: m.name, email: m.email })));
   });
@@ -196,7 +199,7 @@ describe("the CSV takes what the chart and kustomize are written from", () => {
     const [deployment] = csv.spec.install.spec.deployments;
     const manager = deployment!.spec.template.spec.containers.find((c) => c.name === "manager")!;
     expect(csv.spec.relatedImages.map((i) => i.image)).toEqual([manager.image]);
-    expect(manager.image).toBe(`ghcr.io/dpo-dev/dpo:${pkg.version}`);
+    expect(manager.image).toBe(`ghcr.io/dpo-dev/dpo:${VERSION}`);
     expect(manager.args).toContain(`--webhook-cert-dir=${OLM_WEBHOOK_CERT_DIR}`);
     expect(csv.spec.webhookdefinitions).toMatchObject([
       { type: "ConversionWebhook", conversionCRDs: ["devicepluginconfigs.dpo.dev"], targetPort: 9443 },
@@ -247,7 +250,7 @@ describe("bundles made worse are refused by the validators", () => {
     );
     expect(result.code).toBe(1);
     expect(errorDetails(result.report?.errors)).toContainEqual(
-      'owned CRD "dpo.dev/v1beta1, Kind=DeviceNodeState" not found in bundle "dpo.v0.1.0"',
+      `owned CRD "dpo.dev/v1beta1, Kind=DeviceNodeState" not found in bundle "${CSV_NAME}"`,
     );
   });
 
@@ -274,7 +277,7 @@ describe("bundles made worse are refused by the validators", () => {
     );
     expect(result.code).toBe(1);
     expect(errorDetails(result.report?.errors)).toContain(
-      "(dpo.v0.1.0) only AllNamespaces InstallModeType is supported when conversionCRDs is present",
+      `(${CSV_NAME}) only AllNamespaces InstallModeType is supported when conversionCRDs is present`,
     );
   });
 
