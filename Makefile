@@ -12,7 +12,7 @@ KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
 .PHONY: all deps build lint typecheck format test test-clock test-unit test-protocol test-cluster test-cluster-oldest test-node \
 	test-images node-tools proto manifests \
-	cluster-tools gitops-health promlint promtool pod-security cluster-up cluster-down install run deploy undeploy demo \
+	cluster-tools gitops-health promlint promtool pod-security olm-validate bundle cluster-up cluster-down install run deploy undeploy demo \
 	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-failover chaos-kubelet chaos-api image \
 	release version clean help
 
@@ -50,9 +50,11 @@ release: image $(if $(HELM),,cluster-tools)
 	HELM="$${HELM:-$$(tools/cluster/build.sh)/helm}" node --import tsx tools/release/release.ts
 
 ## `make version VERSION=x.y.z`: package.json, the lock file, the chart, config/default's image tag, the docs'
-## image tags, remote bases and release files, and CHANGELOG.md's Unreleased section, all moved to x.y.z.
+## image tags, remote bases and release files, and CHANGELOG.md's Unreleased section, all moved to x.y.z; then
+## the OLM bundle (make manifests), whose CSV is named after the version and runs that image.
 version: deps
 	node --import tsx tools/release/bump.ts "$(VERSION)"
+	npx tsx tools/manifests/generate.ts
 
 ## The TypeScript compiler over src/, test/, tools/ and bench/, emitting nothing.
 typecheck: deps
@@ -88,7 +90,7 @@ test-clock:
 VITEST_REPORT = --reporter=default --reporter=json --outputFile.json=.local/test-results/$(1).json
 
 ## The unit tier (test/unit): pure functions, the manifests, the Makefile itself; no cluster, no sockets.
-test-unit: deps gitops-health promlint promtool pod-security
+test-unit: deps gitops-health promlint promtool pod-security olm-validate
 	npx vitest run --project unit $(call VITEST_REPORT,unit)
 
 ## The protocol tier (test/protocol): the built plugin over real unix sockets against the kubelet simulator.
@@ -144,11 +146,26 @@ promtool:
 pod-security:
 	@tools/pod-security/build.sh >/dev/null
 
+## The operator framework's own bundle checks (github.com/operator-framework/api's validators, those of
+## operator-sdk's `bundle validate`), a Go harness built once into the cache (tools/olm-validate);
+## test/unit/tools/manifests/olm-bundle.test.ts judges bundle/ with it.
+olm-validate:
+	@tools/olm-validate/build.sh >/dev/null
+
+## The OLM bundle (bundle/: the CSV, the CRDs, metadata/annotations.yaml, bundle.Dockerfile), written with the
+## other generated manifests from the same sources, then judged by the operator framework's validators.
+bundle: deps olm-validate
+	npx tsx tools/manifests/generate.ts
+	k8s="$$(sed -n 's/^KUBERNETES_VERSION=v\([0-9]*\.[0-9]*\).*/\1/p' tools/cluster/versions.env)"; \
+	report="$$("$$(tools/olm-validate/build.sh)" --k8s-version "$$k8s" bundle)" || { echo "$$report"; exit 1; }; \
+	echo "bundle/: no errors from the operator framework's validators at Kubernetes $$k8s"
+
 ## The TypeScript of the kubelet's gRPC protos (src/plugin-runtime/proto/gen/, committed).
 proto: deps
 	tools/proto/generate.sh
 
-## The CRDs (crds/) and the chart's generated templates from the zod schemas (tools/manifests), committed.
+## The CRDs (crds/), the chart's generated templates and the OLM bundle (bundle/) from the zod schemas and
+## config/ (tools/manifests), committed.
 manifests: deps
 	npx tsx tools/manifests/generate.ts
 
