@@ -153,6 +153,9 @@ function buildPlatform(
   const { app } = dpoImage;
   makeDirs(rootfs, app.dir);
   copyTree(join(repo, "dist"), join(rootfs, app.dist.slice(1)));
+  // make release writes its files (this image's archive among them) into dist/release/: the Dockerfile's
+  // dist is built afresh, and so not the next release's image either.
+  rmSync(join(rootfs, app.dist.slice(1), "release"), { recursive: true, force: true });
   copyTree(dependencies, join(rootfs, app.nodeModules.slice(1)));
   copyFileSync(join(repo, "package.json"), join(rootfs, app.packageJson.slice(1)));
   chmodSync(join(rootfs, app.packageJson.slice(1)), 0o644);
