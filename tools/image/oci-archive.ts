@@ -105,3 +105,21 @@ export function unpackLayers(image: OciArchive, rootfs: string): void {
     ]);
   }
 }
+
+/**
+ * The platforms of the image in an archive (`linux/amd64`, `linux/arm64/v8`), read from its index without
+ * extracting the layers: the release checks that its image has every one.
+ */
+export function archivePlatforms(archive: string): string[] {
+  const member = (name: string) =>
+    JSON.parse(
+      execFileSync("tar", ["--extract", "--to-stdout", `--file=${archive}`, name], { encoding: "utf8" }),
+    ) as OciIndex;
+  const [top] = member("index.json").manifests;
+  if (!top) throw new Error(`${archive}: index.json names no image`);
+  const entries =
+    top.mediaType === OCI_INDEX ? member(`blobs/${top.digest.replace(":", "/")}`).manifests : [top];
+  return entries.map(({ platform }) =>
+    [platform?.os, platform?.architecture, platform?.variant].filter((part) => part).join("/"),
+  );
+}
