@@ -39,9 +39,11 @@ export function aptOptions(platform: ImagePlatform, hostListsStamp: string): str
   mkdirSync(join(dir, "lists", "partial"), { recursive: true });
   mkdirSync(join(dir, "cache", "archives", "partial"), { recursive: true });
   try {
-    run("apt-get", [...options, "-qq", "update"]);
+    // One update at a time: a test and `make image` may build at once, and apt's own lock would fail the second.
+    run("flock", [join(dir, "update.lock"), "apt-get", ...options, "-qq", "update"]);
   } catch (error) {
-    throw new Error(`apt-get update for ${platform.debianArch} failed (the machine's Debian mirror)`, {
+    const why = error instanceof Error ? error.message : String(error);
+    throw new Error(`apt-get update for ${platform.debianArch} (the machine's Debian mirror): ${why}`, {
       cause: error,
     });
   }
