@@ -23,7 +23,7 @@ import { writeArchive, writeLayers, type PlatformLayers } from "./layers.js";
 import { imageNode } from "./node-binary.js";
 import { PLATFORMS, type ImagePlatform } from "./platforms.js";
 import { removeEmulator, rootfsCommand } from "./qemu.js";
-import { copyTree, makeDirs, walk, writeSystemFiles } from "./rootfs.js";
+import { copyTree, linkTree, makeDirs, walk, writeSystemFiles } from "./rootfs.js";
 
 /** Renames a finished cache entry into place, unless a build beside this one got there first. */
 function keep(staging: string, dir: string): void {
@@ -156,7 +156,7 @@ function buildPlatform(
   // make release writes its files (this image's archive among them) into dist/release/: the Dockerfile's
   // dist is built afresh, and so not the next release's image either.
   rmSync(join(rootfs, app.dist.slice(1), "release"), { recursive: true, force: true });
-  copyTree(dependencies, join(rootfs, app.nodeModules.slice(1)));
+  linkTree(dependencies, join(rootfs, app.nodeModules.slice(1)));
   copyFileSync(join(repo, "package.json"), join(rootfs, app.packageJson.slice(1)));
   chmodSync(join(rootfs, app.packageJson.slice(1)), 0o644);
   writeCompileCache(rootfs, dependencies, platform);
