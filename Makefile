@@ -37,9 +37,10 @@ build: deps
 	node --import tsx tools/bundle/bundle.ts
 	chmod +x dist/cli/main.js dist/dpo.js
 
-## The dpo image as an OCI archive, .local/image/dpo-<version>.oci.tar, with no container engine: the Dockerfile's
-## final stage from the npm node package, Debian's libraries and the bundle (tools/image). `tools/image/build.sh
-## test-images` builds the real-node tier's pause and busybox images the same way.
+## The dpo image as an OCI archive, .local/image/dpo-<version>.oci.tar, with no container engine: one index of
+## linux/amd64 and linux/arm64, each the Dockerfile's final stage from the npm node package, Debian's libraries
+## and the bundle (tools/image; the other architecture under qemu-user-static, which it installs; IMAGE_PLATFORMS=amd64
+## builds one). `tools/image/build.sh test-images` builds the real-node tier's pause and busybox images the same way.
 image: build
 	tools/image/build.sh dpo
 
