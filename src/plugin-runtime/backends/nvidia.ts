@@ -21,6 +21,8 @@ import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from ".
 import { RefreshingBackend } from "./refreshing-backend.js";
 import { cdiDeviceNode, logDeviceChanges } from "./device-list.js";
 import { parseNumaNode } from "./pci.js";
+import type { Interconnect } from "../devices/interconnect.js";
+import { readInterconnect, topologyKey } from "./nvidia-topology.js";
 import {
   GPU_QUERY_ARGS,
   REQUIRES_RESET_VALUE,
@@ -170,6 +172,9 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
   private controlNodes: string[] = [];
   private presentGpuNodes = new Set<string>();
   private lastXidTimestamp: number | undefined;
+  /** The GPU interconnect from `nvidia-smi topo -m`, read once per set of GPUs (`topologyKey`). */
+  private links: Interconnect | undefined;
+  private linksKey: string | undefined;
   private refreshes = 0;
   private readonly problems = new Map<string, string>();
   private readonly timeoutMs: number;
@@ -185,6 +190,10 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
   /** What keeps the backend from a full picture right now (failed runs of nvidia-smi, dmesg). */
   diagnostics(): readonly string[] {
     return [...this.problems.values()];
+  }
+
+  interconnect(): Interconnect | undefined {
+    return this.links;
   }
 
   allocate(physicalIds: readonly string[]): ContainerAllocation {
@@ -314,6 +323,27 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
       }
     }
     await this.readXmlInfo(rows);
+    await this.readTopology(rows);
+  }
+
+  /** The interconnect, read again only when the GPUs change; without it the policy alone decides. */
+  private async readTopology(rows: readonly GpuRow[]): Promise<void> {
+    const key = topologyKey(rows);
+    if (key === this.linksKey) return;
+    this.linksKey = key;
+    const links = await readInterconnect(this.config.nvidiaSmiPath, this.timeoutMs, rows);
+    if (typeof links === "string") {
+      this.links = undefined;
+      this.noteProblem(
+        "topology",
+        `${links} (allocation ignores the GPU interconnect until the GPUs change)`,
+      );
+      return;
+    }
+    this.clearProblem("topology");
+    this.links = links;
+    if (links !== undefined)
+      this.logger.info({ gpus: rows.length }, "GPU interconnect read (nvidia-smi topo -m)");
   }
 
   private async readNumaNode(busId: string): Promise<number | undefined> {
