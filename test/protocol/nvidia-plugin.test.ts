@@ -128,7 +128,7 @@ describe("the NVIDIA backend through the kubelet API", () => {
     });
   });
 
-  it("XID then recovery: the kubelet sees the GPU go unhealthy and come back", async () => {
+  it("XID then recovery: the kubelet sees the GPU go unhealthy and come back after the driver reloads", async () => {
     const r = await startNvidia("xid-then-recovery/1-healthy");
     const bad = "GPU-d4e5f6a7-b8c9-4dae-9f10-2b3c4d5e6f70";
     const health = () => r.devices.map((d) => `${d.ID}:${d.health}`).join(",");
@@ -146,7 +146,8 @@ describe("the NVIDIA backend through the kubelet API", () => {
       { timeoutMs: 5_000, intervalMs: 10 },
     );
     expect(harness!.kubelet.capacity(RESOURCE)).toEqual({ capacity: 2, allocatable: 1 });
-    node!.play("xid-then-recovery/3-recovered");
+    // XID 48 needs a reset: the GPU comes back once the kernel log shows the driver loaded again.
+    node!.play("xid-then-recovery/4-driver-reloaded");
     await waitFor(
       "the GPU healthy again",
       (observe) => {
