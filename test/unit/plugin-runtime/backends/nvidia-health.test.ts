@@ -6,12 +6,14 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { NVIDIABackendSchema, type NVIDIABackend } from "../../../../src/api/v1beta1/spec.js";
 import { NVIDIADeviceBackend } from "../../../../src/plugin-runtime/backends/nvidia.js";
+import { taintValue } from "../../../../src/plugin-runtime/dra/taints.js";
 import {
   REASON_ROW_REMAP_FAILURE,
   REASON_ROW_REMAP_PENDING,
   XidHolds,
   classifyXid,
   countersReason,
+  xidReason,
   parseDriverLoads,
   parseHealthQuery,
   type HealthCounters,
@@ -48,6 +50,17 @@ describe("XID classes", () => {
     [8, "Transient"],
   ])("XID %i is %s", (xid, cls) => {
     expect(classifyXid(xid, DEFAULT_IGNORED)).toBe(cls);
+  });
+
+  it("the reason names the class, and survives as a DRA taint value unchanged", () => {
+    expect(xidReason(95, "ResetRequired")).toBe("XID95-ResetRequired");
+    for (const reason of [
+      xidReason(95, "ResetRequired"),
+      xidReason(92, "Transient"),
+      REASON_ROW_REMAP_PENDING,
+    ]) {
+      expect(taintValue(reason)).toBe(reason);
+    }
   });
 
   it("a config's ignoredXids decide what counts as an application error", () => {
