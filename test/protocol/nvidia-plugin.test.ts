@@ -9,13 +9,15 @@ import { pino } from "pino";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { NVIDIADeviceBackend } from "../../src/plugin-runtime/backends/nvidia.js";
-import type { AllocateResponse } from "../../src/plugin-runtime/proto/index.js";
+import type { AllocateResponse, PreferredAllocationResponse } from "../../src/plugin-runtime/proto/index.js";
 import {
   EIGHT_GPU_NUMA,
+  NVIDIA_FIXTURES,
   fakeGpuNode,
   type FakeGpuNode,
   type NvidiaScenario,
 } from "../fixtures/nvidia/fake-node.js";
+import { call } from "./grpc-calls.js";
 import { makeConfig, startHarness, waitFor, type Harness } from "./support.js";
 
 const RESOURCE = "nvidia.com/gpu";
@@ -47,8 +49,13 @@ function nvidiaSpec(fake: FakeGpuNode, extra: Record<string, unknown> = {}) {
   };
 }
 
-async function startNvidia(scenario: NvidiaScenario, extra: Record<string, unknown> = {}) {
+async function startNvidia(
+  scenario: NvidiaScenario,
+  extra: Record<string, unknown> = {},
+  prepare: (fake: FakeGpuNode) => void = () => undefined,
+) {
   node = fakeGpuNode(scenario, { numaNodes: EIGHT_GPU_NUMA });
+  prepare(node);
   const config = makeConfig(nvidiaSpec(node, extra), "gpus");
   const nvidia = config.spec.backend.nvidia!;
   const backend = new NVIDIADeviceBackend(nvidia, { logger: pino({ level: "silent" }), pollIntervalMs: 40 });
@@ -118,6 +125,23 @@ describe("the NVIDIA backend through the kubelet API", () => {
     expect(
       spec.devices.find((d) => d.name === uuids[6])?.containerEdits.deviceNodes.map((n) => n.path),
     ).toEqual(["/dev/nvidia7", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]);
+  });
+
+  it("GetPreferredAllocation joins the container's GPU over its best NVLink (a DGX-1's topo -m)", async () => {
+    const dgx1 = readFileSync(join(NVIDIA_FIXTURES, "topology", "dgx1-v100-8gpu-nv1-nv2.txt"), "utf8");
+    const r = await startNvidia("eight-gpu-two-numa", { topology: { allocationPolicy: "Packed" } }, (fake) =>
+      fake.write("topo.txt", dgx1),
+    );
+    const uuids = r.devices.map((d) => d.ID);
+    // The UUIDs of this recording sort in index order, as the plugin lists them.
+    expect(r.devices.map((d) => d.ID)).toEqual([...uuids].sort());
+    const res: PreferredAllocationResponse = await call(r.client.getPreferredAllocation.bind(r.client), {
+      containerRequests: [
+        { availableDeviceIDs: uuids, mustIncludeDeviceIDs: [uuids[0]!], allocationSize: 2 },
+      ],
+    });
+    // GPU0's links: NV1 to GPU1 and GPU2, NV2 to GPU3 and GPU4; Packed stays on GPU0's NUMA node.
+    expect(res.containerResponses[0]!.deviceIDs).toEqual([uuids[0], uuids[3]]);
   });
 
   it("MIG: the GPU in MIG mode is advertised unhealthy and Allocate refuses it", async () => {
