@@ -287,6 +287,8 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
     for (const load of driverLoads) this.xids.driverLoaded(load);
     if (rows !== undefined) await this.takePoll(rows, unreachable, refresh);
     this.applyXidEvents(events, refresh);
+    // A reload logged after an XID of this same read counts too (the next poll may release it).
+    for (const load of driverLoads) this.xids.driverLoaded(load);
     await this.checkDeviceNodes();
     if (this.stopped) return;
 

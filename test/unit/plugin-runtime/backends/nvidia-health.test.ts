@@ -279,6 +279,14 @@ describe("NVIDIADeviceBackend: XID 95 from /dev/kmsg with clean nvidia-smi rows"
     await waitForDevices(backend!, (d) => byId(d, A100)?.health === "Healthy", "the GPU after the reload");
   });
 
+  it("an XID and the driver reload read together: held, then released by the next clean poll", async () => {
+    await start();
+    const held = waitForDevices(backend!, (d) => byId(d, A100)?.reason === "XID95-ResetRequired", "XID 95");
+    node!.appendKmsg(fixture("xid95.kmsg") + fixture("driver-reload.kmsg"));
+    await held;
+    await waitForDevices(backend!, (d) => byId(d, A100)?.health === "Healthy", "the GPU after the reload");
+  });
+
   it("a pending row remap holds it too; the reset clears the volatile count and the pending row", async () => {
     const logs = await start();
     node!.write("health-query.csv", fixture("counters-after-xid95.csv"));
