@@ -156,16 +156,25 @@ export const NVIDIABackendSchema = z
       .max(300)
       .default(10)
       .describe("How long one nvidia-smi or dmesg run may take before it is killed and counted as failed."),
+    kmsgPath: absolutePath
+      .optional()
+      .describe(
+        "The kernel log device to read XID events (NVRM: Xid lines) from, normally /dev/kmsg; no dmesg binary is needed. Unset (and no dmesgPath): nvidia-smi polling only. Needs CAP_SYSLOG where kernel.dmesg_restrict is 1.",
+      ),
     dmesgPath: absolutePath
       .optional()
       .describe(
-        "dmesg binary to read XID events (NVRM: Xid lines) from the kernel log; unset: nvidia-smi polling only. Needs CAP_SYSLOG.",
+        "Deprecated: use kmsgPath (the release image has no dmesg binary). A dmesg binary to read XID events from the kernel log; still honoured when kmsgPath is unset. Needs CAP_SYSLOG.",
       ),
     ignoredXids: listOf(z.number().int().min(1).max(65535), 64)
       .default([...DEFAULT_IGNORED_XIDS])
       .describe("XIDs that do not make a GPU unhealthy (application errors)."),
   })
-  .strict();
+  .strict()
+  .refine((nvidia) => nvidia.kmsgPath === undefined || nvidia.dmesgPath === undefined, {
+    path: ["dmesgPath"],
+    message: "set kmsgPath or the deprecated dmesgPath, not both",
+  });
 
 /** The descriptions of the backend members both API versions have, for `kubectl explain`. */
 export const MOCK_DESCRIPTION =

@@ -84,15 +84,24 @@ export const BACKEND_POD_PROFILES: { readonly [T in BackendType]: BackendPodProf
   // the NVIDIA Container Toolkit (the node's default runtime on GPU nodes) injects both, and nvidia-smi
   // itself, when NVIDIA_VISIBLE_DEVICES asks for the GPUs and the `utility` capability for the tools.
   // sysfs gives the NUMA nodes; /dev is read to see which /dev/nvidia* nodes exist. XID events come
-  // from the kernel log through dmesg, which needs CAP_SYSLOG where kernel.dmesg_restrict is 1.
+  // from the kernel log (/dev/kmsg, or the deprecated dmesg), which needs CAP_SYSLOG where
+  // kernel.dmesg_restrict is 1; the kernel log's directory is mounted with /dev's.
   NVIDIA: (nvidia) => ({
-    hostPaths: sameAsHost([nvidia.sysfsRoot, nvidia.devRoot], "nvidia", { type: "Directory" }),
+    hostPaths: sameAsHost(
+      [
+        nvidia.sysfsRoot,
+        nvidia.devRoot,
+        ...(nvidia.kmsgPath === undefined ? [] : [posix.dirname(nvidia.kmsgPath)]),
+      ],
+      "nvidia",
+      { type: "Directory" },
+    ),
     env: [
       { name: "NVIDIA_VISIBLE_DEVICES", value: "all" },
       { name: "NVIDIA_DRIVER_CAPABILITIES", value: "utility" },
     ],
     privileged: false,
-    addCapabilities: nvidia.dmesgPath === undefined ? [] : ["SYSLOG"],
+    addCapabilities: nvidia.dmesgPath === undefined && nvidia.kmsgPath === undefined ? [] : ["SYSLOG"],
   }),
 };
 

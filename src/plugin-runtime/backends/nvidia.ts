@@ -1,5 +1,6 @@
 // NVIDIA backend: GPUs discovered and polled through nvidia-smi, XID events read from the kernel log
-// through dmesg, /dev/nvidia* device nodes, NUMA nodes from sysfs. A GPU that recovers is healthy again.
+// (/dev/kmsg, or the deprecated dmesg binary), /dev/nvidia* device nodes, NUMA nodes from sysfs. A GPU
+// that recovers is healthy again; one whose XID needs a reset only once the reset is seen (nvidia-health.ts).
 //
 // Health sources, both documented by NVIDIA:
 // - Polling `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` every `pollIntervalSeconds`: a GPU
@@ -7,11 +8,13 @@
 //   printed as `[GPU requires reset]` or `[Unknown Error]` means the driver cannot talk to it; the driver
 //   missing, nvidia-smi missing, hanging or printing garbage makes every GPU unhealthy with that reason.
 // - XID events: the kernel driver logs every XID as `NVRM: Xid (PCI:0000:3b:00): 79, ...`; with
-//   `dmesgPath` set, new such lines mark the GPU unhealthy (`XID79`) unless the XID is one of
-//   `ignoredXids` (application errors).
-// Recovery: an XID holds until a later poll (never the one that saw the XID) finds the GPU listed, every
-// field readable and no memory pages pending retirement; then it is healthy again. NVIDIA's plugin never
-// does this (NVIDIA/k8s-device-plugin#1014): a GPU reset there still needs a plugin restart.
+//   `kmsgPath` (or `dmesgPath`) set, new such lines mark the GPU unhealthy (`XID79-ResetRequired`)
+//   unless the XID is one of `ignoredXids` (application errors).
+// - Memory-error counters from a second `--query-gpu`: rows pending remapping or a failed remapping make
+//   the GPU unhealthy until a reset.
+// Recovery: a Transient XID holds until a later poll (never the one that saw the XID) finds the GPU
+// listed, every field readable and nothing waiting for a reset; a ResetRequired one also waits for the
+// reset (nvidia-health.ts). NVIDIA's plugin never marks a GPU healthy again (NVIDIA/k8s-device-plugin#1014).
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
@@ -21,6 +24,20 @@ import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from ".
 import { RefreshingBackend } from "./refreshing-backend.js";
 import { cdiDeviceNode, logDeviceChanges } from "./device-list.js";
 import { parseNumaNode } from "./pci.js";
+import type { Interconnect } from "../devices/interconnect.js";
+import {
+  HEALTH_QUERY_ARGS,
+  XidHolds,
+  classifyXid,
+  countersReason,
+  parseDriverLoads,
+  parseHealthQuery,
+  xidReason,
+  type HealthCounters,
+  type XidHold,
+} from "./nvidia-health.js";
+import { KmsgReader } from "./nvidia-kmsg.js";
+import { readInterconnect, topologyKey } from "./nvidia-topology.js";
 import {
   GPU_QUERY_ARGS,
   REQUIRES_RESET_VALUE,
@@ -70,20 +87,14 @@ export interface KnownGpu {
   readonly listed: boolean;
 }
 
-/** An XID that currently holds a GPU unhealthy. */
-export interface ActiveXid {
-  readonly xid: number;
-  readonly detail: string;
-  /** The refresh that saw it; only a later refresh's poll can clear it. */
-  readonly refresh: number;
-}
-
 /** What one refresh found, as input to the pure health decision. */
 export interface GpuObservation {
   readonly gpu: KnownGpu;
   readonly minor: number | undefined;
   readonly cudaVersion: string | undefined;
-  readonly xid: ActiveXid | undefined;
+  readonly xid: XidHold | undefined;
+  /** The memory-error counters of the last poll, when nvidia-smi gave them. */
+  readonly counters?: HealthCounters | undefined;
   /** Reason of a failed poll (every GPU gets it), or undefined when the poll succeeded. */
   readonly pollFailure: string | undefined;
   /** Whether /dev/nvidia<minor> and /dev/nvidiactl exist. */
@@ -93,11 +104,13 @@ export interface GpuObservation {
 /** The reason a GPU is unhealthy, most fundamental first; "" when healthy. Pure. */
 export function gpuUnhealthyReason(o: GpuObservation): string {
   if (o.pollFailure !== undefined) return o.pollFailure;
-  if (o.xid !== undefined) return `XID${o.xid.xid}`;
+  if (o.xid !== undefined) return xidReason(o.xid.xid, o.xid.cls);
   if (!o.gpu.listed) return REASON_GPU_LOST;
   const errors = Object.values(o.gpu.row.fieldErrors);
   if (errors.includes(REQUIRES_RESET_VALUE)) return REASON_GPU_REQUIRES_RESET;
   if (errors.length > 0) return REASON_GPU_UNREADABLE;
+  const counters = countersReason(o.counters);
+  if (counters !== "") return counters;
   if (o.gpu.row.migMode === "Enabled") return REASON_MIG_ENABLED;
   if (o.minor === undefined) return REASON_DEVICE_NODE_UNKNOWN;
   if (!o.deviceNodesPresent) return REASON_DEVICE_NODE_MISSING;
@@ -128,16 +141,6 @@ export function nvidiaPhysicalDevice(o: GpuObservation): PhysicalDevice {
   };
 }
 
-/**
- * Whether a poll shows a GPU with an XID well again: listed, every field readable, no memory pages
- * waiting to be retired (which needs a reset). Pure.
- */
-export function recoveredFromXid(row: GpuRow | undefined): boolean {
-  return (
-    row !== undefined && Object.keys(row.fieldErrors).length === 0 && row.pagesPendingRetirement !== true
-  );
-}
-
 /** The XID events newer than `after`, and the newest timestamp seen. Pure. */
 export function newXidEvents(
   events: readonly XidEvent[],
@@ -162,7 +165,9 @@ export interface NVIDIABackendOptions {
 
 export class NVIDIADeviceBackend extends RefreshingBackend {
   private known = new Map<string, KnownGpu>();
-  private readonly xids = new Map<string, ActiveXid>();
+  private readonly xids = new XidHolds();
+  private counters = new Map<string, HealthCounters>();
+  private readonly kmsg: KmsgReader | undefined;
   private minors = new Map<string, number>();
   private cudaVersion: string | undefined;
   /** Which GPUs and driver the XML report was read for; it is read again when they change. */
@@ -170,6 +175,9 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
   private controlNodes: string[] = [];
   private presentGpuNodes = new Set<string>();
   private lastXidTimestamp: number | undefined;
+  /** The GPU interconnect from `nvidia-smi topo -m`, read once per set of GPUs (`topologyKey`). */
+  private links: Interconnect | undefined;
+  private linksKey: string | undefined;
   private refreshes = 0;
   private readonly problems = new Map<string, string>();
   private readonly timeoutMs: number;
@@ -180,11 +188,27 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
   ) {
     super("NVIDIA", options.logger, options.pollIntervalMs ?? config.pollIntervalSeconds * 1000);
     this.timeoutMs = config.timeoutSeconds * 1000;
+    this.kmsg = config.kmsgPath === undefined ? undefined : new KmsgReader(config.kmsgPath);
+    if (config.dmesgPath !== undefined && config.kmsgPath === undefined) {
+      this.logger.warn(
+        { dmesgPath: config.dmesgPath },
+        "nvidia.dmesgPath is deprecated (the release image has no dmesg): set nvidia.kmsgPath: /dev/kmsg",
+      );
+    }
   }
 
   /** What keeps the backend from a full picture right now (failed runs of nvidia-smi, dmesg). */
   diagnostics(): readonly string[] {
     return [...this.problems.values()];
+  }
+
+  override async stop(): Promise<void> {
+    await super.stop();
+    await this.kmsg?.close();
+  }
+
+  interconnect(): Interconnect | undefined {
+    return this.links;
   }
 
   allocate(physicalIds: readonly string[]): ContainerAllocation {
@@ -227,7 +251,7 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
     if (this.stopped) return;
     this.refreshes += 1;
     const refresh = this.refreshes;
-    const events = await this.readXidEvents();
+    const { events, driverLoads } = await this.readKernelLog();
     const query = await runCommand(this.config.nvidiaSmiPath, GPU_QUERY_ARGS, this.timeoutMs);
     if (this.stopped) return;
 
@@ -260,8 +284,11 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
       }
     }
 
+    for (const load of driverLoads) this.xids.driverLoaded(load);
     if (rows !== undefined) await this.takePoll(rows, unreachable, refresh);
     this.applyXidEvents(events, refresh);
+    // A reload logged after an XID of this same read counts too (the next poll may release it).
+    for (const load of driverLoads) this.xids.driverLoaded(load);
     await this.checkDeviceNodes();
     if (this.stopped) return;
 
@@ -272,6 +299,7 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
           minor: this.minors.get(gpu.row.uuid),
           cudaVersion: this.cudaVersion,
           xid: this.xids.get(gpu.row.uuid),
+          counters: this.counters.get(gpu.row.uuid),
           pollFailure,
           deviceNodesPresent: this.gpuNodesPresent(gpu.row.uuid),
         }),
@@ -279,6 +307,7 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
       .sort((a, b) => Number(a.attributes.index) - Number(b.attributes.index) || (a.id < b.id ? -1 : 1));
     const before = this.publisher.current();
     if (this.publisher.publish(devices)) logDeviceChanges(this.logger, before, devices);
+    this.logger.debug({ refresh }, "NVIDIA refresh done");
   }
 
   /** Merges a successful poll: new GPUs are added, missing ones kept as not listed, XIDs maybe cleared. */
@@ -307,13 +336,38 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
     }
     this.known = next;
 
-    for (const [uuid, active] of this.xids) {
-      if (active.refresh < refresh && recoveredFromXid(listed.get(uuid))) {
-        this.xids.delete(uuid);
-        this.logger.info({ device: uuid, xid: active.xid }, "GPU recovered after XID");
+    await this.readCounters();
+    for (const uuid of this.known.keys()) {
+      const released = this.xids.polled(uuid, listed.get(uuid), this.counters.get(uuid), refresh);
+      if (released !== undefined) {
+        this.logger.info(
+          { device: uuid, xid: released.xid, class: released.cls, resetSeen: released.resetSeen },
+          "GPU recovered after XID",
+        );
       }
     }
     await this.readXmlInfo(rows);
+    await this.readTopology(rows);
+  }
+
+  /** The interconnect, read again only when the GPUs change; without it the policy alone decides. */
+  private async readTopology(rows: readonly GpuRow[]): Promise<void> {
+    const key = topologyKey(rows);
+    if (key === this.linksKey) return;
+    this.linksKey = key;
+    const links = await readInterconnect(this.config.nvidiaSmiPath, this.timeoutMs, rows);
+    if (typeof links === "string") {
+      this.links = undefined;
+      this.noteProblem(
+        "topology",
+        `${links} (allocation ignores the GPU interconnect until the GPUs change)`,
+      );
+      return;
+    }
+    this.clearProblem("topology");
+    this.links = links;
+    if (links !== undefined)
+      this.logger.info({ gpus: rows.length }, "GPU interconnect read (nvidia-smi topo -m)");
   }
 
   private async readNumaNode(busId: string): Promise<number | undefined> {
@@ -348,19 +402,54 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
     this.minors = new Map(info.minorNumbers);
   }
 
-  /** New XID lines from dmesg; none when dmesg is not configured or fails (that is a problem, not a health). */
-  private async readXidEvents(): Promise<XidEvent[]> {
-    const dmesg = this.config.dmesgPath;
-    if (dmesg === undefined) return [];
-    const result = await runCommand(dmesg, [], this.timeoutMs);
-    if (!result.ok) {
-      this.noteProblem("dmesg", `${result.failure.message} (XID events are not watched meanwhile)`);
-      return [];
+  /** The memory-error counters; none when this nvidia-smi cannot give them (a problem, not a health). */
+  private async readCounters(): Promise<void> {
+    const result = await runCommand(this.config.nvidiaSmiPath, HEALTH_QUERY_ARGS, this.timeoutMs);
+    const parsed = result.ok ? parseHealthQuery(result.stdout) : undefined;
+    if (parsed === undefined || parsed.problems.length > 0) {
+      const why = result.ok ? (parsed?.problems.slice(0, 3).join("; ") ?? "") : result.failure.message;
+      this.noteProblem(
+        "counters",
+        `memory-error counters not read: ${why} (rows pending remapping go unseen)`,
+      );
+      this.counters = new Map();
+      return;
     }
-    this.clearProblem("dmesg");
-    const { fresh, newest } = newXidEvents(parseXidEvents(result.stdout), this.lastXidTimestamp);
+    this.clearProblem("counters");
+    this.counters = parsed.counters;
+  }
+
+  /**
+   * New XID lines and the driver loads in the kernel log, from /dev/kmsg (or the deprecated dmesg); none
+   * when neither is configured or reading fails (that is a problem, not a health).
+   */
+  private async readKernelLog(): Promise<{ events: XidEvent[]; driverLoads: number[] }> {
+    let text: string;
+    if (this.kmsg !== undefined) {
+      const read = await this.kmsg.read();
+      if (!read.ok) {
+        this.noteProblem("kmsg", `${read.message} (XID events are not watched meanwhile)`);
+        return { events: [], driverLoads: [] };
+      }
+      this.clearProblem("kmsg");
+      if (read.lost > 0) {
+        this.logger.warn({ lost: read.lost }, "kernel log records overwritten before they were read");
+      }
+      text = read.text;
+    } else if (this.config.dmesgPath !== undefined) {
+      const result = await runCommand(this.config.dmesgPath, [], this.timeoutMs);
+      if (!result.ok) {
+        this.noteProblem("dmesg", `${result.failure.message} (XID events are not watched meanwhile)`);
+        return { events: [], driverLoads: [] };
+      }
+      this.clearProblem("dmesg");
+      text = result.stdout;
+    } else {
+      return { events: [], driverLoads: [] };
+    }
+    const { fresh, newest } = newXidEvents(parseXidEvents(text), this.lastXidTimestamp);
     this.lastXidTimestamp = newest;
-    return fresh;
+    return { events: fresh, driverLoads: parseDriverLoads(text) };
   }
 
   private applyXidEvents(events: readonly XidEvent[], refresh: number): void {
@@ -372,19 +461,21 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
         detail: event.detail,
         device: gpu?.row.uuid,
       };
-      if (this.config.ignoredXids.includes(event.xid)) {
+      const cls = classifyXid(event.xid, this.config.ignoredXids);
+      if (cls === "Application") {
         this.logger.info(fields, "XID ignored (application error)");
       } else if (gpu === undefined) {
         this.logger.warn(fields, "XID for a device that is not a known GPU");
       } else {
-        this.logger.warn(fields, "XID makes the GPU unhealthy until nvidia-smi shows it well again");
+        this.logger.warn(
+          { ...fields, class: cls },
+          cls === "ResetRequired"
+            ? "XID makes the GPU unhealthy until a reset is seen and nvidia-smi shows it well"
+            : "XID makes the GPU unhealthy until nvidia-smi shows it well again",
+        );
         // The first XID names the fault; the ones that follow it (63 after 48, say) only extend the hold.
-        const active = this.xids.get(gpu.row.uuid);
-        this.xids.set(gpu.row.uuid, {
-          xid: active?.xid ?? event.xid,
-          detail: active?.detail ?? event.detail,
-          refresh,
-        });
+        const counters = this.counters.get(gpu.row.uuid);
+        this.xids.hold(gpu.row.uuid, event, cls, refresh, counters?.eccUncorrectedVolatile);
       }
     }
   }

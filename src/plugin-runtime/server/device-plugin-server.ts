@@ -226,6 +226,7 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
         const req: PreferredAllocationRequest = call.request;
         const snap = opts.devices.snapshot();
         const shares = opts.heldElsewhere?.().shares;
+        const interconnect = opts.backend.interconnect?.();
         const containerResponses = req.containerRequests.map((r, i) => {
           const size = r.allocationSize;
           if (!Number.isInteger(size) || size < 0 || size > MAX_IDS_PER_REQUEST) {
@@ -244,14 +245,19 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
             );
           }
           return {
-            deviceIDs: preferredAllocation(opts.allocationPolicy, snap.byId, {
-              available: r.availableDeviceIDs,
-              mustInclude: r.mustIncludeDeviceIDs,
-              size,
-              ...(shares !== undefined && shares.size > 0
-                ? { held: heldOfferedIds(r.availableDeviceIDs, snap.byId, shares) }
-                : {}),
-            }),
+            deviceIDs: preferredAllocation(
+              opts.allocationPolicy,
+              snap.byId,
+              {
+                available: r.availableDeviceIDs,
+                mustInclude: r.mustIncludeDeviceIDs,
+                size,
+                ...(shares !== undefined && shares.size > 0
+                  ? { held: heldOfferedIds(r.availableDeviceIDs, snap.byId, shares) }
+                  : {}),
+              },
+              interconnect,
+            ),
           };
         });
         metrics.preferredAllocations.inc({ resource: resourceName, result: "OK" });

@@ -110,8 +110,14 @@ const nvidiaMember = (o: Options) =>
     sysfsRoot: absolutePath(o),
     pollIntervalSeconds: pick(o, fc.integer({ min: 1, max: 3600 }), 0, 3601),
     timeoutSeconds: pick(o, fc.integer({ min: 1, max: 300 }), 0),
+    kmsgPath: absolutePath(o),
     dmesgPath: absolutePath(o),
     ignoredXids: fc.array(pick(o, fc.constantFrom(13, 31, 79), 0, -1), { maxLength: 3 }),
+  }).map((member) => {
+    // A valid member sets kmsgPath or the deprecated dmesgPath, never both.
+    if (o.invalid || !("kmsgPath" in member) || !("dmesgPath" in member)) return member;
+    const { dmesgPath: _deprecated, ...rest } = member;
+    return rest;
   });
 
 type BackendType = (typeof BACKEND_TYPES)[number];
