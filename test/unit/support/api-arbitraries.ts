@@ -101,7 +101,27 @@ const nvidiaMember = (o: Options) =>
     timeoutSeconds: pick(o, fc.integer({ min: 1, max: 300 }), 0),
     dmesgPath: absolutePath(o),
     ignoredXids: fc.array(pick(o, fc.constantFrom(13, 31, 79), 0, -1), { maxLength: 3 }),
+    mig: migMember(o),
   });
+
+/** A profile only with strategy Mixed; with `invalid` also a profile beside Single and bad values. */
+const migMember = (o: Options) =>
+  fc.oneof(
+    partial({ strategy: pick(o, fc.constantFrom("None", "Single"), "none") }),
+    fc.record(
+      {
+        strategy: fc.constant("Mixed"),
+        profile: pick(
+          o,
+          fc.constantFrom("1g.10gb", "3g.40gb", "1g.10gb+me", "1c.3g.40gb"),
+          "1g",
+          "MIG 1g.10gb",
+        ),
+      },
+      { requiredKeys: ["strategy"] },
+    ),
+    ...(o.invalid ? [fc.constant({ strategy: "Single", profile: "1g.10gb" })] : []),
+  );
 
 type BackendType = (typeof BACKEND_TYPES)[number];
 const backendType = fc.constantFrom(...BACKEND_TYPES);
