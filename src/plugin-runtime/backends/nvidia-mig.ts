@@ -60,6 +60,24 @@ export interface MigParent {
   readonly migDevices: readonly MigDeviceInfo[];
 }
 
+/**
+ * The key an XID the driver attributes to a GPU instance (and maybe a compute instance) is held under:
+ * `<gpu uuid>/gi<n>[/ci<m>]`; the GPU's own UUID when it names none. Pure.
+ */
+export function migXidKey(
+  gpuUuid: string,
+  at: { readonly gpuInstance?: number | undefined; readonly computeInstance?: number | undefined },
+): string {
+  if (at.gpuInstance === undefined) return gpuUuid;
+  const gi = `${gpuUuid}/gi${at.gpuInstance}`;
+  return at.computeInstance === undefined ? gi : `${gi}/ci${at.computeInstance}`;
+}
+
+/** The GPU UUID an XID key belongs to. Pure. */
+export function xidGpu(key: string): string {
+  return key.split("/")[0] ?? key;
+}
+
 export interface MigLayoutProblem {
   readonly reason: string;
   /** One line for logs and diagnostics: what is wrong, on which GPUs. */
@@ -150,9 +168,10 @@ export function migPhysicalDevice(
   layoutProblem: MigLayoutProblem | undefined,
   view: MigNodeView,
   cudaVersion: string | undefined,
+  xid?: { readonly xid: number },
 ): PhysicalDevice {
   const nodes = migCapabilityNodes(parent.minor, device, view.caps);
-  let reason = parent.reason || (layoutProblem?.reason ?? "");
+  let reason = parent.reason || (xid === undefined ? "" : `XID${xid.xid}`) || (layoutProblem?.reason ?? "");
   if (reason === "" && typeof nodes === "string") reason = nodes;
   if (reason === "" && typeof nodes !== "string" && !nodes.every((n) => view.presentNodes.has(n)))
     reason = REASON_MIG_CAPABILITY_NODE_MISSING;
@@ -249,6 +268,8 @@ export interface MigOfferInput {
   /** The whole-GPU devices of these GPUs, as the backend reports them with MIG off. */
   readonly wholeDevices: (uuids: readonly string[]) => PhysicalDevice[];
   readonly cudaVersion: string | undefined;
+  /** The XID held under a key (`migXidKey`), if any. */
+  readonly xidOf?: (key: string) => { readonly xid: number } | undefined;
 }
 
 export interface MigOffer {
@@ -283,9 +304,13 @@ export async function offerMigDevices(input: MigOfferInput): Promise<MigOffer> {
     );
   const mig = [...plan.migDevices]
     .sort((a, b) => a.parent.index - b.parent.index || a.device.index - b.device.index)
-    .map(({ parent, device }) =>
-      migPhysicalDevice(parent, device, layout, inventory.view(), input.cudaVersion),
-    );
+    .map(({ parent, device }) => {
+      const { gpuInstance, computeInstance } = device;
+      const xid =
+        input.xidOf?.(migXidKey(parent.uuid, { gpuInstance, computeInstance })) ??
+        input.xidOf?.(migXidKey(parent.uuid, { gpuInstance }));
+      return migPhysicalDevice(parent, device, layout, inventory.view(), input.cudaVersion, xid);
+    });
   return {
     devices: [...whole, ...mig],
     migNodes,

@@ -24,7 +24,14 @@ import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from ".
 import { RefreshingBackend } from "./refreshing-backend.js";
 import { cdiDeviceNode, logDeviceChanges } from "./device-list.js";
 import { parseNumaNode } from "./pci.js";
-import { migInventoryFor, migParent, offerMigDevices, type MigInventory } from "./nvidia-mig.js";
+import {
+  migInventoryFor,
+  migParent,
+  migXidKey,
+  offerMigDevices,
+  xidGpu,
+  type MigInventory,
+} from "./nvidia-mig.js";
 import {
   GPU_QUERY_ARGS,
   REQUIRES_RESET_VALUE,
@@ -293,7 +300,7 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
 
     const devices =
       this.mig === undefined
-        ? this.wholeGpuDevices([...this.known.values()], pollFailure, false)
+        ? this.wholeGpuDevices([...this.known.keys()], pollFailure, false)
         : await this.migStrategyDevices(this.mig, pollFailure);
     if (this.stopped) return;
     const before = this.publisher.current();
@@ -312,12 +319,9 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
     };
   }
 
-  private wholeGpuDevices(
-    gpus: readonly KnownGpu[],
-    poll: string | undefined,
-    mig: boolean,
-  ): PhysicalDevice[] {
-    return gpus
+  private wholeGpuDevices(ids: readonly string[], poll: string | undefined, mig: boolean): PhysicalDevice[] {
+    return ids
+      .flatMap((id) => this.known.get(id) ?? [])
       .map((gpu) => nvidiaPhysicalDevice(this.observe(gpu, poll, mig)))
       .sort((a, b) => Number(a.attributes.index) - Number(b.attributes.index) || (a.id < b.id ? -1 : 1));
   }
@@ -332,13 +336,9 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
       parents: gpus.map((g) =>
         migParent(g, this.minors.get(g.row.uuid), gpuUnhealthyReason(this.observe(g, poll, true))),
       ),
-      wholeDevices: (ids) =>
-        this.wholeGpuDevices(
-          ids.flatMap((id) => this.known.get(id) ?? []),
-          poll,
-          true,
-        ),
+      wholeDevices: (ids) => this.wholeGpuDevices(ids, poll, true),
       cudaVersion: this.cudaVersion,
+      xidOf: (key) => this.xids.get(key),
     });
     for (const [source, problem] of Object.entries(offer.problems)) {
       if (problem === undefined) this.clearProblem(source);
@@ -376,7 +376,7 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
     this.known = next;
 
     for (const [uuid, active] of this.xids) {
-      if (active.refresh < refresh && recoveredFromXid(listed.get(uuid))) {
+      if (active.refresh < refresh && recoveredFromXid(listed.get(xidGpu(uuid)))) {
         this.xids.delete(uuid);
         this.logger.info({ device: uuid, xid: active.xid }, "GPU recovered after XID");
       }
@@ -447,8 +447,10 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
       } else {
         this.logger.warn(fields, "XID makes the GPU unhealthy until nvidia-smi shows it well again");
         // The first XID names the fault; the ones that follow it (63 after 48, say) only extend the hold.
-        const active = this.xids.get(gpu.row.uuid);
-        this.xids.set(gpu.row.uuid, {
+        // With a MIG strategy an XID the driver attributes to an instance holds only its MIG devices.
+        const key = this.mig === undefined ? gpu.row.uuid : migXidKey(gpu.row.uuid, event);
+        const active = this.xids.get(key);
+        this.xids.set(key, {
           xid: active?.xid ?? event.xid,
           detail: active?.detail ?? event.detail,
           refresh,

@@ -11,6 +11,8 @@ import {
   parseMigMinors,
   parseMigXml,
 } from "../../../../src/plugin-runtime/backends/nvidia-mig-smi.js";
+import { parseXidEvents } from "../../../../src/plugin-runtime/backends/nvidia-smi.js";
+import { migXidKey, xidGpu } from "../../../../src/plugin-runtime/backends/nvidia-mig.js";
 import { NVIDIA_FIXTURES } from "../../../fixtures/nvidia/fake-node.js";
 
 const fixture = (path: string) => readFileSync(join(NVIDIA_FIXTURES, path), "utf8");
@@ -119,5 +121,27 @@ describe("mig-minors", () => {
         ["gpu0/gi0/ci0/access", 4],
       ]),
     );
+  });
+});
+
+describe("XIDs on a MIG GPU", () => {
+  it("reads the instances the driver attributes an XID to, in NVIDIA's documented form, and keys them", () => {
+    // The first two lines as NVIDIA's A100 memory error management guide prints them
+    // (https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/); the third with a compute instance too, the
+    // form the open GPU kernel modules print (`PCI:%04x:%02x:%02x GPU-I:%02u GPU-CI:%02u`).
+    const events = parseXidEvents(
+      [
+        "[ 100.5] NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No",
+        "[ 101.5] NVRM: Xid (PCI:0000:01:00): 94, pid=7062, Contained: CE User Channel (0x9). RST: No, D-RST: No",
+        "[ 102.5] NVRM: Xid (PCI:0000:01:00 GPU-I:05 GPU-CI:01): 13, pid=9, name=a, Graphics Exception",
+      ].join("\n"),
+    );
+    expect(events.map((e) => [e.pciDevice, e.xid, e.gpuInstance, e.computeInstance])).toEqual([
+      ["0000:01:00", 94, 5, undefined],
+      ["0000:01:00", 94, undefined, undefined],
+      ["0000:01:00", 13, 5, 1],
+    ]);
+    expect(events.map((e) => migXidKey(H100, e))).toEqual([`${H100}/gi5`, H100, `${H100}/gi5/ci1`]);
+    expect(xidGpu(`${H100}/gi5/ci1`)).toBe(H100);
   });
 });
