@@ -31,6 +31,7 @@ const NEEDS_NEWER_PLUGIN: Record<string, string> = {
   "test/fixtures/valid/mock-dra-timeslicing.yaml": "spec.sharing.strategy",
   "test/fixtures/valid-v1alpha1/mock-dra-shared.yaml": "spec.sharing.strategy",
   "config/samples/nvidia-mig-1g-10gb.yaml": "spec.backend.nvidia.mig",
+  "test/fixtures/valid/nvidia-mig-mixed.yaml": "spec.backend.nvidia.mig",
 };
 
 const REPO = join(import.meta.dirname, "..", "..", "..", "..");
