@@ -1,11 +1,14 @@
 // The plugin with MIG strategy Mixed, as the kubelet sees it, against a fake nvidia-smi replaying NVIDIA's
 // recorded H100 layouts: the MIG devices of one profile in ListAndWatch with their GPU's NUMA node,
-// Allocate's device specs, NVIDIA_VISIBLE_DEVICES and CDI names, and a repartitioned GPU.
+// Allocate's device specs, NVIDIA_VISIBLE_DEVICES and CDI names, and a repartitioned GPU; `dpo probe` on
+// a layout strategy Single cannot serve.
 import * as grpc from "@grpc/grpc-js";
-import { readdirSync, readFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pino } from "pino";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { stringify } from "yaml";
 import { NVIDIADeviceBackend } from "../../src/plugin-runtime/backends/nvidia.js";
 import type { AllocateResponse } from "../../src/plugin-runtime/proto/index.js";
 import { EIGHT_GPU_NUMA, fakeGpuNode, type FakeGpuNode } from "../fixtures/nvidia/fake-node.js";
@@ -120,6 +123,55 @@ describe("MIG strategy Mixed through the kubelet API", () => {
     expect(harness!.kubelet.capacity(RESOURCE)).toEqual({ capacity: 2, allocatable: 2 });
     expect((await allocate(r, [SMALL[0]!])).containerResponses[0]!.envs["NVIDIA_VISIBLE_DEVICES"]).toBe(
       SMALL[0],
+    );
+  });
+});
+
+describe("dpo probe with MIG strategy Single", () => {
+  const dpo = join(import.meta.dirname, "..", "..", "dist", "dpo.js");
+  beforeAll(() => {
+    if (!existsSync(dpo)) throw new Error(`${dpo} is missing: run 'make build' first`);
+  });
+
+  it("on the recorded balanced layout: every MIG device unhealthy with MIGProfilesMixed, the profiles named, exit 1", () => {
+    node = fakeGpuNode("h100-mig-mixed", { numaNodes: EIGHT_GPU_NUMA });
+    const file = join(node.root, "config.yaml");
+    writeFileSync(
+      file,
+      stringify({
+        apiVersion: "dpo.dev/v1beta1",
+        kind: "DevicePluginConfig",
+        metadata: { name: "gpus" },
+        spec: {
+          resourceName: "nvidia.com/gpu",
+          backend: {
+            type: "NVIDIA",
+            nvidia: {
+              nvidiaSmiPath: node.nvidiaSmiPath,
+              devRoot: node.devRoot,
+              sysfsRoot: node.sysfsRoot,
+              mig: { strategy: "Single" },
+            },
+          },
+        },
+      }),
+    );
+    const out = spawnSync(process.execPath, [dpo, "probe", "--config", file, "--output", "json"], {
+      encoding: "utf8",
+    });
+    expect(out.status, out.stderr).toBe(1);
+    const report = JSON.parse(out.stdout) as {
+      devices: { id: string; reason: string; attributes: Record<string, string> }[];
+      problems: string[];
+    };
+    expect(report.devices.map((d) => [d.attributes.profile, d.reason])).toEqual([
+      ["3g.40gb", "MIGProfilesMixed"],
+      ["2g.20gb", "MIGProfilesMixed"],
+      ["1g.10gb", "MIGProfilesMixed"],
+      ["1g.10gb", "MIGProfilesMixed"],
+    ]);
+    expect(report.problems).toContain(
+      "mig.strategy Single: more than one MIG profile on the node (1g.10gb, 2g.20gb, 3g.40gb); strategy Single needs one",
     );
   });
 });
