@@ -25,6 +25,7 @@ describe("config/samples", () => {
       "mock-basic.yaml",
       "mock-time-slicing.yaml",
       "nvidia-gpu.yaml",
+      "nvidia-mig-1g-10gb.yaml",
       "pci-vfio-gpu.yaml",
       "time-slicing-default.yaml",
       "time-slicing-override.yaml",
@@ -77,6 +78,13 @@ describe("config/samples", () => {
         backend: { type: "PCI", pci: { vendor: "10de", classPrefix: "0302" } },
         topology: { allocationPolicy: "NUMAAligned" },
         cdi: { enabled: true },
+      },
+    ],
+    [
+      "nvidia-mig-1g-10gb.yaml",
+      {
+        resourceName: "nvidia.com/mig-1g.10gb",
+        backend: { type: "NVIDIA", nvidia: { mig: { strategy: "Mixed", profile: "1g.10gb" } } },
       },
     ],
     ["topology-spread.yaml", { topology: { allocationPolicy: "Spread" } }],

@@ -135,6 +135,52 @@ export const PCIBackendSchema = z
  */
 export const DEFAULT_IGNORED_XIDS = [13, 31, 43, 45, 68, 109] as const;
 
+/** How MIG-enabled GPUs are offered, as NVIDIA's device plugin names its `--mig-strategy` values. */
+export const MIG_STRATEGIES = ["None", "Single", "Mixed"] as const;
+
+/**
+ * A MIG profile as nvidia-smi names it: `<n>g.<m>gb`, a compute-instance prefix (`1c.3g.20gb`) and an
+ * attribute suffix (`1g.10gb+me`, `1g.24gb+me.all`) allowed.
+ */
+export const MIG_PROFILE_PATTERN = /^([1-9][0-9]*c\.)?[1-9][0-9]*g\.[1-9][0-9]*gb(\+[a-z]+(\.[a-z]+)*)?$/;
+
+export const MIGSchema = z
+  .object({
+    strategy: z
+      .enum(MIG_STRATEGIES)
+      .default("None")
+      .describe(
+        "None: a GPU in MIG mode is reported unhealthy (MIGEnabled) and its MIG devices are not offered. Single: every GPU of the node has MIG on with one MIG profile, and the MIG devices are offered under this config's resource name. Mixed: this config offers the MIG devices of one profile (mig.profile), or with no profile the GPUs that have MIG off; one config per resource name, as NVIDIA's plugin names them (nvidia.com/mig-1g.10gb). See docs/adr/0007.",
+      ),
+    profile: z
+      .string()
+      .max(32)
+      .regex(MIG_PROFILE_PATTERN, "must be a MIG profile as nvidia-smi -L prints it, e.g. 1g.10gb or 3g.40gb")
+      .optional()
+      .describe(
+        "With strategy Mixed: the MIG profile whose devices this config offers (1g.10gb, 3g.40gb, 1g.10gb+me); unset: the whole GPUs that have MIG off. Only with strategy Mixed.",
+      ),
+  })
+  .strict()
+  .superRefine((mig, ctx) => {
+    if (mig.profile !== undefined && mig.strategy !== "Mixed") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["profile"],
+        message: `must not be set when strategy is ${mig.strategy} (a profile selects the MIG devices of one resource only with strategy Mixed)`,
+      });
+    }
+  })
+  .meta(
+    celRules({
+      rule: "!has(self.profile) || (has(self.strategy) && self.strategy == 'Mixed')",
+      message:
+        "must not be set unless strategy is Mixed (a profile selects the MIG devices of one resource only with strategy Mixed)",
+      fieldPath: ".profile",
+      reason: "FieldValueForbidden" as const,
+    }),
+  );
+
 export const NVIDIABackendSchema = z
   .object({
     nvidiaSmiPath: absolutePath
@@ -169,6 +215,9 @@ export const NVIDIABackendSchema = z
     ignoredXids: listOf(z.number().int().min(1).max(65535), 64)
       .default([...DEFAULT_IGNORED_XIDS])
       .describe("XIDs that do not make a GPU unhealthy (application errors)."),
+    mig: MIGSchema.optional().describe(
+      "MIG (Multi-Instance GPU): whether and how MIG devices are offered; unset: strategy None.",
+    ),
   })
   .strict()
   .refine((nvidia) => nvidia.kmsgPath === undefined || nvidia.dmesgPath === undefined, {
@@ -253,3 +302,5 @@ export type DevFSBackend = z.infer<typeof DevFSBackendSchema>;
 export type DevFSPath = z.infer<typeof DevFSPathSchema>;
 export type PCIBackend = z.infer<typeof PCIBackendSchema>;
 export type NVIDIABackend = z.infer<typeof NVIDIABackendSchema>;
+export type MIG = z.infer<typeof MIGSchema>;
+export type MIGStrategy = (typeof MIG_STRATEGIES)[number];

@@ -99,6 +99,11 @@ export const BACKEND_POD_PROFILES: { readonly [T in BackendType]: BackendPodProf
     env: [
       { name: "NVIDIA_VISIBLE_DEVICES", value: "all" },
       { name: "NVIDIA_DRIVER_CAPABILITIES", value: "utility" },
+      // With a MIG strategy nvidia-smi must see every MIG device (the toolkit then gives the container the
+      // MIG monitor capability), as NVIDIA's plugin asks for it; ADR 0007.
+      ...((nvidia.mig?.strategy ?? "None") === "None"
+        ? []
+        : [{ name: "NVIDIA_MIG_MONITOR_DEVICES", value: "all" }]),
     ],
     privileged: false,
     addCapabilities: nvidia.dmesgPath === undefined && nvidia.kmsgPath === undefined ? [] : ["SYSLOG"],

@@ -167,6 +167,11 @@ export class XidHolds {
     return this.holds.get(uuid);
   }
 
+  /** What is held: GPU UUIDs, or MIG instances (nvidia-mig.ts migXidKey). A copy, safe to release from. */
+  keys(): string[] {
+    return [...this.holds.keys()];
+  }
+
   /** Holds the GPU for an XID; a later XID of a hold extends it and keeps the first one's name. */
   hold(
     uuid: string,

@@ -15,6 +15,9 @@
 // Recovery: a Transient XID holds until a later poll (never the one that saw the XID) finds the GPU
 // listed, every field readable and nothing waiting for a reset; a ResetRequired one also waits for the
 // reset (nvidia-health.ts). NVIDIA's plugin never marks a GPU healthy again (NVIDIA/k8s-device-plugin#1014).
+//
+// MIG: with `mig.strategy` Single or Mixed the devices offered are MIG devices (nvidia-mig.ts, ADR 0007),
+// each unhealthy whenever its GPU is; with None a GPU in MIG mode is unhealthy (MIGEnabled).
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
@@ -38,6 +41,14 @@ import {
 } from "./nvidia-health.js";
 import { KmsgReader } from "./nvidia-kmsg.js";
 import { readInterconnect, topologyKey } from "./nvidia-topology.js";
+import {
+  migInventoryFor,
+  migParent,
+  migXidKey,
+  offerMigDevices,
+  xidGpu,
+  type MigInventory,
+} from "./nvidia-mig.js";
 import {
   GPU_QUERY_ARGS,
   REQUIRES_RESET_VALUE,
@@ -66,7 +77,7 @@ export const REASON_NVIDIA_SMI_OUTPUT_INVALID = "NvidiaSmiOutputInvalid";
 export const REASON_GPU_LOST = "GPULost";
 export const REASON_GPU_REQUIRES_RESET = "GPURequiresReset";
 export const REASON_GPU_UNREADABLE = "GPUUnreadable";
-/** MIG devices are not advertised; a GPU in MIG mode cannot run CUDA work as a whole GPU. */
+/** MIG strategy None: a GPU in MIG mode cannot run CUDA work as a whole GPU, and its MIG devices are not offered. */
 export const REASON_MIG_ENABLED = "MIGEnabled";
 export const REASON_DEVICE_NODE_MISSING = "DeviceNodeMissing";
 /** The minor number (the N of /dev/nvidiaN) is not known yet: `nvidia-smi -q -x` did not say. */
@@ -99,6 +110,8 @@ export interface GpuObservation {
   readonly pollFailure: string | undefined;
   /** Whether /dev/nvidia<minor> and /dev/nvidiactl exist. */
   readonly deviceNodesPresent: boolean;
+  /** MIG strategy Single or Mixed: MIG mode is no reason to be unhealthy, the MIG devices are offered. */
+  readonly migAdvertised?: boolean;
 }
 
 /** The reason a GPU is unhealthy, most fundamental first; "" when healthy. Pure. */
@@ -111,7 +124,7 @@ export function gpuUnhealthyReason(o: GpuObservation): string {
   if (errors.length > 0) return REASON_GPU_UNREADABLE;
   const counters = countersReason(o.counters);
   if (counters !== "") return counters;
-  if (o.gpu.row.migMode === "Enabled") return REASON_MIG_ENABLED;
+  if (o.gpu.row.migMode === "Enabled" && o.migAdvertised !== true) return REASON_MIG_ENABLED;
   if (o.minor === undefined) return REASON_DEVICE_NODE_UNKNOWN;
   if (!o.deviceNodesPresent) return REASON_DEVICE_NODE_MISSING;
   return "";
@@ -161,6 +174,8 @@ export interface NVIDIABackendOptions {
   readonly logger: Logger;
   /** Overrides `pollIntervalSeconds` (tests). */
   readonly pollIntervalMs?: number;
+  /** Overrides /proc/driver/nvidia-caps/mig-minors (tests). */
+  readonly migMinorsPath?: string;
 }
 
 export class NVIDIADeviceBackend extends RefreshingBackend {
@@ -181,6 +196,12 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
   private refreshes = 0;
   private readonly problems = new Map<string, string>();
   private readonly timeoutMs: number;
+  /** The MIG layout; undefined with strategy None. */
+  private readonly mig: MigInventory | undefined;
+  /** Each offered MIG device's nodes under the dev root: its GPU's, then its two capability nodes. */
+  private migNodes = new Map<string, readonly string[]>();
+  /** With a MIG strategy, the ids offered now (a GPU whose MIG devices are offered is not one). */
+  private offered = new Set<string>();
 
   constructor(
     private readonly config: NVIDIABackend,
@@ -195,6 +216,7 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
         "nvidia.dmesgPath is deprecated (the release image has no dmesg): set nvidia.kmsgPath: /dev/kmsg",
       );
     }
+    this.mig = migInventoryFor(config, options.migMinorsPath);
   }
 
   /** What keeps the backend from a full picture right now (failed runs of nvidia-smi, dmesg). */
@@ -212,7 +234,7 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
   }
 
   allocate(physicalIds: readonly string[]): ContainerAllocation {
-    this.assertKnown(physicalIds, this.known);
+    this.assertKnown(physicalIds, { has: (id) => this.isOffered(id) });
     return {
       envs: { [NVIDIA_VISIBLE_DEVICES_ENV]: physicalIds.join(",") },
       mounts: [],
@@ -223,9 +245,13 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
 
   /** The GPU's own node and the control nodes: complete for the one device, as CDI wants. */
   cdiContainerEdits(physicalId: string): CdiContainerEdits | undefined {
-    if (!this.known.has(physicalId)) return undefined;
+    if (!this.isOffered(physicalId)) return undefined;
     const nodes = this.deviceSpecs([physicalId]);
     return nodes.length === 0 ? undefined : { deviceNodes: nodes.map(cdiDeviceNode) };
+  }
+
+  private isOffered(id: string): boolean {
+    return this.mig === undefined ? this.known.has(id) : this.offered.has(id);
   }
 
   /**
@@ -234,7 +260,14 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
    */
   private deviceSpecs(physicalIds: readonly string[]): ContainerDeviceSpec[] {
     const names: string[] = [];
+    const present = (name: string) =>
+      this.presentGpuNodes.has(name) || this.mig?.view().presentNodes.has(name) === true;
     for (const id of physicalIds) {
+      const migNodes = this.migNodes.get(id);
+      if (migNodes !== undefined) {
+        for (const name of migNodes) if (present(name) && !names.includes(name)) names.push(name);
+        continue;
+      }
       const minor = this.minors.get(id);
       const name = `nvidia${minor}`;
       if (minor !== undefined && this.presentGpuNodes.has(name) && !names.includes(name)) names.push(name);
@@ -292,22 +325,57 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
     await this.checkDeviceNodes();
     if (this.stopped) return;
 
-    const devices = [...this.known.values()]
-      .map((gpu) =>
-        nvidiaPhysicalDevice({
-          gpu,
-          minor: this.minors.get(gpu.row.uuid),
-          cudaVersion: this.cudaVersion,
-          xid: this.xids.get(gpu.row.uuid),
-          counters: this.counters.get(gpu.row.uuid),
-          pollFailure,
-          deviceNodesPresent: this.gpuNodesPresent(gpu.row.uuid),
-        }),
-      )
-      .sort((a, b) => Number(a.attributes.index) - Number(b.attributes.index) || (a.id < b.id ? -1 : 1));
+    const devices =
+      this.mig === undefined
+        ? this.wholeGpuDevices([...this.known.keys()], pollFailure, false)
+        : await this.migStrategyDevices(this.mig, pollFailure);
+    if (this.stopped) return;
     const before = this.publisher.current();
     if (this.publisher.publish(devices)) logDeviceChanges(this.logger, before, devices);
     this.logger.debug({ refresh }, "NVIDIA refresh done");
+  }
+
+  private observe(gpu: KnownGpu, pollFailure: string | undefined, migAdvertised: boolean): GpuObservation {
+    return {
+      gpu,
+      minor: this.minors.get(gpu.row.uuid),
+      cudaVersion: this.cudaVersion,
+      xid: this.xids.get(gpu.row.uuid),
+      counters: this.counters.get(gpu.row.uuid),
+      pollFailure,
+      deviceNodesPresent: this.gpuNodesPresent(gpu.row.uuid),
+      migAdvertised,
+    };
+  }
+
+  private wholeGpuDevices(ids: readonly string[], poll: string | undefined, mig: boolean): PhysicalDevice[] {
+    return ids
+      .flatMap((id) => this.known.get(id) ?? [])
+      .map((gpu) => nvidiaPhysicalDevice(this.observe(gpu, poll, mig)))
+      .sort((a, b) => Number(a.attributes.index) - Number(b.attributes.index) || (a.id < b.id ? -1 : 1));
+  }
+
+  /** Strategy Single or Mixed: what the MIG plan offers now (nvidia-mig.ts). */
+  private async migStrategyDevices(mig: MigInventory, poll: string | undefined): Promise<PhysicalDevice[]> {
+    const gpus = [...this.known.values()];
+    const offer = await offerMigDevices({
+      inventory: mig,
+      mig: this.config.mig,
+      readLayout: poll === undefined && gpus.some((g) => g.row.migMode === "Enabled"),
+      parents: gpus.map((g) =>
+        migParent(g, this.minors.get(g.row.uuid), gpuUnhealthyReason(this.observe(g, poll, true))),
+      ),
+      wholeDevices: (ids) => this.wholeGpuDevices(ids, poll, true),
+      cudaVersion: this.cudaVersion,
+      xidOf: (key) => this.xids.get(key),
+    });
+    for (const [source, problem] of Object.entries(offer.problems)) {
+      if (problem === undefined) this.clearProblem(source);
+      else this.noteProblem(source, problem);
+    }
+    this.migNodes = offer.migNodes;
+    this.offered = new Set(offer.devices.map((d) => d.id));
+    return offer.devices;
   }
 
   /** Merges a successful poll: new GPUs are added, missing ones kept as not listed, XIDs maybe cleared. */
@@ -337,11 +405,13 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
     this.known = next;
 
     await this.readCounters();
-    for (const uuid of this.known.keys()) {
-      const released = this.xids.polled(uuid, listed.get(uuid), this.counters.get(uuid), refresh);
+    // Keys are GPUs, or with a MIG strategy the instances an XID named (migXidKey).
+    for (const key of this.xids.keys()) {
+      const uuid = xidGpu(key);
+      const released = this.xids.polled(key, listed.get(uuid), this.counters.get(uuid), refresh);
       if (released !== undefined) {
         this.logger.info(
-          { device: uuid, xid: released.xid, class: released.cls, resetSeen: released.resetSeen },
+          { device: key, xid: released.xid, class: released.cls, resetSeen: released.resetSeen },
           "GPU recovered after XID",
         );
       }
@@ -474,8 +544,10 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
             : "XID makes the GPU unhealthy until nvidia-smi shows it well again",
         );
         // The first XID names the fault; the ones that follow it (63 after 48, say) only extend the hold.
+        // With a MIG strategy an XID the driver attributes to an instance holds only its MIG devices.
+        const key = this.mig === undefined ? gpu.row.uuid : migXidKey(gpu.row.uuid, event);
         const counters = this.counters.get(gpu.row.uuid);
-        this.xids.hold(gpu.row.uuid, event, cls, refresh, counters?.eccUncorrectedVolatile);
+        this.xids.hold(key, event, cls, refresh, counters?.eccUncorrectedVolatile);
       }
     }
   }

@@ -17,15 +17,11 @@ import {
   V1ALPHA1_MEMBER_BACKEND_TYPES,
 } from "../../../src/api/v1alpha1/spec.js";
 import { CONDITION_TYPES } from "../../../src/api/v1beta1/status.js";
-import { pick, type Options } from "./arbitrary-basics.js";
+import { partial, pick, type Options } from "./arbitrary-basics.js";
 import { takeover } from "./takeover-arbitraries.js";
+import { migMember } from "./mig-arbitraries.js";
 
 export type { Options };
-
-/** A record whose keys are each present or absent. */
-function partial<T extends Record<string, unknown>>(arbs: { [K in keyof T]: fc.Arbitrary<T[K]> }) {
-  return fc.record(arbs, { requiredKeys: [] });
-}
 
 const resourceName = (o: Options) =>
   pick(
@@ -113,6 +109,7 @@ const nvidiaMember = (o: Options) =>
     kmsgPath: absolutePath(o),
     dmesgPath: absolutePath(o),
     ignoredXids: fc.array(pick(o, fc.constantFrom(13, 31, 79), 0, -1), { maxLength: 3 }),
+    mig: migMember(o),
   }).map((member) => {
     // A valid member sets kmsgPath or the deprecated dmesgPath, never both.
     if (o.invalid || !("kmsgPath" in member) || !("dmesgPath" in member)) return member;

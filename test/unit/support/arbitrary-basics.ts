@@ -11,3 +11,8 @@ export function pick<T>(o: Options, valid: fc.Arbitrary<T>, ...invalid: T[]): fc
   if (!o.invalid || invalid.length === 0) return valid;
   return fc.oneof({ arbitrary: valid, weight: 11 }, { arbitrary: fc.constantFrom(...invalid), weight: 1 });
 }
+
+/** A record whose keys are each present or absent. */
+export function partial<T extends Record<string, unknown>>(arbs: { [K in keyof T]: fc.Arbitrary<T[K]> }) {
+  return fc.record(arbs, { requiredKeys: [] });
+}

@@ -104,6 +104,17 @@ describe("renderPluginDaemonSet per backend", () => {
         { name: "NVIDIA_DRIVER_CAPABILITIES", value: "utility" },
       ]),
     );
+    const envNames = (spec: object) =>
+      (container(renderPluginDaemonSet(config(spec), ctx)).env ?? []).map((e) => e.name);
+    expect(envNames({ backend: { type: "NVIDIA", nvidia: {} } })).not.toContain("NVIDIA_MIG_MONITOR_DEVICES");
+    expect(
+      container(
+        renderPluginDaemonSet(
+          config({ backend: { type: "NVIDIA", nvidia: { mig: { strategy: "Mixed", profile: "1g.10gb" } } } }),
+          ctx,
+        ),
+      ).env,
+    ).toContainEqual({ name: "NVIDIA_MIG_MONITOR_DEVICES", value: "all" });
     const xids = renderPluginDaemonSet(
       config({ backend: { type: "NVIDIA", nvidia: { dmesgPath: "/usr/bin/dmesg" } } }),
       ctx,

@@ -24,11 +24,14 @@ const PREVIOUS_RELEASE = { version: "0.1.0", commit: "dc85f72a3c117a65f3d3a97797
 
 /**
  * Configs the previous release's plugin must refuse, and the field it names: time-slicing with publish DRA
- * came after it, and a plugin that dropped the sharing would hand one device to one claim only.
+ * came after it, and a plugin that dropped the sharing would hand one device to one claim only; so did MIG
+ * (ADR 0007), and a plugin that dropped `mig` would offer no MIG device but its GPUs, unhealthy.
  */
 const NEEDS_NEWER_PLUGIN: Record<string, string> = {
   "test/fixtures/valid/mock-dra-timeslicing.yaml": "spec.sharing.strategy",
   "test/fixtures/valid-v1alpha1/mock-dra-shared.yaml": "spec.sharing.strategy",
+  "config/samples/nvidia-mig-1g-10gb.yaml": "spec.backend.nvidia.mig",
+  "test/fixtures/valid/nvidia-mig-mixed.yaml": "spec.backend.nvidia.mig",
 };
 
 const REPO = join(import.meta.dirname, "..", "..", "..", "..");
