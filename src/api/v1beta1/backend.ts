@@ -223,7 +223,15 @@ export const NVIDIABackendSchema = z
   .refine((nvidia) => nvidia.kmsgPath === undefined || nvidia.dmesgPath === undefined, {
     path: ["dmesgPath"],
     message: "set kmsgPath or the deprecated dmesgPath, not both",
-  });
+  })
+  // The same at admission, so the API server refuses what dpo validate refuses.
+  .meta(
+    celRules({
+      rule: "!has(self.kmsgPath) || !has(self.dmesgPath)",
+      message: "set kmsgPath or the deprecated dmesgPath, not both",
+      fieldPath: ".dmesgPath",
+    }),
+  );
 
 /** The descriptions of the backend members both API versions have, for `kubectl explain`. */
 export const MOCK_DESCRIPTION =

@@ -2,6 +2,7 @@
 // pure plan, with the reasons NVIDIA's plugin gives for a layout Single cannot serve), each MIG device as
 // a reported device with its parent's health, the device nodes a container gets for it, and the inventory
 // that re-reads the layout from nvidia-smi and the driver. Decided in docs/adr/0007-mig-one-config-per-resource.md.
+import { xidReason, type XidClass } from "./nvidia-health.js";
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { MIG, NVIDIABackend } from "../../api/v1beta1/spec.js";
@@ -168,10 +169,11 @@ export function migPhysicalDevice(
   layoutProblem: MigLayoutProblem | undefined,
   view: MigNodeView,
   cudaVersion: string | undefined,
-  xid?: { readonly xid: number },
+  xid?: { readonly xid: number; readonly cls: XidClass },
 ): PhysicalDevice {
   const nodes = migCapabilityNodes(parent.minor, device, view.caps);
-  let reason = parent.reason || (xid === undefined ? "" : `XID${xid.xid}`) || (layoutProblem?.reason ?? "");
+  let reason =
+    parent.reason || (xid === undefined ? "" : xidReason(xid.xid, xid.cls)) || (layoutProblem?.reason ?? "");
   if (reason === "" && typeof nodes === "string") reason = nodes;
   if (reason === "" && typeof nodes !== "string" && !nodes.every((n) => view.presentNodes.has(n)))
     reason = REASON_MIG_CAPABILITY_NODE_MISSING;
@@ -269,7 +271,7 @@ export interface MigOfferInput {
   readonly wholeDevices: (uuids: readonly string[]) => PhysicalDevice[];
   readonly cudaVersion: string | undefined;
   /** The XID held under a key (`migXidKey`), if any. */
-  readonly xidOf?: (key: string) => { readonly xid: number } | undefined;
+  readonly xidOf?: (key: string) => { readonly xid: number; readonly cls: XidClass } | undefined;
 }
 
 export interface MigOffer {

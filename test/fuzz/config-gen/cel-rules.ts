@@ -125,6 +125,49 @@ export const CEL_RULES: CelHandler[] = [
     },
   },
   {
+    // NVIDIA: kmsgPath or the deprecated dmesgPath, not both.
+    rule: exact("!has(self.kmsgPath) || !has(self.dmesgPath)"),
+    satisfy(value) {
+      if (isObject(value) && value.kmsgPath !== undefined) delete value.dmesgPath;
+      return value;
+    },
+    violate(value) {
+      if (!isObject(value)) return undefined;
+      value.kmsgPath = "/dev/kmsg";
+      value.dmesgPath = "/usr/bin/dmesg";
+      return { value, what: "both kmsgPath and dmesgPath" };
+    },
+  },
+  {
+    // A MIG profile only with strategy Mixed (ADR 0007).
+    rule: exact("!has(self.profile) || (has(self.strategy) && self.strategy == 'Mixed')"),
+    satisfy(value) {
+      if (isObject(value) && value.profile !== undefined && value.strategy !== "Mixed") delete value.profile;
+      return value;
+    },
+    violate(value) {
+      if (!isObject(value)) return undefined;
+      value.strategy = "Single";
+      value.profile = "1g.10gb";
+      return { value, what: "a MIG profile with strategy Single" };
+    },
+  },
+  {
+    // Mock ids: one per device (a takeover's ids); unique by the list's type (set).
+    rule: exact("!has(self.ids) || size(self.ids) == self.devices"),
+    satisfy(value) {
+      if (!isObject(value) || !Array.isArray(value.ids)) return value;
+      const devices = typeof value.devices === "number" ? value.devices : 0;
+      if (value.ids.length !== devices) delete value.ids;
+      return value;
+    },
+    violate(value) {
+      if (!isObject(value) || typeof value.devices !== "number" || value.devices > 64) return undefined;
+      value.ids = Array.from({ length: value.devices + 1 }, (_, i) => `Dev-${i}`);
+      return { value, what: `${value.devices + 1} ids for ${value.devices} devices` };
+    },
+  },
+  {
     // publish DRA refuses time-slicing, in each version's spelling of it.
     rule: /^!has\(self\.publish\) \|\| self\.publish != 'DRA' \|\| !\((.+)\)$/,
     satisfy(value) {

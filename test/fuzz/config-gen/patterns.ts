@@ -115,6 +115,15 @@ export const PATTERNS: Record<string, PatternEntry> = {
     valid: (rng, n) => edged(rng, n, LOWER + DIGITS, `${LOWER}${DIGITS}-_.`),
     invalid: ["Foo", "-a", "a-", "a b", "\u00e4", "a/b", "_a"],
   },
+  // A MIG profile (spec.backend.nvidia.mig.profile), as nvidia-smi names them.
+  "^([1-9][0-9]*c\\.)?[1-9][0-9]*g\\.[1-9][0-9]*gb(\\+[a-z]+(\\.[a-z]+)*)?$": {
+    valid: (rng, n) => {
+      const all = ["1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb", "1g.10gb+me", "1c.3g.40gb", "1g.20gb+me.all"];
+      const fits = all.filter((p) => p.length === n);
+      return fits.length === 0 ? undefined : rng.pick(fits);
+    },
+    invalid: ["1g", "MIG 1g.10gb", "0g.10gb", "1g.10GB", "1g.10gb+"],
+  },
   // A namespace (spec.takeover.daemonSet.namespace): an RFC 1123 label.
   "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": {
     valid: (rng, n) => edged(rng, n, LOWER + DIGITS, `${LOWER}${DIGITS}-`),

@@ -214,7 +214,7 @@ describe("MIG strategy Mixed", () => {
     );
     const seen = await waitForDevices(
       backend!,
-      (d) => d.every((x) => x.reason === "XID79"),
+      (d) => d.every((x) => x.reason === "XID79-ResetRequired"),
       "XID 79 on both",
     );
     expect(seen.devices.map((d) => d.id)).toEqual(KEPT);
@@ -227,7 +227,7 @@ describe("MIG strategy Mixed", () => {
     expect(backend!.devices().map((d) => d.id)).toEqual(KEPT);
   });
 
-  it("an XID the driver attributes to a GPU instance holds only that instance's MIG device, until a later poll", async () => {
+  it("an XID the driver attributes to a GPU instance holds only that instance's MIG device, until the reset is seen", async () => {
     await start("h100-mig-mixed", { strategy: "Mixed", profile: "1g.10gb" }, { dmesg: true });
     // NVIDIA's documented MIG form of the line (`NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, ...`), for this
     // fixture's bus and the GPU instance 9 of its first 1g.10gb device.
@@ -237,10 +237,16 @@ describe("MIG strategy Mixed", () => {
     );
     const seen = await waitForDevices(
       backend!,
-      (d) => byId(d, KEPT[0]!)?.reason === "XID94",
+      (d) => byId(d, KEPT[0]!)?.reason === "XID94-ResetRequired",
       "XID 94 in GI 9",
     );
     expect(byId(seen.devices, KEPT[1]!)).toMatchObject({ health: "Healthy", reason: "" });
+    // XID 94 waits for a reset (nvidia-health.ts): the driver loading again is one.
+    node!.write(
+      "dmesg.txt",
+      "[ 9.000000] NVRM: Xid (PCI:0000:18:00 GPU-I:09): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No\n" +
+        "[ 60.000000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n",
+    );
     await waitForDevices(backend!, (d) => d.every((x) => x.health === "Healthy"), "the recovery");
   });
 });
