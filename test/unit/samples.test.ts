@@ -96,4 +96,10 @@ describe("config/samples", () => {
   ])("%s shows what its name promises", (file, expected) => {
     expect(loadSample(file).spec).toMatchObject(expected);
   });
+
+  it("nvidia-gpu.yaml advertises each GPU once: copying it must not multiply the nodes' GPU counts", () => {
+    const spec = loadSample("nvidia-gpu.yaml").spec;
+    expect(spec.sharing.strategy).toBe("None");
+    expect(spec.sharing.replicas ?? 1).toBe(1);
+  });
 });
