@@ -3,7 +3,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { NVIDIABackendSchema } from "../../../../src/api/v1beta1/spec.js";
 import { NVIDIADeviceBackend } from "../../../../src/plugin-runtime/backends/nvidia.js";
-import type { PhysicalDevice } from "../../../../src/plugin-runtime/devices/types.js";
 import { EIGHT_GPU_NUMA, fakeGpuNode, type FakeGpuNode } from "../../../fixtures/nvidia/fake-node.js";
 import { silentLogger } from "./backend-wait.js";
 
@@ -33,7 +32,7 @@ describe("NVIDIADeviceBackend locality", () => {
       timeoutSeconds: 2,
     });
     backend = new NVIDIADeviceBackend(config, { logger: silentLogger(), pollIntervalMs: 40 });
-    const devices = (await backend.start()) as readonly PhysicalDevice[];
+    const devices = (await backend.start());
     expect(devices.map((d) => d.attributes[PCIE_ROOT])).toEqual(
       devices.map((d) => roots[d.attributes.pciBusId!]),
     );
@@ -50,7 +49,7 @@ describe("NVIDIADeviceBackend locality", () => {
       timeoutSeconds: 2,
     });
     backend = new NVIDIADeviceBackend(config, { logger: silentLogger(), pollIntervalMs: 40 });
-    const devices = (await backend.start()) as readonly PhysicalDevice[];
+    const devices = (await backend.start());
     expect(devices.every((d) => d.attributes[PCIE_ROOT] === undefined)).toBe(true);
   });
 });
