@@ -21,14 +21,18 @@ function loadSample(file: string): DevicePluginConfig {
 describe("config/samples", () => {
   it("has the examples the docs point to", () => {
     expect(sampleFiles).toEqual([
+      "amd-instinct-gpu.yaml",
       "devfs-serial.yaml",
+      "intel-data-center-gpu.yaml",
       "mock-basic.yaml",
       "mock-time-slicing.yaml",
       "nvidia-gpu.yaml",
       "pci-vfio-gpu.yaml",
+      "sriov-nic-vfs.yaml",
       "time-slicing-default.yaml",
       "time-slicing-override.yaml",
       "topology-spread.yaml",
+      "xilinx-alveo-fpga.yaml",
     ]);
   });
 
