@@ -32,7 +32,7 @@ describe("NVIDIADeviceBackend locality", () => {
       timeoutSeconds: 2,
     });
     backend = new NVIDIADeviceBackend(config, { logger: silentLogger(), pollIntervalMs: 40 });
-    const devices = (await backend.start());
+    const devices = await backend.start();
     expect(devices.map((d) => d.attributes[PCIE_ROOT])).toEqual(
       devices.map((d) => roots[d.attributes.pciBusId!]),
     );
@@ -49,7 +49,7 @@ describe("NVIDIADeviceBackend locality", () => {
       timeoutSeconds: 2,
     });
     backend = new NVIDIADeviceBackend(config, { logger: silentLogger(), pollIntervalMs: 40 });
-    const devices = (await backend.start());
+    const devices = await backend.start();
     expect(devices.every((d) => d.attributes[PCIE_ROOT] === undefined)).toBe(true);
   });
 });
