@@ -6,7 +6,7 @@ import { celRules } from "../v1beta1/cel.crd.js";
 import {
   BACKEND_TYPES,
   DEVFS_DESCRIPTION,
-  DevFSBackendSchema,
+  DevFSBackendV1alpha1Schema,
   listOf,
   LOG_LEVEL_DESCRIPTION,
   LOG_LEVELS,
@@ -15,7 +15,7 @@ import {
   MockBackendSchema,
   NODE_SELECTOR_DESCRIPTION,
   PCI_DESCRIPTION,
-  PCIBackendSchema,
+  PCIBackendV1alpha1Schema,
   TakeoverSchema,
   TAKEOVER_STAYS_RULE,
   ResourceNameSchema,
@@ -68,8 +68,8 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
       .enum(BACKEND_TYPES)
       .describe("Which backend discovers the devices; the spec member of the same name must be set."),
     mock: MockBackendSchema.optional().describe(MOCK_DESCRIPTION),
-    devfs: DevFSBackendSchema.optional().describe(DEVFS_DESCRIPTION),
-    pci: PCIBackendSchema.optional().describe(PCI_DESCRIPTION),
+    devfs: DevFSBackendV1alpha1Schema.optional().describe(DEVFS_DESCRIPTION),
+    pci: PCIBackendV1alpha1Schema.optional().describe(PCI_DESCRIPTION),
     sharedDevNum: z
       .number()
       .int()

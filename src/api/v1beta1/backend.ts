@@ -2,6 +2,7 @@
 // optional member per backend, so the CRD schema stays structural.
 import { z } from "zod";
 import { celRules } from "./cel.crd.js";
+import { DEVFS_GROUP_CEL_RULES, DEVFS_GROUP_FIELDS, refineDevFSGroups } from "./devfs-groups.js";
 import { absolutePath, listOf, mapOf } from "./fields.js";
 
 /** A device id as the kubelet sees it: no whitespace, no commas (ids are joined into env values). */
@@ -97,7 +98,8 @@ export const DevFSPathSchema = z
   })
   .strict();
 
-export const DevFSBackendSchema = z
+/** The DevFS settings v1alpha1 knows: every path a glob matches is one device. */
+export const DevFSBackendV1alpha1Schema = z
   .object({
     root: absolutePath.default("/").describe("Host directory the globs are resolved under."),
     paths: listOf(DevFSPathSchema, 64)
@@ -106,7 +108,14 @@ export const DevFSBackendSchema = z
   })
   .strict();
 
-export const PCIBackendSchema = z
+/** v1beta1's DevFS settings: v1alpha1's, plus sysfs, device groups and shared nodes (ADR 0010). */
+export const DevFSBackendSchema = DevFSBackendV1alpha1Schema.extend(DEVFS_GROUP_FIELDS)
+  .strict()
+  .superRefine(refineDevFSGroups)
+  .meta(celRules(...DEVFS_GROUP_CEL_RULES));
+
+/** The PCI settings v1alpha1 knows. */
+export const PCIBackendV1alpha1Schema = z
   .object({
     vendor: z
       .string()
@@ -127,6 +136,32 @@ export const PCIBackendSchema = z
     devRoot: absolutePath.default("/dev").describe("Where the host's /dev is mounted."),
   })
   .strict();
+
+const pciAddress = z
+  .string()
+  .regex(
+    /^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$/,
+    "must be a PCI address in lowercase domain:bus:device.function form, e.g. 0000:3b:00.0",
+  );
+
+/** v1beta1's PCI settings: v1alpha1's, plus the driver and SR-IOV physical-function selectors. */
+export const PCIBackendSchema = PCIBackendV1alpha1Schema.extend({
+  drivers: listOf(
+    z
+      .string()
+      .min(1)
+      .max(64)
+      .regex(/^[A-Za-z0-9_.-]+$/, "must be a kernel driver name, e.g. vfio-pci or iavf"),
+    16,
+  )
+    .optional()
+    .describe("Kernel drivers a function must be bound to (vfio-pci, iavf, mlx5_core); unset: any or none."),
+  physicalFunctions: listOf(pciAddress, 64)
+    .optional()
+    .describe(
+      "Only SR-IOV virtual functions of these physical functions (PCI addresses, as the VF's physfn link names them); unset: any function.",
+    ),
+}).strict();
 
 /**
  * The XIDs NVIDIA documents as caused by the application rather than the GPU (13 graphics engine

@@ -126,9 +126,11 @@ export function backendPodNeeds(backend: DevicePluginConfigSpec["backend"]): Bac
 /** Host directories a DevFS backend must see at the same path in the container. */
 export function devfsHostDirectories(devFS: DevFSBackend): string[] {
   const root = hostDirectory(devFS.root);
-  if (root !== "/") return [root];
-  const dirs: string[] = [];
-  for (const { glob } of devFS.paths) {
+  // sysfs, where grouping and the locality attributes read, is mounted at the same path too.
+  const sysfs = devFS.sysfsRoot === undefined ? [] : [hostDirectory(devFS.sysfsRoot)];
+  if (root !== "/") return [root, ...sysfs];
+  const dirs: string[] = [...sysfs];
+  for (const { glob } of [...devFS.paths, ...(devFS.sharedPaths ?? [])]) {
     const [top, ...rest] = globSegments(glob);
     // A glob directly under "/" (or with a wildcard top directory) would need the host's root over
     // the container's own: not mountable, so such a path finds nothing in a pod.

@@ -49,6 +49,7 @@ import {
   xidGpu,
   type MigInventory,
 } from "./nvidia-mig.js";
+import { pcieRootAttribute, readPciLocality } from "./sysfs-pci.js";
 import {
   GPU_QUERY_ARGS,
   REQUIRES_RESET_VALUE,
@@ -94,6 +95,8 @@ const FAILURE_REASON: Record<CommandFailure["kind"], string> = {
 export interface KnownGpu {
   readonly row: GpuRow;
   readonly numaNode: number | undefined;
+  /** Its PCIe root complex from sysfs (`pci0000:00`), published as resource.kubernetes.io/pcieRoot. */
+  readonly pcieRoot?: string | undefined;
   /** Whether the last successful poll listed it. */
   readonly listed: boolean;
 }
@@ -144,6 +147,7 @@ export function nvidiaPhysicalDevice(o: GpuObservation): PhysicalDevice {
   if (o.cudaVersion !== undefined) attributes.cudaVersion = o.cudaVersion;
   if (o.minor !== undefined) attributes.minor = String(o.minor);
   if (o.xid !== undefined && o.xid.detail !== "") attributes.lastXid = `${o.xid.xid}: ${o.xid.detail}`;
+  Object.assign(attributes, pcieRootAttribute(o.gpu.pcieRoot));
   const reason = gpuUnhealthyReason(o);
   return {
     id: row.uuid,
@@ -388,9 +392,11 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
     const next = new Map<string, KnownGpu>();
     for (const row of rows) {
       const previous = this.known.get(row.uuid);
-      const numaNode =
-        previous?.row.busId === row.busId ? previous.numaNode : await this.readNumaNode(row.busId);
-      next.set(row.uuid, { row, numaNode, listed: true });
+      const { numaNode, pcieRoot } =
+        previous?.row.busId === row.busId
+          ? previous
+          : await readPciLocality(this.config.sysfsRoot, row.busId);
+      next.set(row.uuid, { row, numaNode, pcieRoot, listed: true });
     }
     // A GPU once seen stays listed (unhealthy) until the plugin restarts: a GPU that fell off the bus is
     // a loss the kubelet and the operator should see, not a silently smaller node.
@@ -438,16 +444,6 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
     this.links = links;
     if (links !== undefined)
       this.logger.info({ gpus: rows.length }, "GPU interconnect read (nvidia-smi topo -m)");
-  }
-
-  private async readNumaNode(busId: string): Promise<number | undefined> {
-    try {
-      return parseNumaNode(
-        await readFile(join(this.config.sysfsRoot, "bus", "pci", "devices", busId, "numa_node"), "utf8"),
-      );
-    } catch {
-      return undefined;
-    }
   }
 
   /** Minor numbers and the CUDA version, read again only when the GPUs or the driver change. */

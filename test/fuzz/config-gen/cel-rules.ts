@@ -21,6 +21,7 @@ import type { StructuralSchema } from "../../../src/api/crd.js";
 import type { FuzzRng } from "./fuzz-rng.js";
 import { codePoints, isObject, showPath, text, type Json, type JsonObject, type Path } from "./json.js";
 import { ALNUM, anyString, dnsSubdomain, edged, LOWER } from "./patterns.js";
+import { DEVFS_GROUP_CEL_HANDLERS } from "./cel-rules-devfs.js";
 
 export interface RuleContext {
   rng: FuzzRng;
@@ -468,6 +469,7 @@ export const CEL_RULES: CelHandler[] = [
       return { value, what: `maxUnavailable ${JSON.stringify(value)}` };
     },
   },
+  ...DEVFS_GROUP_CEL_HANDLERS,
 ];
 
 export interface BoundRule {

@@ -218,6 +218,24 @@ export const PATTERNS: Record<string, PatternEntry> = {
     },
     invalid: ["1.2.3", "Mi", "100MB", "1 Gi", "abc", "0x10", "1e", "--1", "1Mi "],
   },
+  // A kernel driver name (PCI `drivers`).
+  "^[A-Za-z0-9_.-]+$": {
+    valid: (rng, n) => (n === 0 ? undefined : charsFrom(rng, `${ALNUM}_.-`, n)),
+    invalid: ["", "vfio pci", "a/b", "\u00e4", "x:y"],
+  },
+  // A PCI address in extended BDF form (PCI `physicalFunctions`).
+  "^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]$": {
+    valid: (rng, n) =>
+      n === 12
+        ? `${charsFrom(rng, HEX, 4)}:${charsFrom(rng, HEX, 2)}:${charsFrom(rng, HEX, 2)}.${rng.int(8)}`
+        : undefined,
+    invalid: ["3b:00.0", "0000:3B:00.0", "0000:3b:00.8", "0000:3b:00", "0000:3b:00.0 "],
+  },
+  // A DevFS group pattern: one capture group, no other parentheses.
+  "^[^()]*\\([^()]+\\)[^()]*$": {
+    valid: (rng, n) => (n < 11 ? undefined : `/dev/${charsFrom(rng, LOWER, n - 10)}(\\d+)`),
+    invalid: ["/dev/accel", "(a)(b)", "((a))", "()", "a(b"],
+  },
   // A DeviceClass's extended resource name: one, or "" for none.
   [EXTENDED_RESOURCE_NAME_OR_EMPTY_PATTERN]: {
     valid: (rng, n) => (n === 0 ? "" : PATTERNS[EXTENDED_RESOURCE_NAME_PATTERN]!.valid(rng, n)),

@@ -17,9 +17,8 @@ import {
   V1ALPHA1_MEMBER_BACKEND_TYPES,
 } from "../../../src/api/v1alpha1/spec.js";
 import { CONDITION_TYPES } from "../../../src/api/v1beta1/status.js";
-import { partial, pick, type Options } from "./arbitrary-basics.js";
+import { backendType, members, partial, pick, type Options } from "./api-arbitrary-backends.js";
 import { takeover } from "./takeover-arbitraries.js";
-import { migMember } from "./mig-arbitraries.js";
 
 export type { Options };
 
@@ -33,115 +32,6 @@ const resourceName = (o: Options) =>
     "Example.com/foo",
     "a/b/c",
   );
-
-const absolutePath = (o: Options) =>
-  pick(o, fc.constantFrom("/", "/dev", "/run/dpo/health.json"), "dev", "/a/../b");
-
-const mockMember = (o: Options) =>
-  fc
-    .record(
-      {
-        devices: pick(o, fc.integer({ min: 1, max: 4096 }), 0, 4097, 1.5),
-        idPrefix: pick(o, fc.constantFrom("mock", "foo", "gpu.0"), "Foo", ""),
-        numaNodes: pick(o, fc.integer({ min: 0, max: 64 }), -1, 65),
-        healthFile: absolutePath(o),
-        attributes: fc.dictionary(fc.constantFrom("model", "memory"), fc.constantFrom("X100", "80Gi")),
-      },
-      { requiredKeys: ["devices"] },
-    )
-    .chain((m) => {
-      // One id per device, each once (a takeover's ids); the invalid ones miscount or repeat.
-      const n =
-        typeof m.devices === "number" && Number.isInteger(m.devices) && m.devices <= 8 ? m.devices : 0;
-      if (n === 0) return fc.constant(m);
-      const ids = fc.uniqueArray(
-        fc.constantFrom("Dev-1", "Dev-2", "GPU-8f1c", "card0", "a.b_c", "x9", "Y", "z-0", "q"),
-        {
-          minLength: n,
-          maxLength: n,
-        },
-      );
-      const bad = o.invalid ? [["Dev-1", "Dev-1"], ["has space"]] : [];
-      return fc
-        .option(pick(o, ids, ...bad), { nil: undefined })
-        .map((i) => (i === undefined ? m : { ...m, ids: i }));
-    });
-
-const devFSMember = (o: Options) =>
-  fc.record(
-    {
-      root: absolutePath(o),
-      paths: fc.array(
-        fc.record(
-          {
-            glob: pick(o, fc.constantFrom("/dev/ttyUSB*", "/dev/fpga?"), "dev/tty*"),
-            type: fc.constantFrom("CharDevice" as const, "BlockDevice" as const, "File" as const),
-            permissions: pick(o, fc.constantFrom("rw", "r", "rwm", "m"), "x", "wr"),
-            maxContainersPerDevice: pick(o, fc.integer({ min: 1, max: 1024 }), 0),
-          },
-          { requiredKeys: ["glob"] },
-        ),
-        { minLength: o.invalid ? 0 : 1, maxLength: 3 },
-      ),
-    },
-    { requiredKeys: ["paths"] },
-  );
-
-const pciMember = (o: Options) =>
-  fc.record(
-    {
-      vendor: pick(o, fc.constantFrom("10de", "8086"), "10DE", "10d"),
-      devices: fc.array(pick(o, fc.constantFrom("20b0", "1eb8"), "XYZ0"), { maxLength: 2 }),
-      classPrefix: pick(o, fc.constantFrom("03", "0302"), "3"),
-      sysfsRoot: absolutePath(o),
-      devRoot: absolutePath(o),
-    },
-    { requiredKeys: ["vendor"] },
-  );
-
-const nvidiaMember = (o: Options) =>
-  partial({
-    nvidiaSmiPath: absolutePath(o),
-    devRoot: absolutePath(o),
-    sysfsRoot: absolutePath(o),
-    pollIntervalSeconds: pick(o, fc.integer({ min: 1, max: 3600 }), 0, 3601),
-    timeoutSeconds: pick(o, fc.integer({ min: 1, max: 300 }), 0),
-    kmsgPath: absolutePath(o),
-    dmesgPath: absolutePath(o),
-    ignoredXids: fc.array(pick(o, fc.constantFrom(13, 31, 79), 0, -1), { maxLength: 3 }),
-    mig: migMember(o),
-  }).map((member) => {
-    // A valid member sets kmsgPath or the deprecated dmesgPath, never both.
-    if (o.invalid || !("kmsgPath" in member) || !("dmesgPath" in member)) return member;
-    const { dmesgPath: _deprecated, ...rest } = member;
-    return rest;
-  });
-
-type BackendType = (typeof BACKEND_TYPES)[number];
-const backendType = fc.constantFrom(...BACKEND_TYPES);
-
-/** Which members are set: the one the type names, and with `invalid` sometimes none or an extra one. */
-function members(o: Options, type: BackendType) {
-  const set = { Mock: false, DevFS: false, PCI: false, NVIDIA: false, [type]: true } as Record<
-    BackendType,
-    boolean
-  >;
-  const variants = o.invalid
-    ? fc.oneof(
-        { arbitrary: fc.constant(set), weight: 6 },
-        { arbitrary: fc.constant({ ...set, [type]: false }), weight: 1 },
-        { arbitrary: backendType.map((extra) => ({ ...set, [extra]: true })), weight: 1 },
-      )
-    : fc.constant(set);
-  return variants.chain((s) =>
-    fc.record({
-      mock: s.Mock ? mockMember(o) : fc.constant(undefined),
-      devFS: s.DevFS ? devFSMember(o) : fc.constant(undefined),
-      pci: s.PCI ? pciMember(o) : fc.constant(undefined),
-      nvidia: s.NVIDIA ? nvidiaMember(o) : fc.constant(undefined),
-    }),
-  );
-}
 
 /** fast-check builds some records without a prototype; objects read from YAML or JSON have one. */
 function plain<T>(value: T): T {
@@ -383,7 +273,7 @@ export function betaObject(o: Options): fc.Arbitrary<BetaObject> {
     fc.record(
       {
         resourceName: resourceName(o),
-        backend: members(o, type).map((m) => compact({ type, ...m })),
+        backend: members(o, type, true).map((m) => compact({ type, ...m })),
         sharing,
         topology: partial({ allocationPolicy: fc.constantFrom(...ALLOCATION_POLICIES) }),
         cdi: partial({

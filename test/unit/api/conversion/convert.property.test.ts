@@ -147,6 +147,11 @@ describe("conversion properties", () => {
         field === "spec.plugin.runtimeClassName" ||
         field.startsWith("spec.plugin.podAnnotations") ||
         field.startsWith("spec.plugin.env") ||
+        // DevFS device groups and the PCI driver and physical-function selectors (ADR 0010).
+        ["sysfsRoot", "pciVendor", "groupBy", "sharedPaths"].some((f) =>
+          field.startsWith(`spec.backend.devFS.${f}`),
+        ) ||
+        ["drivers", "physicalFunctions"].some((f) => field.startsWith(`spec.backend.pci.${f}`)) ||
         field === `metadata.annotations.${LOST_FIELDS_ANNOTATION}`
       );
     };

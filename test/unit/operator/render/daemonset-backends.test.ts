@@ -263,3 +263,29 @@ describe("devfsHostDirectories", () => {
     expect(dirs).toEqual(want);
   });
 });
+
+describe("devfsHostDirectories with device groups", () => {
+  const path = (glob: string) => ({
+    glob,
+    type: "CharDevice" as const,
+    permissions: "rw",
+    maxContainersPerDevice: 1,
+  });
+  it("mounts sysfs and the shared nodes' directories, where grouping and /dev/kfd are read", () => {
+    expect(
+      devfsHostDirectories({
+        root: "/",
+        sysfsRoot: "/sys",
+        paths: [path("/dev/dri/card*"), path("/dev/dri/renderD*")],
+        groupBy: { key: "PCIAddress" },
+        sharedPaths: [{ glob: "/run/kfd/kfd", permissions: "rw" }],
+      }),
+    ).toEqual(["/sys", "/dev", "/run"]);
+  });
+
+  it("mounts sysfs beside a root other than /", () => {
+    expect(
+      devfsHostDirectories({ root: "/host", sysfsRoot: "/host-sys", paths: [path("/dev/kfd")] }),
+    ).toEqual(["/host", "/host-sys"]);
+  });
+});
