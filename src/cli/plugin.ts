@@ -9,7 +9,7 @@ import {
   POD_RESOURCES_SOCKET_NAME,
 } from "../contract/kubelet-paths.js";
 import { REGISTRATION_MODES, type RegistrationMode } from "../contract/registration.js";
-import { createLogger, type LogLevelName } from "../observability/log.js";
+import { createJsonLogger, type LogLevelName } from "../observability/json-log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
 import { collectProcessMetrics } from "../observability/metrics.js";
 import { DEFAULT_POD_RESOURCES_INTERVAL_MS } from "../plugin-runtime/podresources/monitor.js";
@@ -204,7 +204,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     throw new UsageError("--node-name (or NODE_NAME) is required with spec.publish DRA: it names the pool");
   }
   const level = (values["log-level"] ?? config.spec.plugin.logLevel) as LogLevelName;
-  const logger = createLogger(level, {
+  const logger = createJsonLogger(level, {
     component: "plugin",
     config: config.metadata.name,
     resource: config.spec.resourceName,

@@ -14,7 +14,7 @@
 // does this (NVIDIA/k8s-device-plugin#1014): a GPU reset there still needs a plugin restart.
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { CdiContainerEdits } from "../../cdi/spec.js";
 import type { NVIDIABackend } from "../../api/v1beta1/spec.js";
 import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";
