@@ -99,6 +99,12 @@ async function raw(
       });
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("error", reject);
+      // A server that never answers fails the test here instead of holding the session open.
+      const timer = setTimeout(() => {
+        reject(new Error(`no answer on ${String(headers[":path"])} within 5 s`));
+        session.destroy();
+      }, 5_000);
+      req.on("close", () => clearTimeout(timer));
       req.on("close", () => resolve({ headers: head, trailers, body: Buffer.concat(chunks) }));
       req.end(body);
     });
@@ -203,6 +209,13 @@ describe("the plugin's gRPC server, called by grpc-js", () => {
       timeoutMs: 5_000,
     });
     slow.answer("too late"); // Ignored: the call has its status.
+    // The server's own timer, not the client's: a raw client that never gives up gets the status from it.
+    const raw100 = await raw(
+      { ":path": "/v1beta1.DevicePlugin/Allocate", "grpc-timeout": "100m" },
+      framed(allocateBytes("raw-slow")),
+    );
+    expect(raw100.headers["grpc-status"]).toBe(String(grpc.status.DEADLINE_EXCEEDED));
+    expect(pending.get("raw-slow")?.cancelled()).toBe(true);
     const bad = await raw(
       { ":path": "/v1beta1.DevicePlugin/Allocate", "grpc-timeout": "soon" },
       framed(allocateBytes("now")),
