@@ -9,9 +9,9 @@ import {
   POD_RESOURCES_SOCKET_NAME,
 } from "../contract/kubelet-paths.js";
 import { REGISTRATION_MODES, type RegistrationMode } from "../contract/registration.js";
-import { createLogger, type LogLevelName } from "../observability/log.js";
+import { createJsonLogger, type LogLevelName } from "../observability/json-log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
-import { collectProcessMetrics } from "../observability/metrics.js";
+import { ProcessMetrics } from "../observability/process-metrics.js";
 import { DEFAULT_POD_RESOURCES_INTERVAL_MS } from "../plugin-runtime/podresources/monitor.js";
 import { DraRuntime } from "../plugin-runtime/dra/dra-runtime.js";
 import {
@@ -204,7 +204,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     throw new UsageError("--node-name (or NODE_NAME) is required with spec.publish DRA: it names the pool");
   }
   const level = (values["log-level"] ?? config.spec.plugin.logLevel) as LogLevelName;
-  const logger = createLogger(level, {
+  const logger = createJsonLogger(level, {
     component: "plugin",
     config: config.metadata.name,
     resource: config.spec.resourceName,
@@ -273,6 +273,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
         })
       : undefined;
 
+  let processMetrics: ProcessMetrics | undefined;
   const probes: ProbeHandlers = {
     healthy: () => {
       const s = runtime.status();
@@ -286,7 +287,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
       }
       return registrationReadiness(s);
     },
-    metrics: () => runtime.metrics.render(),
+    metrics: async () => `${await runtime.metrics.render()}\n${processMetrics?.render() ?? ""}`,
   };
   const listeners: ListeningEndpoint[] = [];
   let stopping: Promise<number> | undefined;
@@ -320,7 +321,8 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     reporter?.start();
     // The process metrics only when someone can scrape them (their observers cost CPU and memory), and
     // loaded once the first registration was made: the kubelet does not wait for their collectors.
-    if (metricsAddr) await collectProcessMetrics(runtime.metrics.registry);
+    // The plugin's own collectors (process-metrics.ts), prom-client's families without its cost (ADR 0008).
+    if (metricsAddr) processMetrics = new ProcessMetrics();
   } catch (err) {
     logger.error({ err: (err as Error).message }, "plugin runtime failed to start");
     await shutdown("startup-failure");

@@ -1,6 +1,6 @@
 // The device-plugin runtime's options, status and events: what the CLI, the node report and the DRA runtime
 // share with it, apart from the runtime's lifecycle (runtime.ts).
-import type { Logger } from "pino";
+import type { Logger } from "../observability/json-log.js";
 import type { DevicePluginConfig } from "../api/v1beta1/config.js";
 import type { RegistrationMode } from "../contract/registration.js";
 import type { DeviceBackend } from "./devices/backend.js";

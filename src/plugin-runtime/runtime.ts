@@ -4,7 +4,7 @@
 import { mkdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { EventEmitter } from "node:events";
-import type { Logger } from "pino";
+import type { Logger } from "../observability/json-log.js";
 import { DEFAULT_CDI_DIR } from "../cdi/index.js";
 import type { DeviceBackend } from "./devices/backend.js";
 import { createBackend } from "./backends/index.js";
@@ -17,7 +17,7 @@ import type { HeldShares } from "./devices/held.js";
 import { deviceSeries, draClaimShares, type Allocations } from "./podresources/allocations.js";
 import { FIRST_ANSWER_WAIT_MS, PodResourcesMonitor } from "./podresources/monitor.js";
 import { ReconcileTrigger } from "./reconcile-trigger.js";
-import { KUBELET_API_VERSION, KUBELET_SOCKET_NAME, SUPPORTED_KUBELET_API_VERSIONS } from "./proto/index.js";
+import { KUBELET_API_VERSION, KUBELET_SOCKET_NAME, SUPPORTED_KUBELET_API_VERSIONS } from "./proto/wire.js";
 import { registerRequest, registerWithKubelet } from "./registration/kubelet-registration.js";
 import { acceptedWatcherVersion, PluginWatcherRegistration } from "./registration/plugin-watcher.js";
 import { NewerInstanceProbe } from "./registration/handover.js";

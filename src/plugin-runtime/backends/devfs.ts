@@ -4,7 +4,7 @@
 import type { Dirent, Stats } from "node:fs";
 import { lstat, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { CdiContainerEdits } from "../../cdi/spec.js";
 import type { DevFSBackend, DevFSPath } from "../../api/v1beta1/spec.js";
 import { globSegments, hasWildcard, matchGlobSegment } from "../../contract/devfs-glob.js";

@@ -2,7 +2,7 @@
 // inject failures and recoveries the way real hardware produces them.
 import { readFile } from "node:fs/promises";
 import { dirname } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import { cdiEnvName, type CdiContainerEdits } from "../../cdi/spec.js";
 import type { MockBackend } from "../../api/v1beta1/spec.js";
 import type { ContainerAllocation, PhysicalDevice } from "../devices/types.js";

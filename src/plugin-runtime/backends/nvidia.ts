@@ -20,7 +20,7 @@
 // each unhealthy whenever its GPU is; with None a GPU in MIG mode is unhealthy (MIGEnabled).
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { CdiContainerEdits } from "../../cdi/spec.js";
 import type { NVIDIABackend } from "../../api/v1beta1/spec.js";
 import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";

@@ -3,7 +3,7 @@
 // removal picked up by rescans.
 import { readFile, readdir, readlink, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import { cdiEnvName, type CdiContainerEdits } from "../../cdi/spec.js";
 import type { PCIBackend } from "../../api/v1beta1/spec.js";
 import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";

@@ -9,7 +9,7 @@ import { connect as http2Connect, type ClientHttp2Session } from "node:http2";
 import { connect } from "node:net";
 import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import { standbyWanted } from "../../contract/node-upgrade.js";
 import { compareInstances, parseInstanceSocket, type InstanceKey } from "./handover.js";
 import { socketIsLive } from "./sockets.js";

@@ -1,5 +1,5 @@
 // Keeps this node's DeviceNodeState current: server-side apply on change, coalesced, retried, never blocking the runtime.
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { DeviceNodeStateStatus } from "../../api/v1beta1/devicenodestate.js";
 import { deviceNodeStateName } from "../../contract/node-state.js";
 import { backoffDelayMs } from "../../kube/backoff.js";
