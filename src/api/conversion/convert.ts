@@ -146,6 +146,7 @@ function betaSpecOf(spec: AlphaSpec): BetaSpec {
     upgrade: spec.upgrade === undefined ? undefined : structuredClone(spec.upgrade),
     publish: spec.publish,
     dra: spec.dra === undefined ? undefined : structuredClone(spec.dra),
+    nodeLabels: spec.nodeLabels === undefined ? undefined : structuredClone(spec.nodeLabels),
   });
 }
 
@@ -170,6 +171,9 @@ function alphaSpecOf(spec: BetaSpec): AlphaSpec {
     upgrade: isJsonObject(spec.upgrade) ? (structuredClone(spec.upgrade) as AlphaSpec["upgrade"]) : undefined,
     publish: spec.publish,
     dra: isJsonObject(spec.dra) ? (structuredClone(spec.dra) as AlphaSpec["dra"]) : undefined,
+    nodeLabels: isJsonObject(spec.nodeLabels)
+      ? (structuredClone(spec.nodeLabels) as AlphaSpec["nodeLabels"])
+      : undefined,
   });
 }
 

@@ -13,6 +13,8 @@ import {
   mapOf,
   MOCK_DESCRIPTION,
   MockBackendSchema,
+  NODE_LABELS_DESCRIPTION,
+  NodeLabelsSchema,
   NODE_SELECTOR_DESCRIPTION,
   PCI_DESCRIPTION,
   PCIBackendSchema,
@@ -89,6 +91,7 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
       .optional()
       .describe("DevicePlugin (unset) or DRA: how the devices are offered; as in v1beta1."),
     dra: DRASchema.optional().describe("DRA settings, read when publish is DRA; as in v1beta1."),
+    nodeLabels: NodeLabelsSchema.optional().describe(`${NODE_LABELS_DESCRIPTION} As in v1beta1.`),
   })
   .strict()
   .superRefine((spec, ctx) => {

@@ -8,6 +8,7 @@ import { BackendSchema } from "./backend.js";
 import { listOf, mapOf } from "./fields.js";
 import { pluginPodFields } from "./plugin-pod.js";
 import { checkPublish, DRASchema, PUBLISH_MODES, publishCelRules } from "./publish.js";
+import { NODE_LABELS_DEFAULTS, NODE_LABELS_DESCRIPTION, NodeLabelsSchema } from "./node-labels.js";
 import { ResourceNameSchema } from "./resource-name.js";
 import {
   NODE_SELECTOR_TERM_DESCRIPTION,
@@ -18,6 +19,7 @@ import {
 
 export * from "./backend.js";
 export { listOf, mapOf } from "./fields.js";
+export * from "./node-labels.js";
 export * from "./plugin-pod.js";
 export * from "./publish.js";
 export * from "./resource-name.js";
@@ -305,6 +307,7 @@ export const DevicePluginConfigSpecSchema = z
     dra: DRASchema.optional().describe(
       "DRA settings, read when publish is DRA (kept otherwise, so switching is one field).",
     ),
+    nodeLabels: NodeLabelsSchema.default(NODE_LABELS_DEFAULTS).describe(NODE_LABELS_DESCRIPTION),
   })
   .strict()
   .superRefine((spec, ctx) => checkPublish(spec, ctx))

@@ -205,6 +205,9 @@ const upgrade = (o: Options) =>
     autoRollback: fc.boolean(),
   });
 
+/** spec.nodeLabels: the same shape in both versions. */
+const nodeLabels = partial({ enabled: fc.boolean() });
+
 /** spec.publish and spec.dra: the same shape in both versions. */
 const publish = fc.constantFrom(...PUBLISH_MODES);
 const dra = (o: Options) =>
@@ -396,6 +399,7 @@ export function betaObject(o: Options): fc.Arbitrary<BetaObject> {
         upgrade: upgrade(o),
         publish,
         dra: dra(o),
+        nodeLabels,
       },
       { requiredKeys: ["resourceName", "backend"] },
     ),
@@ -439,6 +443,7 @@ export function alphaObject(o: Options): fc.Arbitrary<AlphaObject> {
           upgrade: upgrade(o),
           publish,
           dra: dra(o),
+          nodeLabels,
         },
         { requiredKeys: ["resourceName", "backend", "members"] },
       )

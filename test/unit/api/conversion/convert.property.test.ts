@@ -26,6 +26,7 @@ import {
   DevFSPathSchema,
   DevicePluginConfigSpecSchema,
   MockBackendSchema,
+  NodeLabelsSchema,
   NVIDIABackendSchema,
   PCIBackendSchema,
   PluginSchema,
@@ -85,6 +86,7 @@ describe("the arbitraries", () => {
     ["upgrade", UpgradeSchema, (b: BetaObject) => [b.spec.upgrade]],
     ["dra", DRASchema, (b: BetaObject) => [b.spec.dra]],
     ["dra.deviceClass", DRADeviceClassSchema, (b: BetaObject) => [b.spec.dra?.deviceClass]],
+    ["nodeLabels", NodeLabelsSchema, (b: BetaObject) => [b.spec.nodeLabels]],
     // The status is shared by both versions; its device totals (allocated included) must survive too.
     [
       "status.devices",
