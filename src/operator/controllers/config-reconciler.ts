@@ -29,6 +29,7 @@ import { RecordClock } from "../upgrade/record-clock.js";
 import {
   INDEX_BY_CONFIG,
   soonest,
+  soonerRetry,
   type CachedDeviceClass,
   type ConfigReconcilerDeps,
   type StepDeps,
@@ -37,6 +38,7 @@ import {
 import { ownedDaemonSets } from "./owned-objects.js";
 import { deleteReportsOfGoneConfig, deleteStaleReports } from "./steps/delete-stale-reports.js";
 import { cleanupWritesPending, stripNodeLabels } from "./steps/node-label-cleanup.js";
+import { labelServedNodes, labelWritesPending, unlabelConfig } from "./steps/device-labels.js";
 import { deleteSlices, reconcileDraObjects, resourceApiServed } from "./steps/dra-objects.js";
 import {
   applyPluginWorkloads,
@@ -97,7 +99,7 @@ export class ConfigReconciler {
     } finally {
       // What the operator keeps per config between passes, for its bound to be watched (and tested) from outside.
       this.deps.metrics.configWriteState.set(
-        cleanupWritesPending(this.deps) + rolloutWritesPending(this.deps),
+        cleanupWritesPending(this.deps) + rolloutWritesPending(this.deps) + labelWritesPending(this.deps),
       );
     }
   }
@@ -120,9 +122,10 @@ export class ConfigReconciler {
       // Only the Nodes that carry something of the config: a name that never was a config (a report's
       // configName) must not cost a visit of every Node.
       const marked = deps.nodes.byIndex(INDEX_BY_CONFIG, configLabelValue(name));
+      const labelsRetry = await stripNodeLabels(deps, name, () => false, marked);
       return soonest(
-        soonest(soonest({}, slicesRetry), reportsRetry),
-        await stripNodeLabels(deps, name, () => false, marked),
+        soonest(soonest(soonest({}, slicesRetry), reportsRetry), labelsRetry),
+        await unlabelConfig(deps, name),
       );
     }
     if (stored.metadata?.deletionTimestamp) {
@@ -173,10 +176,10 @@ export class ConfigReconciler {
         mapping: { switchToDraMayStart: mapping.switchToDraMayStart, ...mapping.condition },
       });
     // Nodes the plugin does not run on (any more) keep none of its labels.
-    const labelsRetry = await stripNodeLabels(
-      deps,
-      name,
-      (n) => conflictWith === undefined && pluginRunsOnNode(n, config.spec, targeting),
+    const serves = (n: V1Node) => conflictWith === undefined && pluginRunsOnNode(n, config.spec, targeting);
+    const labelsRetry = soonerRetry(
+      await stripNodeLabels(deps, name, serves),
+      await labelServedNodes(deps, config, serves),
     );
     signal?.throwIfAborted();
     const staleRetryMs = await deleteStaleReports(deps, config, targeting);
@@ -231,7 +234,10 @@ export class ConfigReconciler {
     const message = refusals.map((r) => `${r.field}: ${r.message}`).join("; ");
     deps.logger.warn({ config: name, err: message }, "config refused by the plugin policy; not applying it");
     await removePluginWorkloads(deps, name);
-    const labelsRetry = await stripNodeLabels(deps, name, () => false);
+    const labelsRetry = soonerRetry(
+      await stripNodeLabels(deps, name, () => false),
+      await unlabelConfig(deps, name),
+    );
     const previous = this.statusWrites.previous(name, stored);
     const status = invalidSpecStatus(stored, message, deps.now(), "RefusedByPolicy");
     const events = transitionEvents(previous, status.conditions ?? [], [], false);
