@@ -177,10 +177,7 @@ export class ConfigReconciler {
       });
     // Nodes the plugin does not run on (any more) keep none of its labels.
     const serves = (n: V1Node) => conflictWith === undefined && pluginRunsOnNode(n, config.spec, targeting);
-    const labelsRetry = soonerRetry(
-      await stripNodeLabels(deps, name, serves),
-      await labelServedNodes(deps, config, serves),
-    );
+    const labelsRetry = await stripNodeLabels(deps, name, serves);
     signal?.throwIfAborted();
     const staleRetryMs = await deleteStaleReports(deps, config, targeting);
     signal?.throwIfAborted();
@@ -215,9 +212,12 @@ export class ConfigReconciler {
     // Before the write: a deferred or failed write still leaves the metrics at what the status says now.
     deps.metrics.recordConfig(name, configSeries(status, problemCounts));
     const written = await this.statusWrites.write(stored, status, events, previous);
+    // After the status: a batch of Node applies must not delay what the status says (ADR 0011).
+    signal?.throwIfAborted();
+    const deviceLabelsRetry = await labelServedNodes(deps, config, serves);
     return soonest(
       soonest(soonest(soonest(written, staleRetryMs), workloads?.retryMs), dra.retryMs),
-      labelsRetry,
+      soonerRetry(labelsRetry, deviceLabelsRetry),
     );
   }
 
