@@ -22,10 +22,12 @@ import { RefreshingBackend } from "./refreshing-backend.js";
 import { cdiDeviceNode, logDeviceChanges } from "./device-list.js";
 import { parseNumaNode } from "./pci.js";
 import {
+  COMPUTE_CAP_QUERY_ARGS,
   GPU_QUERY_ARGS,
   REQUIRES_RESET_VALUE,
   XML_QUERY_ARGS,
   parseGpuQuery,
+  parseComputeCaps,
   parseNvidiaSmiXml,
   parseXidEvents,
   runCommand,
@@ -88,6 +90,8 @@ export interface GpuObservation {
   readonly pollFailure: string | undefined;
   /** Whether /dev/nvidia<minor> and /dev/nvidiactl exist. */
   readonly deviceNodesPresent: boolean;
+  /** CUDA compute capability (`9.0`), where nvidia-smi gives it (the operator's node labels read it). */
+  readonly computeCapability?: string | undefined;
 }
 
 /** The reason a GPU is unhealthy, most fundamental first; "" when healthy. Pure. */
@@ -116,6 +120,7 @@ export function nvidiaPhysicalDevice(o: GpuObservation): PhysicalDevice {
   };
   if (row.memoryMiB !== undefined) attributes.memoryMiB = String(row.memoryMiB);
   if (o.cudaVersion !== undefined) attributes.cudaVersion = o.cudaVersion;
+  if (o.computeCapability !== undefined) attributes.computeCapability = o.computeCapability;
   if (o.minor !== undefined) attributes.minor = String(o.minor);
   if (o.xid !== undefined && o.xid.detail !== "") attributes.lastXid = `${o.xid.xid}: ${o.xid.detail}`;
   const reason = gpuUnhealthyReason(o);
@@ -165,6 +170,7 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
   private readonly xids = new Map<string, ActiveXid>();
   private minors = new Map<string, number>();
   private cudaVersion: string | undefined;
+  private computeCaps = new Map<string, string>();
   /** Which GPUs and driver the XML report was read for; it is read again when they change. */
   private xmlKey: string | undefined;
   private controlNodes: string[] = [];
@@ -274,6 +280,7 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
           xid: this.xids.get(gpu.row.uuid),
           pollFailure,
           deviceNodesPresent: this.gpuNodesPresent(gpu.row.uuid),
+          computeCapability: this.computeCaps.get(gpu.row.uuid),
         }),
       )
       .sort((a, b) => Number(a.attributes.index) - Number(b.attributes.index) || (a.id < b.id ? -1 : 1));
@@ -346,6 +353,9 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
     this.xmlKey = key;
     this.cudaVersion = info.cudaVersion;
     this.minors = new Map(info.minorNumbers);
+    // Not a health source: a driver before R510, which lacks the field, just leaves it unknown.
+    const caps = await runCommand(this.config.nvidiaSmiPath, COMPUTE_CAP_QUERY_ARGS, this.timeoutMs);
+    this.computeCaps = caps.ok ? parseComputeCaps(caps.stdout) : new Map<string, string>();
   }
 
   /** New XID lines from dmesg; none when dmesg is not configured or fails (that is a problem, not a health). */
