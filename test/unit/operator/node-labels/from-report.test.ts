@@ -37,6 +37,9 @@ describe("labelsFromReport", () => {
       "nvidia.com/gpu.memory": "81559",
       "nvidia.com/gpu.replicas": "1",
       "nvidia.com/gpu.sharing-strategy": "none",
+      "nvidia.com/gpu.family": "hopper",
+      "nvidia.com/gpu.compute.major": "9",
+      "nvidia.com/gpu.compute.minor": "0",
       "nvidia.com/mps.capable": "false",
       "nvidia.com/mig.capable": "true",
       "nvidia.com/cuda.driver.major": "550",
@@ -74,17 +77,22 @@ describe("labelsFromReport", () => {
   });
 
   it("gives the compute capability and family only where the report carries one", () => {
-    expect(labelsFromReport(nvidia("gpus") as never, H100_REPORT)).not.toHaveProperty(
-      "nvidia.com/gpu.family",
-    );
+    const withoutCap: DeviceNodeStateStatus = {
+      ...H100_REPORT,
+      devices: H100_REPORT.devices.map(({ attributes, ...d }) => {
+        const { computeCapability: _cap, ...rest } = attributes ?? {};
+        return { ...d, attributes: rest };
+      }),
+    };
+    expect(labelsFromReport(nvidia("gpus"), withoutCap)).not.toHaveProperty("nvidia.com/gpu.family");
     const labels = labelsFromReport(
       nvidia("gpus"),
-      withAttributes(H100_REPORT, { computeCapability: "9.0" }),
+      withAttributes(H100_REPORT, { computeCapability: "8.6" }),
     );
     expect(labels).toMatchObject({
-      "nvidia.com/gpu.family": "hopper",
-      "nvidia.com/gpu.compute.major": "9",
-      "nvidia.com/gpu.compute.minor": "0",
+      "nvidia.com/gpu.family": "ampere",
+      "nvidia.com/gpu.compute.major": "8",
+      "nvidia.com/gpu.compute.minor": "6",
     });
   });
 

@@ -6,7 +6,11 @@ import { expect, it } from "vitest";
 import type { DeviceNodeStateStatus } from "../../../../src/api/v1beta1/devicenodestate.js";
 import { DeviceNodeStateStatusSchema } from "../../../../src/api/v1beta1/devicenodestate.js";
 import { nvidiaPhysicalDevice } from "../../../../src/plugin-runtime/backends/nvidia.js";
-import { parseGpuQuery, parseNvidiaSmiXml } from "../../../../src/plugin-runtime/backends/nvidia-smi.js";
+import {
+  parseComputeCaps,
+  parseGpuQuery,
+  parseNvidiaSmiXml,
+} from "../../../../src/plugin-runtime/backends/nvidia-smi.js";
 import { EIGHT_GPU_NUMA, NVIDIA_FIXTURES } from "../../../fixtures/nvidia/fake-node.js";
 
 it("eight-h100.json lists the devices the NVIDIA backend builds from eight-gpu-two-numa", () => {
@@ -18,6 +22,7 @@ it("eight-h100.json lists the devices the NVIDIA backend builds from eight-gpu-t
   const { rows } = parseGpuQuery(readFileSync(join(dir, "query-gpu.csv"), "utf8"));
   const xml = parseNvidiaSmiXml(readFileSync(join(dir, "query.xml"), "utf8"));
   if (typeof xml === "string") throw new Error(xml);
+  const caps = parseComputeCaps(readFileSync(join(dir, "compute-cap.csv"), "utf8"));
   const built = rows.map((row) =>
     nvidiaPhysicalDevice({
       gpu: { row, numaNode: EIGHT_GPU_NUMA[row.busId], listed: true },
@@ -26,6 +31,7 @@ it("eight-h100.json lists the devices the NVIDIA backend builds from eight-gpu-t
       xid: undefined,
       pollFailure: undefined,
       deviceNodesPresent: true,
+      computeCapability: caps.get(row.uuid),
     }),
   );
   expect(
