@@ -29,6 +29,7 @@ import { LABEL_CONFIG, LABEL_MANAGED_BY } from "../contract/names.js";
 import { LABEL_NAME, MANAGED_BY, PLUGIN_APP_NAME } from "./model/names.js";
 import { slimResourceSliceForCache, type SlimResourceSlice } from "./status/published-devices.js";
 import { configsMarkedOn } from "./upgrade/node-marks.js";
+import { configsLabellingNode } from "./node-labels/ownership.js";
 
 export interface OperatorInformers {
   configs: Informer<StoredConfig>;
@@ -117,7 +118,10 @@ export function createOperatorInformers(
   informers.slices.addIndex(INDEX_BY_DRIVER, (sl) => (sl.spec.driver ? [sl.spec.driver] : []));
   informers.pods.addIndex(INDEX_BY_CONFIG, byConfigLabel);
   informers.reports.addIndex(INDEX_BY_CONFIG, (r) => (r.spec?.configName ? [r.spec.configName] : []));
-  informers.nodes.addIndex(INDEX_BY_CONFIG, configsMarkedOn);
+  // The configs a Node carries marks (ADR 0009) or device labels (ADR 0011) of.
+  informers.nodes.addIndex(INDEX_BY_CONFIG, (n) => [
+    ...new Set([...configsMarkedOn(n), ...configsLabellingNode(n)]),
+  ]);
   informers.daemonSets.addIndex(INDEX_BY_CONFIG, byConfigLabel);
   informers.configMaps.addIndex(INDEX_BY_CONFIG, byConfigLabel);
   return informers;

@@ -125,6 +125,7 @@ export class Operator {
     this.events = new EventRecorder(kc, recorder);
     this.workerEvents = new EventRecorder(kc, { ...recorder, fence: this.fence });
     const { configs, nodes, pods, daemonSets, configMaps, reports } = this.informers;
+    const applier = new ServerSideApplier(kc, { fieldManager: MANAGED_BY, force: true, fence: this.fence });
     this.reconciler = new ConfigReconciler({
       configs,
       nodes,
@@ -132,7 +133,17 @@ export class Operator {
       daemonSets,
       configMaps,
       reports,
-      applier: new ServerSideApplier(kc, { fieldManager: MANAGED_BY, force: true, fence: this.fence }),
+      applier,
+      // Each config's labels under its own field manager, never forced over another labeller's (ADR 0011).
+      nodeLabels: ({ node, fieldManager, labels }) =>
+        applier.apply(
+          {
+            apiVersion: "v1",
+            kind: "Node",
+            metadata: { name: node, ...(Object.keys(labels).length > 0 ? { labels } : {}) },
+          },
+          { fieldManager, force: false },
+        ),
       objects: new KubeObjectClient(kc, {
         fieldManager: MANAGED_BY,
         propagationPolicy: "Background",

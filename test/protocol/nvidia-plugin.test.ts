@@ -228,7 +228,7 @@ describe("dpo probe", () => {
     expect(lines[2]).toMatch(/^GPU-0a6f1f4e-2c35-4b8e-9d11-6f1e2a3b4c01\s+Healthy\s+-\s+0$/);
     expect(lines[9]).toMatch(/^GPU-71d084b5-93ac-42f5-a488-d08591a23308\s+Healthy\s+-\s+1$/);
     expect(out.stdout).toContain(
-      "GPU-0a6f1f4e-2c35-4b8e-9d11-6f1e2a3b4c01: model=NVIDIA H100 80GB HBM3 index=0 pciBusId=0000:18:00.0 driverVersion=550.90.07 migMode=Disabled memoryMiB=81559 cudaVersion=12.4 minor=0",
+      "GPU-0a6f1f4e-2c35-4b8e-9d11-6f1e2a3b4c01: model=NVIDIA H100 80GB HBM3 index=0 pciBusId=0000:18:00.0 driverVersion=550.90.07 migMode=Disabled memoryMiB=81559 cudaVersion=12.4 computeCapability=9.0 minor=0",
     );
   });
 

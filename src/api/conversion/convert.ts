@@ -147,6 +147,7 @@ function betaSpecOf(spec: AlphaSpec): BetaSpec {
     publish: spec.publish,
     dra: spec.dra === undefined ? undefined : structuredClone(spec.dra),
     takeover: spec.takeover === undefined ? undefined : structuredClone(spec.takeover),
+    nodeLabels: spec.nodeLabels === undefined ? undefined : structuredClone(spec.nodeLabels),
   });
 }
 
@@ -184,6 +185,9 @@ function alphaSpecOf(spec: BetaSpec): AlphaSpec {
     dra: isJsonObject(spec.dra) ? (structuredClone(spec.dra) as AlphaSpec["dra"]) : undefined,
     takeover: isJsonObject(spec.takeover)
       ? (structuredClone(spec.takeover) as AlphaSpec["takeover"])
+      : undefined,
+    nodeLabels: isJsonObject(spec.nodeLabels)
+      ? (structuredClone(spec.nodeLabels) as AlphaSpec["nodeLabels"])
       : undefined,
   });
 }

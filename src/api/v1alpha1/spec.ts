@@ -13,6 +13,8 @@ import {
   mapOf,
   MOCK_DESCRIPTION,
   MockBackendSchema,
+  NODE_LABELS_DESCRIPTION,
+  NodeLabelsSchema,
   NODE_SELECTOR_DESCRIPTION,
   PCI_DESCRIPTION,
   PCIBackendV1alpha1Schema,
@@ -92,6 +94,7 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
       .describe("DevicePlugin (unset) or DRA: how the devices are offered; as in v1beta1."),
     dra: DRASchema.optional().describe("DRA settings, read when publish is DRA; as in v1beta1."),
     takeover: TakeoverSchema.optional().describe("The plugin serving the resource now; as in v1beta1."),
+    nodeLabels: NodeLabelsSchema.optional().describe(`${NODE_LABELS_DESCRIPTION} As in v1beta1.`),
   })
   .strict()
   .superRefine((spec, ctx) => {

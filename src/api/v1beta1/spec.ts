@@ -8,6 +8,7 @@ import { BackendSchema } from "./backend.js";
 import { listOf, mapOf } from "./fields.js";
 import { pluginPodFields } from "./plugin-pod.js";
 import { checkPublish, DRASchema, PUBLISH_MODES, publishCelRules } from "./publish.js";
+import { NODE_LABELS_DEFAULTS, NODE_LABELS_DESCRIPTION, NodeLabelsSchema } from "./node-labels.js";
 import { ResourceNameSchema } from "./resource-name.js";
 import { TakeoverSchema } from "./takeover.js";
 import {
@@ -19,6 +20,7 @@ import {
 
 export * from "./backend.js";
 export { listOf, mapOf } from "./fields.js";
+export * from "./node-labels.js";
 export * from "./plugin-pod.js";
 export * from "./publish.js";
 export * from "./resource-name.js";
@@ -324,6 +326,7 @@ export const DevicePluginConfigSpecSchema = z
       "DRA settings, read when publish is DRA (kept otherwise, so switching is one field).",
     ),
     takeover: TakeoverSchema.optional().describe(TAKEOVER_DESCRIPTION),
+    nodeLabels: NodeLabelsSchema.default(NODE_LABELS_DEFAULTS).describe(NODE_LABELS_DESCRIPTION),
   })
   .strict()
   .superRefine((spec, ctx) => checkPublish(spec, ctx))

@@ -29,6 +29,7 @@ import { RecordClock } from "../upgrade/record-clock.js";
 import {
   INDEX_BY_CONFIG,
   soonest,
+  soonerRetry,
   type CachedDeviceClass,
   type ConfigReconcilerDeps,
   type StepDeps,
@@ -38,6 +39,7 @@ import { ownedDaemonSets } from "./owned-objects.js";
 import { deleteReportsOfGoneConfig, deleteStaleReports } from "./steps/delete-stale-reports.js";
 import { cleanupWritesPending, stripNodeLabels } from "./steps/node-label-cleanup.js";
 import { removeOrphanedMarks } from "./steps/orphaned-marks.js";
+import { labelServedNodes, labelWritesPending, unlabelConfig } from "./steps/device-labels.js";
 import { deleteSlices, reconcileDraObjects, resourceApiServed } from "./steps/dra-objects.js";
 import {
   applyPluginWorkloads,
@@ -99,7 +101,7 @@ export class ConfigReconciler {
     } finally {
       // What the operator keeps per config between passes, for its bound to be watched (and tested) from outside.
       this.deps.metrics.configWriteState.set(
-        cleanupWritesPending(this.deps) + rolloutWritesPending(this.deps),
+        cleanupWritesPending(this.deps) + rolloutWritesPending(this.deps) + labelWritesPending(this.deps),
       );
     }
   }
@@ -124,7 +126,10 @@ export class ConfigReconciler {
       // Only the Nodes that carry something of the config: a name that never was a config (a report's
       // configName) must not cost a visit of every Node.
       return soonest(
-        soonest(soonest(soonest({}, slicesRetry), reportsRetry), incumbentsRetry),
+        soonest(
+          soonest(soonest(soonest({}, slicesRetry), reportsRetry), incumbentsRetry),
+          await unlabelConfig(deps, name),
+        ),
         await removeOrphanedMarks(deps, name),
       );
     }
@@ -176,11 +181,8 @@ export class ConfigReconciler {
         mapping: { switchToDraMayStart: mapping.switchToDraMayStart, ...mapping.condition },
       });
     // Nodes the plugin does not run on (any more) keep none of its labels.
-    const labelsRetry = await stripNodeLabels(
-      deps,
-      name,
-      (n) => conflictWith === undefined && pluginRunsOnNode(n, config.spec, targeting),
-    );
+    const serves = (n: V1Node) => conflictWith === undefined && pluginRunsOnNode(n, config.spec, targeting);
+    const labelsRetry = await stripNodeLabels(deps, name, serves);
     signal?.throwIfAborted();
     const staleRetryMs = await deleteStaleReports(deps, config, targeting);
     signal?.throwIfAborted();
@@ -216,9 +218,12 @@ export class ConfigReconciler {
     // Before the write: a deferred or failed write still leaves the metrics at what the status says now.
     deps.metrics.recordConfig(name, configSeries(status, problemCounts));
     const written = await this.statusWrites.write(stored, status, events, previous);
+    // After the status: a batch of Node applies must not delay what the status says (ADR 0011).
+    signal?.throwIfAborted();
+    const deviceLabelsRetry = await labelServedNodes(deps, config, serves);
     return soonest(
       soonest(soonest(soonest(written, staleRetryMs), workloads?.retryMs), dra.retryMs),
-      labelsRetry,
+      soonerRetry(labelsRetry, deviceLabelsRetry),
     );
   }
 
@@ -235,7 +240,10 @@ export class ConfigReconciler {
     const message = refusals.map((r) => `${r.field}: ${r.message}`).join("; ");
     deps.logger.warn({ config: name, err: message }, "config refused by the plugin policy; not applying it");
     await removePluginWorkloads(deps, name);
-    const labelsRetry = await stripNodeLabels(deps, name, () => false);
+    const labelsRetry = soonerRetry(
+      await stripNodeLabels(deps, name, () => false),
+      await unlabelConfig(deps, name),
+    );
     const previous = this.statusWrites.previous(name, stored);
     const status = invalidSpecStatus(stored, message, deps.now(), "RefusedByPolicy");
     const events = transitionEvents(previous, status.conditions ?? [], [], false);

@@ -24,6 +24,26 @@ export const GPU_QUERY_ARGS: readonly string[] = [
 /** The full XML report: the only place with the CUDA version and each GPU's minor number. */
 export const XML_QUERY_ARGS: readonly string[] = ["-q", "-x"];
 
+/**
+ * Each GPU's CUDA compute capability (`9.0`), a field nvidia-smi has had since driver R510: asked apart
+ * from the health poll, and only when the GPUs or the driver change, so a driver without it costs nothing.
+ */
+export const COMPUTE_CAP_QUERY_ARGS: readonly string[] = [
+  "--query-gpu=uuid,compute_cap",
+  "--format=csv,noheader",
+];
+
+/** GPU uuid → compute capability from COMPUTE_CAP_QUERY_ARGS output; lines of any other shape are skipped. Pure. */
+export function parseComputeCaps(text: string): Map<string, string> {
+  const caps = new Map<string, string>();
+  for (const line of text.split("\n")) {
+    const values = line.split(",").map((value) => value.trim());
+    const [uuid = "", cap = ""] = values;
+    if (values.length === 2 && UUID.test(uuid) && /^\d+\.\d+$/.test(cap)) caps.set(uuid, cap);
+  }
+  return caps;
+}
+
 /** What nvidia-smi prints in a field it cannot read; values in brackets are never data. */
 export const REQUIRES_RESET_VALUE = "[GPU requires reset]";
 

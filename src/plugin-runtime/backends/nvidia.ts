@@ -51,10 +51,12 @@ import {
 } from "./nvidia-mig.js";
 import { pcieRootAttribute, readPciLocality } from "./sysfs-pci.js";
 import {
+  COMPUTE_CAP_QUERY_ARGS,
   GPU_QUERY_ARGS,
   REQUIRES_RESET_VALUE,
   XML_QUERY_ARGS,
   parseGpuQuery,
+  parseComputeCaps,
   parseNvidiaSmiXml,
   parseXidEvents,
   runCommand,
@@ -115,6 +117,8 @@ export interface GpuObservation {
   readonly deviceNodesPresent: boolean;
   /** MIG strategy Single or Mixed: MIG mode is no reason to be unhealthy, the MIG devices are offered. */
   readonly migAdvertised?: boolean;
+  /** CUDA compute capability (`9.0`), where nvidia-smi gives it (the operator's node labels read it). */
+  readonly computeCapability?: string | undefined;
 }
 
 /** The reason a GPU is unhealthy, most fundamental first; "" when healthy. Pure. */
@@ -145,6 +149,7 @@ export function nvidiaPhysicalDevice(o: GpuObservation): PhysicalDevice {
   };
   if (row.memoryMiB !== undefined) attributes.memoryMiB = String(row.memoryMiB);
   if (o.cudaVersion !== undefined) attributes.cudaVersion = o.cudaVersion;
+  if (o.computeCapability !== undefined) attributes.computeCapability = o.computeCapability;
   if (o.minor !== undefined) attributes.minor = String(o.minor);
   if (o.xid !== undefined && o.xid.detail !== "") attributes.lastXid = `${o.xid.xid}: ${o.xid.detail}`;
   Object.assign(attributes, pcieRootAttribute(o.gpu.pcieRoot));
@@ -189,6 +194,7 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
   private readonly kmsg: KmsgReader | undefined;
   private minors = new Map<string, number>();
   private cudaVersion: string | undefined;
+  private computeCaps = new Map<string, string>();
   /** Which GPUs and driver the XML report was read for; it is read again when they change. */
   private xmlKey: string | undefined;
   private controlNodes: string[] = [];
@@ -348,6 +354,7 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
       counters: this.counters.get(gpu.row.uuid),
       pollFailure,
       deviceNodesPresent: this.gpuNodesPresent(gpu.row.uuid),
+      computeCapability: this.computeCaps.get(gpu.row.uuid),
       migAdvertised,
     };
   }
@@ -466,6 +473,9 @@ export class NVIDIADeviceBackend extends RefreshingBackend {
     this.xmlKey = key;
     this.cudaVersion = info.cudaVersion;
     this.minors = new Map(info.minorNumbers);
+    // Not a health source: a driver before R510, which lacks the field, just leaves it unknown.
+    const caps = await runCommand(this.config.nvidiaSmiPath, COMPUTE_CAP_QUERY_ARGS, this.timeoutMs);
+    this.computeCaps = caps.ok ? parseComputeCaps(caps.stdout) : new Map<string, string>();
   }
 
   /** The memory-error counters; none when this nvidia-smi cannot give them (a problem, not a health). */

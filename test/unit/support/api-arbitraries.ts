@@ -109,6 +109,9 @@ const upgrade = (o: Options) =>
     autoRollback: fc.boolean(),
   });
 
+/** spec.nodeLabels: the same shape in both versions. */
+const nodeLabels = partial({ enabled: fc.boolean() });
+
 /** spec.publish and spec.dra: the same shape in both versions. */
 const publish = fc.constantFrom(...PUBLISH_MODES);
 const dra = (o: Options) =>
@@ -301,6 +304,7 @@ export function betaObject(o: Options): fc.Arbitrary<BetaObject> {
         publish,
         dra: dra(o),
         takeover: takeover(o),
+        nodeLabels,
       },
       { requiredKeys: ["resourceName", "backend"] },
     ),
@@ -345,6 +349,7 @@ export function alphaObject(o: Options): fc.Arbitrary<AlphaObject> {
           publish,
           dra: dra(o),
           takeover: takeover(o),
+          nodeLabels,
         },
         { requiredKeys: ["resourceName", "backend", "members"] },
       )

@@ -26,6 +26,7 @@ import {
   DevFSPathSchema,
   DevicePluginConfigSpecSchema,
   MockBackendSchema,
+  NodeLabelsSchema,
   NVIDIABackendSchema,
   PCIBackendSchema,
   PluginSchema,
@@ -87,6 +88,7 @@ describe("the arbitraries", () => {
     ["dra", DRASchema, (b: BetaObject) => [b.spec.dra]],
     ["dra.deviceClass", DRADeviceClassSchema, (b: BetaObject) => [b.spec.dra?.deviceClass]],
     ["takeover", TakeoverSchema, (b: BetaObject) => [b.spec.takeover]],
+    ["nodeLabels", NodeLabelsSchema, (b: BetaObject) => [b.spec.nodeLabels]],
     // The status is shared by both versions; its device totals (allocated included) must survive too.
     [
       "status.devices",

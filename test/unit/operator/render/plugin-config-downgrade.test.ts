@@ -136,9 +136,14 @@ describe(`the plugin ConfigMap read by the plugin of dpo ${PREVIOUS_RELEASE.vers
         );
       const today = loadDevicePluginConfig(text);
       if (!today.ok) throw new Error(JSON.stringify(today.errors));
-      // Both readers default spec.upgrade, and today's spec.priority, which no plugin reads.
+      // Both readers default spec.upgrade, and today's spec.priority and spec.nodeLabels, which no plugin reads.
       const { upgrade: _oldUpgrade, ...oldSpec } = old.value.spec;
-      const { upgrade: _upgrade, priority: _priority, ...todaySpec } = today.value.spec;
+      const {
+        upgrade: _upgrade,
+        priority: _priority,
+        nodeLabels: _nodeLabels,
+        ...todaySpec
+      } = today.value.spec;
       expect(oldSpec).toEqual(todaySpec);
       expect(old.value.metadata).toEqual({ name: config.metadata.name, uid: "uid-1" });
     },
