@@ -124,11 +124,12 @@ export class Operator {
     const recorder = { component: MANAGED_BY, instance: opts.leaderElection.identity, logger };
     this.events = new EventRecorder(kc, recorder);
     this.workerEvents = new EventRecorder(kc, { ...recorder, fence: this.fence });
-    const { configs, nodes, pods, daemonSets, configMaps, reports } = this.informers;
+    const { configs, nodes, pods, failedPods, daemonSets, configMaps, reports } = this.informers;
     this.reconciler = new ConfigReconciler({
       configs,
       nodes,
       pods,
+      failedPods,
       daemonSets,
       configMaps,
       reports,
@@ -250,6 +251,7 @@ export class Operator {
       this.informers.configs,
       this.informers.nodes,
       this.informers.pods,
+      this.informers.failedPods,
       this.informers.daemonSets,
       this.informers.configMaps,
       this.informers.reports,

@@ -42,6 +42,7 @@ export const PROBLEM_REASONS = [
   "PluginNotReady",
   "KubeletTooOld",
   "UpgradeFailed",
+  "AdmissionRejected",
 ] as const;
 export type ProblemReason = (typeof PROBLEM_REASONS)[number];
 
