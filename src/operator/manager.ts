@@ -124,12 +124,13 @@ export class Operator {
     const recorder = { component: MANAGED_BY, instance: opts.leaderElection.identity, logger };
     this.events = new EventRecorder(kc, recorder);
     this.workerEvents = new EventRecorder(kc, { ...recorder, fence: this.fence });
-    const { configs, nodes, pods, daemonSets, configMaps, reports } = this.informers;
+    const { configs, nodes, pods, failedPods, daemonSets, configMaps, reports } = this.informers;
     const applier = new ServerSideApplier(kc, { fieldManager: MANAGED_BY, force: true, fence: this.fence });
     this.reconciler = new ConfigReconciler({
       configs,
       nodes,
       pods,
+      failedPods,
       daemonSets,
       configMaps,
       reports,
@@ -261,6 +262,7 @@ export class Operator {
       this.informers.configs,
       this.informers.nodes,
       this.informers.pods,
+      this.informers.failedPods,
       this.informers.daemonSets,
       this.informers.configMaps,
       this.informers.reports,

@@ -186,6 +186,12 @@ export class OperatorMetrics {
     labelNames: ["config", "reason"] as const,
     registers: [this.registry],
   });
+  readonly admissionRejectedPods = new Gauge({
+    name: "dpo_admission_rejected_pods",
+    help: "Pods the kubelets of the config's nodes rejected at admission for its resource (UnexpectedAdmissionError, as after a node reboot on the device plugin path) that still exist; the status's AdmissionRejected problems and Events name them.",
+    labelNames: ["config"] as const,
+    registers: [this.registry],
+  });
   readonly configRolloutPhase = new Gauge({
     name: "dpo_config_rollout_phase",
     help: "1 for the phase of the config's plugin rollout (status.upgrade.phase), 0 for the others; all 0 before its first rollout.",
@@ -209,6 +215,7 @@ export class OperatorMetrics {
     this.configDevicesAdvertised.set({ config }, series.devicesAdvertised);
     this.configDevicesAllocatable.set({ config }, series.devicesAllocatable);
     this.configDevicesUnhealthy.set({ config }, series.devicesUnhealthy);
+    this.admissionRejectedPods.set({ config }, series.admissionRejectedPods ?? 0);
     for (const reason of STALLED_REASONS) {
       this.configStalled.set({ config, reason }, series.stalledReason === reason ? 1 : 0);
     }
@@ -231,6 +238,7 @@ export class OperatorMetrics {
       this.configDevicesAdvertised,
       this.configDevicesAllocatable,
       this.configDevicesUnhealthy,
+      this.admissionRejectedPods,
     ];
   }
 

@@ -43,6 +43,7 @@ export const PROBLEM_REASONS = [
   "KubeletTooOld",
   "UpgradeFailed",
   "TakeoverWaitsForPods",
+  "AdmissionRejected",
 ] as const;
 export type ProblemReason = (typeof PROBLEM_REASONS)[number];
 

@@ -11,6 +11,7 @@ import { pluginRunsOnNode } from "../model/targeting.js";
 import { withDefaultTolerations } from "../render/pod-defaults.js";
 import { effectivePluginPolicy, pluginPolicyRefusals, type PolicyRefusal } from "../render/plugin-policy.js";
 import { transitionEvents } from "../status/transition-events.js";
+import { INDEX_BY_RESOURCE, rejectedPodsByNode } from "../status/admission-rejections.js";
 import { revisionOfDaemonSet } from "../upgrade/daemonset-state.js";
 import {
   aggregateStatus,
@@ -189,7 +190,7 @@ export class ConfigReconciler {
 
     const decision = workloads?.decision;
     const previous = this.statusWrites.previous(name, stored);
-    const { status, events, problemCounts } = aggregateStatus({
+    const { status, events, problemCounts, admissionRejectedPods } = aggregateStatus({
       config,
       nodes,
       pods: deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name)),
@@ -202,6 +203,10 @@ export class ConfigReconciler {
       configHash: desired.configHash,
       upgrade: decision?.status,
       upgradeProblems: decision?.problems,
+      admissionRejections: rejectedPodsByNode(
+        deps.failedPods?.byIndex(INDEX_BY_RESOURCE, config.spec.resourceName) ?? [],
+        config.spec.resourceName,
+      ),
       upgradeModes: decision?.modes,
       resourceApiServed: config.spec.publish === "DRA" ? extendedResource.resourceApiServed : undefined,
       extendedResource,
@@ -216,7 +221,7 @@ export class ConfigReconciler {
       now: deps.now(),
     });
     // Before the write: a deferred or failed write still leaves the metrics at what the status says now.
-    deps.metrics.recordConfig(name, configSeries(status, problemCounts));
+    deps.metrics.recordConfig(name, configSeries(status, problemCounts, admissionRejectedPods));
     const written = await this.statusWrites.write(stored, status, events, previous);
     // After the status: a batch of Node applies must not delay what the status says (ADR 0011).
     signal?.throwIfAborted();

@@ -35,6 +35,12 @@ export interface ConfigReconcilerDeps {
   pods: Informer<V1Pod>;
   daemonSets: Informer<V1DaemonSet>;
   configMaps: Informer<V1ConfigMap>;
+  /**
+   * Failed pods of every namespace (slimFailedPodForCache), indexed by INDEX_BY_RESOURCE on the extended
+   * resources of those the kubelet rejected at admission (status/admission-rejections.ts). Absent: none
+   * are reported.
+   */
+  failedPods?: Informer<V1Pod> | undefined;
   /** DeviceNodeStates, indexed by INDEX_BY_CONFIG on spec.configName. */
   reports: Informer<DeviceNodeState>;
   applier: ServerSideApplier;

@@ -19,6 +19,7 @@ import { pluginObjectName } from "../model/names.js";
 import type { UpgradeMode } from "../model/rollout.js";
 import { boundConditionMessage, withTransitionTimes, type ConditionDraft } from "./conditions.js";
 import { dominantReason, problemCountsMessage } from "./degraded.js";
+import { admissionRejectedProblem } from "./admission-rejections.js";
 import { draSharingCondition } from "./dra-sharing.js";
 import { extendedResourceMapping, extendedResourceNameChoice } from "./extended-resource.js";
 import {
@@ -59,6 +60,12 @@ export interface AggregateStatusInput {
    * `OnDelete` DaemonSet whose node list changed never brings up to date.
    */
   upgrade?: UpgradeStatus | undefined;
+  /**
+   * Pods the kubelet rejected at admission for the config's resource (UnexpectedAdmissionError), as
+   * `namespace/name` by node (admission-rejections.ts): a targeted node with no other problem gets
+   * AdmissionRejected naming them.
+   */
+  admissionRejections?: ReadonlyMap<string, readonly string[]> | undefined;
   /** The upgrade's node problems (KubeletTooOld nodes are not targeted; UpgradeFailed wins on its node). */
   upgradeProblems?: readonly NodeProblem[] | undefined;
   /** The config this one yields to for its resourceName (see resolveResourceNames). */
@@ -116,6 +123,8 @@ export interface AggregateStatusResult {
   events: StatusEvent[];
   /** Problem nodes by reason, all of them (status.problems lists at most MAX_PROBLEMS), for metrics. */
   problemCounts: ReadonlyMap<ProblemReason, number>;
+  /** Pods rejected at admission on the targeted nodes (dpo_admission_rejected_pods). */
+  admissionRejectedPods: number;
 }
 
 /** How many not-ready nodes the Ready message names. */
@@ -257,7 +266,14 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
     ? [
         ...health.flatMap((h) => {
           const override = upgradeProblemByNode.get(h.node);
-          return override ? [override] : h.problem ? [h.problem] : [];
+          const rejected = input.admissionRejections?.get(h.node);
+          return override
+            ? [override]
+            : h.problem
+              ? [h.problem]
+              : rejected && rejected.length > 0
+                ? [admissionRejectedProblem(h.node, rejected)]
+                : [];
         }),
         ...upgradeProblems.filter((p) => p.reason === "KubeletTooOld"),
       ].sort((a, b) => byName(a.node, b.node))
@@ -374,6 +390,12 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
     status,
     events: transitionEvents(previous, conditions, listed, rollout.reconciling),
     problemCounts: counts,
+    admissionRejectedPods: evaluate
+      ? targeted.reduce(
+          (sum, node) => sum + (input.admissionRejections?.get(node.metadata?.name ?? "")?.length ?? 0),
+          0,
+        )
+      : 0,
   };
 }
 

@@ -339,6 +339,11 @@ describe("operator metrics", () => {
         "Devices the config's plugins report unhealthy (status.devices.unhealthy).",
         ["config"],
       ),
+      dpo_admission_rejected_pods: expected(
+        "gauge",
+        "Pods the kubelets of the config's nodes rejected at admission for its resource (UnexpectedAdmissionError, as after a node reboot on the device plugin path) that still exist; the status's AdmissionRejected problems and Events name them.",
+        ["config"],
+      ),
       dpo_config_problem_nodes: expected(
         "gauge",
         "Nodes of the config with a problem, by reason (status.problems, counted before the list is cut short).",
