@@ -18,7 +18,7 @@
 //
 // MIG: with `mig.strategy` Single or Mixed the devices offered are MIG devices (nvidia-mig.ts, ADR 0007),
 // each unhealthy whenever its GPU is; with None a GPU in MIG mode is unhealthy (MIGEnabled).
-import { readFile, stat } from "node:fs/promises";
+import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../../observability/json-log.js";
 import type { CdiContainerEdits } from "../../cdi/spec.js";
@@ -26,7 +26,6 @@ import type { NVIDIABackend } from "../../api/v1beta1/spec.js";
 import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";
 import { RefreshingBackend } from "./refreshing-backend.js";
 import { cdiDeviceNode, logDeviceChanges } from "./device-list.js";
-import { parseNumaNode } from "./pci.js";
 import type { Interconnect } from "../devices/interconnect.js";
 import {
   HEALTH_QUERY_ARGS,
