@@ -8,6 +8,7 @@ import type { PluginMetrics } from "../metrics.js";
 import { PodResourcesListerClient, type ListPodResourcesResponse } from "../proto/index.js";
 import { sameShares, type HeldShares } from "../devices/held.js";
 import { allocationsOf, sameAllocations, type Allocations } from "./allocations.js";
+import { readAllocatable } from "./allocatable.js";
 
 /** How often the kubelet is asked by default: node exporters poll it every few seconds to a minute. */
 export const DEFAULT_POD_RESOURCES_INTERVAL_MS = 10_000;
@@ -47,6 +48,8 @@ export interface PodResourcesMonitorOptions {
   intervalMs?: number;
   callTimeoutMs?: number;
   retryMaxMs?: number;
+  /** Also ask GetAllocatableResources on each read, for the `allocatable` event (capacity-check.ts). */
+  readAllocatable?: boolean;
 }
 
 export interface PodResourcesMonitorEvents {
@@ -54,6 +57,8 @@ export interface PodResourcesMonitorEvents {
   allocations: [Allocations];
   /** What the other publish path holds changed (or was learnt for the first time). */
   heldElsewhere: [HeldShares];
+  /** The ids of the resource the kubelet would hand out now, after each read (readAllocatable). */
+  allocatable: [ReadonlySet<string>];
 }
 
 /** The gRPC status name of a failed call (UNAVAILABLE when the socket is missing), for the error metric. */
@@ -181,6 +186,17 @@ export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents>
     this.current = next;
     this.markAnswered();
     if (changed) this.emit("allocations", next);
+    if (this.opts.readAllocatable === true) await this.readAllocatable(client);
+  }
+
+  /** Never fails the read: a kubelet that does not answer it is judged on the next one (capacity-check.ts). */
+  private async readAllocatable(client: PodResourcesListerClient): Promise<void> {
+    try {
+      const ids = await readAllocatable(client, this.opts.resourceName, this.callTimeoutMs);
+      if (!this.stopped) this.emit("allocatable", ids);
+    } catch (err) {
+      this.log.debug({ code: codeOf(err), err: (err as Error).message }, "GetAllocatableResources failed");
+    }
   }
 
   private succeeded(): number {
