@@ -1,14 +1,17 @@
 // No silent capacity loss: when the kubelet hands out fewer of the plugin's devices than the plugin
 // advertises as healthy (its PodResources GetAllocatableResources) for longer than --capacity-heal-after
-// while the plugin believes it is registered, the plugin registers again by itself, and says so. The
-// simulated kubelet drops the devices the way the plugin cannot see (loseDevicesSilently: its stream stays
-// open, its socket stays), so none of the plugin's other paths (kubelet restart, stream ended) heals it.
+// while the plugin believes it is registered, the plugin registers again by itself, and says so. Another
+// device plugin registers the same resource name and answers ListAndWatch with no devices: the simulated
+// v1.37 kubelet, as the real one, keeps the resource's devices from the last answer of any of its
+// endpoints, so its allocatable drops to 0 while the plugin's stream and socket stay as they were, and
+// none of the plugin's other paths (kubelet restart, stream ended) sees anything.
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import type { RegistrationMode } from "../../src/contract/registration.js";
 import { PluginRuntime } from "../../src/plugin-runtime/runtime.js";
 import { SimulatedDeviceManager } from "../../tools/kubelet-sim/device-manager.js";
+import { ForeignDevicePlugin } from "../../tools/kubelet-sim/foreign-plugin.js";
 import { SimulatedPodResourcesServer } from "../../tools/kubelet-sim/pod-resources.js";
 import { makeConfig, RESOURCE, tempDir, waitFor } from "./support.js";
 
@@ -61,23 +64,28 @@ async function start(registration: RegistrationMode, capacityHealAfterMs: number
     },
     { timeoutMs: 10_000, intervalMs: 5 },
   );
-  return { kubelet, podResources, runtime };
+  const foreign = new ForeignDevicePlugin({ dir, socketName: "foreign.sock", resourceName: RESOURCE });
+  cleanups.push(() => foreign.stop());
+  return { kubelet, podResources, runtime, foreign };
 }
 
-describe("the kubelet drops the plugin's devices without the plugin seeing it", () => {
+describe("another plugin takes the resource's devices from under a registered plugin", () => {
   it.each(["kubelet", "watcher"] as const)(
     "registration %s: the plugin registers again within the bound, and reports the heal",
     async (registration) => {
-      const { kubelet, podResources, runtime } = await start(registration, HEAL_AFTER_MS);
+      const { kubelet, podResources, runtime, foreign } = await start(registration, HEAL_AFTER_MS);
       const socketBefore = runtime.status().socketPath;
       const reports: string[] = [];
       runtime.on("selfHeal", (s) =>
         reports.push(s.selfHeal?.healedAtMs === undefined ? "healing" : "healed"),
       );
 
+      await foreign.start();
+      await waitFor("the kubelet to list 0 devices", () => kubelet.capacity(RESOURCE)?.allocatable === 0, {
+        timeoutMs: 5_000,
+        intervalMs: 1,
+      });
       const lost = performance.now();
-      kubelet.loseDevicesSilently(RESOURCE);
-      expect(kubelet.capacity(RESOURCE)?.allocatable).toBe(0);
       await waitFor(
         "the kubelet to list every device as allocatable again",
         (observe) => {
@@ -116,9 +124,9 @@ describe("the kubelet drops the plugin's devices without the plugin seeing it", 
   );
 
   it("with --capacity-heal-after 0 the loss stays: nothing else notices it", async () => {
-    const { kubelet, runtime } = await start("kubelet", 0);
+    const { kubelet, runtime, foreign } = await start("kubelet", 0);
     const socketBefore = runtime.status().socketPath;
-    kubelet.loseDevicesSilently(RESOURCE);
+    await foreign.start();
     // Several bounds' worth of reads: a poll of the directory and the PodResources reads happen meanwhile.
     await new Promise((resolve) => setTimeout(resolve, 3 * HEAL_AFTER_MS));
     expect(kubelet.capacity(RESOURCE)?.allocatable).toBe(0);

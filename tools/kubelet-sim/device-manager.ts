@@ -242,19 +242,6 @@ export class SimulatedDeviceManager extends EventEmitter<DeviceManagerEvents> {
   }
 
   /**
-   * Fault injection, tests only: the kubelet turns every device of the resource unhealthy (its
-   * markResourceUnhealthy) while the plugin's stream stays open, so the plugin sees no sign of it. A real
-   * kubelet gets there when the plugin cannot see what it did: a plugin whose hostPath mount of the
-   * device-plugins directory went stale when the kubelet's directory was recreated keeps serving a socket
-   * the kubelet no longer dials. The devices stay unhealthy until the plugin registers again.
-   */
-  loseDevicesSilently(resourceName: string): void {
-    const resource = this.resources.get(resourceName);
-    if (resource === undefined) return;
-    resource.devices = resource.devices.map((d) => ({ ...d, health: "Unhealthy" }));
-  }
-
-  /**
    * Every healthy device of every resource whose plugin is connected, with its NUMA nodes: what the
    * kubelet's GetAllocatableDevices answers (allDevices filtered by healthyDevices).
    */
