@@ -2,7 +2,7 @@
 // status written when it changed. Reads only informer caches; each step of a pass is in steps/.
 import type { V1Node } from "@kubernetes/client-node";
 import { validateDevicePluginConfig } from "../../api/validate.js";
-import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
+import { API_VERSION, KIND, type DevicePluginConfig } from "../../api/v1beta1/config.js";
 import type { Informer, ReconcileResult } from "../../kube/index.js";
 import { configLabelValue } from "../../contract/names.js";
 import { renderRevision } from "../render/index.js";
@@ -12,6 +12,7 @@ import { withDefaultTolerations } from "../render/pod-defaults.js";
 import { effectivePluginPolicy, pluginPolicyRefusals, type PolicyRefusal } from "../render/plugin-policy.js";
 import { transitionEvents } from "../status/transition-events.js";
 import { INDEX_BY_RESOURCE, rejectedPodsByNode } from "../status/admission-rejections.js";
+import { SelfHealEvents } from "../status/self-heals.js";
 import { revisionOfDaemonSet } from "../upgrade/daemonset-state.js";
 import {
   aggregateStatus,
@@ -62,6 +63,8 @@ export {
 export class ConfigReconciler {
   private readonly deps: StepDeps;
   private readonly statusWrites: StatusWrites;
+  /** Mirrors the plugins' self-heals as Events on the config (status/self-heals.ts). */
+  private readonly selfHeals = new SelfHealEvents();
 
   constructor(deps: ConfigReconcilerDeps) {
     this.deps = {
@@ -118,6 +121,7 @@ export class ConfigReconciler {
       // gone brings its label's name back to this queue (manager.ts), so the sweep also happens after a
       // restart that missed the delete.
       this.statusWrites.forget(name);
+      this.selfHeals.forget(name);
       deps.metrics.forgetConfig(name);
       forgetRolloutWrites(deps, name);
       const slicesRetry = await deleteSlices(deps, name, undefined);
@@ -190,11 +194,12 @@ export class ConfigReconciler {
 
     const decision = workloads?.decision;
     const previous = this.statusWrites.previous(name, stored);
+    const reports = deps.reports.byIndex(INDEX_BY_CONFIG, name);
     const { status, events, problemCounts, admissionRejectedPods } = aggregateStatus({
       config,
       nodes,
       pods: deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name)),
-      reports: deps.reports.byIndex(INDEX_BY_CONFIG, name),
+      reports,
       daemonSet:
         decision === undefined
           ? undefined
@@ -222,6 +227,11 @@ export class ConfigReconciler {
     });
     // Before the write: a deferred or failed write still leaves the metrics at what the status says now.
     deps.metrics.recordConfig(name, configSeries(status, problemCounts, admissionRejectedPods));
+    // At once, not with the status write: a heal may leave the status as it was, and a write may wait.
+    for (const e of this.selfHeals.events(name, reports, deps.now().getTime())) {
+      const involved = { apiVersion: API_VERSION, kind: KIND, metadata: { name, uid: stored.metadata?.uid } };
+      void deps.events.record(involved, e.type, e.reason, e.message);
+    }
     const written = await this.statusWrites.write(stored, status, events, previous);
     // After the status: a batch of Node applies must not delay what the status says (ADR 0011).
     signal?.throwIfAborted();

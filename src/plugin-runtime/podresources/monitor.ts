@@ -9,6 +9,7 @@ import { unaryCall } from "../grpc/client.js";
 import { statusName } from "../grpc/status.js";
 import { sameShares, type HeldShares } from "../devices/held.js";
 import { allocationsOf, sameAllocations, type Allocations } from "./allocations.js";
+import { readAllocatable } from "./allocatable.js";
 
 /** How often the kubelet is asked by default: node exporters poll it every few seconds to a minute. */
 export const DEFAULT_POD_RESOURCES_INTERVAL_MS = 10_000;
@@ -48,6 +49,8 @@ export interface PodResourcesMonitorOptions {
   intervalMs?: number;
   callTimeoutMs?: number;
   retryMaxMs?: number;
+  /** Also ask GetAllocatableResources on each read, for the `allocatable` event (capacity-check.ts). */
+  readAllocatable?: boolean;
 }
 
 export interface PodResourcesMonitorEvents {
@@ -55,6 +58,8 @@ export interface PodResourcesMonitorEvents {
   allocations: [Allocations];
   /** What the other publish path holds changed (or was learnt for the first time). */
   heldElsewhere: [HeldShares];
+  /** The ids of the resource the kubelet would hand out now, after each read (readAllocatable). */
+  allocatable: [ReadonlySet<string>];
 }
 
 /** The gRPC status name of a failed call (UNAVAILABLE when the socket is missing), for the error metric. */
@@ -177,6 +182,22 @@ export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents>
     this.current = next;
     this.markAnswered();
     if (changed) this.emit("allocations", next);
+    if (this.opts.readAllocatable === true) await this.readAllocatable();
+  }
+
+  /** Never fails the read: a kubelet that does not answer it is judged on the next one (capacity-check.ts). */
+  private async readAllocatable(): Promise<void> {
+    try {
+      const ids = await readAllocatable(
+        this.opts.socketPath,
+        this.opts.resourceName,
+        this.callTimeoutMs,
+        MAX_RECEIVE_BYTES,
+      );
+      if (!this.stopped) this.emit("allocatable", ids);
+    } catch (err) {
+      this.log.debug({ code: codeOf(err), err: (err as Error).message }, "GetAllocatableResources failed");
+    }
   }
 
   private succeeded(): number {

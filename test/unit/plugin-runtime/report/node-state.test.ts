@@ -416,6 +416,24 @@ describe("buildDeviceNodeState", () => {
       registration: { registered: false, since: T0, lastError: "e".repeat(5000) },
       want: { state: "NotRegistered", since: T0, lastError: `${"e".repeat(1023)}…` },
     },
+    {
+      what: "a self-heal, its message bounded, healed once the kubelet listed the devices again",
+      registration: {
+        registered: true,
+        since: T0,
+        selfHeal: {
+          count: 2,
+          lastAtMs: Date.parse(T0),
+          message: "m".repeat(500),
+          healedAtMs: Date.parse(T1),
+        },
+      },
+      want: {
+        state: "Registered",
+        since: T0,
+        selfHeal: { count: 2, lastTime: T0, message: `${"m".repeat(255)}…`, healedTime: T1 },
+      },
+    },
   ])("registration: $what", ({ registration, want }) => {
     const { status } = buildDeviceNodeState(input({ registration }));
     expect(status.registration).toEqual(want);
