@@ -222,7 +222,44 @@ export async function createTakeoverConfig(
   });
 }
 
+/**
+ * The kubelet's record of who holds which device (PodResources List), polled every 100 ms while the
+ * workload runs: every id a pod holds must be one of the devices (an id the incumbent does not know, held
+ * beside the holder's, is a device handed out twice), and no id may be held by two pods.
+ */
+class HoldersPoller {
+  samples = 0;
+  readonly violations = new Set<string>();
+  private running = true;
+  private readonly loop: Promise<void>;
+
+  constructor() {
+    this.loop = (async () => {
+      while (this.running) {
+        const held = await kubeletHolders().catch(() => undefined);
+        if (held !== undefined) {
+          this.samples++;
+          for (const id of heldTwice(held))
+            this.violations.add(`${id} held twice: ${JSON.stringify([...held])}`);
+          for (const [pod, ids] of held)
+            for (const id of ids)
+              if (!SAMPLE_IDS.includes(id)) this.violations.add(`${pod} holds ${id}, which is no device`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+  }
+
+  async stop(): Promise<{ samples: number; violations: string[] }> {
+    this.running = false;
+    await this.loop;
+    return { samples: this.samples, violations: [...this.violations] };
+  }
+}
+
 export interface TakeoverFigures {
+  /** What the kubelet's PodResources record showed throughout. */
+  holders: { samples: number; violations: string[] };
   allocatable: AllocatableFigures;
   fenceMs: number;
   kubelet: { min: number; zeroMs: number; samples: number };
@@ -243,6 +280,7 @@ export async function underLoad(
   await allocatable.start();
   const kubelet = new KubeletAllocatablePoller(SAMPLE_RESOURCE);
   kubelet.start();
+  const holders = new HoldersPoller();
   // One device is the holder's: one pod at a time, each held briefly, so pods queue for the other.
   const stream = podStream(kc(), "default", SAMPLE_RESOURCE, {
     perSecond: 1,
@@ -255,6 +293,7 @@ export async function underLoad(
   const started = performance.now();
   let streaming = true;
   let polling = true;
+  let recording = true;
   try {
     await during();
     const ms = Math.round(performance.now() - started);
@@ -272,12 +311,22 @@ export async function underLoad(
     const pods = await stream.stop();
     polling = false;
     const onKubelet = await kubelet.stop();
+    recording = false;
+    const held = await holders.stop();
     const seen = await allocatable.stop();
     if (seen.fencedAtEnd) throw new Error(`${realNode()} still carries a Replace fence after the ${tag}`);
-    return { allocatable: seen.allocatable, fenceMs: seen.fenceMs, kubelet: onKubelet, pods, ms };
+    return {
+      allocatable: seen.allocatable,
+      fenceMs: seen.fenceMs,
+      kubelet: onKubelet,
+      holders: held,
+      pods,
+      ms,
+    };
   } finally {
     if (streaming) await stream.stop().catch(() => undefined);
     if (polling) await kubelet.stop().catch(() => undefined);
+    if (recording) await holders.stop().catch(() => undefined);
   }
 }
 
@@ -288,7 +337,8 @@ export function describeTakeover(what: string, f: TakeoverFigures): string {
     `${what}: ${f.ms} ms, Node allocatable min ${f.allocatable.min} (0 for ${f.allocatable.zeroMs} ms, ` +
     `${f.allocatable.samples} samples, ${f.allocatable.restarts} watch restarts), ` +
     `kubelet's own min ${f.kubelet.min} (0 for ${f.kubelet.zeroMs} ms, ${f.kubelet.samples} samples), ` +
-    `fenced for ${f.fenceMs} ms, ${f.pods.created} pods created, ${admitted} admitted, ` +
+    `fenced for ${f.fenceMs} ms, PodResources ${f.holders.samples} samples ` +
+    `(${f.holders.violations.length} violations), ${f.pods.created} pods created, ${admitted} admitted, ` +
     `${f.pods.rejected.length} rejected, ${f.pods.unscheduled.length} unscheduled` +
     (f.pods.rejected.length > 0 ? `: ${JSON.stringify(f.pods.rejected.slice(0, 2))}` : "")
   );

@@ -145,6 +145,8 @@ describe("a takeover from the upstream sample device plugin on the real node", (
       });
       console.log(describeTakeover(`real node, takeover rolled back on kubelet ${pinnedKubelet}`, figures));
       expect(figures.pods.rejected).toEqual([]);
+      expect(figures.holders.samples).toBeGreaterThan(0);
+      expect(figures.holders.violations, "what the kubelet's PodResources showed held").toEqual([]);
       expect(figures.pods.unscheduled).toEqual([]);
       expect(figures.pods.admitted.get(realNode()) ?? 0).toBeGreaterThan(0);
       expect(figures.allocatable.samples).toBeGreaterThan(0);
@@ -173,6 +175,8 @@ describe("a takeover from the upstream sample device plugin on the real node", (
       });
       console.log(describeTakeover(`real node, takeover (Surge) on kubelet ${pinnedKubelet}`, figures));
       expect(figures.pods.rejected).toEqual([]);
+      expect(figures.holders.samples).toBeGreaterThan(0);
+      expect(figures.holders.violations, "what the kubelet's PodResources showed held").toEqual([]);
       expect(figures.pods.unscheduled).toEqual([]);
       expect(figures.pods.admitted.get(realNode()) ?? 0).toBeGreaterThan(0);
       expect(figures.allocatable.samples).toBeGreaterThan(0);
@@ -209,6 +213,8 @@ describe("a takeover from the upstream sample device plugin on the real node", (
         ),
       );
       expect(figures.pods.rejected).toEqual([]);
+      expect(figures.holders.samples).toBeGreaterThan(0);
+      expect(figures.holders.violations, "what the kubelet's PodResources showed held").toEqual([]);
       expect(figures.pods.unscheduled).toEqual([]);
       expect(figures.pods.admitted.get(realNode()) ?? 0).toBeGreaterThan(0);
       expect(figures.allocatable.samples).toBeGreaterThan(0);
