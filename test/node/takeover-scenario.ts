@@ -8,6 +8,9 @@ import * as grpc from "@grpc/grpc-js";
 import { AppsV1Api, CustomObjectsApi, type V1DaemonSet } from "@kubernetes/client-node";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { POD_RESOURCES_DIR, POD_RESOURCES_SOCKET_NAME } from "../../src/contract/kubelet-paths.js";
+import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
+import { configLabelValue, LABEL_CONFIG } from "../../src/contract/names.js";
+import { LiveWatch } from "../../tools/upgrade-load/live-watch.js";
 import { ANNOTATION_TAKEOVER } from "../../src/operator/model/takeover.js";
 import {
   PodResourcesListerClient,
@@ -15,7 +18,7 @@ import {
 } from "../../src/plugin-runtime/proto/index.js";
 import { imageArchive, imageReference, samplePluginImage } from "../../tools/image/images.js";
 import { kubeConfigFromInjected, waitFor } from "../cluster/helpers.js";
-import { repo } from "../e2e/support.js";
+import { NAMESPACE, repo } from "../e2e/support.js";
 import { configStatusWhere, podStream, type PodStreamResult } from "../e2e/upgrade-support.js";
 import {
   advertised,
@@ -258,6 +261,8 @@ class HoldersPoller {
 }
 
 export interface TakeoverFigures {
+  /** A report of the config's plugin on the node said StandingBy (it served and waited to register). */
+  stoodBy: boolean;
   /** What the kubelet's PodResources record showed throughout. */
   holders: { samples: number; violations: string[] };
   allocatable: AllocatableFigures;
@@ -281,6 +286,16 @@ export async function underLoad(
   const kubelet = new KubeletAllocatablePoller(SAMPLE_RESOURCE);
   kubelet.start();
   const holders = new HoldersPoller();
+  let stoodBy = false;
+  const reports = new LiveWatch<DeviceNodeState>(
+    kc(),
+    `/apis/dpo.dev/v1beta1/namespaces/${NAMESPACE}/devicenodestates`,
+    { labelSelector: `${LABEL_CONFIG}=${configLabelValue(config)}` },
+    (type, report) => {
+      if (type !== "DELETED" && report.status?.registration.state === "StandingBy") stoodBy = true;
+    },
+  );
+  await reports.start();
   // One device is the holder's: one pod at a time, each held briefly, so pods queue for the other.
   const stream = podStream(kc(), "default", SAMPLE_RESOURCE, {
     perSecond: 1,
@@ -316,6 +331,7 @@ export async function underLoad(
     const seen = await allocatable.stop();
     if (seen.fencedAtEnd) throw new Error(`${realNode()} still carries a Replace fence after the ${tag}`);
     return {
+      stoodBy,
       allocatable: seen.allocatable,
       fenceMs: seen.fenceMs,
       kubelet: onKubelet,
@@ -327,6 +343,7 @@ export async function underLoad(
     if (streaming) await stream.stop().catch(() => undefined);
     if (polling) await kubelet.stop().catch(() => undefined);
     if (recording) await holders.stop().catch(() => undefined);
+    reports.stop();
   }
 }
 
@@ -337,7 +354,7 @@ export function describeTakeover(what: string, f: TakeoverFigures): string {
     `${what}: ${f.ms} ms, Node allocatable min ${f.allocatable.min} (0 for ${f.allocatable.zeroMs} ms, ` +
     `${f.allocatable.samples} samples, ${f.allocatable.restarts} watch restarts), ` +
     `kubelet's own min ${f.kubelet.min} (0 for ${f.kubelet.zeroMs} ms, ${f.kubelet.samples} samples), ` +
-    `fenced for ${f.fenceMs} ms, PodResources ${f.holders.samples} samples ` +
+    `fenced for ${f.fenceMs} ms, ${f.stoodBy ? "stood by" : "never stood by"}, PodResources ${f.holders.samples} samples ` +
     `(${f.holders.violations.length} violations), ${f.pods.created} pods created, ${admitted} admitted, ` +
     `${f.pods.rejected.length} rejected, ${f.pods.unscheduled.length} unscheduled` +
     (f.pods.rejected.length > 0 ? `: ${JSON.stringify(f.pods.rejected.slice(0, 2))}` : "")

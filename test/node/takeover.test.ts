@@ -185,6 +185,7 @@ describe("a takeover from the upstream sample device plugin on the real node", (
       expect(figures.kubelet.samples).toBeGreaterThan(0);
       expect(figures.kubelet.min).toBeGreaterThan(0);
       expect(figures.fenceMs, "a surging node is never fenced").toBe(0);
+      expect(figures.stoodBy, "dpo's plugin registers beside the incumbent").toBe(false);
       await expectHandedOver(config, kept);
       await giveBack(config);
     });
@@ -224,6 +225,8 @@ describe("a takeover from the upstream sample device plugin on the real node", (
       expect(figures.kubelet.samples).toBeGreaterThan(0);
       expect(figures.kubelet.zeroMs).toBeLessThanOrEqual(REPLACE_WINDOW_MS);
       expect(figures.fenceMs).toBeGreaterThan(figures.kubelet.zeroMs);
+      // dpo's plugin served beside the incumbent unregistered, and registered when its socket (dp.*) went.
+      expect(figures.stoodBy, "a report of dpo's plugin said StandingBy").toBe(true);
       await expectHandedOver(config, kept);
       await giveBack(config);
     });
