@@ -117,7 +117,7 @@ test-cluster-oldest: build gitops-health promlint
 test-node: image test-images cluster-tools node-tools promlint
 	npx vitest run --project node $(call VITEST_REPORT,node)
 
-## The real node's pause and busybox images (tools/image), beside the dpo image.
+## The real node's pause, busybox and sample device plugin images (tools/image), beside the dpo image.
 test-images: deps
 	tools/image/build.sh test-images
 

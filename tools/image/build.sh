@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the images declared in tools/image/images.ts as OCI archives under .local/image/, with no container
 # engine (see README.md here) and prints each archive's path:
-#   tools/image/build.sh [dpo|pause|busybox|test-images|all]...   (dpo when none is named; `make image`)
+#   tools/image/build.sh [dpo|pause|busybox|sample-device-plugin|test-images|all]...   (dpo when none is named; `make image`)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # The project's Node runs the script (tsx); the image's own node binary is the pinned release, found by build.ts.

@@ -1,7 +1,7 @@
 // Builds the images of images.ts as OCI archives with no container engine and no registry: the dpo image
 // (the Dockerfile's final stage) and the real-node test tier's pause and busybox images.
 //
-//   tools/image/build.sh [dpo|pause|busybox|test-images|all]...   (dpo when none is named)
+//   tools/image/build.sh [dpo|pause|busybox|sample-device-plugin|test-images|all]...   (dpo when none is named)
 //
 // Each image is a root filesystem put together in .local/image/work/, cut into layers by GNU tar with
 // fixed owners and times in a fixed order (the same inputs give the same digest), assembled by
@@ -30,7 +30,14 @@ import {
 } from "./build-host.js";
 import { installPackages } from "./debian-packages.js";
 import { buildDpo } from "./dpo-image.js";
-import { busyboxImage, DEBIAN_PACKAGES_LABEL, imageReference, IMAGES, pauseImage } from "./images.js";
+import {
+  busyboxImage,
+  DEBIAN_PACKAGES_LABEL,
+  imageReference,
+  IMAGES,
+  pauseImage,
+  samplePluginImage,
+} from "./images.js";
 import { writeArchive, writeLayers } from "./layers.js";
 import { hostPlatform, PLATFORMS } from "./platforms.js";
 import { isSymlink, makeDirs, writeSystemFiles } from "./rootfs.js";
@@ -52,6 +59,24 @@ function buildPause(ctx: BuildContext, work: string) {
     ctx.epoch,
   );
   return writeArchive(ctx, pauseImage, [{ platform: hostPlatform(), labels: {}, layers }], work);
+}
+
+function buildSamplePlugin(ctx: BuildContext, work: string) {
+  const rootfs = newRootfs(work);
+  const binary = run(join(repo, "tools", "cluster", "build-sample-device-plugin.sh"), [])
+    .trim()
+    .split("\n")
+    .at(-1);
+  if (!binary) throw new Error("tools/cluster/build-sample-device-plugin.sh printed no binary path");
+  copyFileSync(binary, join(rootfs, "sampledeviceplugin"));
+  chmodSync(join(rootfs, "sampledeviceplugin"), 0o755);
+  const layers = writeLayers(
+    rootfs,
+    [{ paths: [], createdBy: "k8s.io/kubernetes/test/images/sample-device-plugin, built by tools/cluster" }],
+    work,
+    ctx.epoch,
+  );
+  return writeArchive(ctx, samplePluginImage, [{ platform: hostPlatform(), labels: {}, layers }], work);
 }
 
 function buildBusybox(ctx: BuildContext, work: string) {
@@ -86,11 +111,12 @@ const BUILDERS: Record<string, (ctx: BuildContext, work: string) => ReturnType<t
   dpo: buildDpo,
   pause: buildPause,
   busybox: buildBusybox,
+  "sample-device-plugin": buildSamplePlugin,
 };
 
 const GROUPS: Record<string, string[]> = {
-  "test-images": ["pause", "busybox"],
-  all: ["dpo", "pause", "busybox"],
+  "test-images": ["pause", "busybox", "sample-device-plugin"],
+  all: ["dpo", "pause", "busybox", "sample-device-plugin"],
 };
 
 function main(args: string[]): void {
