@@ -165,6 +165,11 @@ describe("plugin metrics", () => {
         "1 while the kubelet has accepted the plugin's current registration.",
         ["resource"],
       ),
+      dpo_plugin_reregistrations_total: expected(
+        "counter",
+        "Times the plugin registered again by itself, by reason (CapacityLost: the kubelet handed out fewer devices than the plugin advertised as healthy for longer than --capacity-heal-after).",
+        [],
+      ),
       dpo_plugin_kubelet_restarts_total: expected(
         "counter",
         "Kubelet restarts detected (kubelet.sock re-created or the plugin's socket removed).",
@@ -381,7 +386,7 @@ describe("process metrics", () => {
       "nodejs_eventloop_lag_p99_seconds",
     ])
       expect(text).toMatch(new RegExp(`^# TYPE ${name} `, "m"));
-    expect([...parseExposition(text).keys()]).toHaveLength(16);
+    expect([...parseExposition(text).keys()]).toHaveLength(17);
     // A second component's registry stays empty of them: nothing goes through prom-client's global one.
     expect(await new OperatorMetrics().render()).not.toContain("process_");
   });

@@ -32,6 +32,8 @@ const NEEDS_NEWER_PLUGIN: Record<string, string | string[]> = {
   "test/fixtures/valid/mock-dra-timeslicing.yaml": "spec.sharing.strategy",
   "test/fixtures/valid-v1alpha1/mock-dra-shared.yaml": "spec.sharing.strategy",
   "config/samples/nvidia-mig-1g-10gb.yaml": "spec.backend.nvidia.mig",
+  // The kernel log read from /dev/kmsg without a dmesg binary came after it too.
+  "config/samples/nvidia-gpu.yaml": "spec.backend.nvidia.kmsgPath",
   "test/fixtures/valid/nvidia-mig-mixed.yaml": "spec.backend.nvidia.mig",
   // DevFS device groups and the PCI driver and physical-function selectors (ADR 0010).
   "config/samples/amd-instinct-gpu.yaml": [
