@@ -51,6 +51,11 @@ export function slimFailedPodForCache(pod: V1Pod): V1Pod {
  */
 export function rejectedResources(pod: V1Pod): string[] {
   if (pod.status?.reason !== UNEXPECTED_ADMISSION_ERROR) return [];
+  return extendedResourcesAskedFor(pod);
+}
+
+/** The extended resources a pod asks for a non-zero amount of (limits and requests, init containers too). */
+export function extendedResourcesAskedFor(pod: V1Pod): string[] {
   const names = new Set<string>();
   for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) {
     for (const [name, quantity] of Object.entries({ ...c.resources?.requests, ...c.resources?.limits })) {

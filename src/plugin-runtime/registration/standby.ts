@@ -10,6 +10,7 @@ import { connect } from "node:net";
 import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../../observability/json-log.js";
+import { matchGlobSegment } from "../../contract/devfs-glob.js";
 import { standbyWanted } from "../../contract/node-upgrade.js";
 import { compareInstances, parseInstanceSocket, type InstanceKey } from "./handover.js";
 import { socketIsLive } from "./sockets.js";
@@ -50,19 +51,14 @@ export function olderInstanceSockets(
 
 /**
  * The sockets in `names` of the plugin a takeover replaces (spec.takeover.socket, `*` matching any run of
- * characters). Pure. They count as older than any instance of this plugin: a node handed over from the
- * incumbent on a kubelet that keeps one registration stands by until the incumbent's socket is gone.
+ * characters, as in one segment of a DevFS glob: contract/devfs-glob.ts). Pure. They count as older than
+ * any instance of this plugin: a node handed over from the incumbent on a kubelet that keeps one
+ * registration stands by until the incumbent's socket is gone.
  */
 export function incumbentSockets(glob: string | undefined, names: readonly string[]): OlderSocket[] {
   if (glob === undefined || glob === "") return [];
-  const pattern = new RegExp(
-    `^${glob
-      .split("*")
-      .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
-      .join(".*")}$`,
-  );
   return names
-    .filter((name) => name !== "kubelet.sock" && pattern.test(name))
+    .filter((name) => name !== "kubelet.sock" && matchGlobSegment(glob, name))
     .sort()
     .map((name) => ({ name, instance: `incumbent/${name}` }));
 }

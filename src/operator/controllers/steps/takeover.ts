@@ -19,6 +19,7 @@ import {
   takenOverByOther,
 } from "../../model/takeover.js";
 import { nodeKeys } from "../../model/targeting.js";
+import { extendedResourcesAskedFor } from "../../status/admission-rejections.js";
 import { resolveMaxUnavailable } from "../../upgrade/planner.js";
 import type { RolloutWrite } from "../../upgrade/rollout.js";
 import type { StepDeps } from "../reconciler-deps.js";
@@ -248,16 +249,6 @@ function standInReport(pod: V1Pod, configName: string, resourceName: string): De
   ];
 }
 
-/** Whether a container of the pod asks for the resource. */
-function holdsResource(pod: V1Pod, resourceName: string): boolean {
-  const containers = [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])];
-  return containers.some(
-    (c) =>
-      c.resources?.limits?.[resourceName] !== undefined ||
-      c.resources?.requests?.[resourceName] !== undefined,
-  );
-}
-
 /**
  * deviceIds Different: the untouched nodes the rollout would start next, in its order (names), asked for
  * the pods on them; those where a pod that has not finished asks for the resource wait, with the pods named.
@@ -296,7 +287,7 @@ async function nodesHeld(
         !own.has(p.metadata?.uid) &&
         p.status?.phase !== "Succeeded" &&
         p.status?.phase !== "Failed" &&
-        holdsResource(p, resource),
+        extendedResourcesAskedFor(p).includes(resource),
     );
     if (holders.length > 0) {
       const names = holders.slice(0, 3).map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`);
