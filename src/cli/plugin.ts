@@ -14,7 +14,7 @@ import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../
 import { ProcessMetrics } from "../observability/process-metrics.js";
 import { DEFAULT_POD_RESOURCES_INTERVAL_MS } from "../plugin-runtime/podresources/monitor.js";
 import { DEFAULT_CAPACITY_HEAL_AFTER_MS } from "../plugin-runtime/podresources/capacity-check.js";
-import { DraRuntime } from "../plugin-runtime/dra/dra-runtime.js";
+import type { DraRuntime } from "../plugin-runtime/dra/dra-runtime.js";
 import {
   ApiClient,
   createNodeReporter,
@@ -247,29 +247,35 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
           },
         }
       : {};
-  const runtime: PluginRuntime | DraRuntime = draApi
-    ? new DraRuntime({
-        config,
-        nodeName,
-        logger,
-        api: draApi,
-        draPluginsDir: values["dra-plugins-dir"]!,
-        pluginsRegistryDir: values["plugins-registry-dir"]!,
-        cdiDir: values["cdi-dir"]!,
-        ...podResources,
-      })
-    : new PluginRuntime({
-        config,
-        devicePluginDir: values["device-plugin-dir"]!,
-        pluginsRegistryDir: values["plugins-registry-dir"]!,
-        registration: values["registration"] as RegistrationMode,
-        cdiDir: values["cdi-dir"]!,
-        nodeName,
-        logger,
-        revision: values["revision"],
-        readNode: reportApi ? () => readNodeAnnotations(reportApi, nodeName) : undefined,
-        ...podResources,
-      });
+  // The DRA runtime and the DRA APIs' messages are loaded for a DRA config only: a device plugin never runs
+  // them, and each module loaded stays in its heap (docs/benchmarks.md, bench-plugin).
+  const DraRuntimeClass = draApi
+    ? (await import("../plugin-runtime/dra/dra-runtime.js")).DraRuntime
+    : undefined;
+  const runtime: PluginRuntime | DraRuntime =
+    draApi && DraRuntimeClass
+      ? new DraRuntimeClass({
+          config,
+          nodeName,
+          logger,
+          api: draApi,
+          draPluginsDir: values["dra-plugins-dir"]!,
+          pluginsRegistryDir: values["plugins-registry-dir"]!,
+          cdiDir: values["cdi-dir"]!,
+          ...podResources,
+        })
+      : new PluginRuntime({
+          config,
+          devicePluginDir: values["device-plugin-dir"]!,
+          pluginsRegistryDir: values["plugins-registry-dir"]!,
+          registration: values["registration"] as RegistrationMode,
+          cdiDir: values["cdi-dir"]!,
+          nodeName,
+          logger,
+          revision: values["revision"],
+          readNode: reportApi ? () => readNodeAnnotations(reportApi, nodeName) : undefined,
+          ...podResources,
+        });
   const reporter: NodeReporter | undefined =
     credentials && namespace
       ? createNodeReporter({
@@ -294,7 +300,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     },
     ready: () => {
       const s = runtime.status();
-      if (runtime instanceof DraRuntime && runtime.published() === undefined) {
+      if (DraRuntimeClass && runtime instanceof DraRuntimeClass && runtime.published() === undefined) {
         const error = runtime.publisher.error();
         return { ok: false, detail: `ResourceSlices not published${error ? `: ${error}` : ""}` };
       }

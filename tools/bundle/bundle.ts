@@ -5,7 +5,7 @@ import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { builtinModules } from "node:module";
 import { basename, join } from "node:path";
 import { shareInteropObjects } from "./interop.js";
-import { offPathPackagesOnPluginPath } from "./plugin-path.js";
+import { draInputsAtPluginStart, offPathPackagesOnPluginPath } from "./plugin-path.js";
 
 const repo = join(import.meta.dirname, "..", "..");
 
@@ -103,5 +103,14 @@ const offPath = offPathPackagesOnPluginPath(result.metafile, "dist/cli/main.js",
 if (offPath.length > 0) {
   throw new Error(
     `bundle: the plugin's path loads packages kept off it (ADR 0008):\n  ${offPath.join("\n  ")}`,
+  );
+}
+
+// A device plugin loads the DRA runtime and the DRA APIs' messages only for a DRA config (import()); a
+// static import that loads them at every plugin's start fails here (docs/benchmarks.md, bench-plugin).
+const draAtStart = draInputsAtPluginStart(result.metafile, "dist/cli/main.js", "dist/cli/plugin.js");
+if (draAtStart.length > 0) {
+  throw new Error(
+    `bundle: a device plugin's start loads what only a DRA config needs:\n  ${draAtStart.join("\n  ")}`,
   );
 }

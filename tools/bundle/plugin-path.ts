@@ -52,3 +52,43 @@ export function offPathPackagesOnPluginPath(metafile: Metafile, entry: string, c
   }
   return [...found].map(([pkg, input]) => `${pkg}: ${input}`);
 }
+
+/**
+ * Modules a device plugin (spec.publish DevicePlugin, the default) must not load: the DRA runtime and the
+ * DRA APIs' generated messages are imported with import() for a DRA config only. Each module loaded stays in
+ * the plugin's heap (its source text, functions and objects), so a static import that brings them back
+ * onto the device plugin's start fails the bundle.
+ */
+export const DRA_ONLY_INPUTS = [
+  "dist/plugin-runtime/dra/dra-runtime.js",
+  "dist/plugin-runtime/proto/gen/dra/",
+  "dist/plugin-runtime/proto/gen/dra-health/",
+] as const;
+
+/**
+ * The inputs a device plugin loads when it starts: the static imports of the entry and of the plugin
+ * subcommand, none of their import() calls (those run only where the plugin takes that path).
+ */
+export function pluginStartInputs(metafile: Metafile, entry: string, command: string): Set<string> {
+  const reached = new Set<string>();
+  const stack = [entry, command];
+  while (stack.length > 0) {
+    const path = stack.pop()!;
+    if (reached.has(path)) continue;
+    const input = metafile.inputs[path];
+    if (input === undefined) throw new Error(`plugin path: ${path} is not an input of the bundle`);
+    reached.add(path);
+    for (const imported of input.imports) {
+      if (imported.external === true || imported.kind === "dynamic-import") continue;
+      stack.push(imported.path);
+    }
+  }
+  return reached;
+}
+
+/** The DRA-only inputs (DRA_ONLY_INPUTS, a prefix each) that a device plugin loads at its start. */
+export function draInputsAtPluginStart(metafile: Metafile, entry: string, command: string): string[] {
+  return [...pluginStartInputs(metafile, entry, command)]
+    .filter((input) => DRA_ONLY_INPUTS.some((prefix) => input.startsWith(prefix)))
+    .sort();
+}

@@ -15,7 +15,7 @@ import {
   draHealthV1alpha1,
   draV1,
   draV1beta1,
-} from "../proto/wire.js";
+} from "../proto/wire-dra.js";
 import { PluginWatcherRegistration } from "../registration/plugin-watcher.js";
 import {
   monotonicStartMs,

@@ -5,7 +5,7 @@
 import type { ServerWritableStream, ServiceImplementation } from "../grpc/server.js";
 import type { Logger } from "../../observability/json-log.js";
 import type { Health } from "../devices/types.js";
-import { draHealthV1, type draHealthV1alpha1 } from "../proto/wire.js";
+import { draHealthV1, type draHealthV1alpha1 } from "../proto/wire-dra.js";
 
 /**
  * How often the complete list goes out again although nothing changed. The kubelet stamps each device

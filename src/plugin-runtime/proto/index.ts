@@ -2,6 +2,7 @@
 // the kubelet does (and serve what the kubelet serves). The plugin itself imports ./wire.js, which loads
 // no grpc-js (ADR 0008).
 export * from "./wire.js";
+export * from "./wire-dra.js";
 export { DevicePluginClient, RegistrationClient } from "./gen/deviceplugin/v1beta1/clients.js";
 export { RegistrationClient as PluginRegistrationClient } from "./gen/pluginregistration/v1/clients.js";
 export { PodResourcesListerClient } from "./gen/podresources/v1/clients.js";

@@ -4,9 +4,11 @@
 import type { Metafile } from "esbuild";
 import { describe, expect, it } from "vitest";
 import {
+  draInputsAtPluginStart,
   offPathPackagesOnPluginPath,
   packageOf,
   pluginPathInputs,
+  pluginStartInputs,
 } from "../../../../tools/bundle/plugin-path.js";
 
 type Edge = [string, Metafile["inputs"][string]["imports"][number]["kind"]];
@@ -86,5 +88,58 @@ describe("the plugin's path in the bundle", () => {
     ["dist/observability/log.js", undefined],
   ])("packageOf(%s) is %s", (input, pkg) => {
     expect(packageOf(input)).toBe(pkg);
+  });
+});
+
+describe("what a device plugin loads at its start", () => {
+  const DRA_RUNTIME = "dist/plugin-runtime/dra/dra-runtime.js";
+  const DRA_PROTO = "dist/plugin-runtime/proto/gen/dra/v1/api.js";
+  const HEALTH_PROTO = "dist/plugin-runtime/proto/gen/dra-health/v1/api.js";
+  /** The plugin subcommand as it is: the device-plugin runtime statically, the DRA runtime with import(). */
+  const plugin = (draKind: Edge[1]): Metafile => {
+    const meta = cli([
+      ["dist/plugin-runtime/runtime.js", "import-statement"],
+      [DRA_RUNTIME, draKind],
+    ]);
+    meta.inputs[DRA_RUNTIME] = {
+      bytes: 1,
+      imports: [
+        { path: DRA_PROTO, kind: "import-statement" },
+        { path: HEALTH_PROTO, kind: "import-statement" },
+      ],
+    };
+    meta.inputs[DRA_PROTO] = { bytes: 1, imports: [] };
+    meta.inputs[HEALTH_PROTO] = { bytes: 1, imports: [] };
+    return meta;
+  };
+
+  it("is the static imports of the entry and the subcommand, none of their import() calls", () => {
+    expect(
+      [...pluginStartInputs(plugin("dynamic-import"), "dist/cli/main.js", "dist/cli/plugin.js")].sort(),
+    ).toEqual([
+      "dist/cli/main.js",
+      "dist/cli/plugin.js",
+      "dist/cli/run.js",
+      "dist/plugin-runtime/grpc/server.js",
+      "dist/plugin-runtime/runtime.js",
+    ]);
+    expect(
+      draInputsAtPluginStart(plugin("dynamic-import"), "dist/cli/main.js", "dist/cli/plugin.js"),
+    ).toEqual([]);
+  });
+
+  it("names the DRA runtime and the DRA APIs' messages when a static import brings them to the start", () => {
+    expect(
+      draInputsAtPluginStart(plugin("import-statement"), "dist/cli/main.js", "dist/cli/plugin.js"),
+    ).toEqual([DRA_RUNTIME, HEALTH_PROTO, DRA_PROTO]);
+  });
+
+  it("names a DRA message reached through the device plugin's own modules", () => {
+    const meta = plugin("dynamic-import");
+    meta.inputs["dist/plugin-runtime/grpc/server.js"]!.imports.push({
+      path: DRA_PROTO,
+      kind: "import-statement",
+    });
+    expect(draInputsAtPluginStart(meta, "dist/cli/main.js", "dist/cli/plugin.js")).toEqual([DRA_PROTO]);
   });
 });
