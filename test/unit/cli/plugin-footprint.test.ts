@@ -1,6 +1,8 @@
 // The long-running `dpo plugin` process loads no schema code: zod, yaml and the API's schemas (about 11 MiB
 // of its RSS) belong to the short-lived child that reads its config (src/cli/plugin-config-apart.ts). Nor
 // grpc-js or pino: its gRPC and its logs are its own (ADR 0008; tools/bundle/plugin-path.ts checks the bundle).
+// Nor, at its start, the DRA runtime and the DRA APIs' messages (imported for a DRA config only) or node:v8
+// (the process metrics load it when first scraped): each module loaded stays in an idle plugin's RSS.
 import { build, type Metafile } from "esbuild";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -26,9 +28,10 @@ async function staticImports(entry: string): Promise<Map<string, string[]>> {
   for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
     for (const imported of inputs[file]?.imports ?? []) {
       // Dynamic imports load on use: the child's reader and the kubeconfig's YAML parser are such.
-      if (imported.kind !== "import-statement" || imported.external || chains.has(imported.path)) continue;
+      if (imported.kind !== "import-statement" || chains.has(imported.path)) continue;
       chains.set(imported.path, [...chains.get(file)!, imported.path]);
-      queue.push(imported.path);
+      // Node's modules and the packages left out of the bundle are named, not followed.
+      if (!imported.external) queue.push(imported.path);
     }
   }
   return chains;
@@ -42,6 +45,10 @@ describe("the plugin process's static imports", () => {
     { what: "the v1beta1 spec schemas", prefix: "src/api/v1beta1/spec.ts" },
     { what: "grpc-js", prefix: "node_modules/@grpc/" },
     { what: "pino", prefix: "node_modules/pino/" },
+    { what: "the DRA runtime", prefix: "src/plugin-runtime/dra/dra-runtime.ts" },
+    { what: "the DRA plugin API's messages", prefix: "src/plugin-runtime/proto/gen/dra/" },
+    { what: "the DRA health API's messages", prefix: "src/plugin-runtime/proto/gen/dra-health/" },
+    { what: "node:v8", prefix: "node:v8" },
   ])("reach no $what", async ({ prefix }) => {
     const chains = await staticImports("src/cli/plugin.ts");
     const reached = [...chains.entries()].filter(([file]) => file.startsWith(prefix));
@@ -52,5 +59,6 @@ describe("the plugin process's static imports", () => {
     const chains = await staticImports("src/cli/plugin.ts");
     expect([...chains.keys()].some((f) => f.startsWith("node_modules/@bufbuild/protobuf/"))).toBe(true);
     expect(chains.has("src/plugin-runtime/runtime.ts")).toBe(true);
+    expect(chains.has("node:perf_hooks")).toBe(true);
   });
 });
