@@ -24,7 +24,9 @@ import {
   type ApiCredentials,
   type NodeReporter,
 } from "../plugin-runtime/report/index.js";
-import { PluginRuntime, type RuntimeStatus } from "../plugin-runtime/runtime.js";
+import { loadBackend } from "../plugin-runtime/backends/load.js";
+import { runtimeBackendOptions } from "../plugin-runtime/backends/build.js";
+import { PluginRuntime, type RuntimeStatus } from "../plugin-runtime/runtime-core.js";
 import {
   ENDPOINT_FLAGS,
   formatFlagHelp,
@@ -266,6 +268,8 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
         })
       : new PluginRuntime({
           config,
+          // The config's backend alone: a device plugin holds one backend's code, not four.
+          backend: await loadBackend(config.spec, runtimeBackendOptions(config.spec, logger)),
           devicePluginDir: values["device-plugin-dir"]!,
           pluginsRegistryDir: values["plugins-registry-dir"]!,
           registration: values["registration"] as RegistrationMode,

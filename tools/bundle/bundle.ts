@@ -5,7 +5,7 @@ import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { builtinModules } from "node:module";
 import { basename, join } from "node:path";
 import { shareInteropObjects } from "./interop.js";
-import { draInputsAtPluginStart, offPathPackagesOnPluginPath } from "./plugin-path.js";
+import { offPathPackagesOnPluginPath, onDemandInputsAtPluginStart } from "./plugin-path.js";
 
 const repo = join(import.meta.dirname, "..", "..");
 
@@ -106,11 +106,12 @@ if (offPath.length > 0) {
   );
 }
 
-// A device plugin loads the DRA runtime and the DRA APIs' messages only for a DRA config (import()); a
-// static import that loads them at every plugin's start fails here (docs/benchmarks.md, bench-plugin).
-const draAtStart = draInputsAtPluginStart(result.metafile, "dist/cli/main.js", "dist/cli/plugin.js");
-if (draAtStart.length > 0) {
+// A device plugin loads the DRA runtime and the DRA APIs' messages only for a DRA config, and only its
+// config's backend (import() each); a static import that loads them at every plugin's start fails here
+// (tools/bundle/plugin-path.ts, ON_DEMAND_INPUTS; docs/benchmarks.md, bench-plugin).
+const atStart = onDemandInputsAtPluginStart(result.metafile, "dist/cli/main.js", "dist/cli/plugin.js");
+if (atStart.length > 0) {
   throw new Error(
-    `bundle: a device plugin's start loads what only a DRA config needs:\n  ${draAtStart.join("\n  ")}`,
+    `bundle: a device plugin's start loads what it loads on demand only:\n  ${atStart.join("\n  ")}`,
   );
 }

@@ -54,15 +54,21 @@ export function offPathPackagesOnPluginPath(metafile: Metafile, entry: string, c
 }
 
 /**
- * Modules a device plugin (spec.publish DevicePlugin, the default) must not load: the DRA runtime and the
- * DRA APIs' generated messages are imported with import() for a DRA config only. Each module loaded stays in
- * the plugin's heap (its source text, functions and objects), so a static import that brings them back
- * onto the device plugin's start fails the bundle.
+ * Modules a device plugin (spec.publish DevicePlugin, the default) loads on demand, never at its start: the
+ * DRA runtime and the DRA APIs' generated messages (with import() for a DRA config only), and the backends
+ * (the config's own alone, backends/load.ts; index.ts loads all four). Each module loaded stays in the
+ * plugin's heap (its source text, functions and objects), so a static import that brings one back onto the
+ * device plugin's start fails the bundle.
  */
-export const DRA_ONLY_INPUTS = [
+export const ON_DEMAND_INPUTS = [
   "dist/plugin-runtime/dra/dra-runtime.js",
   "dist/plugin-runtime/proto/gen/dra/",
   "dist/plugin-runtime/proto/gen/dra-health/",
+  "dist/plugin-runtime/backends/index.js",
+  "dist/plugin-runtime/backends/mock.js",
+  "dist/plugin-runtime/backends/devfs.js",
+  "dist/plugin-runtime/backends/pci.js",
+  "dist/plugin-runtime/backends/nvidia.js",
 ] as const;
 
 /**
@@ -86,9 +92,9 @@ export function pluginStartInputs(metafile: Metafile, entry: string, command: st
   return reached;
 }
 
-/** The DRA-only inputs (DRA_ONLY_INPUTS, a prefix each) that a device plugin loads at its start. */
-export function draInputsAtPluginStart(metafile: Metafile, entry: string, command: string): string[] {
+/** The on-demand inputs (ON_DEMAND_INPUTS, a prefix each) that a device plugin loads at its start. */
+export function onDemandInputsAtPluginStart(metafile: Metafile, entry: string, command: string): string[] {
   return [...pluginStartInputs(metafile, entry, command)]
-    .filter((input) => DRA_ONLY_INPUTS.some((prefix) => input.startsWith(prefix)))
+    .filter((input) => ON_DEMAND_INPUTS.some((prefix) => input.startsWith(prefix)))
     .sort();
 }

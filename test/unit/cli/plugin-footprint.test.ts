@@ -1,8 +1,9 @@
 // The long-running `dpo plugin` process loads no schema code: zod, yaml and the API's schemas (about 11 MiB
 // of its RSS) belong to the short-lived child that reads its config (src/cli/plugin-config-apart.ts). Nor
 // grpc-js or pino: its gRPC and its logs are its own (ADR 0008; tools/bundle/plugin-path.ts checks the bundle).
-// Nor, at its start, the DRA runtime and the DRA APIs' messages (imported for a DRA config only) or node:v8
-// (the process metrics load it when first scraped): each module loaded stays in an idle plugin's RSS.
+// Nor, at its start, the DRA runtime and the DRA APIs' messages (imported for a DRA config only), a backend
+// (the config's own is imported, backends/load.ts) or node:v8 (the process metrics load it when first
+// scraped): each module loaded stays in an idle plugin's RSS.
 import { build, type Metafile } from "esbuild";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -49,6 +50,11 @@ describe("the plugin process's static imports", () => {
     { what: "the DRA plugin API's messages", prefix: "src/plugin-runtime/proto/gen/dra/" },
     { what: "the DRA health API's messages", prefix: "src/plugin-runtime/proto/gen/dra-health/" },
     { what: "node:v8", prefix: "node:v8" },
+    { what: "the backends' index, which loads all four", prefix: "src/plugin-runtime/backends/index.ts" },
+    { what: "the NVIDIA backend", prefix: "src/plugin-runtime/backends/nvidia" },
+    { what: "the DevFS backend", prefix: "src/plugin-runtime/backends/devfs" },
+    { what: "the PCI backend", prefix: "src/plugin-runtime/backends/pci.ts" },
+    { what: "the Mock backend", prefix: "src/plugin-runtime/backends/mock.ts" },
   ])("reach no $what", async ({ prefix }) => {
     const chains = await staticImports("src/cli/plugin.ts");
     const reached = [...chains.entries()].filter(([file]) => file.startsWith(prefix));
@@ -58,7 +64,7 @@ describe("the plugin process's static imports", () => {
   it("still reach the protobuf wire reader and the runtime, so the walk itself follows imports", async () => {
     const chains = await staticImports("src/cli/plugin.ts");
     expect([...chains.keys()].some((f) => f.startsWith("node_modules/@bufbuild/protobuf/"))).toBe(true);
-    expect(chains.has("src/plugin-runtime/runtime.ts")).toBe(true);
+    expect(chains.has("src/plugin-runtime/runtime-core.ts")).toBe(true);
     expect(chains.has("node:perf_hooks")).toBe(true);
   });
 });

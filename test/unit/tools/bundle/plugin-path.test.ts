@@ -4,7 +4,7 @@
 import type { Metafile } from "esbuild";
 import { describe, expect, it } from "vitest";
 import {
-  draInputsAtPluginStart,
+  onDemandInputsAtPluginStart,
   offPathPackagesOnPluginPath,
   packageOf,
   pluginPathInputs,
@@ -124,14 +124,27 @@ describe("what a device plugin loads at its start", () => {
       "dist/plugin-runtime/runtime.js",
     ]);
     expect(
-      draInputsAtPluginStart(plugin("dynamic-import"), "dist/cli/main.js", "dist/cli/plugin.js"),
+      onDemandInputsAtPluginStart(plugin("dynamic-import"), "dist/cli/main.js", "dist/cli/plugin.js"),
     ).toEqual([]);
   });
 
   it("names the DRA runtime and the DRA APIs' messages when a static import brings them to the start", () => {
     expect(
-      draInputsAtPluginStart(plugin("import-statement"), "dist/cli/main.js", "dist/cli/plugin.js"),
+      onDemandInputsAtPluginStart(plugin("import-statement"), "dist/cli/main.js", "dist/cli/plugin.js"),
     ).toEqual([DRA_RUNTIME, HEALTH_PROTO, DRA_PROTO]);
+  });
+
+  it("names a backend's module that a static import brings to the start", () => {
+    const meta = plugin("dynamic-import");
+    const INDEX = "dist/plugin-runtime/backends/index.js";
+    const NVIDIA = "dist/plugin-runtime/backends/nvidia.js";
+    meta.inputs["dist/plugin-runtime/runtime.js"]!.imports.push({ path: INDEX, kind: "import-statement" });
+    meta.inputs[INDEX] = { bytes: 1, imports: [{ path: NVIDIA, kind: "import-statement" }] };
+    meta.inputs[NVIDIA] = { bytes: 1, imports: [] };
+    expect(onDemandInputsAtPluginStart(meta, "dist/cli/main.js", "dist/cli/plugin.js")).toEqual([
+      INDEX,
+      NVIDIA,
+    ]);
   });
 
   it("names a DRA message reached through the device plugin's own modules", () => {
@@ -140,6 +153,6 @@ describe("what a device plugin loads at its start", () => {
       path: DRA_PROTO,
       kind: "import-statement",
     });
-    expect(draInputsAtPluginStart(meta, "dist/cli/main.js", "dist/cli/plugin.js")).toEqual([DRA_PROTO]);
+    expect(onDemandInputsAtPluginStart(meta, "dist/cli/main.js", "dist/cli/plugin.js")).toEqual([DRA_PROTO]);
   });
 });
