@@ -10,8 +10,8 @@ endif
 export PATH := $(NODE_BIN):$(PATH):/usr/local/go/bin
 KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
-.PHONY: all deps build lint typecheck format test test-clock test-lane-cluster test-lane-node test-run-unit test-run-protocol test-run-cluster \
-	test-run-oldest test-run-node test-run-demo oldest-cluster-tools test-unit test-protocol test-cluster test-cluster-oldest test-node \
+.PHONY: all deps build lint typecheck format test test-clock test-lane-cluster test-lane-tiers test-run-unit test-run-protocol test-run-cluster \
+	test-run-oldest test-run-node test-run-demo test-all-images oldest-cluster-tools test-unit test-protocol test-cluster test-cluster-oldest test-node \
 	test-images node-tools proto manifests \
 	cluster-tools gitops-health promlint promtool pod-security olm-validate bundle cluster-up cluster-down install run deploy undeploy demo \
 	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-failover chaos-kubelet chaos-api image \
@@ -80,35 +80,40 @@ format: deps
 ## Tests: unit (pure), protocol (the runtime over unix sockets), cluster (integration, kubelet-sim, e2e
 ## against a real control plane built from the upstream Go modules; the first run builds it), the cluster tier's
 ## core against the oldest supported control plane, and node (a real kubelet and containerd; needs root).
-## Everything the tiers run is built first; then the tiers run in two lanes at once, since most of their time
-## is spent waiting on control planes: lint, unit, protocol and the cluster tier in one; the oldest control
-## plane, the real node and the `make demo` test (which joins the real node too) in the other. A failing tier
-## stops its own lane only. Ends with each tier's tests and when it ran (tools/test-report).
+## The tiers run in two lanes at once, since most of their time is spent waiting on control planes: the
+## cluster tier, the longest, in one; lint, unit, protocol, the oldest control plane, the real node and the
+## `make demo` test (which joins the real node too) in the other. What a tier needs is built by the same
+## `make -j` as the tiers, so a cold build of one control plane runs while the tiers that do not need it do.
+## A failing tier stops the rest of its own lane only. Ends with each tier's tests and when it ran
+## (tools/test-report).
 test: test-clock deps
-	@$(MAKE) --no-print-directory $(TEST_PREREQUISITES)
-	@status=0; $(MAKE) --no-print-directory -j2 -k --output-sync=target test-lane-cluster test-lane-node || status=$$?; \
-	node --import tsx tools/test-report/print.ts .local/test-results; exit $$status
+	@status=0; $(MAKE) --no-print-directory -j$(TEST_JOBS) -k --output-sync=target test-lane-cluster test-lane-tiers \
+		|| status=$$?; node --import tsx tools/test-report/print.ts .local/test-results; exit $$status
 
-# What every tier of `make test` runs or starts, built before the lanes so that no two lanes build one thing.
-TEST_PREREQUISITES = build image test-images cluster-tools node-tools oldest-cluster-tools gitops-health promlint \
-	promtool pod-security olm-validate
+# Jobs of `make test` at once: the two lanes, and a build beside them while a lane waits on a control plane.
+TEST_JOBS ?= 3
 
-# The lanes: each tier a target with the one before it in its lane as prerequisite, so --output-sync prints a
-# tier's output whole when it ends. Internal to `make test`: they build nothing.
+# The lanes: each tier a target with the tier before it in its lane as prerequisite, and what it needs built;
+# --output-sync prints a tier's output whole when it ends. The builds come first in each list, so that the
+# longest (a control plane's binaries from the module proxy, when the cache is cold) start first.
 test-lane-cluster: test-run-cluster
-test-lane-node: test-run-demo
-test-run-unit: lint
-	$(VITEST_UNIT)
-test-run-protocol: test-run-unit
-	$(VITEST_PROTOCOL)
-test-run-cluster: test-run-protocol
+test-lane-tiers: test-run-demo
+test-run-cluster: cluster-tools build gitops-health promlint
 	$(VITEST_CLUSTER) --exclude $(DEMO_TEST)
-test-run-oldest: deps
+test-run-unit: lint gitops-health promlint promtool pod-security olm-validate
+	$(VITEST_UNIT)
+test-run-protocol: build test-all-images promlint test-run-unit
+	$(VITEST_PROTOCOL)
+test-run-oldest: oldest-cluster-tools build gitops-health promlint test-run-protocol
 	$(VITEST_CLUSTER_OLDEST)
-test-run-node: test-run-oldest
+test-run-node: node-tools cluster-tools test-all-images test-run-oldest
 	$(VITEST_NODE)
 test-run-demo: test-run-node
 	npx vitest run --project cluster $(DEMO_TEST) $(call VITEST_REPORT,demo)
+
+# The dpo image and the real node's images in one build, so that two builds never run at once.
+test-all-images: build
+	tools/image/build.sh dpo test-images
 
 # The cluster tier's test of `make demo`: as root it joins the real node, which is one per machine.
 DEMO_TEST = test/e2e/demo.test.ts
