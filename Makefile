@@ -10,7 +10,8 @@ endif
 export PATH := $(NODE_BIN):$(PATH):/usr/local/go/bin
 KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
-.PHONY: all deps build lint typecheck format test test-clock test-unit test-protocol test-cluster test-cluster-oldest test-node \
+.PHONY: all deps build lint typecheck format test test-clock test-lane-cluster test-lane-tiers test-run-unit test-run-protocol test-run-cluster \
+	test-run-oldest test-run-node test-run-demo test-all-images oldest-cluster-tools test-unit test-protocol test-cluster test-cluster-oldest test-node \
 	test-images node-tools proto manifests \
 	cluster-tools gitops-health promlint promtool pod-security olm-validate bundle cluster-up cluster-down install run deploy undeploy demo \
 	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-failover chaos-kubelet chaos-api image \
@@ -79,9 +80,43 @@ format: deps
 ## Tests: unit (pure), protocol (the runtime over unix sockets), cluster (integration, kubelet-sim, e2e
 ## against a real control plane built from the upstream Go modules; the first run builds it), the cluster tier's
 ## core against the oldest supported control plane, and node (a real kubelet and containerd; needs root).
-## Ends with each tier's tests and time (tools/test-report), the time with what the tier builds first beside it.
-test: test-clock build lint test-unit test-protocol test-cluster test-cluster-oldest test-node
-	@node --import tsx tools/test-report/print.ts .local/test-results
+## The tiers run in two lanes at once, since most of their time is spent waiting on control planes: the
+## cluster tier, the longest, in one; lint, unit, protocol, the oldest control plane, the real node and the
+## `make demo` test (which joins the real node too) in the other. What a tier needs is built by the same
+## `make -j` as the tiers, so a cold build of one control plane runs while the tiers that do not need it do.
+## A failing tier stops the rest of its own lane only. Ends with each tier's tests and when it ran
+## (tools/test-report).
+test: test-clock deps
+	@status=0; $(MAKE) --no-print-directory -j$(TEST_JOBS) -k --output-sync=target test-lane-cluster test-lane-tiers \
+		|| status=$$?; node --import tsx tools/test-report/print.ts .local/test-results; exit $$status
+
+# Jobs of `make test` at once: the two lanes, and a build beside them while a lane waits on a control plane.
+TEST_JOBS ?= 3
+
+# The lanes: each tier a target with the tier before it in its lane as prerequisite, and what it needs built;
+# --output-sync prints a tier's output whole when it ends. The builds come first in each list, so that the
+# longest (a control plane's binaries from the module proxy, when the cache is cold) start first.
+test-lane-cluster: test-run-cluster
+test-lane-tiers: test-run-demo
+test-run-cluster: cluster-tools build gitops-health promlint
+	$(VITEST_CLUSTER) --exclude $(DEMO_TEST)
+test-run-unit: lint gitops-health promlint promtool pod-security olm-validate
+	$(VITEST_UNIT)
+test-run-protocol: build test-all-images promlint test-run-unit
+	$(VITEST_PROTOCOL)
+test-run-oldest: oldest-cluster-tools build gitops-health promlint test-run-protocol
+	$(VITEST_CLUSTER_OLDEST)
+test-run-node: node-tools cluster-tools test-all-images test-run-oldest
+	$(VITEST_NODE)
+test-run-demo: test-run-node
+	npx vitest run --project cluster $(DEMO_TEST) $(call VITEST_REPORT,demo)
+
+# The dpo image and the real node's images in one build, so that two builds never run at once.
+test-all-images: build
+	tools/image/build.sh dpo test-images
+
+# The cluster tier's test of `make demo`: as root it joins the real node, which is one per machine.
+DEMO_TEST = test/e2e/demo.test.ts
 
 # When `make test` started, for the summary's times; a tier run alone leaves it as the last full run wrote it.
 test-clock:
@@ -91,16 +126,19 @@ test-clock:
 VITEST_REPORT = --reporter=default --reporter=json --outputFile.json=.local/test-results/$(1).json
 
 ## The unit tier (test/unit): pure functions, the manifests, the Makefile itself; no cluster, no sockets.
+VITEST_UNIT = npx vitest run --project unit $(call VITEST_REPORT,unit)
 test-unit: deps gitops-health promlint promtool pod-security olm-validate
-	npx vitest run --project unit $(call VITEST_REPORT,unit)
+	$(VITEST_UNIT)
 
 ## The protocol tier (test/protocol): the built plugin over real unix sockets against the kubelet simulator.
+VITEST_PROTOCOL = npx vitest run --project protocol $(call VITEST_REPORT,protocol)
 test-protocol: build promlint
-	npx vitest run --project protocol $(call VITEST_REPORT,protocol)
+	$(VITEST_PROTOCOL)
 
 ## The cluster tier (test/integration, test/e2e): a real control plane per test file, simulated kubelets.
+VITEST_CLUSTER = npx vitest run --project cluster $(call VITEST_REPORT,cluster)
 test-cluster: build cluster-tools gitops-health promlint
-	npx vitest run --project cluster $(call VITEST_REPORT,cluster)
+	$(VITEST_CLUSTER)
 
 ## The oldest supported control plane (KUBERNETES_OLDEST_VERSION in tools/cluster/versions.env): the CRDs,
 ## admission, the operator and the plugin against it. `make test-cluster K8S_VERSION=...` runs the whole tier on
@@ -108,14 +146,20 @@ test-cluster: build cluster-tools gitops-health promlint
 OLDEST_K8S_VERSION = $(shell sed -n 's/^KUBERNETES_OLDEST_VERSION=//p' tools/cluster/versions.env)
 OLDEST_TESTS = test/integration/cluster.test.ts test/integration/crd-admission.test.ts \
 	test/integration/dra-control-plane.test.ts test/e2e/operator.test.ts test/e2e/dra.test.ts test/e2e/dra-sharing.test.ts
-test-cluster-oldest: build gitops-health promlint
-	K8S_VERSION=$(OLDEST_K8S_VERSION) tools/cluster/build.sh >/dev/null
-	K8S_VERSION=$(OLDEST_K8S_VERSION) npx vitest run --project cluster $(OLDEST_TESTS) $(call VITEST_REPORT,cluster-oldest)
+VITEST_CLUSTER_OLDEST = K8S_VERSION=$(OLDEST_K8S_VERSION) npx vitest run --project cluster $(OLDEST_TESTS) \
+	$(call VITEST_REPORT,cluster-oldest)
+test-cluster-oldest: build oldest-cluster-tools gitops-health promlint
+	$(VITEST_CLUSTER_OLDEST)
+
+# The oldest supported control plane's binaries, built once into the cache like cluster-tools.
+oldest-cluster-tools:
+	@K8S_VERSION=$(OLDEST_K8S_VERSION) tools/cluster/build.sh >/dev/null
 
 ## The real node: a kubelet and containerd built from the Go module proxy, the dpo image from `make image`.
 ## Root only (the kubelet owns /var/lib/kubelet); one real node per machine.
+VITEST_NODE = npx vitest run --project node $(call VITEST_REPORT,node)
 test-node: image test-images cluster-tools node-tools promlint
-	npx vitest run --project node $(call VITEST_REPORT,node)
+	$(VITEST_NODE)
 
 ## The real node's pause, busybox and sample device plugin images (tools/image), beside the dpo image.
 test-images: deps

@@ -297,8 +297,6 @@ describe("dpo on a real kubelet and containerd", () => {
     let back: KubeletBack;
     try {
       back = await restartRealKubeletTimed();
-      // A pod created at once is admitted only after the plugin is registered with the new kubelet.
-      await createPod(samplePod("example-workload-after-restart"));
       await waitFor(
         "the restarted kubelet to count all 4 devices healthy",
         () => poller.firstAnswer(4, back.startedAt),
@@ -307,6 +305,10 @@ describe("dpo on a real kubelet and containerd", () => {
     } finally {
       await poller.stop();
     }
+    // Created once the plugin is registered with the new kubelet: one the kubelet admits before that is
+    // rejected for good ("no healthy devices present", kubernetes#125579), as after a reboot
+    // (test/node/reboot.test.ts, docs/troubleshooting.md); how soon the plugin is back is asserted below.
+    await createPod(samplePod("example-workload-after-restart"));
     const registeredAt = poller.firstAnswer(4, back.startedAt)!;
     await waitForPodPhase("default", "example-workload-after-restart", "Running", 120_000);
     const runningAt = Date.now();

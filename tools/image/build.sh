@@ -16,7 +16,7 @@ for tool in apt-get dpkg-deb tar ldd unshare go npm; do
 done
 # The dpo image's other architecture runs under QEMU while it is built (its compile cache) and in the image
 # test: Debian's qemu-user-static, installed here as root as tools/real-node/build.sh installs the real
-# node's packages. Not root, build.ts names the package when it finds no emulator.
+# node's packages (one apt at a time on the machine: `make test` runs builds side by side). Not root, build.ts names the package when it finds no emulator.
 case "$(uname -m)" in
   x86_64) qemu=qemu-aarch64-static ;;
   aarch64) qemu=qemu-x86_64-static ;;
@@ -25,9 +25,9 @@ esac
 if [[ -n "$qemu" && ( $# -eq 0 || " $* " == *" dpo "* || " $* " == *" all "* ) ]] \
   && ! command -v "$qemu" >/dev/null 2>&1 && [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
   echo "image: installing qemu-user-static (for $qemu)" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user-static >&2 || {
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user-static >&2
+  DEBIAN_FRONTEND=noninteractive flock /tmp/dpo-apt.lock apt-get install -y -qq --no-install-recommends qemu-user-static >&2 || {
+    flock /tmp/dpo-apt.lock apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive flock /tmp/dpo-apt.lock apt-get install -y -qq --no-install-recommends qemu-user-static >&2
   }
 fi
 if [[ ! -d "$root/node_modules/tsx" ]]; then

@@ -8,7 +8,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 command -v go >/dev/null 2>&1 || export PATH="$PATH:/usr/local/go/bin"
 log() { echo "real-node: $*" >&2; }
 
-# Debian's packages, each checked by the file the node uses.
+# Debian's packages, each checked by the file the node uses; one apt at a time on the machine (`make test`
+# runs builds side by side).
 missing=()
 [[ -x /usr/sbin/runc || -x /usr/bin/runc ]] || missing+=(runc)
 [[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
@@ -20,8 +21,8 @@ if (( ${#missing[@]} > 0 )); then
     exit 1
   fi
   log "installing ${missing[*]}"
-  apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  flock /tmp/dpo-apt.lock apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive flock /tmp/dpo-apt.lock apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
 version="$(sed -n 's|^require github.com/containerd/containerd/v2 ||p' "$here/containerd/go.mod")"

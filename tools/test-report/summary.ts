@@ -1,5 +1,5 @@
 // The closing summary of `make test` and CI: each tier's tests and time, read from the JSON reports the tiers
-// write to .local/test-results/ (vitest's json reporter), in the order the tiers ran.
+// write to .local/test-results/ (vitest's json reporter), in the order the tiers started.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 
@@ -45,22 +45,22 @@ export function formatDuration(ms: number): string {
 }
 
 /**
- * The summary's lines: per tier its tests, the time vitest ran and the time since the previous tier ended
- * (or since `startedAt`, the run's start, for the first): what the tier's own prerequisites took is in the
- * second figure. The last line is the totals, which CI prints as its closing line.
+ * The summary's lines: per tier its tests, the time vitest ran, and when it ran within the whole run (from
+ * `startedAt`, the run's start): `make test` runs two lanes of tiers at once, so a tier's place in the run,
+ * not the gap since the tier before it, is what says where the time went. Tiers are listed in the order they
+ * started. The last line is the totals, which CI prints as its closing line.
  */
 export function summaryLines(tiers: readonly TierReport[], startedAt?: number): string[] {
-  const sorted = [...tiers].sort((a, b) => a.endedAt - b.endedAt);
-  const rows = sorted.map((t, i) => {
-    const previousEnd = i === 0 ? startedAt : sorted[i - 1]!.endedAt;
-    return [
-      t.tier,
-      `${t.passed} passed, ${t.failed} failed, ${t.skipped} skipped`,
-      `${t.files} files`,
-      `tests ${formatDuration(t.endedAt - t.startedAt)}`,
-      previousEnd === undefined ? "" : `with its build ${formatDuration(t.endedAt - previousEnd)}`,
-    ];
-  });
+  const sorted = [...tiers].sort((a, b) => a.startedAt - b.startedAt);
+  const rows = sorted.map((t) => [
+    t.tier,
+    `${t.passed} passed, ${t.failed} failed, ${t.skipped} skipped`,
+    `${t.files} files`,
+    `tests ${formatDuration(t.endedAt - t.startedAt)}`,
+    startedAt === undefined
+      ? ""
+      : `ran ${formatDuration(t.startedAt - startedAt)} to ${formatDuration(t.endedAt - startedAt)}`,
+  ]);
   const widths = rows[0]?.map((_, c) => Math.max(...rows.map((r) => r[c]!.length))) ?? [];
   const lines = rows.map((r) =>
     r
@@ -69,7 +69,7 @@ export function summaryLines(tiers: readonly TierReport[], startedAt?: number): 
       .trimEnd(),
   );
   const sum = (f: (t: TierReport) => number): number => tiers.reduce((n, t) => n + f(t), 0);
-  const last = sorted.at(-1)?.endedAt;
+  const last = tiers.length === 0 ? undefined : Math.max(...tiers.map((t) => t.endedAt));
   if (startedAt !== undefined && last !== undefined)
     lines.push(`all tiers: ${formatDuration(last - startedAt)}`);
   lines.push(

@@ -90,5 +90,18 @@ export function admissionRejectedProblem(node: string, pods: readonly string[]):
   return { node, reason: "AdmissionRejected", message: message.slice(0, MAX_MESSAGE) };
 }
 
+/**
+ * The pods an AdmissionRejected problem names and how many it counts, read back from its message (the
+ * form admissionRejectedProblem writes): what a later status compares to tell newly rejected pods, which
+ * deserve an Event of their own, from the ones already reported.
+ */
+export function admissionRejectedPodsOf(problem: NodeProblem): { count: number; named: string[] } {
+  const match = /^the kubelet rejected (\d+) pod\(s\) [^:]*\): (.*?)(?: and \d+ more)?; a controller/.exec(
+    problem.message ?? "",
+  );
+  if (match === null) return { count: 0, named: [] };
+  return { count: Number(match[1]), named: match[2]!.split(", ") };
+}
+
 /** NodeProblemSchema's bound on a message. */
 const MAX_MESSAGE = 1024;

@@ -3,6 +3,7 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import {
+  admissionRejectedPodsOf,
   admissionRejectedProblem,
   NAMED_PODS,
   rejectedPodsByNode,
@@ -11,7 +12,7 @@ import {
 } from "../../../../src/operator/status/admission-rejections.js";
 import { aggregateStatus } from "../../../../src/operator/status/aggregate.js";
 import { configSeries } from "../../../../src/operator/status/config-series.js";
-import { condition, config, input, RESOURCE, three } from "./aggregate-support.js";
+import { condition, config, input, RESOURCE, T1, three } from "./aggregate-support.js";
 
 function failed(name: string, node: string, reason: string, limits: Record<string, string>): V1Pod {
   return {
@@ -116,5 +117,44 @@ describe("pods rejected at admission", () => {
       }),
     );
     expect(status.problems?.map((p) => `${p.node}/${p.reason}`)).toEqual(["n2/PluginNotRegistered"]);
+  });
+
+  it.each([
+    [["team/a"], 1],
+    [["team/a", "team/b"], 2],
+    [Array.from({ length: NAMED_PODS + 3 }, (_, i) => `team/p${i}`), NAMED_PODS + 3],
+  ])("reads back the pods a problem names and counts: %j", (pods, count) => {
+    expect(admissionRejectedPodsOf(admissionRejectedProblem("n1", pods))).toEqual({
+      count,
+      named: pods.slice(0, NAMED_PODS),
+    });
+  });
+
+  it("reports pods rejected after the first ones in an Event of their own, and the same pods only once", () => {
+    const cfg = config();
+    const rejections = (pods: string[]) => ({ admissionRejections: new Map([["n2", pods]]) });
+    const first = aggregateStatus(input(cfg, three(), rejections(["team/a"])));
+    expect(first.events.filter((e) => e.reason === "AdmissionRejected")).toHaveLength(1);
+    // A reboot's rejections arrive one by one: the next status names a pod the first did not.
+    const later = aggregateStatus(
+      input(cfg, three(), { ...rejections(["team/a", "team/b"]), previous: first.status, now: T1 }),
+    );
+    expect(later.events.filter((e) => e.reason === "AdmissionRejected")).toEqual([
+      expect.objectContaining({
+        type: "Warning",
+        message: expect.stringContaining("rejected 2 pod(s)") as unknown,
+      }),
+    ]);
+    expect(later.events.find((e) => e.reason === "AdmissionRejected")?.message).toContain("team/a, team/b");
+    // Nothing new: no Event again; one pod deleted: nothing new either.
+    for (const pods of [["team/a", "team/b"], ["team/b"]]) {
+      const again = aggregateStatus(
+        input(cfg, three(), { ...rejections(pods), previous: later.status, now: T1 }),
+      );
+      expect(
+        again.events.filter((e) => e.reason === "AdmissionRejected"),
+        pods.join(),
+      ).toEqual([]);
+    }
   });
 });

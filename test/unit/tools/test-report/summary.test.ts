@@ -37,21 +37,34 @@ describe("formatDuration", () => {
 });
 
 describe("summaryLines", () => {
-  it("lists the tiers in the order they ended, each with its tests, its own time and the time with its build", () => {
+  it("lists the tiers in the order they started, each with its tests, its own time and when it ran in the run", () => {
     const unit = tierReport("unit", report(T0 + 60_000, 150_000, { passed: 3000 }), T0 + 210_000);
     const cluster = tierReport("cluster", report(T0 + 400_000, 900_000, { passed: 500, failed: 2 }), 0);
     const lines = summaryLines([cluster, unit], T0);
     expect(lines[0]).toMatch(
-      /^unit\s+3000 passed, 0 failed, 1 skipped\s+2 files\s+tests 2m30s\s+with its build 3m30s$/,
+      /^unit\s+3000 passed, 0 failed, 1 skipped\s+2 files\s+tests 2m30s\s+ran 1m00s to 3m30s$/,
     );
-    // The cluster tier ended at its last file's end: 1,300 s after the start, 1,090 s after the unit tier.
+    // The cluster tier ended at its last file's end: 1,300 s after the start.
     expect(lines[1]).toMatch(
-      /^cluster\s+500 passed, 2 failed, 1 skipped\s+2 files\s+tests 15m00s\s+with its build 18m10s$/,
+      /^cluster\s+500 passed, 2 failed, 1 skipped\s+2 files\s+tests 15m00s\s+ran 6m40s to 21m40s$/,
     );
     expect(lines.slice(2)).toEqual(["all tiers: 21m40s", "3500 passed, 2 failed, 2 skipped"]);
   });
 
-  it("leaves the build column and the total out without a start stamp", () => {
+  it("ends the run at the tier that ended last, not the one that started last, when lanes overlap", () => {
+    const cluster = tierReport("cluster", report(T0 + 60_000, 1_200_000, { passed: 500 }), 0);
+    const node = tierReport("node", report(T0 + 30_000, 600_000, { passed: 30 }), 0);
+    const lines = summaryLines([cluster, node], T0);
+    expect(lines.map((l) => l.split(/\s{2,}/)[0])).toEqual([
+      "node",
+      "cluster",
+      "all tiers: 21m00s",
+      "530 passed, 0 failed, 2 skipped",
+    ]);
+    expect(lines[0]).toMatch(/ran 30s to 10m30s$/);
+  });
+
+  it("leaves the run column and the total out without a start stamp", () => {
     const unit = tierReport("unit", report(T0, 1_000, { passed: 1 }), T0 + 1_000);
     expect(summaryLines([unit])).toEqual([
       "unit  1 passed, 0 failed, 1 skipped  2 files  tests 1s",
