@@ -267,11 +267,12 @@ demo: build cluster-tools $(DEMO_REAL_NODE)
 chaos-upgrade: build cluster-tools
 	DPO_TEST_NODES=50 DPO_CHAOS_KILLS=1000 DPO_CHAOS_LEAD_MS=10000 npx vitest run --project cluster test/e2e/upgrade-chaos.test.ts
 
-## Full-size failover chaos: the leader SIGKILLed at each step of a Replace and of a Surge, each config
-## deleted at a random point (also while no operator runs), every combination twice (61 rounds); every node
-## must end unfenced and unmarked, or served by one plugin (make test runs 2). DPO_FAILOVER_SEED replays a run.
+## Full-size failover chaos: the leader SIGKILLed at each step of a Replace, of a Surge and of a takeover
+## from an incumbent plugin, each config deleted at a random point (also while no operator runs), every
+## combination twice (102 rounds); every node must end unfenced and unmarked, or served by one plugin, and a
+## takeover's incumbent given back or parked (make test runs 3). DPO_FAILOVER_SEED replays a run.
 chaos-failover: build cluster-tools
-	DPO_FAILOVER_ROUNDS=$${DPO_FAILOVER_ROUNDS:-61} npx vitest run --project cluster test/e2e/failover-chaos.test.ts
+	DPO_FAILOVER_ROUNDS=$${DPO_FAILOVER_ROUNDS:-102} npx vitest run --project cluster test/e2e/failover-chaos.test.ts
 
 ## Full-size kubelet restarts: 100 in a row, then 20 with Allocates in flight, against the real plugin
 ## process; checks each re-registration against the 1 s target (make test runs 20 and 5, reporting only).

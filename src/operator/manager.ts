@@ -25,6 +25,7 @@ import { MANAGED_BY } from "./model/names.js";
 import type { RenderContext } from "./render/context.js";
 import { ConfigReconciler } from "./controllers/config-reconciler.js";
 import { configsToReconcileAtStart } from "./controllers/rediscovery.js";
+import { listReadiedIncumbents } from "./controllers/steps/incumbents-left.js";
 import { wireConfigEvents } from "./event-wiring.js";
 import { createOperatorInformers, type OperatorInformers } from "./informers.js";
 import { OperatorMetrics } from "./metrics.js";
@@ -100,6 +101,7 @@ export class Operator {
   readonly events: EventRecorder;
   private readonly workerEvents: EventRecorder;
   private migration: Promise<void> | undefined;
+  private incumbentsListed: Promise<void> | undefined;
 
   constructor(private readonly opts: OperatorOptions) {
     const { kubeConfig: kc, logger } = opts;
@@ -197,6 +199,30 @@ export class Operator {
       return await servesGroupVersion(this.opts.kubeConfig, RESOURCE_SLICES);
     } catch {
       return true;
+    }
+  }
+
+  /**
+   * The configs named by the incumbent DaemonSets takeovers readied (incumbents-left.ts), queued once they
+   * are listed: a deleted config's are given back by its reconcile. A failed list is asked again, backing
+   * off, for as long as this replica leads.
+   */
+  private async rediscoverIncumbents(): Promise<void> {
+    const signal = AbortSignal.any([this.stopController.signal, this.fence.signal]);
+    const objects = new KubeObjectClient(this.opts.kubeConfig, { fieldManager: MANAGED_BY });
+    for (let delayMs = 1_000; !signal.aborted; delayMs = Math.min(delayMs * 2, 30_000)) {
+      try {
+        const incumbents = await listReadiedIncumbents(objects);
+        const left = { nodes: [], owned: [], reports: [], incumbents };
+        for (const name of configsToReconcileAtStart(this.informers.configs, left)) this.queue.add(name);
+        return;
+      } catch (err) {
+        this.opts.logger.warn(
+          { err: String(err), retryMs: delayMs },
+          "cannot list the incumbent DaemonSets yet",
+        );
+        await sleep(systemClock, delayMs, signal);
+      }
     }
   }
 
@@ -332,6 +358,7 @@ export class Operator {
     await this.draWait;
     await this.fieldProbe;
     await this.migration;
+    await this.incumbentsListed;
     await this.electorRun?.catch(() => undefined);
     await Promise.all(this.runningInformers().map((i) => i.stop()));
     observeKubeRequests(undefined);
@@ -362,6 +389,7 @@ export class Operator {
       ...(this.draServed ? { slices: slices.list() } : {}),
     };
     for (const name of configsToReconcileAtStart(configs, left)) this.queue.add(name);
+    this.incumbentsListed = this.rediscoverIncumbents();
     this.workers = runWorkers(
       this.queue,
       async (key, signal) => {

@@ -3,29 +3,35 @@
 // at, a point to delete the config at), and the end states it checks from the API alone: a deleted config's
 // marks, then its DaemonSets, plugin pods and reports, all gone; a live one's rollout finished, every node unfenced and served
 // by exactly one plugin pod (ADR 0009).
-import type { AppsV1Api, CoreV1Api, CustomObjectsApi, V1Node } from "@kubernetes/client-node";
+import type { AppsV1Api, CoreV1Api, CustomObjectsApi, V1DaemonSet, V1Node } from "@kubernetes/client-node";
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
 import { parseNodeRecordText } from "../../src/contract/node-upgrade.js";
 import { configLabelValue, LABEL_CONFIG } from "../../src/contract/names.js";
 import { NO_REVISION, nodeKeys } from "../../src/operator/model/targeting.js";
 import { marksOf } from "../../src/operator/upgrade/node-marks.js";
 import { mulberry32 } from "../fuzz/rng.js";
+import { TAKEOVER_STEPS, takeoverStepOf } from "./failover-chaos-takeover.js";
 
 /**
- * The rollouts a leader is killed in. A takeover of an incumbent plugin (issue 32 item 1) is the next
- * scenario: its spec, its steps (as the Nodes and the incumbent's DaemonSet show them) and its cases join
- * this table, and the end-state checks gain the incumbent's side.
+ * The rollouts a leader is killed in: an upgrade of dpo's plugin (Replace, Surge), or a takeover of an
+ * incumbent plugin (ADR 0012, Surge on v1.37 kubelets; failover-chaos-takeover.ts), whose rollout is the
+ * config's first and whose end states include the incumbent's side.
  */
-export type ScenarioName = "Replace" | "Surge";
+export type ScenarioName = "Replace" | "Surge" | "Takeover";
 
 export interface Scenario {
   name: ScenarioName;
   /** The spec's `upgrade`. */
   upgrade: Record<string, unknown>;
-  /** The steps a node goes through, in order. */
+  /** The steps a node (and, in a takeover, the incumbent) goes through, in order. */
   steps: readonly string[];
-  /** The index in `steps` of the step a node is at in the upgrade under way, or -1 before the first. */
-  stepOf(node: V1Node, config: string): number;
+  /** Whether the rollout is the takeover of an incumbent, from the config's creation. */
+  takeover?: true;
+  /**
+   * The index in `steps` of the step a node is at in the rollout under way, or -1 before the first; in a
+   * takeover, with the incumbent's DaemonSet as it reads now.
+   */
+  stepOf(node: V1Node, config: string, incumbent?: V1DaemonSet): number;
 }
 
 function nodeState(node: V1Node, config: string) {
@@ -66,6 +72,13 @@ export const SCENARIOS: Readonly<Record<ScenarioName, Scenario>> = {
       return s.revision === s.record.to ? 1 : -1;
     },
   },
+  Takeover: {
+    name: "Takeover",
+    upgrade: { strategy: "Surge", maxUnavailable: 1, progressDeadlineSeconds: 120 },
+    takeover: true,
+    steps: TAKEOVER_STEPS,
+    stepOf: takeoverStepOf,
+  },
 };
 
 /**
@@ -93,15 +106,35 @@ export const FENCE_LEFT_BEHIND: FailoverCase = {
 };
 
 /**
- * `rounds` cases for `seed`: the issue's case first, then every combination of scenario, step and delete
- * point in the seed's order, over again as often as `rounds` needs. The same seed gives the same cases.
+ * Its takeover's counterpart: the incumbent readied (its three fields changed, its record on) and no node
+ * touched yet, when every replica goes and the config is deleted; the incumbent is all the config left.
  */
-export function failoverCases(seed: number, rounds: number): FailoverCase[] {
-  const all: FailoverCase[] = Object.values(SCENARIOS).flatMap((s) =>
-    s.steps.flatMap((step) => DELETE_POINTS.map((deleteAt) => ({ scenario: s.name, step, deleteAt }))),
-  );
+export const INCUMBENT_LEFT_BEHIND: FailoverCase = {
+  scenario: "Takeover",
+  step: "readied",
+  deleteAt: "operatorDown",
+};
+
+/**
+ * `rounds` cases for `seed`: the issue's case and its takeover's counterpart first, then every combination
+ * of scenario, step and delete point in the seed's order, over again as often as `rounds` needs; only the
+ * scenarios in `only` when it is given. The same seed gives the same cases.
+ */
+export function failoverCases(
+  seed: number,
+  rounds: number,
+  only: readonly ScenarioName[] = Object.keys(SCENARIOS) as ScenarioName[],
+): FailoverCase[] {
+  const all: FailoverCase[] = Object.values(SCENARIOS)
+    .filter((s) => only.includes(s.name))
+    .flatMap((s) =>
+      s.steps.flatMap((step) => DELETE_POINTS.map((deleteAt) => ({ scenario: s.name, step, deleteAt }))),
+    );
+  if (all.length === 0) throw new Error(`no failover scenario among ${JSON.stringify(only)}`);
   const random = mulberry32(seed);
-  const cases: FailoverCase[] = [FENCE_LEFT_BEHIND];
+  const cases: FailoverCase[] = [FENCE_LEFT_BEHIND, INCUMBENT_LEFT_BEHIND].filter((c) =>
+    only.includes(c.scenario),
+  );
   while (cases.length < rounds) {
     const order = [...all];
     for (let i = order.length - 1; i > 0; i--) {

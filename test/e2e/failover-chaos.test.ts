@@ -1,25 +1,31 @@
 // No orphaned fences or records after a failover (issue 32 item 3, ADR 0009): two operator replicas with
 // leader election over simulated nodes; in each round a new config's plugin is upgraded (Replace or Surge),
-// the leader is SIGKILLed at a step of it as the Nodes show it, and the config is deleted at a point of the
+// or a new config takes its resource over from an incumbent plugin DaemonSet (ADR 0012), the leader is
+// SIGKILLed at a step of it as the Nodes (and the incumbent) show it, and the config is deleted at a point of the
 // round (before the kill, while the standby waits out the lease, with every replica down and what the
 // config owned collected, once one leads again, or not at all). Within a bound of the
 // later of the kill and the delete: a deleted config has left no mark on any Node (and, once garbage
 // collection has run, no DaemonSet and no plugin pod); a live one has finished its rollout with every node unfenced and served by exactly one
-// plugin pod, and is then deleted and checked the same way. The first round is the case the issue names
-// (deleted while no operator runs, after the first step of a Replace); the others follow from the seed.
+// plugin pod, and is then deleted and checked the same way. In a takeover, a deleted config has also given the
+// incumbent back (its own fields, no record, one running pod of it on every node), and a live one has parked
+// it (no pod of it left). The first round is the case the issue names (deleted while no operator runs, after
+// the first step of a Replace), the second its takeover's (after the incumbent was readied); the others
+// follow from the seed.
 //
-// `make test` runs DPO_FAILOVER_ROUNDS=2 (default) with a random seed; DPO_FAILOVER_SEED replays one. The
-// full run is `make chaos-failover` (every combination, twice over).
+// `make test` runs DPO_FAILOVER_ROUNDS=3 (default) with a random seed; DPO_FAILOVER_SEED replays one, and
+// DPO_FAILOVER_SCENARIOS (a comma-separated list of Replace, Surge, Takeover) keeps to some. The full run is
+// `make chaos-failover` (every combination, twice over).
 import { AppsV1Api, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
-import { injectedCluster, kubeConfigFromInjected, uniqueName, waitFor } from "../cluster/helpers.js";
+import { injectedCluster, kubeConfigFromInjected, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
 import { KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import {
   deleteConfigsAndWait,
   installDpo,
   leaderElectionArgs,
   NAMESPACE,
+  repo,
   startOperator,
   type OperatorProcess,
 } from "./support.js";
@@ -32,10 +38,22 @@ import {
   SCENARIOS,
   servingProblems,
   type FailoverCase,
+  type ScenarioName,
 } from "./failover-chaos-support.js";
+import {
+  INCUMBENT_IDS,
+  INCUMBENT_NAMESPACE,
+  incumbentNotGivenBack,
+  incumbentNotParked,
+  incumbentObjects,
+  ownFields,
+  readIncumbent,
+  takeoverSpec,
+} from "./failover-chaos-takeover.js";
 
 const GROUP = { group: "dpo.dev", version: "v1beta1", plural: "devicepluginconfigs" };
-const ROUNDS = Number(process.env["DPO_FAILOVER_ROUNDS"] ?? "2");
+const ROUNDS = Number(process.env["DPO_FAILOVER_ROUNDS"] ?? "3");
+const ONLY = process.env["DPO_FAILOVER_SCENARIOS"]?.split(",") as ScenarioName[] | undefined;
 const SEED = Number(process.env["DPO_FAILOVER_SEED"] ?? String(Date.now() % 2 ** 31));
 /** From the later of the kill and the delete to the end state; the lease (4 s) has to run out within it. */
 const BOUND_MS = Number(process.env["DPO_FAILOVER_BOUND_MS"] ?? "30000");
@@ -59,6 +77,8 @@ let nodes: string[] = [];
 let sim: KubeletSimulator;
 const replicas: OperatorProcess[] = [];
 const created: string[] = [];
+/** The incumbent DaemonSets (and their ConfigMaps, of the same name) the takeover rounds made. */
+const incumbents: string[] = [];
 /** Per round: the case and how long its end state took after the later of the kill and the delete. */
 const results: { round: number; case: string; endStateMs: number; cleanedMs?: number }[] = [];
 
@@ -73,15 +93,21 @@ const deleteConfig = (name: string): Promise<unknown> =>
   custom.deleteClusterCustomObject({ ...GROUP, name }).catch(() => undefined);
 
 /**
- * Waits for a deleted config's marks to be off every Node within the bound from `since`, and returns how
- * long it took; then for its DaemonSets, plugin pods and reports to be gone, within GC_BOUND_MS: that is garbage
+ * Waits for a deleted config's marks to be off every Node within the bound from `since`, and for what
+ * `alsoLeft` names to be gone too (a takeover's incumbent not given back), and returns how long it took;
+ * then for its DaemonSets, plugin pods and reports to be gone, within GC_BOUND_MS: that is garbage
  * collection's work, which a control plane that started just now does only once it watches the CRD.
  */
-async function gone(name: string, since: number, what: string): Promise<number> {
+async function gone(
+  name: string,
+  since: number,
+  what: string,
+  alsoLeft: () => Promise<string[]> = () => Promise.resolve([]),
+): Promise<number> {
   await waitFor(
-    `${what}: ${name}'s marks off every Node`,
+    `${what}: ${name}'s marks off every Node (a takeover's incumbent given back)`,
     async (observe) => {
-      const left = await marksLeft(core, name);
+      const left = [...(await marksLeft(core, name)), ...(await alsoLeft())];
       observe(left);
       return left.length === 0;
     },
@@ -104,6 +130,9 @@ beforeAll(async () => {
   nodes = injectedCluster().nodeNames;
   console.log(`failover chaos: seed ${SEED}, ${ROUNDS} rounds (replay with DPO_FAILOVER_SEED=${SEED})`);
   await installDpo();
+  // The takeover's rights, as the opt-in component grants them.
+  for (const file of ["cluster_role.yaml", "cluster_role_binding.yaml"])
+    await kubectl(["apply", "--server-side", "-f", `${repo}/config/components/takeover/${file}`]);
   // v1.37.0 everywhere: Surge surges; Replace is asked for by its strategy.
   sim = await KubeletSimulator.start({
     kubeconfig: kc,
@@ -116,29 +145,46 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await deleteConfigsAndWait(kc, created).catch(() => undefined);
+  for (const name of incumbents) await deleteIncumbent(name);
   for (const r of replicas) await r.stop().catch(() => undefined);
   await sim?.stop();
   console.log(`failover chaos: seed ${SEED}: ${JSON.stringify(results)}`);
 }, 120_000);
 
-async function round(index: number, c: FailoverCase): Promise<void> {
-  const scenario = SCENARIOS[c.scenario];
-  const what = `seed ${SEED} round ${index} (${describeCase(c)})`;
-  const name = uniqueName(`e2e-failover-${index}`);
-  created.push(name);
-  await custom.createClusterCustomObject({
-    ...GROUP,
-    body: {
-      apiVersion: "dpo.dev/v1beta1",
-      kind: "DevicePluginConfig",
-      metadata: { name },
-      spec: {
-        resourceName: `failover.example/${name}`,
-        backend: { type: "Mock", mock: { devices: 2 } },
-        upgrade: scenario.upgrade,
-      },
-    },
-  });
+async function deleteIncumbent(name: string): Promise<void> {
+  await apps.deleteNamespacedDaemonSet({ name, namespace: INCUMBENT_NAMESPACE }).catch(() => undefined);
+  await core.deleteNamespacedConfigMap({ name, namespace: INCUMBENT_NAMESPACE }).catch(() => undefined);
+}
+
+/**
+ * A takeover round's incumbent: its DaemonSet serving `resource` on every node. Returns its three fields as
+ * created (ownFields), which the config must give back.
+ */
+async function startIncumbent(name: string, resource: string, what: string): Promise<string> {
+  const { daemonSet, configMap } = incumbentObjects(name, resource);
+  incumbents.push(name);
+  await kubectl(["apply", "--server-side", "-f", "-"], { input: JSON.stringify(configMap) });
+  const made = await apps.createNamespacedDaemonSet({ namespace: INCUMBENT_NAMESPACE, body: daemonSet });
+  for (const node of nodes)
+    await waitFor(
+      `${what}: the incumbent advertising ${INCUMBENT_IDS.length} devices on ${node}`,
+      () => (sim.capacity(node, resource)?.allocatable === INCUMBENT_IDS.length ? true : undefined),
+      { timeoutMs: 60_000, intervalMs: 100 },
+    );
+  return ownFields(made);
+}
+
+const leaderNow = (what: string): Promise<OperatorProcess> =>
+  waitFor(`${what}: a leader`, () => leader(), { timeoutMs: 30_000, intervalMs: 100 });
+
+/**
+ * An upgrade round's start: the config Ready, then its plugin changed. Returns the revision it left and the
+ * replica that led when it was changed.
+ */
+async function upgradeStarted(
+  name: string,
+  what: string,
+): Promise<{ from: string; current: OperatorProcess }> {
   const first = await waitFor(
     `${what}: ${name} Ready`,
     async (observe) => {
@@ -151,27 +197,58 @@ async function round(index: number, c: FailoverCase): Promise<void> {
     },
     { timeoutMs: 90_000, intervalMs: 250 },
   );
-  const from = first.upgrade!.updateRevision;
-  const current = await waitFor(`${what}: a leader`, () => leader(), { timeoutMs: 30_000, intervalMs: 100 });
-
+  const current = await leaderNow(what);
   await custom.patchClusterCustomObject({
     ...GROUP,
     name,
     body: [{ op: "add", path: "/spec/plugin", value: { logLevel: "debug" } }],
   });
+  return { from: first.upgrade!.updateRevision, current };
+}
+
+async function round(index: number, c: FailoverCase): Promise<void> {
+  const scenario = SCENARIOS[c.scenario];
+  const what = `seed ${SEED} round ${index} (${describeCase(c)})`;
+  const name = uniqueName(`e2e-failover-${index}`);
+  const resourceName = `failover.example/${name}`;
+  const incumbent = scenario.takeover ? `legacy-${name}`.slice(0, 63) : undefined;
+  const own = incumbent !== undefined ? await startIncumbent(incumbent, resourceName, what) : "";
+  // A takeover is the config's first rollout (from the incumbent): the leader is known before it starts.
+  const leading = incumbent !== undefined ? await leaderNow(what) : undefined;
+  created.push(name);
+  await custom.createClusterCustomObject({
+    ...GROUP,
+    body: {
+      apiVersion: "dpo.dev/v1beta1",
+      kind: "DevicePluginConfig",
+      metadata: { name },
+      spec: {
+        resourceName,
+        backend: { type: "Mock", mock: { devices: 2, ...(incumbent ? { ids: INCUMBENT_IDS } : {}) } },
+        upgrade: scenario.upgrade,
+        ...(incumbent ? { takeover: takeoverSpec(incumbent) } : {}),
+      },
+    },
+  });
+  const { from, current } =
+    leading !== undefined ? { from: "incumbent", current: leading } : await upgradeStarted(name, what);
   const target = scenario.steps.indexOf(c.step);
   const seen = await waitFor(
     `${what}: a node at ${c.step} or past it`,
     async (observe) => {
+      const ds = incumbent !== undefined ? await readIncumbent(apps, incumbent) : undefined;
       const steps = (await core.listNode()).items
         .filter((n) => nodes.includes(n.metadata?.name ?? ""))
-        .map((n) => scenario.stepOf(n, name));
+        .map((n) => scenario.stepOf(n, name, ds));
       observe(steps.map((s) => scenario.steps[s] ?? "untouched"));
       const furthest = Math.max(...steps);
       return furthest >= target ? scenario.steps[furthest] : undefined;
     },
     { timeoutMs: 60_000, intervalMs: 20 },
   );
+  // A deleted takeover's incumbent is given back within the bound as its config's marks come off.
+  const notGivenBack = (): Promise<string[]> =>
+    incumbent !== undefined ? incumbentNotGivenBack(core, apps, incumbent, own, nodes) : Promise.resolve([]);
 
   let deletedAt: number | undefined;
   if (c.deleteAt === "beforeKill") {
@@ -213,16 +290,22 @@ async function round(index: number, c: FailoverCase): Promise<void> {
   console.log(`${what}: killed at ${seen}`);
 
   if (deletedAt !== undefined) {
-    results.push({ round: index, case: describeCase(c), endStateMs: await gone(name, since, what) });
+    const endStateMs = await gone(name, since, what, notGivenBack);
+    results.push({ round: index, case: describeCase(c), endStateMs });
+    if (incumbent !== undefined) await deleteIncumbent(incumbent);
     return;
   }
   await waitFor(
     `${what}: ${name} upgraded, every node unfenced and served by exactly one plugin`,
     async (observe) => {
       const s = await configStatus(custom, name);
-      const problems = await servingProblems(core, NAMESPACE, name, nodes);
-      observe({ upgrade: s?.upgrade, problems });
+      const problems = [
+        ...(await servingProblems(core, NAMESPACE, name, nodes)),
+        ...(incumbent !== undefined ? await incumbentNotParked(core, apps, incumbent, name, nodes) : []),
+      ];
+      observe({ upgrade: s?.upgrade, takeover: s?.takeover, problems });
       return (
+        (incumbent === undefined || s?.takeover?.phase === "Complete") &&
         s?.upgrade?.phase === "Complete" &&
         s.upgrade.updateRevision !== from &&
         s.upgrade.updated === nodes.length &&
@@ -233,12 +316,13 @@ async function round(index: number, c: FailoverCase): Promise<void> {
   );
   const endStateMs = Date.now() - since;
   await deleteConfig(name);
-  const cleanedMs = await gone(name, Date.now(), `${what}, deleted after its rollout`);
+  const cleanedMs = await gone(name, Date.now(), `${what}, deleted after its rollout`, notGivenBack);
   results.push({ round: index, case: describeCase(c), endStateMs, cleanedMs });
+  if (incumbent !== undefined) await deleteIncumbent(incumbent);
 }
 
 describe("a leader killed at each step of a rollout, its config deleted at random points", () => {
-  const cases = failoverCases(SEED, ROUNDS);
+  const cases = failoverCases(SEED, ROUNDS, ONLY);
   it(
     `leaves every node unfenced and unmarked, or served by one plugin, in ${ROUNDS} rounds`,
     async () => {

@@ -1,10 +1,12 @@
 // Which configs a leader reconciles when it starts to lead: every config that exists, and every config name
-// that something dpo left behind still carries, whether or not the config exists (ADR 0009). A config
-// deleted while no operator led is found again this way, and its reconcile (the delete path) takes off what
-// it left. Pure: from cached objects to config names.
+// that something dpo left behind still carries, whether or not the config exists (ADR 0009), an incumbent
+// DaemonSet a takeover readied included (ADR 0012). A config deleted while no operator led is found again
+// this way, and its reconcile (the delete path) takes off what it left and gives the incumbent back. Pure:
+// from cached (or listed) objects to config names.
 import type { V1Node, V1ObjectMeta } from "@kubernetes/client-node";
 import type { DeviceNodeState } from "../../api/v1beta1/devicenodestate.js";
 import { LABEL_CONFIG } from "../../contract/names.js";
+import { LABEL_TAKEOVER } from "../model/takeover.js";
 import type { SlimResourceSlice } from "../status/published-devices.js";
 import { configsMarkedOn } from "../upgrade/node-marks.js";
 import { configForLabel, configForSlice, ownerConfigName, type ConfigLookup } from "./mapping.js";
@@ -19,6 +21,11 @@ export interface LeftBehind {
   reports: readonly DeviceNodeState[];
   /** The plugins' ResourceSlices (label); absent where resource.k8s.io/v1 is not served. */
   slices?: readonly SlimResourceSlice[];
+  /**
+   * The DaemonSets a takeover readied (label LABEL_TAKEOVER): not cached, since reading DaemonSets in every
+   * namespace is an opt-in right, but listed once a term where it is granted (Operator).
+   */
+  incumbents?: readonly { metadata?: V1ObjectMeta | undefined }[];
 }
 
 /**
@@ -44,5 +51,8 @@ export function configsToReconcileAtStart(configs: ConfigLookup, left: LeftBehin
     const name = configForSlice(configs, slice);
     if (name) found.add(name);
   }
+  // A takeover's first step changes only the incumbent: deleted before any node moved, the config left
+  // nothing else, and its incumbent would keep the takeover's fields (OnDelete, its placement) for good.
+  for (const ds of left.incumbents ?? []) byLabel(ds.metadata?.labels?.[LABEL_TAKEOVER]);
   return [...found];
 }

@@ -139,11 +139,13 @@ export function incumbentIn(
 
 /**
  * The incumbent given back: its three fields as the record says they were, the record gone. Undefined
- * when it carries no record of this config (never taken over, or given back already).
+ * when it carries no record of this config (never taken over, or given back already). `configName` may
+ * be the config's label value: a config deleted while no operator led is known by what its marks carry.
  */
 export function incumbentRestored(ds: V1DaemonSet, configName: string): V1DaemonSet | undefined {
   const record = parseTakeoverRecord(ds);
-  if (record === undefined || record.config !== configName) return undefined;
+  if (record === undefined || configLabelValue(record.config) !== configLabelValue(configName))
+    return undefined;
   const want = structuredClone(ds);
   delete want.status;
   const pod = want.spec!.template.spec!;

@@ -1,6 +1,7 @@
 // A config deleted while no operator led is found again from whatever dpo left (ADR 0009): a Node carrying
-// only its Replace fence, only its upgrade record, or one of dpo's objects, both by the Node events'
-// mapping and by the leader's start-up list of configs to reconcile.
+// only its Replace fence, only its upgrade record, one of dpo's objects, or an incumbent DaemonSet its
+// takeover readied (ADR 0012), both by the Node events' mapping and by the leader's start-up list of
+// configs to reconcile.
 import type { V1Node } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import type { DeviceNodeState } from "../../../../src/api/v1beta1/devicenodestate.js";
@@ -9,6 +10,7 @@ import { configsForNode, type ConfigLookup } from "../../../../src/operator/cont
 import { configsToReconcileAtStart } from "../../../../src/operator/controllers/rediscovery.js";
 import type { StoredConfig } from "../../../../src/operator/controllers/reconciler-deps.js";
 import { nodeKeys } from "../../../../src/operator/model/targeting.js";
+import { incumbentIn } from "../../../../src/operator/model/takeover.js";
 
 function lookup(...configs: string[]): ConfigLookup {
   const stored: StoredConfig[] = configs.map((name) => ({ metadata: { name }, spec: {} }));
@@ -87,6 +89,27 @@ describe("configsToReconcileAtStart", () => {
       "by-pod-label",
       "by-report",
       "by-slice",
+    ]);
+  });
+
+  it("lists a config known only from the incumbent DaemonSet its takeover readied", () => {
+    // The takeover's first step: the incumbent's fields changed and its record on, no node touched yet,
+    // dpo's own objects garbage-collected with the config.
+    const readied = (config: string) =>
+      incumbentIn(
+        {
+          metadata: { name: "nvidia-device-plugin", namespace: "kube-system" },
+          spec: { selector: {}, template: { spec: { containers: [] } } },
+        },
+        config,
+        "Serving",
+      )!;
+    const long = "b".repeat(70);
+    expect(
+      configsToReconcileAtStart(lookup(), { ...nothingLeft, incumbents: [readied("gone"), readied(long)] }),
+    ).toEqual(["gone", configLabelValue(long)]);
+    expect(configsToReconcileAtStart(lookup(long), { ...nothingLeft, incumbents: [readied(long)] })).toEqual([
+      long,
     ]);
   });
 

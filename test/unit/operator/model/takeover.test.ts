@@ -3,7 +3,6 @@
 // exactly as it was.
 import type { V1DaemonSet, V1Node } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { nodeMatchesTerms } from "../../../../src/operator/model/node-terms.js";
 import {
   ANNOTATION_TAKEOVER,
   incumbentAsRevision,
@@ -14,6 +13,8 @@ import {
   parseTakeoverRecord,
   takenOverByOther,
 } from "../../../../src/operator/model/takeover.js";
+import { configLabelValue } from "../../../../src/contract/names.js";
+import { nodeMatchesTerms } from "../../../../src/operator/model/node-terms.js";
 import { nodeKeys } from "../../../../src/operator/model/targeting.js";
 import { revisionOfDaemonSet, roleOfDaemonSet } from "../../../../src/operator/upgrade/daemonset-state.js";
 
@@ -180,6 +181,16 @@ describe("incumbentRestored", () => {
     expect(incumbentRestored(incumbent(), "gpu")).toBeUndefined();
     expect(takenOverByOther(serving, "other")).toBe("gpu");
     expect(takenOverByOther(serving, "gpu")).toBeUndefined();
+  });
+
+  it("gives a long-named config's incumbent back by the label value a config gone is known by", () => {
+    // A config deleted while no operator led is reconciled by the bounded value its marks carry.
+    const long = "g".repeat(70);
+    const { status: _s, ...was } = incumbent();
+    const serving = incumbentIn(incumbent(), long, "Serving")!;
+    expect(incumbentRestored(serving, configLabelValue(long))).toEqual(was);
+    expect(incumbentRestored(serving, long)).toEqual(was);
+    expect(incumbentRestored(serving, "g".repeat(69))).toBeUndefined();
   });
 
   it("reads a record it cannot parse as none", () => {
