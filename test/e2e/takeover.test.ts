@@ -102,16 +102,18 @@ describe("a takeover from a plugin dpo does not own", () => {
       lowest.set(name, Math.min(lowest.get(name) ?? Infinity, count));
     });
     const started: string[] = [];
-    const podWatch = new LiveWatch<V1Pod>(
-      kc,
-      "/api/v1/namespaces/kube-system/pods",
-      { labelSelector: `app=${INCUMBENT}` },
-      (type, pod) => {
-        if (type === "ADDED") started.push(`${pod.spec?.nodeName}:${pod.metadata?.uid}`);
-      },
-    );
+    // The incumbent's pods by their owner: its pod template carries the labels its chart gave it, not the
+    // DaemonSet's own.
+    const podWatch = new LiveWatch<V1Pod>(kc, "/api/v1/namespaces/kube-system/pods", {}, (type, pod) => {
+      const owned = pod.metadata?.ownerReferences?.some(
+        (o) => o.kind === "DaemonSet" && o.name === INCUMBENT,
+      );
+      if (type === "ADDED" && owned === true) started.push(`${pod.spec?.nodeName}:${pod.metadata?.uid}`);
+    });
     await Promise.all([nodeWatch.start(), podWatch.start()]);
     const before = started.length;
+    // The watch sees the incumbent's pods at all: one per node, listed when it started.
+    expect(before, "incumbent pods the watch listed before the config").toBe(nodes.length);
     const workload = allocateWorkload(sim, nodes, RESOURCE);
     let result: { admissions: number; failures: string[] } | undefined;
     try {
