@@ -6,7 +6,10 @@
 //   2b. dpo, strategy Auto on kubelets before v1.37.0 (DPO_BENCH_KUBELET_VERSION): Replace with the new plugin
 //       standing by (scenario `standby`, not in the default list);
 //   3. a baseline without the operator: the same rendered plugin DaemonSet with RollingUpdate
-//      (maxUnavailable as dpo's), created and updated by this benchmark.
+//      (maxUnavailable as dpo's), created and updated by this benchmark;
+//   4. a takeover (scenario `takeover`, not in the default list): a config with spec.takeover hands every
+//      node over from a plugin DaemonSet dpo does not own, with a pod on each node holding a device
+//      (upgrade/takeover.ts); run beside `surge` its rollout is held to the Surge upgrade's.
 //
 // For each: spec change → every node running only the new revision with its devices back (rollout
 // time), per node the time the Node's status.allocatable for the resource is 0 (from a Node watch),
@@ -40,6 +43,7 @@ import {
 import { printReport } from "./upgrade/report.js";
 import type { Result } from "./upgrade/rollout.js";
 import { baselineScenario, dpoScenario } from "./upgrade/scenarios.js";
+import { takeoverScenario } from "./upgrade/takeover.js";
 import { judgeUpgrade, type UpgradeRun } from "./upgrade/targets.js";
 import { printVerdict } from "./targets.js";
 
@@ -104,6 +108,20 @@ async function main(): Promise<void> {
           pid: operator.pid!,
           log: join(stateDir, "operator.log"),
         }),
+      );
+    }
+    if (SCENARIOS.includes("takeover")) {
+      console.error("bench-upgrade: dpo takeover");
+      results.push(
+        await takeoverScenario(
+          kc,
+          sim,
+          nodeInformer,
+          nodes,
+          { pid: operator.pid!, log: join(stateDir, "operator.log") },
+          started.kubectl,
+          join(import.meta.dirname, ".."),
+        ),
       );
     }
   } catch (err) {

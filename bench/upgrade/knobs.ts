@@ -71,7 +71,7 @@ export const ADMISSION_INTERVAL_MS = intKnob(env, "DPO_BENCH_ADMISSION_INTERVAL_
 export const SCHEDULED_PODS_PER_S = intKnob(env, "DPO_BENCH_SCHEDULED_PODS_PER_S", 10);
 export const SCHEDULED_HOLD_MS = intKnob(env, "DPO_BENCH_SCHEDULED_HOLD_MS", 1_000);
 /** The scenarios a run may name, in the order they run. */
-export const SCENARIO_NAMES = ["baseline", "surge", "replace", "standby"] as const;
+export const SCENARIO_NAMES = ["baseline", "surge", "replace", "standby", "takeover"] as const;
 
 /** DPO_BENCH_SCENARIOS: a comma-separated subset of SCENARIO_NAMES; anything else names the variable. */
 export function scenariosKnob(env: Readonly<Record<string, string | undefined>>): string[] {
@@ -88,7 +88,9 @@ export function scenariosKnob(env: Readonly<Record<string, string | undefined>>)
 
 /**
  * DPO_BENCH_KUBELET_VERSION (default v1.37.0): every simulated kubelet's version. `standby` (strategy Auto,
- * the new plugin standing by) needs one before v1.37.0, which keeps one registration per resource.
+ * the new plugin standing by) needs one before v1.37.0, which keeps one registration per resource; `takeover`
+ * one from v1.37.0, where dpo's plugin registers beside the incumbent's (the incumbent's socket, which a
+ * takeover on older kubelets waits for, is not simulated).
  */
 export function kubeletVersionKnob(
   env: Readonly<Record<string, string | undefined>>,
@@ -101,6 +103,11 @@ export function kubeletVersionKnob(
   if (scenarios.includes("standby") && Number(m[1]) >= 37) {
     throw new Error(
       `DPO_BENCH_KUBELET_VERSION: the standby scenario needs a kubelet before v1.37.0 (one registration per resource), got ${text}`,
+    );
+  }
+  if (scenarios.includes("takeover") && Number(m[1]) < 37) {
+    throw new Error(
+      `DPO_BENCH_KUBELET_VERSION: the takeover scenario needs a kubelet from v1.37.0 (dpo's plugin registers beside the incumbent), got ${text}`,
     );
   }
   return text;

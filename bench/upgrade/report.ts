@@ -27,6 +27,7 @@ export function printReport(results: readonly Result[], run: UpgradeRun): void {
     surge: "dpo, Surge",
     replace: "dpo, Replace",
     standby: "dpo, Auto (standby)",
+    takeover: "dpo, takeover from a DaemonSet",
     baseline: `DaemonSet RollingUpdate, maxUnavailable ${MAX_UNAVAILABLE.nodes}`,
   };
   const ok = (r: Result): string => {
@@ -100,6 +101,10 @@ export function printReport(results: readonly Result[], run: UpgradeRun): void {
     );
   }
   for (const r of results) {
+    if (r.holders !== undefined)
+      console.log(
+        `\n${label[r.scenario]}: ${r.holders.pods - r.holders.lost} of ${r.holders.pods} pods that held a device from before kept it${r.holders.samples.length > 0 ? `; lost such as ${r.holders.samples.map((s) => JSON.stringify(s)).join(", ")}` : ""}`,
+      );
     if (r.scheduled.samples.length > 0)
       console.log(
         `\n${label[r.scenario]}: scheduled pods rejected such as ${r.scheduled.samples.map((s) => JSON.stringify(s)).join(", ")}`,

@@ -11,9 +11,9 @@ import { memAvailableMiB } from "../proc.js";
 import { DEVICES, NAMESPACE, ROLLOUT_TIMEOUT_MS } from "./knobs.js";
 import { startMemorySampler, startScheduledWorkload, startWorkload, type ScheduledFigures } from "./load.js";
 import type { ScaleFigures } from "./scale-figures.js";
-import { allocatableOf, Timeline, ZeroWindows } from "./timeline.js";
+import { allocatableOf, Timeline, ZeroWindows, type IncumbentView } from "./timeline.js";
 
-export type Scenario = "surge" | "replace" | "standby" | "baseline";
+export type Scenario = "surge" | "replace" | "standby" | "takeover" | "baseline";
 
 export interface Result {
   scenario: Scenario;
@@ -44,6 +44,16 @@ export interface Result {
   memAvailableAfterMiB?: number;
   /** The operator's figures over the rollout (dpo's scenarios). */
   scale?: ScaleFigures;
+  /** The takeover: the pods that held devices from before it began, and how many of them lost them. */
+  holders?: HolderFigures;
+}
+
+/** Pods that hold a device from the start of a rollout to its end, as the kubelet sees them at the end. */
+export interface HolderFigures {
+  pods: number;
+  /** Gone, no longer Running, or holding a device the node's kubelet no longer lists as healthy. */
+  lost: number;
+  samples: string[];
 }
 
 /** MemAvailable a few seconds after processes exited (the kernel frees their memory at once). */
@@ -53,8 +63,9 @@ export async function settledMemAvailable(): Promise<number> {
 }
 
 /**
- * Every node runs exactly one plugin process of the config, of `revision`, and its Node advertises
- * every device: the rollout is over as the kubelet sees it, whatever any controller's status says.
+ * Every node runs exactly one plugin process of the config, of `revision`, and no plugin of the incumbent
+ * slot (a takeover's), and its Node advertises every device: the rollout is over as the kubelet sees it,
+ * whatever any controller's status says.
  */
 export function allOnRevision(
   sim: KubeletSimulator,
@@ -63,18 +74,22 @@ export function allOnRevision(
   config: string,
   resource: string,
   revision: string,
+  incumbentSlot?: string,
 ): { done: boolean; moved: number; pending: string[] } {
   const prefix = `${NAMESPACE}/${configLabelValue(config)}/`;
   const byName = new Map(nodeInformer.list().map((n) => [n.metadata!.name!, n]));
   let moved = 0;
   const pending: string[] = [];
   for (const node of nodes) {
-    const running = sim.plugins(node).filter((p) => p.running && p.slot.startsWith(prefix));
+    const plugins = sim.plugins(node);
+    const running = plugins.filter((p) => p.running && p.slot.startsWith(prefix));
+    const incumbent = plugins.some((p) => p.running && p.slot === incumbentSlot);
     const advertised = byName.get(node);
     const api = advertised === undefined ? undefined : allocatableOf(advertised, resource);
     const kubelet = sim.capacity(node, resource)?.allocatable;
     if (
       running.length === 1 &&
+      !incumbent &&
       running[0]!.slot === `${prefix}${revision}` &&
       api === DEVICES &&
       kubelet === DEVICES
@@ -83,7 +98,7 @@ export function allOnRevision(
     } else if (pending.length < 5) {
       // What a timeout prints: the first few nodes not there yet, and why.
       pending.push(
-        `${node}: plugins [${running.map((p) => p.slot.slice(prefix.length)).join(", ")}], allocatable ${api} (Node) / ${kubelet} (kubelet)`,
+        `${node}: plugins [${running.map((p) => p.slot.slice(prefix.length)).join(", ")}]${incumbent ? " and the incumbent's" : ""}, allocatable ${api} (Node) / ${kubelet} (kubelet)`,
       );
     }
   }
@@ -109,8 +124,12 @@ export async function waitAllAdvertise(
 }
 
 /** Waits until no plugin process of the config runs on any node (its pods are gone). */
-export async function waitPluginsGone(sim: KubeletSimulator, config: string): Promise<void> {
-  const prefix = `${NAMESPACE}/${configLabelValue(config)}/`;
+export async function waitPluginsGone(
+  sim: KubeletSimulator,
+  config: string,
+  namespace = NAMESPACE,
+): Promise<void> {
+  const prefix = `${namespace}/${configLabelValue(config)}/`;
   await waitFor(
     `the plugins of ${config} to stop`,
     (observe) => {
@@ -132,7 +151,10 @@ interface Measured {
   mem: ReturnType<ReturnType<typeof startMemorySampler>["stop"]>;
 }
 
-/** Starts the workload and the watches, applies the change, waits until every node is on `revision()`. */
+/**
+ * Starts the workload and the watches, applies the change, waits until every node is on `revision()` (and,
+ * for a takeover, runs no plugin of the incumbent).
+ */
 export async function measure(
   kc: KubeConfig,
   sim: KubeletSimulator,
@@ -144,6 +166,7 @@ export async function measure(
   change: () => Promise<void>,
   revision: () => string | undefined,
   onTick?: (elapsedMs: number) => Promise<void>,
+  incumbent?: IncumbentView,
 ): Promise<Measured> {
   const pods = createInformer<V1Pod>(kc, {
     resource: PODS,
@@ -152,7 +175,7 @@ export async function measure(
   });
   pods.start();
   await pods.waitForSync();
-  const timeline = new Timeline(sim, pods, nodes, config, resource, fromRevision);
+  const timeline = new Timeline(sim, pods, nodes, config, resource, fromRevision, incumbent);
   const zero = new ZeroWindows(resource, nodeInformer, timeline);
   const workload = startWorkload(sim, nodes, resource);
   const scheduled = startScheduledWorkload(kc, resource, config);
@@ -187,7 +210,7 @@ export async function measure(
       }
       const rev = revision();
       if (rev !== undefined) {
-        const state = allOnRevision(sim, nodeInformer, nodes, config, resource, rev);
+        const state = allOnRevision(sim, nodeInformer, nodes, config, resource, rev, incumbent?.slot);
         last = state;
         if (state.done) rolloutMs = performance.now() - t0;
         else if (elapsed - lastLog > 15_000) {

@@ -15,6 +15,15 @@ export function allocatableOf(node: V1Node, resource: string): number | undefine
 }
 
 /**
+ * The plugin a takeover hands nodes over from (ADR 0012): its pods (an informer on them) and its plugin slot
+ * in the simulator. Its pods are the "old" ones, whatever their labels.
+ */
+export interface IncumbentView {
+  pods: Informer<V1Pod>;
+  slot: string;
+}
+
+/**
  * Per node, when each step of its handover first happened (ms since the change), from a pod informer,
  * the simulator's events and the Node informer: where a node's time goes.
  */
@@ -31,13 +40,15 @@ export class Timeline {
     config: string,
     resource: string,
     fromRevision: string,
+    incumbent?: IncumbentView,
   ) {
     const prefix = `${NAMESPACE}/${configLabelValue(config)}/`;
+    const oldSlot = incumbent?.slot ?? `${prefix}${fromRevision}`;
     const isOld = (pod: V1Pod): boolean => pod.metadata?.labels?.[LABEL_REVISION] === fromRevision;
-    const pod = (p: V1Pod, deleted = false): void => {
+    const pod = (p: V1Pod, deleted = false, old = isOld(p)): void => {
       const node = p.spec?.nodeName;
       if (node === undefined) return;
-      const which = isOld(p) ? "old" : "new";
+      const which = old ? "old" : "new";
       if (deleted) this.record(node, `${which} pod gone`);
       else if (p.metadata?.deletionTimestamp) this.record(node, `${which} pod deleting`);
       // The old pods ran before the rollout began: their updates (status patches) are not a step of it.
@@ -47,12 +58,15 @@ export class Timeline {
     this.undo.push(pods.onAdd((p) => pod(p)));
     this.undo.push(pods.onUpdate((_o, p) => pod(p)));
     this.undo.push(pods.onDelete((p) => pod(p, true)));
+    if (incumbent !== undefined) {
+      this.undo.push(incumbent.pods.onUpdate((_o, p) => pod(p, false, true)));
+      this.undo.push(incumbent.pods.onDelete((p) => pod(p, true, true)));
+    }
     const started = (info: PluginProcessInfo): void => {
-      if (info.slot.startsWith(prefix) && info.slot !== `${prefix}${fromRevision}`)
-        this.record(info.node, "new plugin started");
+      if (info.slot.startsWith(prefix) && info.slot !== oldSlot) this.record(info.node, "new plugin started");
     };
     const exited = (info: PluginProcessInfo): void => {
-      if (info.slot === `${prefix}${fromRevision}`) this.record(info.node, "old plugin exited");
+      if (info.slot === oldSlot) this.record(info.node, "old plugin exited");
     };
     sim.on("pluginStarted", started);
     sim.on("pluginExited", exited);

@@ -61,12 +61,13 @@ describe("scenariosKnob", () => {
   it.each([
     { text: undefined, want: ["baseline", "surge", "replace"] },
     { text: "standby,replace", want: ["standby", "replace"] },
+    { text: "surge,takeover", want: ["surge", "takeover"] },
   ])("$text → $want", ({ text, want }) => {
     expect(scenariosKnob({ DPO_BENCH_SCENARIOS: text })).toEqual(want);
   });
   it("refuses a scenario it does not run, naming the variable", () => {
     expect(() => scenariosKnob({ DPO_BENCH_SCENARIOS: "surge,warm" })).toThrow(
-      'DPO_BENCH_SCENARIOS: want a subset of baseline,surge,replace,standby, got "warm"',
+      'DPO_BENCH_SCENARIOS: want a subset of baseline,surge,replace,standby,takeover, got "warm"',
     );
   });
 });
@@ -81,6 +82,12 @@ describe("kubeletVersionKnob", () => {
   it("refuses the standby scenario on a kubelet that keeps a registration per socket", () => {
     expect(() => kubeletVersionKnob({}, ["standby"])).toThrow(
       /^DPO_BENCH_KUBELET_VERSION: the standby scenario needs a kubelet before v1\.37\.0/,
+    );
+  });
+  it("refuses the takeover scenario on a kubelet that keeps one registration per resource", () => {
+    expect(kubeletVersionKnob({}, ["surge", "takeover"])).toBe("v1.37.0");
+    expect(() => kubeletVersionKnob({ DPO_BENCH_KUBELET_VERSION: "v1.36.3" }, ["takeover"])).toThrow(
+      /^DPO_BENCH_KUBELET_VERSION: the takeover scenario needs a kubelet from v1\.37\.0/,
     );
   });
   it("refuses a version it cannot read, naming the variable", () => {

@@ -19,12 +19,14 @@ function windows(p99: number): number[] {
 
 /** A scenario's result that holds every target at `nodes` nodes. */
 function passing(scenario: JudgedResult["scenario"], nodes = 100): JudgedResult {
-  const patches = { surge: 2, standby: 3, replace: 4, baseline: 0 }[scenario];
+  const patches = { surge: 2, standby: 3, replace: 4, takeover: 2, baseline: 0 }[scenario];
+  const surgeLike = scenario === "surge" || scenario === "takeover";
   return {
     scenario,
     rolloutMs: 60_000,
-    zeroWindowsMs: scenario === "surge" ? Array.from({ length: nodes }, () => 0) : windows(400),
-    failures: scenario === "surge" ? 0 : 15,
+    zeroWindowsMs: surgeLike ? Array.from({ length: nodes }, () => 0) : windows(400),
+    failures: surgeLike ? 0 : 15,
+    ...(scenario === "takeover" ? { holders: { lost: 0 } } : {}),
     scheduled: { unexpectedAdmission: 0 },
     scale: {
       operatorPeakRssMiB: 150,
@@ -40,6 +42,7 @@ type Case = { what: string; inside: JudgedResult; outside: JudgedResult; metric:
 const surge = passing("surge");
 const replace = passing("replace");
 const standby = passing("standby");
+const takeover = passing("takeover");
 
 describe("judgeUpgrade", () => {
   it.each<Case>([
@@ -121,6 +124,75 @@ describe("judgeUpgrade", () => {
     const misses = judgeUpgrade([outside], run ?? RUN);
     expect(misses.map((m) => m.metric)).toEqual([metric]);
     expect(exitStatus(misses, false)).toBe(1);
+  });
+
+  it.each<Case>([
+    {
+      what: "takeover: no node at 0 devices",
+      inside: takeover,
+      outside: { ...takeover, zeroWindowsMs: [...takeover.zeroWindowsMs.slice(1), 1] },
+      metric: "dpo, takeover, 100 nodes: allocatable-0 window, max",
+    },
+    {
+      what: "takeover: no failed direct admission",
+      inside: takeover,
+      outside: { ...takeover, failures: 1 },
+      metric: "dpo, takeover, 100 nodes: failed direct admissions",
+    },
+    {
+      what: "takeover: every pod that held a device keeps it",
+      inside: takeover,
+      outside: { ...takeover, holders: { lost: 1 } },
+      metric: "dpo, takeover, 100 nodes: pods that held a device and lost it",
+    },
+    {
+      what: "takeover: no scheduled pod rejected with UnexpectedAdmissionError",
+      inside: takeover,
+      outside: { ...takeover, scheduled: { unexpectedAdmission: 1 } },
+      metric: "dpo, takeover, 100 nodes: scheduled pods rejected with UnexpectedAdmissionError",
+    },
+    {
+      what: "takeover: 2 Node patches per node",
+      inside: takeover,
+      outside: { ...takeover, scale: { ...takeover.scale!, nodePatches: 201 } },
+      metric: "dpo, takeover, 100 nodes: Node patches per node",
+    },
+    {
+      what: "takeover: the operator's peak RSS within its Deployment's limit",
+      inside: { ...takeover, scale: { ...takeover.scale!, operatorPeakRssMiB: 256 } },
+      outside: { ...takeover, scale: { ...takeover.scale!, operatorPeakRssMiB: 257 } },
+      metric: "dpo, takeover, 100 nodes: operator peak RSS",
+    },
+  ])("$what: held just inside, missed just outside", ({ inside, outside, metric }) => {
+    expect(judgeUpgrade([inside], RUN)).toEqual([]);
+    const misses = judgeUpgrade([outside], RUN);
+    expect(misses.map((m) => m.metric)).toEqual([metric]);
+    expect(exitStatus(misses, false)).toBe(1);
+  });
+
+  it("holds the takeover's rollout to 1.5× the Surge upgrade's of the same run", () => {
+    const surge60 = { ...surge, rolloutMs: 60_000 };
+    expect(judgeUpgrade([surge60, { ...takeover, rolloutMs: 90_000 }], RUN)).toEqual([]);
+    expect(judgeUpgrade([surge60, { ...takeover, rolloutMs: 90_600 }], RUN)).toEqual([
+      {
+        metric: "dpo, takeover, 100 nodes: rollout against dpo's Surge upgrade",
+        target: "≤ 1.50 ×",
+        measured: "1.51 ×",
+      },
+    ]);
+    // Alone (no Surge upgrade in the run), its rollout is reported, not judged.
+    expect(judgeUpgrade([{ ...takeover, rolloutMs: 600_000 }], RUN)).toEqual([]);
+  });
+
+  it("misses a takeover that measured no holders", () => {
+    const { holders: _holders, ...without } = takeover;
+    expect(judgeUpgrade([without], RUN)).toEqual([
+      {
+        metric: "dpo, takeover, 100 nodes: pods that held a device and lost it",
+        target: "≤ 0",
+        measured: "not measured (no samples)",
+      },
+    ]);
   });
 
   it("names the measured figure and the bound", () => {
