@@ -7,10 +7,11 @@ import {
   type CustomObjectsApi,
   type KubeConfig,
 } from "@kubernetes/client-node";
+import { kubeRequest } from "../../src/kube/request.js";
 import type { ReportFleet } from "../../tools/cluster/report-fleet.js";
 import { waitFor } from "../../tools/cluster/wait.js";
 import { percentile } from "../../tools/stats.js";
-import { CAPACITY_CHANGES, CREATES, GROUP, RESOURCE } from "./knobs.js";
+import { CAPACITY_CHANGES, CREATES, DEVICE_SHAPE, DEVICES_PER_NODE, GROUP, RESOURCE } from "./knobs.js";
 import { capacityDaemonSet, startReportFleet } from "./report-fleet.js";
 import { OPERATOR_TARGETS, p99Target, type Row } from "./targets.js";
 import type { BenchClients, RunState } from "./under-test.js";
@@ -122,24 +123,26 @@ export async function measureCapacityChanges(
       apiVersion: "dpo.dev/v1beta1",
       kind: "DevicePluginConfig",
       metadata: { name: "bench-capacity" },
-      spec: { resourceName: RESOURCE, backend: { type: "Mock", mock: { devices: 4 } } },
+      spec: { resourceName: RESOURCE, backend: { type: "Mock", mock: { devices: DEVICES_PER_NODE } } },
     },
   });
   const nodeNames = (await core.listNode()).items.map((n) => n.metadata!.name!);
+  const devices = String(DEVICES_PER_NODE);
   let total = 0;
   for (let i = 0; i < nodeNames.length; i += 50) {
     await Promise.all(
-      nodeNames
-        .slice(i, i + 50)
-        .map((name) =>
-          core.patchNodeStatus(
-            { name, body: { status: { capacity: { [RESOURCE]: "4" }, allocatable: { [RESOURCE]: "4" } } } },
-            setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
-          ),
+      nodeNames.slice(i, i + 50).map((name) =>
+        core.patchNodeStatus(
+          {
+            name,
+            body: { status: { capacity: { [RESOURCE]: devices }, allocatable: { [RESOURCE]: devices } } },
+          },
+          setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
         ),
+      ),
     );
   }
-  total = nodeNames.length * 4;
+  total = nodeNames.length * DEVICES_PER_NODE;
   const capacityOf = async (): Promise<number | undefined> => {
     const c = (await custom.getClusterCustomObject({ ...GROUP, name: "bench-capacity" })) as {
       status?: { devices?: { capacity?: number } };
@@ -187,13 +190,22 @@ export async function measureCapacityChanges(
     value: `${fleet.nodes.length} writers, ${fleet.requests()} requests, ${fleet.failures()} failed, in ${(fleetStart / 1000).toFixed(0)} s`,
     target: "(reported)",
   });
+  const oneReport = await kubeRequest<{ items: unknown[] }>(kc, {
+    method: "GET",
+    path: "/apis/dpo.dev/v1beta1/namespaces/dpo-system/devicenodestates?limit=1",
+  });
+  rows.push({
+    metric: `${nodeCount} nodes: one node's report (${DEVICES_PER_NODE} devices, attributes: ${DEVICE_SHAPE})`,
+    value: `${Buffer.byteLength(JSON.stringify(oneReport.items[0] ?? {}))} B as the API serves it`,
+    target: "(reported)",
+  });
 
   const changeLatencies: number[] = [];
   const perNode = new Map<string, number>();
   for (let i = 0; i < CAPACITY_CHANGES; i++) {
     const node = nodeNames[(i * 7919) % nodeNames.length]!;
-    const current = perNode.get(node) ?? 4;
-    const next = current === 4 ? 5 : 4;
+    const current = perNode.get(node) ?? DEVICES_PER_NODE;
+    const next = current === DEVICES_PER_NODE ? DEVICES_PER_NODE + 1 : DEVICES_PER_NODE;
     const want = total + (next - current);
     perNode.set(node, next);
     let resolveSeen: (t: number) => void = () => undefined;
