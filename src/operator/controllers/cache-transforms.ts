@@ -1,7 +1,9 @@
-// What the operator's informer caches keep of a Node and of a plugin Pod: only the fields its selection,
-// status, upgrade and mapping code reads. At 1000 nodes the rest (images, managedFields, addresses,
-// annotations of nodes; container specs, volumes and env of the one plugin pod per node) is most of
-// the memory, and at 5000 nodes it would not fit the operator's limit.
+// What the operator's informer caches keep of a Node, a plugin Pod and a plugin's DeviceNodeState: only
+// the fields its selection, status, upgrade and mapping code reads. At 1000 nodes the rest (images,
+// managedFields, addresses, annotations of nodes; container specs, volumes and env of the one plugin pod
+// per node; the devices' attributes of every report) is most of the memory, and at 5000 nodes it would
+// not fit the operator's limit. DaemonSets and ConfigMaps are kept whole (less managedFields): drift
+// detection compares them whole with the render, and there are a few per config, not per node.
 import type {
   V1ContainerStatus,
   V1Node,
@@ -14,6 +16,11 @@ import type {
   V1PodSpec,
   V1PodStatus,
 } from "@kubernetes/client-node";
+import type {
+  DeviceNodeState,
+  DeviceNodeStateStatus,
+  ReportedDevice,
+} from "../../api/v1beta1/devicenodestate.js";
 import { NODE_UPGRADE_PREFIX } from "../model/targeting.js";
 
 /** Copies the keys of `source` that are present, so the slim object has no `undefined` members. */
@@ -133,4 +140,57 @@ export function slimPodForCache(pod: V1Pod): V1Pod {
     ...(nodeName === undefined ? {} : { spec: { nodeName } as V1PodSpec }),
     ...(status === undefined ? {} : { status }),
   };
+}
+
+/**
+ * A plugin's DeviceNodeState as the operator's cache holds it: one per node and revision, so at 5000
+ * 8-GPU nodes its devices' attributes (text, typed and capacities: nine NVIDIA attributes each, most of a
+ * report's bytes) would be most of the cache, and the operator reads none of them. Kept, and why:
+ * - metadata name and namespace (the report's identity; whether it has the current name), uid (the
+ *   precondition of a stale report's delete), resourceVersion, creation and deletion timestamps (a
+ *   report too young to be stale; one being deleted is skipped);
+ * - spec whole (config, node and revision it speaks for, resource name: four short strings);
+ * - status.registration's state and lastError (the node's PluginNotRegistered problem), podUID (which
+ *   pod's report to believe), updateTime (the newest report of a node), advertised, healthy and
+ *   allocated (the counts checked against the kubelet's and summed in the status);
+ * - each device's id, health, reason, replicas and heldBy (unhealthy and held-out counts, the problem's
+ *   device ids and reasons).
+ * Adding a reader of another report field means adding that field here.
+ */
+export function slimReportForCache(report: DeviceNodeState): DeviceNodeState {
+  const metadata = pick<V1ObjectMeta, keyof V1ObjectMeta>(report.metadata, [
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+  ]) as DeviceNodeState["metadata"];
+  const status = report.status;
+  if (status === undefined) {
+    return { apiVersion: report.apiVersion, kind: report.kind, metadata, spec: report.spec };
+  }
+  const { state, lastError } = status.registration;
+  const devices = status.devices.map(
+    (d) =>
+      // `since` is required in the type; nobody in the operator reads it.
+      ({
+        id: d.id,
+        health: d.health,
+        replicas: d.replicas,
+        ...(d.reason === undefined || d.reason === "" ? {} : { reason: d.reason }),
+        ...(d.heldBy === undefined ? {} : { heldBy: d.heldBy }),
+      }) as ReportedDevice,
+  );
+  // pluginVersion, kubeletAPIVersion and registration.since are required in the type; nobody reads them.
+  const slim = {
+    registration: { state, ...(lastError === undefined ? {} : { lastError }) },
+    ...(status.podUID === undefined ? {} : { podUID: status.podUID }),
+    advertised: status.advertised,
+    healthy: status.healthy,
+    ...(status.allocated === undefined ? {} : { allocated: status.allocated }),
+    devices,
+    updateTime: status.updateTime,
+  } as DeviceNodeStateStatus;
+  return { apiVersion: report.apiVersion, kind: report.kind, metadata, spec: report.spec, status: slim };
 }
