@@ -61,6 +61,9 @@ export const RESOURCE = "bench.example/dev";
  */
 const MEMORY_LIMIT =
   process.env["BENCH_OPERATOR_MEMORY_LIMIT"] ?? deploymentMemoryLimit(DEPLOYMENT) ?? "none";
+/** The operator Deployment's memory limit, MiB: its peak RSS's bound whether or not it runs under one here. */
+export const DEPLOYMENT_MEMORY_LIMIT_MIB = ((limit) =>
+  limit === undefined ? undefined : memoryBytes(limit) / 2 ** 20)(deploymentMemoryLimit(DEPLOYMENT));
 
 export function operatorMemoryLimit(nodeCount: number): MemoryCgroup | { reason: string } {
   if (MEMORY_LIMIT === "none") return { reason: "BENCH_OPERATOR_MEMORY_LIMIT=none" };
