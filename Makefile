@@ -12,8 +12,8 @@ KUBECTL = "$$(tools/cluster/build.sh)/kubectl"
 
 .PHONY: all deps build lint typecheck format test test-clock test-unit test-protocol test-cluster test-cluster-oldest test-node \
 	test-images node-tools proto manifests \
-	cluster-tools gitops-health promlint promtool pod-security cluster-up cluster-down install run deploy undeploy demo \
-	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-kubelet chaos-api image \
+	cluster-tools gitops-health promlint promtool pod-security olm-validate bundle cluster-up cluster-down install run deploy undeploy demo \
+	bench-plugin bench-operator bench-upgrade bench-dra fuzz fuzz-config chaos-upgrade chaos-failover chaos-kubelet chaos-api image \
 	release version clean help
 
 all: build
@@ -37,9 +37,10 @@ build: deps
 	node --import tsx tools/bundle/bundle.ts
 	chmod +x dist/cli/main.js dist/dpo.js
 
-## The dpo image as an OCI archive, .local/image/dpo-<version>.oci.tar, with no container engine: the Dockerfile's
-## final stage from the npm node package, Debian's libraries and the bundle (tools/image). `tools/image/build.sh
-## test-images` builds the real-node tier's pause and busybox images the same way.
+## The dpo image as an OCI archive, .local/image/dpo-<version>.oci.tar, with no container engine: one index of
+## linux/amd64 and linux/arm64, each the Dockerfile's final stage from the npm node package, Debian's libraries
+## and the bundle (tools/image; the other architecture under qemu-user-static, which it installs; IMAGE_PLATFORMS=amd64
+## builds one). `tools/image/build.sh test-images` builds the real-node tier's pause and busybox images the same way.
 image: build
 	tools/image/build.sh dpo
 
@@ -50,9 +51,11 @@ release: image $(if $(HELM),,cluster-tools)
 	HELM="$${HELM:-$$(tools/cluster/build.sh)/helm}" node --import tsx tools/release/release.ts
 
 ## `make version VERSION=x.y.z`: package.json, the lock file, the chart, config/default's image tag, the docs'
-## image tags, remote bases and release files, and CHANGELOG.md's Unreleased section, all moved to x.y.z.
+## image tags, remote bases and release files, and CHANGELOG.md's Unreleased section, all moved to x.y.z; then
+## the OLM bundle (make manifests), whose CSV is named after the version and runs that image.
 version: deps
 	node --import tsx tools/release/bump.ts "$(VERSION)"
+	npx tsx tools/manifests/generate.ts
 
 ## The TypeScript compiler over src/, test/, tools/ and bench/, emitting nothing.
 typecheck: deps
@@ -88,7 +91,7 @@ test-clock:
 VITEST_REPORT = --reporter=default --reporter=json --outputFile.json=.local/test-results/$(1).json
 
 ## The unit tier (test/unit): pure functions, the manifests, the Makefile itself; no cluster, no sockets.
-test-unit: deps gitops-health promlint promtool pod-security
+test-unit: deps gitops-health promlint promtool pod-security olm-validate
 	npx vitest run --project unit $(call VITEST_REPORT,unit)
 
 ## The protocol tier (test/protocol): the built plugin over real unix sockets against the kubelet simulator.
@@ -114,7 +117,7 @@ test-cluster-oldest: build gitops-health promlint
 test-node: image test-images cluster-tools node-tools promlint
 	npx vitest run --project node $(call VITEST_REPORT,node)
 
-## The real node's pause and busybox images (tools/image), beside the dpo image.
+## The real node's pause, busybox and sample device plugin images (tools/image), beside the dpo image.
 test-images: deps
 	tools/image/build.sh test-images
 
@@ -144,11 +147,26 @@ promtool:
 pod-security:
 	@tools/pod-security/build.sh >/dev/null
 
+## The operator framework's own bundle checks (github.com/operator-framework/api's validators, those of
+## operator-sdk's `bundle validate`), a Go harness built once into the cache (tools/olm-validate);
+## test/unit/tools/manifests/olm-bundle.test.ts judges bundle/ with it.
+olm-validate:
+	@tools/olm-validate/build.sh >/dev/null
+
+## The OLM bundle (bundle/: the CSV, the CRDs, metadata/annotations.yaml, bundle.Dockerfile), written with the
+## other generated manifests from the same sources, then judged by the operator framework's validators.
+bundle: deps olm-validate
+	npx tsx tools/manifests/generate.ts
+	k8s="$$(sed -n 's/^KUBERNETES_VERSION=v\([0-9]*\.[0-9]*\).*/\1/p' tools/cluster/versions.env)"; \
+	report="$$("$$(tools/olm-validate/build.sh)" --k8s-version "$$k8s" bundle)" || { echo "$$report"; exit 1; }; \
+	echo "bundle/: no errors from the operator framework's validators at Kubernetes $$k8s"
+
 ## The TypeScript of the kubelet's gRPC protos (src/plugin-runtime/proto/gen/, committed).
 proto: deps
 	tools/proto/generate.sh
 
-## The CRDs (crds/) and the chart's generated templates from the zod schemas (tools/manifests), committed.
+## The CRDs (crds/), the chart's generated templates and the OLM bundle (bundle/) from the zod schemas and
+## config/ (tools/manifests), committed.
 manifests: deps
 	npx tsx tools/manifests/generate.ts
 
@@ -204,6 +222,12 @@ demo: build cluster-tools $(DEMO_REAL_NODE)
 ## every 10 s (make test runs the same test on 3 nodes with shorter terms).
 chaos-upgrade: build cluster-tools
 	DPO_TEST_NODES=50 DPO_CHAOS_KILLS=1000 DPO_CHAOS_LEAD_MS=10000 npx vitest run --project cluster test/e2e/upgrade-chaos.test.ts
+
+## Full-size failover chaos: the leader SIGKILLed at each step of a Replace and of a Surge, each config
+## deleted at a random point (also while no operator runs), every combination twice (61 rounds); every node
+## must end unfenced and unmarked, or served by one plugin (make test runs 2). DPO_FAILOVER_SEED replays a run.
+chaos-failover: build cluster-tools
+	DPO_FAILOVER_ROUNDS=$${DPO_FAILOVER_ROUNDS:-61} npx vitest run --project cluster test/e2e/failover-chaos.test.ts
 
 ## Full-size kubelet restarts: 100 in a row, then 20 with Allocates in flight, against the real plugin
 ## process; checks each re-registration against the 1 s target (make test runs 20 and 5, reporting only).

@@ -18,6 +18,7 @@ import { auditLogPath, buildOrReuseBinaries } from "../tools/cluster/cluster.js"
 import { benchConversion } from "./operator/conversion.js";
 import { flapStorm } from "./operator/flap-storm.js";
 import { measureIdle } from "./operator/idle.js";
+import { measureNodeLabels } from "./operator/node-labels.js";
 import { DEPLOYMENT_MEMORY_LIMIT_MIB, NODE_COUNTS } from "./operator/knobs.js";
 import { measureCapacityChanges, measureCreates } from "./operator/latencies.js";
 import { heapFigures } from "./operator/metrics.js";
@@ -43,6 +44,7 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     );
     await measureCreates(kc, custom, nodeCount, rows);
     const fleet = await measureCapacityChanges(state, clients, nodeCount, rows);
+    await measureNodeLabels(clients.core, nodeCount, port, rows);
     await measureIdle(nodeCount, port, operator, relay, fleet, rows);
 
     // 5. Health flap storm: FLAP_SHARE of the nodes flip one device's health once a second, spread over

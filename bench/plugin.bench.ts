@@ -23,6 +23,7 @@ import {
   RESOURCE,
   STARTS,
 } from "./plugin/knobs.js";
+import { connectedAllocationPerCall } from "./plugin/connected-allocation.js";
 import { preferredAllocationPerCall } from "./plugin/preferred-allocation.js";
 import { startDpo, startGoPlugin, startToRegistered, type Launch, type Plugin } from "./plugin/processes.js";
 import { judgePlugin, printReport, type Result } from "./plugin/report.js";
@@ -56,6 +57,7 @@ async function main(): Promise<void> {
   await kubelet.start();
   const results: Result[] = [];
   const preferred = preferredAllocationPerCall();
+  const connected = connectedAllocationPerCall();
   const running: Plugin[] = [];
   let failed = false;
 
@@ -133,7 +135,7 @@ async function main(): Promise<void> {
         missed: Math.max(...startTimes.get(image)!) <= 500 ? [] : ["≤ 500 ms"],
       },
     );
-    results.push(preferred);
+    results.push(preferred, connected);
   } catch (err) {
     // What was measured before the failure is still printed and judged below; the run exits 1.
     console.error(err);

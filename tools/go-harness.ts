@@ -1,5 +1,5 @@
-// What the Go harnesses under tools/ (gitops-health, promlint, pod-security) share on the TypeScript
-// side: build once through their build.sh (which prints the cached binary's path last), then run the
+// What the Go harnesses under tools/ (gitops-health, promlint, pod-security, olm-validate) share on the
+// TypeScript side: build once through their build.sh (which prints the cached binary's path last), then run the
 // binary with a JSON document on stdin.
 import { execFile } from "node:child_process";
 

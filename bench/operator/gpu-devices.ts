@@ -24,7 +24,7 @@ function gpuUuid(nodeIndex: number, index: number): string {
 
 /**
  * Device `index` of the node as a report carries it. For `nvidia`: the attributes of an H100 SXM, half
- * the GPUs on each of two NUMA nodes, PCI addresses and minors as an 8-GPU HGX board has them, and on
+ * the GPUs on each of two NUMA nodes and PCIe roots, PCI addresses and minors as an 8-GPU HGX board has them, and on
  * every GPU the lastXid attribute the backend writes while an XID holds a GPU (the longest it writes),
  * so the reports are the largest the backend makes. Health stays the fleet's (healthy until flipped).
  */
@@ -45,12 +45,23 @@ export function simulatedDevice(shape: DeviceShape, nodeIndex: number, index: nu
         fieldErrors: {},
       },
       numaNode: index < 4 ? 0 : 1,
+      pcieRoot: index < 4 ? "pci0000:00" : "pci0000:80",
       listed: true,
     },
     minor: index,
     cudaVersion: "12.4",
+    computeCapability: "9.0",
     // An XID that held the GPU once: its code and driver text stay in the attributes.
-    xid: { xid: 94, detail: "Contained ECC error, pid=1234, name=python3, Ch 00000004", refresh: 0 },
+    xid: {
+      xid: 94,
+      cls: "ResetRequired",
+      detail: "Contained ECC error, pid=1234, name=python3, Ch 00000004",
+      timestamp: 0,
+      refresh: 0,
+      eccAtXid: undefined,
+      wentAway: false,
+      resetSeen: undefined,
+    },
     pollFailure: undefined,
     deviceNodesPresent: true,
   });

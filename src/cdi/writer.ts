@@ -2,7 +2,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../observability/json-log.js";
 import { buildCdiSpec, type CdiDevice, type CdiSpec } from "./spec.js";
 
 /** The bytes of a spec file: indented JSON with a final newline, the same for the same spec. Pure. */

@@ -9,10 +9,11 @@ import {
   POD_RESOURCES_SOCKET_NAME,
 } from "../contract/kubelet-paths.js";
 import { REGISTRATION_MODES, type RegistrationMode } from "../contract/registration.js";
-import { createLogger, type LogLevelName } from "../observability/log.js";
+import { createJsonLogger, type LogLevelName } from "../observability/json-log.js";
 import { listenEndpoints, type ListeningEndpoint, type ProbeHandlers } from "../observability/http.js";
-import { collectProcessMetrics } from "../observability/metrics.js";
+import { ProcessMetrics } from "../observability/process-metrics.js";
 import { DEFAULT_POD_RESOURCES_INTERVAL_MS } from "../plugin-runtime/podresources/monitor.js";
+import { DEFAULT_CAPACITY_HEAL_AFTER_MS } from "../plugin-runtime/podresources/capacity-check.js";
 import { DraRuntime } from "../plugin-runtime/dra/dra-runtime.js";
 import {
   ApiClient,
@@ -83,6 +84,13 @@ export const PLUGIN_FLAGS: readonly FlagSpec[] = [
     default: String(DEFAULT_POD_RESOURCES_INTERVAL_MS / 1000),
   },
   {
+    name: "capacity-heal-after",
+    env: "DPO_CAPACITY_HEAL_AFTER",
+    description:
+      "Seconds the kubelet may hand out fewer devices than the plugin advertises as healthy (its PodResources GetAllocatableResources) before the plugin registers again; 0 turns it off. Device-plugin mode, read with the PodResources API.",
+    default: String(DEFAULT_CAPACITY_HEAL_AFTER_MS / 1000),
+  },
+  {
     name: "node-name",
     env: "NODE_NAME",
     description: "Name of this node (the downward API sets NODE_NAME).",
@@ -117,13 +125,11 @@ export const PLUGIN_FLAGS: readonly FlagSpec[] = [
   },
 ];
 
-/** `--pod-resources-interval` in milliseconds: seconds, fractions allowed, 0 for off. */
-function podResourcesInterval(value: string | undefined): number {
+/** A flag in seconds (fractions allowed, 0 for off) in milliseconds; `--pod-resources-interval` by default. */
+function podResourcesInterval(value: string | undefined, flag = "--pod-resources-interval"): number {
   const seconds = Number(value);
   if (value === undefined || value.trim() === "" || !Number.isFinite(seconds) || seconds < 0) {
-    throw new UsageError(
-      `--pod-resources-interval: must be a number of seconds, 0 to turn it off, got '${value ?? ""}'`,
-    );
+    throw new UsageError(`${flag}: must be a number of seconds, 0 to turn it off, got '${value ?? ""}'`);
   }
   return Math.round(seconds * 1000);
 }
@@ -165,6 +171,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
   const metricsAddr = parseListenAddress("metrics-addr", values["metrics-addr"] ?? "0");
   const healthAddr = parseListenAddress("health-addr", values["health-addr"] ?? "0");
   const podResourcesIntervalMs = podResourcesInterval(values["pod-resources-interval"]);
+  const capacityHealAfterMs = podResourcesInterval(values["capacity-heal-after"], "--capacity-heal-after");
   const target = reportTarget(values["kubeconfig"], process.env);
   const namespace = values["namespace"];
   if (target && !namespace) {
@@ -204,7 +211,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     throw new UsageError("--node-name (or NODE_NAME) is required with spec.publish DRA: it names the pool");
   }
   const level = (values["log-level"] ?? config.spec.plugin.logLevel) as LogLevelName;
-  const logger = createLogger(level, {
+  const logger = createJsonLogger(level, {
     component: "plugin",
     config: config.metadata.name,
     resource: config.spec.resourceName,
@@ -232,7 +239,13 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
   const reportApi = credentials && namespace ? new ApiClient(credentials) : undefined;
   const podResources =
     podResourcesIntervalMs > 0
-      ? { podResources: { socketPath: values["pod-resources-socket"]!, intervalMs: podResourcesIntervalMs } }
+      ? {
+          podResources: {
+            socketPath: values["pod-resources-socket"]!,
+            intervalMs: podResourcesIntervalMs,
+            capacityHealAfterMs,
+          },
+        }
       : {};
   const runtime: PluginRuntime | DraRuntime = draApi
     ? new DraRuntime({
@@ -273,6 +286,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
         })
       : undefined;
 
+  let processMetrics: ProcessMetrics | undefined;
   const probes: ProbeHandlers = {
     healthy: () => {
       const s = runtime.status();
@@ -286,7 +300,7 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
       }
       return registrationReadiness(s);
     },
-    metrics: () => runtime.metrics.render(),
+    metrics: async () => `${await runtime.metrics.render()}\n${processMetrics?.render() ?? ""}`,
   };
   const listeners: ListeningEndpoint[] = [];
   let stopping: Promise<number> | undefined;
@@ -320,7 +334,8 @@ export async function runPluginCommand(argv: readonly string[]): Promise<number>
     reporter?.start();
     // The process metrics only when someone can scrape them (their observers cost CPU and memory), and
     // loaded once the first registration was made: the kubelet does not wait for their collectors.
-    if (metricsAddr) await collectProcessMetrics(runtime.metrics.registry);
+    // The plugin's own collectors (process-metrics.ts), prom-client's families without its cost (ADR 0008).
+    if (metricsAddr) processMetrics = new ProcessMetrics();
   } catch (err) {
     logger.error({ err: (err as Error).message }, "plugin runtime failed to start");
     await shutdown("startup-failure");

@@ -1,5 +1,5 @@
 // `dpo version`: the build's version, git commit and the kubelet API versions the runtime serves.
-import { SUPPORTED_KUBELET_API_VERSIONS } from "../plugin-runtime/proto/index.js";
+import { SUPPORTED_KUBELET_API_VERSIONS } from "../plugin-runtime/proto/wire.js";
 import { buildInfo } from "../version.js";
 
 export function formatVersion(json: boolean): string {

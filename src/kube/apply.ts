@@ -23,6 +23,10 @@ export interface ApplyOptions {
 export interface ApplyCallOptions {
   /** Validate and default on the server without persisting. */
   dryRun?: boolean;
+  /** This apply's field manager instead of the applier's (one per set of fields applied alone). */
+  fieldManager?: string;
+  /** This apply's force instead of the applier's: false fails with a conflict on another's field. */
+  force?: boolean;
 }
 
 /** An object that can be applied: apiVersion, kind and name are required. */
@@ -102,8 +106,8 @@ export class ServerSideApplier {
       method: "PATCH",
       path,
       query: {
-        fieldManager: this.fieldManager,
-        force: this.force,
+        fieldManager: options.fieldManager ?? this.fieldManager,
+        force: options.force ?? this.force,
         dryRun: options.dryRun ? "All" : undefined,
       },
       body: obj,

@@ -3,7 +3,7 @@
 import type { KubeConfig, KubernetesObject } from "@kubernetes/client-node";
 import { isNotFound } from "./errors.js";
 import type { WriteFence } from "./fence.js";
-import { kubeRequest, type KubeRequest } from "./request.js";
+import { kubeRequest, listAll, type KubeRequest, type ListQuery } from "./request.js";
 import { collectionPath, groupVersionPath, objectPath, type ResourceRef } from "./resources.js";
 
 /** Which object: its name, and its namespace when the resource is namespaced. */
@@ -71,6 +71,15 @@ export interface ObjectClient {
     options?: SubresourceOptions,
   ): Promise<T>;
   delete(ref: ResourceRef, key: ObjectKey, options?: DeleteOptions): Promise<void>;
+  /**
+   * GET of a collection, every page, in one namespace or (undefined) all of them. For reads outside the
+   * informer caches: a few objects, seldom (a takeover's incumbent pods, the pods on one node).
+   */
+  list?<T extends KubernetesObject>(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    query: ListQuery,
+  ): Promise<T[]>;
 }
 
 /** The key of an object that names itself; a namespaced resource's object must name its namespace. */
@@ -206,6 +215,14 @@ export class KubeObjectClient implements ObjectClient {
     await this.write(
       deleteRequest(ref, key, { ...options, ...(propagationPolicy ? { propagationPolicy } : {}) }),
     );
+  }
+
+  async list<T extends KubernetesObject>(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    query: ListQuery,
+  ): Promise<T[]> {
+    return (await listAll<T>(this.kc, collectionPath(ref, namespace), query)).items;
   }
 }
 

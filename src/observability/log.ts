@@ -4,8 +4,9 @@ import { pino, type DestinationStream, type Logger } from "pino";
 
 export type { Logger } from "pino";
 
-export const LOG_LEVEL_NAMES = ["trace", "debug", "info", "warn", "error", "silent"] as const;
-export type LogLevelName = (typeof LOG_LEVEL_NAMES)[number];
+// The level names are the plugin's logger's too (json-log.ts, which loads no pino).
+export { LOG_LEVEL_NAMES, type LogLevelName } from "./json-log.js";
+import type { LogLevelName } from "./json-log.js";
 
 /**
  * One event line with each key once. pino writes a child's bindings after its parent's and the event's

@@ -17,6 +17,7 @@ import {
   specResourceName,
 } from "./controllers/mapping.js";
 import type { OperatorInformers } from "./informers.js";
+import { rejectedResources } from "./status/admission-rejections.js";
 import { LABEL_CONFIG } from "../contract/names.js";
 
 /** Registers the handlers; `enqueue` takes a config name (undefined: none) and `isOwnStatus` the reconciler's. */
@@ -25,7 +26,8 @@ export function wireConfigEvents(
   enqueue: (name: string | undefined) => void,
   isOwnStatus: (name: string, status: unknown) => boolean,
 ): void {
-  const { configs, nodes, pods, daemonSets, configMaps, reports, slices, deviceClasses } = informers;
+  const { configs, nodes, pods, failedPods, daemonSets, configMaps, reports, slices, deviceClasses } =
+    informers;
   const enqueueAll = (names: readonly string[]): void => names.forEach((n) => enqueue(n));
 
   slices.onAdd((sl) => enqueue(configForSlice(configs, sl)));
@@ -56,6 +58,14 @@ export function wireConfigEvents(
   pods.onAdd(byLabel);
   pods.onUpdate((_old, cur) => byLabel(cur));
   pods.onDelete(byLabel);
+
+  // A pod the kubelet rejected for a config's resource: the configs of that resource report it.
+  const byRejected = (p: V1Pod): void => {
+    for (const resource of rejectedResources(p)) enqueueAll(configsSharingResource(configs, resource));
+  };
+  failedPods.onAdd(byRejected);
+  failedPods.onUpdate((_old, cur) => byRejected(cur));
+  failedPods.onDelete(byRejected);
 
   const byOwner = (o: V1DaemonSet | V1ConfigMap): void => enqueue(ownerConfigName(o.metadata));
   daemonSets.onAdd(byOwner);

@@ -27,13 +27,22 @@ import {
 } from "./controllers/reconciler-deps.js";
 import { LABEL_CONFIG, LABEL_MANAGED_BY } from "../contract/names.js";
 import { LABEL_NAME, MANAGED_BY, PLUGIN_APP_NAME } from "./model/names.js";
+import {
+  FAILED_PODS_FIELD_SELECTOR,
+  INDEX_BY_RESOURCE,
+  rejectedResources,
+  slimFailedPodForCache,
+} from "./status/admission-rejections.js";
 import { slimResourceSliceForCache, type SlimResourceSlice } from "./status/published-devices.js";
-import { configsMarkedOnNode } from "./upgrade/node-labels.js";
+import { configsMarkedOn } from "./upgrade/node-marks.js";
+import { configsLabellingNode } from "./node-labels/ownership.js";
 
 export interface OperatorInformers {
   configs: Informer<StoredConfig>;
   nodes: Informer<V1Node>;
   pods: Informer<V1Pod>;
+  /** Failed pods in every namespace, for the pods the kubelets rejected at admission (admission-rejections.ts). */
+  failedPods: Informer<V1Pod>;
   daemonSets: Informer<V1DaemonSet>;
   configMaps: Informer<V1ConfigMap>;
   reports: Informer<DeviceNodeState>;
@@ -85,6 +94,13 @@ export function createOperatorInformers(
       namespace,
       labelSelector: `${LABEL_NAME}=${PLUGIN_APP_NAME}`,
     }),
+    // Only pods that ended Failed (a field-selected watch; none while nothing fails), trimmed to their
+    // node, requests and reason: bounded by the cluster's failed pods, which the pod GC bounds too.
+    failedPods: createInformer<V1Pod>(kc, {
+      ...common(PODS),
+      transform: slimFailedPodForCache,
+      fieldSelector: FAILED_PODS_FIELD_SELECTOR,
+    }),
     daemonSets: createInformer<V1DaemonSet>(kc, {
       ...common(DAEMON_SETS),
       transform: stripManagedFields,
@@ -116,8 +132,12 @@ export function createOperatorInformers(
   informers.slices.addIndex(INDEX_BY_CONFIG, byConfigLabel);
   informers.slices.addIndex(INDEX_BY_DRIVER, (sl) => (sl.spec.driver ? [sl.spec.driver] : []));
   informers.pods.addIndex(INDEX_BY_CONFIG, byConfigLabel);
+  informers.failedPods.addIndex(INDEX_BY_RESOURCE, rejectedResources);
   informers.reports.addIndex(INDEX_BY_CONFIG, (r) => (r.spec?.configName ? [r.spec.configName] : []));
-  informers.nodes.addIndex(INDEX_BY_CONFIG, configsMarkedOnNode);
+  // The configs a Node carries marks (ADR 0009) or device labels (ADR 0011) of.
+  informers.nodes.addIndex(INDEX_BY_CONFIG, (n) => [
+    ...new Set([...configsMarkedOn(n), ...configsLabellingNode(n)]),
+  ]);
   informers.daemonSets.addIndex(INDEX_BY_CONFIG, byConfigLabel);
   informers.configMaps.addIndex(INDEX_BY_CONFIG, byConfigLabel);
   return informers;

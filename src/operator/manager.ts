@@ -24,7 +24,7 @@ import {
 import { MANAGED_BY } from "./model/names.js";
 import type { RenderContext } from "./render/context.js";
 import { ConfigReconciler } from "./controllers/config-reconciler.js";
-import { configForSlice } from "./controllers/mapping.js";
+import { configsToReconcileAtStart } from "./controllers/rediscovery.js";
 import { wireConfigEvents } from "./event-wiring.js";
 import { createOperatorInformers, type OperatorInformers } from "./informers.js";
 import { OperatorMetrics } from "./metrics.js";
@@ -124,15 +124,27 @@ export class Operator {
     const recorder = { component: MANAGED_BY, instance: opts.leaderElection.identity, logger };
     this.events = new EventRecorder(kc, recorder);
     this.workerEvents = new EventRecorder(kc, { ...recorder, fence: this.fence });
-    const { configs, nodes, pods, daemonSets, configMaps, reports } = this.informers;
+    const { configs, nodes, pods, failedPods, daemonSets, configMaps, reports } = this.informers;
+    const applier = new ServerSideApplier(kc, { fieldManager: MANAGED_BY, force: true, fence: this.fence });
     this.reconciler = new ConfigReconciler({
       configs,
       nodes,
       pods,
+      failedPods,
       daemonSets,
       configMaps,
       reports,
-      applier: new ServerSideApplier(kc, { fieldManager: MANAGED_BY, force: true, fence: this.fence }),
+      applier,
+      // Each config's labels under its own field manager, never forced over another labeller's (ADR 0011).
+      nodeLabels: ({ node, fieldManager, labels }) =>
+        applier.apply(
+          {
+            apiVersion: "v1",
+            kind: "Node",
+            metadata: { name: node, ...(Object.keys(labels).length > 0 ? { labels } : {}) },
+          },
+          { fieldManager, force: false },
+        ),
       objects: new KubeObjectClient(kc, {
         fieldManager: MANAGED_BY,
         propagationPolicy: "Background",
@@ -250,6 +262,7 @@ export class Operator {
       this.informers.configs,
       this.informers.nodes,
       this.informers.pods,
+      this.informers.failedPods,
       this.informers.daemonSets,
       this.informers.configMaps,
       this.informers.reports,
@@ -339,13 +352,16 @@ export class Operator {
         onResult: (result) => this.metrics.storageMigrations.inc({ result }),
       }).run(AbortSignal.any([this.stopController.signal, this.fence.signal]));
     }
-    for (const key of this.informers.configs.keys()) this.queue.add(key);
-    // Slices of configs deleted while no leader ran: their label brings the name back for cleanup.
-    if (this.draServed)
-      for (const slice of this.informers.slices.list()) {
-        const name = configForSlice(this.informers.configs, slice);
-        if (name) this.queue.add(name);
-      }
+    // Every config, and every config name something dpo left carries (a config deleted while no leader
+    // ran: a Replace fence, a record, a slice), whose reconcile takes it off (ADR 0009).
+    const { configs, nodes, pods, daemonSets, configMaps, reports, slices } = this.informers;
+    const left = {
+      nodes: nodes.list(),
+      owned: [...daemonSets.list(), ...configMaps.list(), ...pods.list()],
+      reports: reports.list(),
+      ...(this.draServed ? { slices: slices.list() } : {}),
+    };
+    for (const name of configsToReconcileAtStart(configs, left)) this.queue.add(name);
     this.workers = runWorkers(
       this.queue,
       async (key, signal) => {

@@ -117,6 +117,12 @@ export class OperatorMetrics {
     labelNames: ["result"] as const,
     registers: [this.registry],
   });
+  readonly orphanedMarksRemoved = new Counter({
+    name: "dpo_operator_orphaned_node_marks_removed_total",
+    help: "Marks of configs that no longer exist taken off Nodes by the leader, by place (label, annotation: an upgrade record, taint: a Replace fence).",
+    labelNames: ["mark"] as const,
+    registers: [this.registry],
+  });
 
   // Each config's status (src/operator/status/config-series.ts), set by the leader on every reconcile and
   // removed with the config or when this replica stops leading, so only the leader serves them.
@@ -180,6 +186,12 @@ export class OperatorMetrics {
     labelNames: ["config", "reason"] as const,
     registers: [this.registry],
   });
+  readonly admissionRejectedPods = new Gauge({
+    name: "dpo_admission_rejected_pods",
+    help: "Pods the kubelets of the config's nodes rejected at admission for its resource (UnexpectedAdmissionError, as after a node reboot on the device plugin path) that still exist; the status's AdmissionRejected problems and Events name them.",
+    labelNames: ["config"] as const,
+    registers: [this.registry],
+  });
   readonly configRolloutPhase = new Gauge({
     name: "dpo_config_rollout_phase",
     help: "1 for the phase of the config's plugin rollout (status.upgrade.phase), 0 for the others; all 0 before its first rollout.",
@@ -203,6 +215,7 @@ export class OperatorMetrics {
     this.configDevicesAdvertised.set({ config }, series.devicesAdvertised);
     this.configDevicesAllocatable.set({ config }, series.devicesAllocatable);
     this.configDevicesUnhealthy.set({ config }, series.devicesUnhealthy);
+    this.admissionRejectedPods.set({ config }, series.admissionRejectedPods ?? 0);
     for (const reason of STALLED_REASONS) {
       this.configStalled.set({ config, reason }, series.stalledReason === reason ? 1 : 0);
     }
@@ -225,6 +238,7 @@ export class OperatorMetrics {
       this.configDevicesAdvertised,
       this.configDevicesAllocatable,
       this.configDevicesUnhealthy,
+      this.admissionRejectedPods,
     ];
   }
 

@@ -8,7 +8,7 @@
 // (the order of handover.ts); an older one leaves the file alone while a newer one runs, so it never puts
 // back its own, older device list over the newer one's, and writes again once the newer one is gone (a
 // rollback deletes it).
-import type { Logger } from "pino";
+import type { Logger } from "../observability/json-log.js";
 import { CdiSpecWriter, cdiSpecFileName, type CdiDevice } from "../cdi/index.js";
 import { backoffDelayMs } from "../kube/backoff.js";
 import type { DeviceBackend } from "./devices/backend.js";

@@ -92,6 +92,12 @@ export class PluginMetrics {
     labelNames: ["resource", "path", "result"] as const,
     registers: [this.registry],
   });
+  readonly reregistrations = new Counter({
+    name: "dpo_plugin_reregistrations_total",
+    help: "Times the plugin registered again by itself, by reason (CapacityLost: the kubelet handed out fewer devices than the plugin advertised as healthy for longer than --capacity-heal-after).",
+    labelNames: ["resource", "reason"] as const,
+    registers: [this.registry],
+  });
   readonly registered = new Gauge({
     name: "dpo_plugin_registered",
     help: "1 while the kubelet has accepted the plugin's current registration.",

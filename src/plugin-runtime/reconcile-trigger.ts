@@ -1,7 +1,7 @@
 // When the device-plugin runtime reconciles: on file-system events in the kubelet's device-plugins
 // directory, on a poll for the events a watch misses, and when asked; one run at a time.
 import { watch, type FSWatcher } from "node:fs";
-import type { Logger } from "pino";
+import type { Logger } from "../observability/json-log.js";
 
 export interface ReconcileTriggerOptions {
   /** The directory whose changes may need a reconcile. */

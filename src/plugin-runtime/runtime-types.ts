@@ -1,11 +1,12 @@
 // The device-plugin runtime's options, status and events: what the CLI, the node report and the DRA runtime
 // share with it, apart from the runtime's lifecycle (runtime.ts).
-import type { Logger } from "pino";
+import type { Logger } from "../observability/json-log.js";
 import type { DevicePluginConfig } from "../api/v1beta1/config.js";
 import type { RegistrationMode } from "../contract/registration.js";
 import type { DeviceBackend } from "./devices/backend.js";
 import type { DeviceSetSnapshot } from "./devices/device-set.js";
 import type { Allocations } from "./podresources/allocations.js";
+import type { SelfHealRecord } from "./registration/capacity-heal.js";
 import type { ReadNodeAnnotations } from "./registration/standby.js";
 
 export interface PluginRuntimeOptions {
@@ -31,7 +32,15 @@ export interface PluginRuntimeOptions {
    * The kubelet's PodResources socket and how often to read it, for the devices' holders (metrics and
    * the node report's allocated count); absent: not read.
    */
-  podResources?: { socketPath: string; intervalMs?: number };
+  podResources?: {
+    socketPath: string;
+    intervalMs?: number;
+    /**
+     * How long the kubelet may hand out fewer devices than the plugin advertises as healthy before the
+     * plugin registers again (capacity-check.ts); 0 or absent: never.
+     */
+    capacityHealAfterMs?: number;
+  };
   /** The plugin revision (the pod's DPO_REVISION); without one the plugin never stands by. */
   revision?: string | undefined;
   /**
@@ -62,6 +71,8 @@ export interface RuntimeStatus {
    * ahead): serving, not registering until that one is gone. Absent while not standing by.
    */
   standingBy?: string | undefined;
+  /** The last time the plugin registered again because the kubelet had dropped its devices; absent: never. */
+  selfHeal?: SelfHealRecord | undefined;
 }
 
 export interface PluginRuntimeEvents {
@@ -72,6 +83,8 @@ export interface PluginRuntimeEvents {
   /** The plugin started or stopped standing by for an older instance. */
   standby: [RuntimeStatus];
   devices: [DeviceSetSnapshot];
+  /** The plugin registered again because the kubelet had dropped its devices, or the kubelet lists them again. */
+  selfHeal: [RuntimeStatus];
   /** The kubelet's answer on which containers hold the devices changed. */
   allocations: [Allocations];
 }

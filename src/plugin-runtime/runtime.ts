@@ -4,7 +4,7 @@
 import { mkdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { EventEmitter } from "node:events";
-import type { Logger } from "pino";
+import type { Logger } from "../observability/json-log.js";
 import { DEFAULT_CDI_DIR } from "../cdi/index.js";
 import type { DeviceBackend } from "./devices/backend.js";
 import { createBackend } from "./backends/index.js";
@@ -17,11 +17,12 @@ import type { HeldShares } from "./devices/held.js";
 import { deviceSeries, draClaimShares, type Allocations } from "./podresources/allocations.js";
 import { FIRST_ANSWER_WAIT_MS, PodResourcesMonitor } from "./podresources/monitor.js";
 import { ReconcileTrigger } from "./reconcile-trigger.js";
-import { KUBELET_API_VERSION, KUBELET_SOCKET_NAME, SUPPORTED_KUBELET_API_VERSIONS } from "./proto/index.js";
+import { KUBELET_API_VERSION, KUBELET_SOCKET_NAME, SUPPORTED_KUBELET_API_VERSIONS } from "./proto/wire.js";
 import { registerRequest, registerWithKubelet } from "./registration/kubelet-registration.js";
 import { acceptedWatcherVersion, PluginWatcherRegistration } from "./registration/plugin-watcher.js";
 import { NewerInstanceProbe } from "./registration/handover.js";
 import { Reregistration } from "./registration/reregistration.js";
+import { CapacityHeal } from "./registration/capacity-heal.js";
 import { Standby } from "./registration/standby.js";
 import {
   fileIdentity,
@@ -126,6 +127,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       logger: this.log,
       onChange: () => this.emit("standby", this.status()),
       onOlderGone: () => this.reconciles.kick(),
+      incumbentSocket: opts.config.spec.takeover?.socket,
     });
     this.reregistration = new Reregistration({
       retryBaseMs: opts.retryBaseMs ?? 100,
@@ -139,6 +141,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
 
   private readonly backend: DeviceBackend;
   private podResources: PodResourcesMonitor | undefined;
+  private capacityHeal: CapacityHeal | undefined;
   /** Keeps the spec the CDI names Allocate returns resolve against; undefined without CDI. */
   private readonly cdiSpec: CdiSpecSync | undefined;
 
@@ -154,6 +157,7 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
       registrationChangedAtMs: this.registrationChangedAtMs,
       kubeletRestarts: this.kubeletRestarts,
       standingBy: this.standby.standingBy,
+      selfHeal: this.capacityHeal?.last,
     };
   }
 
@@ -206,7 +210,9 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
         heldElsewhereOf: (response) => draClaimShares(response, this.draTable()),
         logger: this.log,
         metrics: this.metrics,
+        readAllocatable: (this.opts.podResources.capacityHealAfterMs ?? 0) > 0,
       });
+      this.watchCapacity(monitor, this.opts.podResources.capacityHealAfterMs ?? 0);
       // Held devices stay advertised: the scheduler counts the DRA pods' requests against them (held.ts).
       monitor.on("heldElsewhere", () => this.emit("allocations", monitor.allocations ?? new Map()));
       monitor.on("allocations", (allocations) => {
@@ -339,6 +345,37 @@ export class PluginRuntime extends EventEmitter<PluginRuntimeEvents> {
     await this.registerOnce(kubeletId);
     // Leaving standby is news only if the registration that follows failed (it emits its own change).
     if (this.standby.takeLeft() && !this.status().registered) this.emit("standby", this.status());
+  }
+
+  /** Registers again when the kubelet hands out fewer devices than advertised for `boundMs` (capacity-heal.ts). */
+  private watchCapacity(monitor: PodResourcesMonitor, boundMs: number): void {
+    if (boundMs <= 0) return;
+    const heal = new CapacityHeal({
+      boundMs,
+      resourceName: this.resourceName,
+      metrics: this.metrics,
+      logger: this.log,
+      plugin: () => ({
+        registered: this.status().registered && this.endpoint !== undefined,
+        standingBy: this.standby.standingBy !== undefined,
+        pluginHealthy: new Set(
+          this.devices
+            .snapshot()
+            .advertised.filter((d) => d.health === "Healthy")
+            .map((d) => d.id),
+        ),
+      }),
+      reregister: (message) => {
+        if (this.stopped) return;
+        // The same path as a stream the kubelet ended: never while a newer instance serves (due()).
+        this.reregistration.drop(Date.now() - this.registrationChangedAtMs);
+        this.recordRegistrationError(message);
+        this.setRegistered(false);
+      },
+      onChange: () => this.emit("selfHeal", this.status()),
+    });
+    this.capacityHeal = heal;
+    monitor.on("allocatable", (ids) => heal.observe(ids));
   }
 
   /**

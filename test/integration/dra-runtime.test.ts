@@ -111,7 +111,12 @@ describe("DraRuntime on a real API server", () => {
     expect(s.spec.devices?.map((d) => d.name)).toEqual(["foo-0", "foo-1", "foo-2"]);
     expect(s.spec.devices?.[2]).toEqual({
       name: "foo-2",
-      attributes: { index: { int: 2 }, model: { string: "X100" }, numaNode: { int: 0 } },
+      attributes: {
+        index: { int: 2 },
+        model: { string: "X100" },
+        numaNode: { int: 0 },
+        "resource.kubernetes.io/numaNode": { int: 0 },
+      },
       capacity: { memory: { value: "80Gi" } },
     });
     expect(runtime.status().serving).toBe(true);

@@ -119,6 +119,7 @@ describe("SlicePublisher on a real API server", () => {
         model: { string: "X100" },
         numaNode: { int: 1 },
         pci_address: { string: "0000:3b:00.1" },
+        "resource.kubernetes.io/numaNode": { int: 1 },
       },
       capacity: { memory: { value: "80Gi" } },
     });

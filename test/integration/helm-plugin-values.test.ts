@@ -286,7 +286,10 @@ describe("Chart.yaml", () => {
     >;
     expect(chart["home"]).toBe("https://github.com/dpo-dev/dpo");
     expect(chart["sources"]).toEqual(["https://github.com/dpo-dev/dpo"]);
-    expect(chart["maintainers"]).toEqual([{ name: "dpo-dev", url: "https://github.com/dpo-dev" }]);
+    // OperatorHub's validator (the OLM bundle's CSV takes the same) needs a maintainer's email.
+    expect(chart["maintainers"]).toEqual([
+      { name: "dpo-dev", email: "maintainers@dpo.dev", url: "https://github.com/dpo-dev" },
+    ]);
     expect(chart["keywords"]).toEqual(expect.arrayContaining(["device-plugin", "operator", "dra"]));
     // The icon is a file of this repository, on its main branch.
     const icon = chart["icon"] as string;

@@ -1,11 +1,15 @@
 // config/rbac and config/policy on a real API server: the operator's ServiceAccount may patch a Node's
-// revision labels, upgrade annotation and Replace taint (ADR 0004), and nothing else on it: no other
-// label, annotation or taint, no cordon. Administrators are not limited by the policy.
-import { CoreV1Api, type V1Node } from "@kubernetes/client-node";
+// revision labels, upgrade annotation and Replace taint (ADR 0004) and its device labels (ADR 0011), and
+// nothing else on it: no other label (no other nvidia.com/ one), annotation or taint, no cordon.
+// Administrators are not limited by the policy.
+import { CoreV1Api, type KubeConfig, type V1Node } from "@kubernetes/client-node";
+import { ServerSideApplier } from "../../src/kube/apply.js";
+import { KubeApiError } from "../../src/kube/errors.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KubeObjectClient } from "../../src/kube/objects.js";
 import { NODES } from "../../src/kube/resources.js";
 import { nodeKeys } from "../../src/operator/model/targeting.js";
+import { deviceLabelKey } from "../../src/operator/node-labels/keys.js";
 import { issuedToken } from "../../tools/cluster/kubeconfig.js";
 import { refusal } from "../cluster/plugin-identity.js";
 import {
@@ -13,6 +17,7 @@ import {
   kubeConfigFromInjected,
   kubeConfigWithToken,
   uniqueName,
+  waitFor,
 } from "../cluster/helpers.js";
 import { installDpo, NAMESPACE, OPERATOR_SA } from "../e2e/support.js";
 
@@ -22,6 +27,7 @@ const node = firstNode();
 const config = uniqueName("node-policy");
 const keys = nodeKeys(config);
 let asOperator: KubeObjectClient;
+let operatorKc: KubeConfig;
 
 function firstNode(): string {
   const [a] = injectedCluster().nodeNames;
@@ -40,8 +46,20 @@ beforeAll(async () => {
     namespace: NAMESPACE,
     body: { spec: { audiences: [], expirationSeconds: 3600 } },
   });
-  asOperator = new KubeObjectClient(kubeConfigWithToken(issuedToken(answer, OPERATOR_SA)), {
+  operatorKc = kubeConfigWithToken(issuedToken(answer, OPERATOR_SA));
+  asOperator = new KubeObjectClient(operatorKc, {
     fieldManager: "dpo-operator",
+  });
+  // The API server enforces a new policy a moment after it is created: until it refuses a write, the
+  // cases below would see writes through (each probe a new value, so none is an unchanged no-op).
+  let probe = 0;
+  await waitFor("the dpo-operator-node-labels policy in force", async () => {
+    try {
+      await patch(asOperator, { metadata: { labels: { "example.com/pool": `probe-${++probe}` } } });
+      return false;
+    } catch (err) {
+      return err instanceof KubeApiError && err.code === 403;
+    }
   });
 });
 
@@ -49,7 +67,13 @@ afterAll(async () => {
   const adminClient = new KubeObjectClient(admin, { fieldManager: "test" });
   await patch(adminClient, {
     metadata: {
-      labels: { [keys.revision]: null, [keys.surge]: null, "example.com/pool": null },
+      labels: {
+        [keys.revision]: null,
+        [keys.surge]: null,
+        "example.com/pool": null,
+        "nvidia.com/gpu.product": null,
+        [deviceLabelKey("count", config)]: null,
+      },
       annotations: { [keys.upgrade]: null },
     },
   }).catch(() => undefined);
@@ -70,7 +94,27 @@ describe("the operator's Node writes", () => {
     expect(cleared.metadata?.labels?.[keys.surge]).toBeUndefined();
   });
 
+  it("may set and remove GPU Feature Discovery's keys and its device labels, by server-side apply", async () => {
+    const count = deviceLabelKey("count", config);
+    const applier = new ServerSideApplier(operatorKc, { fieldManager: "dpo-operator" });
+    const apply = (labels: Record<string, string>) =>
+      applier.apply(
+        { apiVersion: "v1", kind: "Node", metadata: { name: node, labels } },
+        { fieldManager: `dpo-node-labels/${config}`, force: false },
+      );
+    const written = await apply({ "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", [count]: "8" });
+    expect(written.metadata?.labels?.[count]).toBe("8");
+    const cleared = await apply({});
+    expect(cleared.metadata?.labels?.["nvidia.com/gpu.product"]).toBeUndefined();
+    expect(cleared.metadata?.labels?.[count]).toBeUndefined();
+  });
+
   it.each([
+    {
+      what: "an nvidia.com/ label GFD does not write (NVIDIA's MIG manager acts on it)",
+      body: { metadata: { labels: { "nvidia.com/mig.config": "all-1g.10gb" } } },
+      says: "labels",
+    },
     { what: "another label", body: { metadata: { labels: { "example.com/pool": "a" } } }, says: "labels" },
     {
       what: "a node-role label",

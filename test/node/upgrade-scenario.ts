@@ -68,7 +68,7 @@ export interface AllocatableFigures {
  * watch itself went through (samples, restarts, gaps), so a watch that saw nothing cannot pass for a node
  * that never dropped.
  */
-class AllocatableWatch {
+export class AllocatableWatch {
   min = Number.POSITIVE_INFINITY;
   zeroMs = 0;
   private zeroSince: number | undefined;

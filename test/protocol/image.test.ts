@@ -1,7 +1,9 @@
 // The images tools/image/build.sh builds (make image), read back from their OCI archives: the dpo image's
-// index, config, layers and files against tools/image/images.ts, its root filesystem run for real in a
-// chroot (which proves the Debian libraries are complete and the compile cache is used), and the real-node
-// tier's pause (PID 1 in a PID namespace: reaps orphans, exits 0 on SIGTERM) and busybox images.
+// index of linux/amd64 and linux/arm64, this machine's config, layers and files against
+// tools/image/images.ts, its root filesystem run for real in a chroot (which proves the Debian libraries are
+// complete and the compile cache is used), the other architecture's run under QEMU (`dpo --version`, a Mock
+// `dpo probe`), and the real-node tier's pause (PID 1 in a PID namespace: reaps orphans, exits 0 on SIGTERM)
+// and busybox images.
 import { execFile, spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import {
@@ -29,7 +31,16 @@ import {
   pauseImage,
   type ImageDefinition,
 } from "../../tools/image/images.js";
-import { extractOciArchive, unpackLayers, type OciArchive } from "../../tools/image/oci-archive.js";
+import { ELF_MACHINES, readElfDependencies } from "../../tools/image/elf.js";
+import {
+  extractOciArchive,
+  OCI_INDEX,
+  OCI_MANIFEST,
+  unpackLayers,
+  type OciArchive,
+} from "../../tools/image/oci-archive.js";
+import { hostPlatform, PLATFORMS, platformName, QEMU_PACKAGE } from "../../tools/image/platforms.js";
+import { runInRootfs } from "../../tools/image/qemu.js";
 import { waitFor } from "./support.js";
 
 const repo = join(import.meta.dirname, "..", "..");
@@ -135,9 +146,36 @@ describe.skipIf(cannotBuild !== undefined)(
         expect(image.reference).toBe(`ghcr.io/dpo-dev/dpo:${PACKAGE_VERSION}`);
         const entry = image.index.manifests[0]!;
         expect(entry.annotations?.["org.opencontainers.image.ref.name"]).toBe(image.reference);
-        expect(entry.mediaType).toBe("application/vnd.oci.image.manifest.v1+json");
-        expect(entry.platform).toEqual({ os: "linux", architecture: image.config.architecture });
+        expect(entry.mediaType).toBe(OCI_INDEX);
         expect(image.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+      });
+
+      it("is one OCI index of linux/amd64 and linux/arm64/v8, each manifest's config of its platform", () => {
+        const image = read(dpoImage);
+        const manifests = image.imageIndex?.manifests ?? [];
+        expect(image.imageIndex?.mediaType).toBe(OCI_INDEX);
+        expect(manifests.map((m) => m.platform)).toEqual([
+          { os: "linux", architecture: "amd64" },
+          { os: "linux", architecture: "arm64", variant: "v8" },
+        ]);
+        for (const entry of manifests) {
+          expect(entry.mediaType).toBe(OCI_MANIFEST);
+          const manifest = JSON.parse(
+            readFileSync(image.blob(entry.digest), "utf8"),
+          ) as OciArchive["manifest"];
+          const config = JSON.parse(
+            readFileSync(image.blob(manifest.config.digest), "utf8"),
+          ) as OciArchive["config"];
+          // What containerd and the kubelet match against the node: os, architecture and variant.
+          expect({ os: config.os, architecture: config.architecture, variant: config.variant }).toEqual({
+            variant: undefined,
+            ...entry.platform,
+          });
+          expect(config.config.Entrypoint).toEqual(dpoImage.config.Entrypoint);
+        }
+        // The one this machine's containerd unpacks, and the tests below read, is this machine's.
+        expect(image.entry.platform?.architecture).toBe(hostPlatform().architecture);
+        expect(image.config.architecture).toBe(hostPlatform().architecture);
       });
 
       it("has the config images.ts declares (the Dockerfile's, test/unit/tools/image/dockerfile.test.ts)", () => {
@@ -233,6 +271,76 @@ describe.skipIf(cannotBuild !== undefined)(
         },
       );
     });
+
+    // Every platform that is not this machine's: started under Debian's qemu-user-static inside its own
+    // root filesystem. Never skipped: without the emulator this fails, naming the package to install
+    // (make test installs it, as tools/image/build.sh does).
+    for (const platform of PLATFORMS.filter((p) => p.architecture !== hostPlatform().architecture)) {
+      describe(`dpo for ${platformName(platform)}, under QEMU`, () => {
+        const rootfs = join(scratch, `dpo-rootfs-${platform.architecture}`);
+        let image: OciArchive;
+        const entrypoint = dpoImage.config.Entrypoint!;
+        const inImage = (argv: string[], extra: Record<string, string> = {}, input?: string) =>
+          runInRootfs(platform, rootfs, argv, imageEnv(dpoImage, extra), {
+            wd: dpoImage.config.WorkingDir,
+            input,
+          });
+        beforeAll(() => {
+          image = extractOciArchive(
+            join(repo, imageArchive(dpoImage)),
+            join(scratch, "dpo-layout"),
+            platform.architecture,
+          );
+          unpackLayers(image, rootfs);
+        }, 120_000);
+
+        it(`holds ${platform.architecture} programs: node from node-linux-${platform.nodeArch}, Debian's libraries`, () => {
+          expect(image.config.architecture).toBe(platform.architecture);
+          const machine = ELF_MACHINES[platform.architecture];
+          expect(readElfDependencies(join(rootfs, dpoImage.node.path)).machine).toBe(machine);
+          const { interpreter } = readElfDependencies(join(rootfs, dpoImage.node.path));
+          expect(readElfDependencies(join(rootfs, interpreter!)).machine).toBe(machine);
+          // Each package's record says which architecture's package it is.
+          const packages = image.config.config.Labels?.[DEBIAN_PACKAGES_LABEL]?.split(" ") ?? [];
+          for (const { name } of dpoImage.debian) {
+            expect(
+              packages.some((p) => p.startsWith(`${name}=`)),
+              name,
+            ).toBe(true);
+            const record = readFileSync(join(rootfs, "var", "lib", "dpkg", "status.d", name), "utf8");
+            expect(record, name).toMatch(new RegExp(`^Architecture: (${platform.debianArch}|all)$`, "m"));
+          }
+          const libc = readFileSync(join(rootfs, "var", "lib", "dpkg", "status.d", "libc6"), "utf8");
+          expect(libc).toContain(`Architecture: ${platform.debianArch}\n`);
+        });
+
+        it(`runs \`dpo --version\` under the entrypoint, with the compile cache built for it`, () => {
+          const result = inImage([...entrypoint, "--version"], { NODE_DEBUG_NATIVE: "COMPILE_CACHE" });
+          expect(result.error?.message ?? "", `${QEMU_PACKAGE} runs the image`).toBe("");
+          expect(result.status, result.stderr).toBe(0);
+          expect(result.stdout.split("\n")[0]).toBe(`dpo ${PACKAGE_VERSION}`);
+          expect(result.stdout).toContain(`node: v${NODE_VERSION}\n`);
+          const debug = result.stderr + result.stdout;
+          expect(debug).toContain("V8 code cache for ESM file:///app/dist/dpo.js was accepted");
+          expect(debug).not.toMatch(/rejected|mismatch/);
+          const arch = inImage(["node", "-p", "process.arch"]);
+          expect(arch.stdout, arch.stderr).toBe(`${platform.nodeArch}\n`);
+        });
+
+        it("runs `dpo probe` on a Mock config, which lists its devices", () => {
+          const config = readFileSync(join(repo, "config", "samples", "mock-basic.yaml"), "utf8");
+          const result = inImage([...entrypoint, "probe", "--config", "-"], {}, config);
+          expect(result.status, result.stderr).toBe(0);
+          const lines = result.stdout.split("\n");
+          expect(lines[0]).toBe("config example-mock: backend Mock, 4 device(s)");
+          for (const id of ["foo-0", "foo-1", "foo-2", "foo-3"])
+            expect(
+              lines.some((line) => /^(\S+)\s+Healthy\s/.exec(line)?.[1] === id),
+              id,
+            ).toBe(true);
+        });
+      });
+    }
 
     describe("pause", () => {
       const rootfs = join(scratch, "pause-rootfs");

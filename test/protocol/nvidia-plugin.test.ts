@@ -9,13 +9,15 @@ import { pino } from "pino";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { NVIDIADeviceBackend } from "../../src/plugin-runtime/backends/nvidia.js";
-import type { AllocateResponse } from "../../src/plugin-runtime/proto/index.js";
+import type { AllocateResponse, PreferredAllocationResponse } from "../../src/plugin-runtime/proto/index.js";
 import {
   EIGHT_GPU_NUMA,
+  NVIDIA_FIXTURES,
   fakeGpuNode,
   type FakeGpuNode,
   type NvidiaScenario,
 } from "../fixtures/nvidia/fake-node.js";
+import { call } from "./grpc-calls.js";
 import { makeConfig, startHarness, waitFor, type Harness } from "./support.js";
 
 const RESOURCE = "nvidia.com/gpu";
@@ -47,8 +49,13 @@ function nvidiaSpec(fake: FakeGpuNode, extra: Record<string, unknown> = {}) {
   };
 }
 
-async function startNvidia(scenario: NvidiaScenario, extra: Record<string, unknown> = {}) {
+async function startNvidia(
+  scenario: NvidiaScenario,
+  extra: Record<string, unknown> = {},
+  prepare: (fake: FakeGpuNode) => void = () => undefined,
+) {
   node = fakeGpuNode(scenario, { numaNodes: EIGHT_GPU_NUMA });
+  prepare(node);
   const config = makeConfig(nvidiaSpec(node, extra), "gpus");
   const nvidia = config.spec.backend.nvidia!;
   const backend = new NVIDIADeviceBackend(nvidia, { logger: pino({ level: "silent" }), pollIntervalMs: 40 });
@@ -120,6 +127,23 @@ describe("the NVIDIA backend through the kubelet API", () => {
     ).toEqual(["/dev/nvidia7", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]);
   });
 
+  it("GetPreferredAllocation joins the container's GPU over its best NVLink (a DGX-1's topo -m)", async () => {
+    const dgx1 = readFileSync(join(NVIDIA_FIXTURES, "topology", "dgx1-v100-8gpu-nv1-nv2.txt"), "utf8");
+    const r = await startNvidia("eight-gpu-two-numa", { topology: { allocationPolicy: "Packed" } }, (fake) =>
+      fake.write("topo.txt", dgx1),
+    );
+    const uuids = r.devices.map((d) => d.ID);
+    // The UUIDs of this recording sort in index order, as the plugin lists them.
+    expect(r.devices.map((d) => d.ID)).toEqual([...uuids].sort());
+    const res: PreferredAllocationResponse = await call(r.client.getPreferredAllocation.bind(r.client), {
+      containerRequests: [
+        { availableDeviceIDs: uuids, mustIncludeDeviceIDs: [uuids[0]!], allocationSize: 2 },
+      ],
+    });
+    // GPU0's links: NV1 to GPU1 and GPU2, NV2 to GPU3 and GPU4; Packed stays on GPU0's NUMA node.
+    expect(res.containerResponses[0]!.deviceIDs).toEqual([uuids[0], uuids[3]]);
+  });
+
   it("MIG: the GPU in MIG mode is advertised unhealthy and Allocate refuses it", async () => {
     const r = await startNvidia("mig-enabled");
     expect(r.devices.map((d) => d.health)).toEqual(["Unhealthy", "Healthy"]);
@@ -128,7 +152,7 @@ describe("the NVIDIA backend through the kubelet API", () => {
     });
   });
 
-  it("XID then recovery: the kubelet sees the GPU go unhealthy and come back", async () => {
+  it("XID then recovery: the kubelet sees the GPU go unhealthy and come back after the driver reloads", async () => {
     const r = await startNvidia("xid-then-recovery/1-healthy");
     const bad = "GPU-d4e5f6a7-b8c9-4dae-9f10-2b3c4d5e6f70";
     const health = () => r.devices.map((d) => `${d.ID}:${d.health}`).join(",");
@@ -146,7 +170,8 @@ describe("the NVIDIA backend through the kubelet API", () => {
       { timeoutMs: 5_000, intervalMs: 10 },
     );
     expect(harness!.kubelet.capacity(RESOURCE)).toEqual({ capacity: 2, allocatable: 1 });
-    node!.play("xid-then-recovery/3-recovered");
+    // XID 48 needs a reset: the GPU comes back once the kernel log shows the driver loaded again.
+    node!.play("xid-then-recovery/4-driver-reloaded");
     await waitFor(
       "the GPU healthy again",
       (observe) => {
@@ -203,7 +228,7 @@ describe("dpo probe", () => {
     expect(lines[2]).toMatch(/^GPU-0a6f1f4e-2c35-4b8e-9d11-6f1e2a3b4c01\s+Healthy\s+-\s+0$/);
     expect(lines[9]).toMatch(/^GPU-71d084b5-93ac-42f5-a488-d08591a23308\s+Healthy\s+-\s+1$/);
     expect(out.stdout).toContain(
-      "GPU-0a6f1f4e-2c35-4b8e-9d11-6f1e2a3b4c01: model=NVIDIA H100 80GB HBM3 index=0 pciBusId=0000:18:00.0 driverVersion=550.90.07 migMode=Disabled memoryMiB=81559 cudaVersion=12.4 minor=0",
+      "GPU-0a6f1f4e-2c35-4b8e-9d11-6f1e2a3b4c01: model=NVIDIA H100 80GB HBM3 index=0 pciBusId=0000:18:00.0 driverVersion=550.90.07 migMode=Disabled memoryMiB=81559 cudaVersion=12.4 computeCapability=9.0 minor=0",
     );
   });
 

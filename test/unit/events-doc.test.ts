@@ -51,6 +51,8 @@ const FORWARDING = {
   // RolloutDecision events from upgrade/rollout.ts: literals only.
   "src/operator/controllers/steps/plugin-workloads.ts": "rollout events",
   "src/operator/status/transition-events.ts": "stalled and problem reasons",
+  // StatusEvent reasons from status/self-heals.ts: literals only.
+  "src/operator/controllers/config-reconciler.ts": "self-heal events",
 };
 
 describe("docs/events.md", () => {

@@ -21,14 +21,19 @@ function loadSample(file: string): DevicePluginConfig {
 describe("config/samples", () => {
   it("has the examples the docs point to", () => {
     expect(sampleFiles).toEqual([
+      "amd-instinct-gpu.yaml",
       "devfs-serial.yaml",
+      "intel-data-center-gpu.yaml",
       "mock-basic.yaml",
       "mock-time-slicing.yaml",
       "nvidia-gpu.yaml",
+      "nvidia-mig-1g-10gb.yaml",
       "pci-vfio-gpu.yaml",
+      "sriov-nic-vfs.yaml",
       "time-slicing-default.yaml",
       "time-slicing-override.yaml",
       "topology-spread.yaml",
+      "xilinx-alveo-fpga.yaml",
     ]);
   });
 
@@ -79,6 +84,13 @@ describe("config/samples", () => {
         cdi: { enabled: true },
       },
     ],
+    [
+      "nvidia-mig-1g-10gb.yaml",
+      {
+        resourceName: "nvidia.com/mig-1g.10gb",
+        backend: { type: "NVIDIA", nvidia: { mig: { strategy: "Mixed", profile: "1g.10gb" } } },
+      },
+    ],
     ["topology-spread.yaml", { topology: { allocationPolicy: "Spread" } }],
     [
       "time-slicing-default.yaml",
@@ -95,5 +107,11 @@ describe("config/samples", () => {
     ],
   ])("%s shows what its name promises", (file, expected) => {
     expect(loadSample(file).spec).toMatchObject(expected);
+  });
+
+  it("nvidia-gpu.yaml advertises each GPU once: copying it must not multiply the nodes' GPU counts", () => {
+    const spec = loadSample("nvidia-gpu.yaml").spec;
+    expect(spec.sharing.strategy).toBe("None");
+    expect(spec.sharing.replicas ?? 1).toBe(1);
   });
 });

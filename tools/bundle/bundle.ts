@@ -5,6 +5,7 @@ import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { builtinModules } from "node:module";
 import { basename, join } from "node:path";
 import { shareInteropObjects } from "./interop.js";
+import { offPathPackagesOnPluginPath } from "./plugin-path.js";
 
 const repo = join(import.meta.dirname, "..", "..");
 
@@ -94,4 +95,13 @@ if (helperChunks.length === 0) throw new Error("bundle: no chunk defines esbuild
 const written = new Set(Object.keys(result.metafile.outputs).map((output) => basename(output)));
 for (const file of readdirSync(join(repo, "dist"))) {
   if (/^dpo-[A-Z0-9]+\.js(\.map)?$/.test(file) && !written.has(file)) rmSync(join(repo, "dist", file));
+}
+
+// The plugin process must not load grpc-js or pino (ADR 0008): its gRPC is its own on node:http2, its
+// logger writes the same lines without pino. A change that brings either back onto its path fails here.
+const offPath = offPathPackagesOnPluginPath(result.metafile, "dist/cli/main.js", "dist/cli/plugin.js");
+if (offPath.length > 0) {
+  throw new Error(
+    `bundle: the plugin's path loads packages kept off it (ADR 0008):\n  ${offPath.join("\n  ")}`,
+  );
 }

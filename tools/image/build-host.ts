@@ -43,7 +43,8 @@ export function sha256(...parts: (string | Buffer)[]): string {
 export interface BuildContext {
   /** SOURCE_DATE_EPOCH, or the commit's time: every file's mtime and the config's `created`. */
   epoch: number;
-  architecture: string;
+  /** The architectures of the dpo image (every one of platforms.ts unless IMAGE_PLATFORMS names fewer). */
+  platforms: string[];
   assembleTool: string;
 }
 
@@ -59,13 +60,17 @@ export function sourceDateEpoch(): number {
   }
 }
 
-/** The OCI architecture of this machine, which is the one the npm `node` package and apt give us. */
-export function ociArchitecture(): string {
-  const architectures: Record<string, string> = { x64: "amd64", arm64: "arm64" };
-  const architecture = architectures[process.arch];
-  if (architecture === undefined)
-    throw new Error(`no image build for ${process.arch} (amd64 and arm64 only)`);
-  return architecture;
+/**
+ * The dpo image's architectures: IMAGE_PLATFORMS (`amd64`, `arm64`, or both, comma-separated; `linux/`
+ * before each is allowed) for a quicker build of one, or all of them (the release's image).
+ */
+export function imagePlatforms(known: string[], value = process.env.IMAGE_PLATFORMS): string[] {
+  if (value === undefined || value.trim() === "") return known;
+  const names = value.split(",").map((name) => name.trim().replace(/^linux\//, ""));
+  const unknown = names.filter((name) => !known.includes(name));
+  if (unknown.length > 0 || names.length === 0)
+    throw new Error(`IMAGE_PLATFORMS: ${unknown.join(", ")} is not one of ${known.join(", ")}`);
+  return known.filter((name) => names.includes(name));
 }
 
 /** A Go tool under tools/image/, built once into the tools cache by its build.sh; the binary's path. */

@@ -16,8 +16,11 @@ import {
   writeFileSync,
 } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { aptOptions } from "./apt.js";
 import { cacheRoot, outDir, run, sha256 } from "./build-host.js";
+import { ELF_MACHINES, readElfDependencies } from "./elf.js";
 import type { DebianPackage } from "./images.js";
+import { hostPlatform, isHost, type ImagePlatform } from "./platforms.js";
 import { copyPackageEntry, isSymlink, makeDirs, walk, writeRootfsFile } from "./rootfs.js";
 
 export interface FetchedPackage {
@@ -47,12 +50,15 @@ export function aptListsStamp(): string {
 }
 
 /**
- * Where each package comes from, asked of apt once for all of them and kept in .local/image/cache/ until
- * apt's lists change: without a package cache (Docker-style Debian images have none), every apt-get call
- * parses the lists again, a second or more each.
+ * Where each package of `platform`'s architecture comes from, asked of apt once for all of them and kept in
+ * .local/image/cache/ until apt's lists change: without a package cache (Docker-style Debian images have
+ * none), every apt-get call parses the lists again, a second or more each.
  */
-export function aptLocations(names: string[]): Map<string, DebLocation> {
-  const file = join(outDir, "cache", "apt-locations.json");
+export function aptLocations(
+  names: string[],
+  platform: ImagePlatform = hostPlatform(),
+): Map<string, DebLocation> {
+  const file = join(outDir, "cache", `apt-locations-${platform.debianArch}.json`);
   const stamp = aptListsStamp();
   let kept: { stamp: string; packages: Record<string, DebLocation> } = { stamp, packages: {} };
   if (existsSync(file)) {
@@ -63,10 +69,11 @@ export function aptLocations(names: string[]): Map<string, DebLocation> {
   if (unknown.length > 0) {
     let uris: string;
     try {
-      uris = run("apt-get", ["download", "--print-uris", ...unknown]);
+      uris = run("apt-get", [...aptOptions(platform, stamp), "download", "--print-uris", ...unknown]);
     } catch (error) {
       const which = unknown.join(", ");
-      throw new Error(`apt-get has no ${which} (is this Debian, and has apt-get update run?)`, {
+      const arch = platform.debianArch;
+      throw new Error(`apt-get has no ${which} for ${arch} (is this Debian, and has apt-get update run?)`, {
         cause: error,
       });
     }
@@ -90,8 +97,12 @@ export function aptLocations(names: string[]): Map<string, DebLocation> {
  * The candidate version of a package, downloaded once into the tools cache (`apt-get download`, checked
  * against the hash apt's lists give) and extracted into the work directory.
  */
-export function fetchPackage(name: string, work: string): FetchedPackage {
-  const { file, algorithm, hash } = aptLocations([name]).get(name)!;
+export function fetchPackage(
+  name: string,
+  work: string,
+  platform: ImagePlatform = hostPlatform(),
+): FetchedPackage {
+  const { file, algorithm, hash } = aptLocations([name], platform).get(name)!;
   const hashOf = (path: string) =>
     createHash(algorithm.toLowerCase()).update(readFileSync(path)).digest("hex");
   const debDir = join(cacheRoot, "image-debs");
@@ -100,7 +111,7 @@ export function fetchPackage(name: string, work: string): FetchedPackage {
     mkdirSync(debDir, { recursive: true });
     const download = mkdtempSync(join(debDir, ".download-"));
     try {
-      run("apt-get", ["download", name], { cwd: download });
+      run("apt-get", [...aptOptions(platform, aptListsStamp()), "download", name], { cwd: download });
       const fetched = join(download, file);
       if (hashOf(fetched) !== hash) throw new Error(`${file}: ${algorithm} differs from apt's lists`);
       renameSync(fetched, deb);
@@ -135,12 +146,66 @@ export function neededLibraries(binary: string): NeededLibraries {
   return needed;
 }
 
+/** Where a library search finds an soname in extracted packages: a multiarch directory before the rest. */
+function librarySearch(packages: FetchedPackage[], triplet: string) {
+  const dirs = [`lib/${triplet}`, `usr/lib/${triplet}`, "lib", "usr/lib"];
+  return (soname: string): string | undefined => {
+    for (const dir of dirs)
+      for (const pkg of packages) {
+        const path = join(pkg.tree, dir, soname);
+        if (existsSync(path)) return path; // through symbolic links, to the file
+      }
+    return undefined;
+  };
+}
+
+/**
+ * What a binary of another architecture needs, transitively, read from its ELF headers and those of the
+ * libraries found for it in the extracted packages (the loader's search: the multiarch directory first),
+ * in the form `neededLibraries` gives for this machine's binaries.
+ */
+export function neededLibrariesOf(
+  binary: string,
+  packages: FetchedPackage[],
+  platform: ImagePlatform,
+): NeededLibraries {
+  const find = librarySearch(packages, platform.triplet);
+  const expected = ELF_MACHINES[platform.architecture];
+  const top = readElfDependencies(binary);
+  if (top.machine !== expected)
+    throw new Error(`${binary}: ELF machine ${top.machine}, not ${platform.architecture}'s ${expected}`);
+  const needed: NeededLibraries = { sonames: new Map() };
+  if (top.interpreter) needed.interpreter = top.interpreter;
+  const queue = [...top.needed];
+  for (let soname = queue.shift(); soname !== undefined; soname = queue.shift()) {
+    if (needed.sonames.has(soname)) continue;
+    const path = find(soname);
+    if (path === undefined) {
+      const names = packages.map((p) => p.name).join(", ");
+      throw new Error(
+        `${binary} needs ${soname}, which none of ${names} has: add its package to tools/image/images.ts`,
+      );
+    }
+    needed.sonames.set(soname, platform.triplet);
+    queue.push(...readElfDependencies(path).needed);
+  }
+  return needed;
+}
+
 /**
  * Copies the libraries a binary needs from the packages that declare `files: "libraries"`: each soname
- * from the package that has it, preferring the multiarch directory the machine's loader used.
+ * from the package that has it, preferring the multiarch directory the machine's loader used (or, for
+ * another architecture's binary, the loader's search there).
  */
-export function copyLibraries(binary: string, packages: FetchedPackage[], rootfs: string): void {
-  const { interpreter, sonames } = neededLibraries(binary);
+export function copyLibraries(
+  binary: string,
+  packages: FetchedPackage[],
+  rootfs: string,
+  platform: ImagePlatform = hostPlatform(),
+): void {
+  const { interpreter, sonames } = isHost(platform)
+    ? neededLibraries(binary)
+    : neededLibrariesOf(binary, packages, platform);
   const found = new Map<string, FetchedPackage>();
   const candidates = packages.map((pkg) => ({ pkg, paths: walk(pkg.tree) }));
   const wanted: [string, (path: string) => boolean, (path: string) => number][] = [...sonames].map(
@@ -180,14 +245,18 @@ export function installPackages(
   binary: string | undefined,
   rootfs: string,
   work: string,
+  platform: ImagePlatform = hostPlatform(),
 ): FetchedPackage[] {
   const fetched = new Map<string, FetchedPackage>();
   const fetch = (name: string) => {
-    const pkg = fetched.get(name) ?? fetchPackage(name, work);
+    const pkg = fetched.get(name) ?? fetchPackage(name, work, platform);
     fetched.set(name, pkg);
     return pkg;
   };
-  aptLocations(declared.map((pkg) => pkg.name)); // one question to apt for all of them
+  aptLocations(
+    declared.map((pkg) => pkg.name),
+    platform,
+  ); // one question to apt for all of them
   const libraryPackages: FetchedPackage[] = [];
   for (const { name, files } of declared) {
     const pkg = fetch(name);
@@ -197,7 +266,7 @@ export function installPackages(
   if (libraryPackages.length > 0) {
     if (binary === undefined)
       throw new Error("packages declare libraries, but the image has no binary to run ldd on");
-    copyLibraries(binary, libraryPackages, rootfs);
+    copyLibraries(binary, libraryPackages, rootfs, platform);
   }
   for (const pkg of [...fetched.values()]) {
     const doc = `usr/share/doc/${pkg.name}`;

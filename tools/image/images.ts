@@ -139,10 +139,31 @@ export const busyboxImage: ImageDefinition = {
   debian: [{ name: "busybox-static", files: ["bin/busybox"] }, osRelease],
 };
 
+/**
+ * The upstream sample device plugin (k8s.io/kubernetes/test/images/sample-device-plugin at the pinned
+ * Kubernetes release, the binary tools/cluster/build-sample-device-plugin.sh builds): the incumbent the
+ * real-node tier's takeover test hands a node over from. Static, so the binary alone.
+ */
+export const samplePluginImage: ImageDefinition = {
+  name: "sample-device-plugin",
+  repository: "dpo.dev/sample-device-plugin",
+  tag: "1.0",
+  config: {
+    Entrypoint: ["/sampledeviceplugin"],
+    Env: [PATH],
+    Labels: {
+      "org.opencontainers.image.description":
+        "The upstream sample device plugin of k8s.io/kubernetes/test/images, for dpo's takeover test",
+    },
+  },
+  debian: [],
+};
+
 export const IMAGES: Record<string, ImageDefinition> = {
   dpo: dpoImage,
   pause: pauseImage,
   busybox: busyboxImage,
+  "sample-device-plugin": samplePluginImage,
 };
 
 /** The reference an archive's index names its image by, and `ctr images import` names it by. */

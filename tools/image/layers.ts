@@ -4,6 +4,7 @@ import { chmodSync, mkdirSync, renameSync, statSync, writeFileSync } from "node:
 import { dirname, join } from "node:path";
 import { outDir, repo, run, type BuildContext } from "./build-host.js";
 import { imageArchive, imageReference, type ImageDefinition } from "./images.js";
+import type { ImagePlatform } from "./platforms.js";
 import { walk } from "./rootfs.js";
 
 /** A layer: the paths under `paths` (relative, no leading slash); the last layer's empty list takes the rest. */
@@ -58,27 +59,48 @@ export function writeLayers(
   });
 }
 
-export interface AssembleResult {
+/** One platform's image: its layers (uncompressed tars, base first) and the labels it adds to the config. */
+export interface PlatformLayers {
+  platform: ImagePlatform;
+  labels: Record<string, string>;
+  layers: { file: string; createdBy: string }[];
+}
+
+export interface AssembledImage {
+  /** `linux/amd64`, `linux/arm64/v8`. */
+  platform: string;
   manifest: string;
   config: string;
   layers: { digest: string; diffID: string; size: number }[];
 }
 
-/** Assembles the image with oci-assemble and packs the OCI layout into the archive (renamed into place). */
+export interface AssembleResult {
+  /** The digest of index.json's one entry: the manifest of a one-platform image, else the image index. */
+  digest: string;
+  mediaType: string;
+  images: AssembledImage[];
+}
+
+/**
+ * Assembles the image with oci-assemble (an image index when there is more than one platform) and packs the
+ * OCI layout into the archive (renamed into place).
+ */
 export function writeArchive(
   ctx: BuildContext,
   image: ImageDefinition,
-  labels: Record<string, string>,
-  layers: { file: string; createdBy: string }[],
+  platforms: PlatformLayers[],
   work: string,
 ): { archive: string; result: AssembleResult } {
   const spec = {
     reference: imageReference(image),
     created: new Date(ctx.epoch * 1000).toISOString(),
-    os: "linux",
-    architecture: ctx.architecture,
-    config: { ...image.config, Labels: { ...image.config.Labels, ...labels } },
-    layers,
+    images: platforms.map(({ platform, labels, layers }) => ({
+      os: platform.os,
+      architecture: platform.architecture,
+      ...(platform.variant ? { variant: platform.variant } : {}),
+      config: { ...image.config, Labels: { ...image.config.Labels, ...labels } },
+      layers,
+    })),
   };
   const specFile = join(work, "spec.json");
   writeFileSync(specFile, JSON.stringify(spec, null, 2));

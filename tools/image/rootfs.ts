@@ -102,6 +102,15 @@ export function copyTree(source: string, target: string): void {
   run("cp", ["--recursive", "--no-dereference", "--preserve=mode,links", "--", source, target]);
 }
 
+/**
+ * A tree of hard links to a directory's files (its directories and symbolic links made anew, with their
+ * modes): node_modules' 8,600 entries for each platform's root filesystem without copying their bytes. The
+ * root filesystem is only read, cut into layers and removed, so the kept original cannot change through it.
+ */
+export function linkTree(source: string, target: string): void {
+  run("cp", ["--recursive", "--link", "--no-dereference", "--preserve=mode,links", "--", source, target]);
+}
+
 /** Every path under a directory, relative to it, parents before children, in a fixed (byte) order. */
 export function walk(root: string, dir = ""): string[] {
   const paths: string[] = [];

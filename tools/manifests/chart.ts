@@ -334,6 +334,12 @@ export function renderChartFiles(repoRoot: string): Map<string, string> {
       condition: ".Values.networkPolicy.enabled",
       defaultLabels: false,
     },
+    // The rights a takeover needs outside the operator's namespace (docs/takeover.md): opt-in.
+    {
+      dir: "config/components/takeover",
+      condition: ".Values.takeover.enabled",
+      defaultLabels: false,
+    },
   ];
   for (const source of sources) {
     const allowed = source.dir === "config/components/cert-manager" ? ["patches"] : [];

@@ -1,8 +1,9 @@
 // The generated manifests of the repository (the CRDs, the kustomizations that point at them, the Helm chart's
-// generated templates), as repo-relative path → content.
+// generated templates, the OLM bundle), as repo-relative path → content.
 import { resolve } from "node:path";
 import { allCrds, crdFileName, renderCrdYaml } from "../../src/api/crd.js";
 import { CHART_GENERATED_TEMPLATE_DIR, renderChartFiles } from "./chart.js";
+import { BUNDLE_MANIFESTS_DIR, BUNDLE_METADATA_DIR, renderOlmBundleFiles } from "./olm.js";
 
 const repoRoot = resolve(import.meta.dirname, "..", "..");
 
@@ -17,7 +18,12 @@ export const CRD_DIR = "crds";
 export const KUSTOMIZE_CRD_DIR = "config/crd";
 
 /** Directories whose YAML files are all generated: anything else found there is stale. */
-export const GENERATED_DIRS = [CRD_DIR, CHART_GENERATED_TEMPLATE_DIR] as const;
+export const GENERATED_DIRS = [
+  CRD_DIR,
+  CHART_GENERATED_TEMPLATE_DIR,
+  BUNDLE_MANIFESTS_DIR,
+  BUNDLE_METADATA_DIR,
+] as const;
 
 function kustomization(resources: string[]): string {
   return [
@@ -41,5 +47,7 @@ export function renderManifestFiles(): Map<string, string> {
   files.set(`${CRD_DIR}/kustomization.yaml`, kustomization(names));
   files.set(`${KUSTOMIZE_CRD_DIR}/kustomization.yaml`, kustomization([`../../${CRD_DIR}`]));
   for (const [path, text] of renderChartFiles(repoRoot)) files.set(path, text);
+  // The OLM bundle (tools/manifests/olm.ts), from the same CRDs and config/ files.
+  for (const [path, text] of renderOlmBundleFiles(repoRoot)) files.set(path, text);
   return files;
 }

@@ -6,7 +6,10 @@
 #
 # Why these ts-proto options:
 #   outputServices=grpc-js    service definitions (method paths, streaming flags, serializers), a typed
-#                             server interface and a client constructor for @grpc/grpc-js.
+#                             server interface and a client constructor for @grpc/grpc-js. The client
+#                             constructors are then moved from each api.ts to a clients.ts beside it
+#                             (tools/proto/split-clients.ts): api.ts loads no grpc-js at run time, so
+#                             the plugin, which serves on node:http2 (ADR 0008), never loads it.
 #   esModuleInterop=true      matches tsconfig.json.
 #   importSuffix=.js          the package is ESM with NodeNext resolution: relative imports need it.
 #   env=node                  bytes are Buffers, no browser shims.
@@ -72,6 +75,8 @@ protoc \
   --ts_proto_opt=useOptionals=messages \
   --ts_proto_opt=annotateFilesWithVersion=false \
   "${proto_files[@]}"
+
+node --import tsx "$repo_root/tools/proto/split-clients.ts" "$scratch"
 
 if [[ "$check_only" == true ]]; then
   if ! diff -r "$out_dir" "$scratch" >&2; then

@@ -53,7 +53,7 @@ export const REAL_NODE_NAME = "dpo-real-node";
 export const REAL_NODE_TAINT = { key: "dpo.dev/real-node", value: "true", effect: "NoSchedule" } as const;
 export const REAL_NODE_LABEL = "dpo.dev/real-node";
 
-const RECORD_FILE = "real-node.json";
+export const RECORD_FILE = "real-node.json";
 /** The kubelet's /healthz, on 127.0.0.1 of the node's network namespace. */
 export const KUBELET_HEALTHZ_PORT = 10248;
 
@@ -78,7 +78,7 @@ export interface RealNodeOptions {
 }
 
 /** What the teardown needs, written before anything changes on the host so any process can undo it. */
-interface RealNodeRecord {
+export interface RealNodeRecord {
   name: string;
   network: RealNodeNetwork;
   containerdSocket: string;
@@ -320,7 +320,7 @@ export async function restartKubelet(stateDir: string, binary?: string): Promise
   });
 }
 
-async function runCtr(binDir: string, socket: string, args: readonly string[]): Promise<string> {
+export async function runCtr(binDir: string, socket: string, args: readonly string[]): Promise<string> {
   try {
     const { stdout } = await run(
       join(binDir, "ctr"),
@@ -475,7 +475,7 @@ async function stopProcess(recorded: RecordedProcess | undefined): Promise<void>
 }
 
 /** runc shims outlive containerd by design; those of this node's socket are ended with it. */
-async function killShims(socket: string): Promise<void> {
+export async function killShims(socket: string): Promise<void> {
   const { stdout } = await run("ps", ["-eo", "pid=,args="]).catch(() => ({ stdout: "" }));
   for (const line of stdout.split("\n")) {
     const match = /^\s*(\d+)\s+(.*)$/.exec(line);

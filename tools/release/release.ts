@@ -18,6 +18,8 @@ import {
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { promisify } from "node:util";
+import { archivePlatforms } from "../image/oci-archive.js";
+import { platformName, PLATFORMS } from "../image/platforms.js";
 import { krewArchiveName, krewManifest, krewManifestName } from "./krew.js";
 import { packCliPackage } from "./npm-package.js";
 import { packageVersion, versionDrift } from "./versions.js";
@@ -44,6 +46,13 @@ const version = packageVersion(repo);
 
 const image = join(repo, ".local", "image", `dpo-${version}.oci.tar`);
 if (!existsSync(image)) fail(`${relative(repo, image)} is missing: make image builds it (make release does)`);
+// Every node architecture: an image built with IMAGE_PLATFORMS for one is a developer's, not a release.
+const platforms = archivePlatforms(image);
+const wanted = PLATFORMS.map(platformName);
+if (platforms.join(" ") !== wanted.join(" "))
+  fail(
+    `${relative(repo, image)} is for ${platforms.join(", ")}, not ${wanted.join(", ")}: make image without IMAGE_PLATFORMS`,
+  );
 
 rmSync(outDir, { recursive: true, force: true });
 mkdirSync(outDir, { recursive: true });

@@ -146,7 +146,20 @@ function betaSpecOf(spec: AlphaSpec): BetaSpec {
     upgrade: spec.upgrade === undefined ? undefined : structuredClone(spec.upgrade),
     publish: spec.publish,
     dra: spec.dra === undefined ? undefined : structuredClone(spec.dra),
+    takeover: spec.takeover === undefined ? undefined : structuredClone(spec.takeover),
+    nodeLabels: spec.nodeLabels === undefined ? undefined : structuredClone(spec.nodeLabels),
   });
+}
+
+/** DevFS fields v1alpha1 lacks (ADR 0010): they travel in the annotation. */
+const V1BETA1_ONLY_DEVFS_FIELDS = ["sysfsRoot", "pciVendor", "groupBy", "sharedPaths"] as const;
+/** PCI selectors v1alpha1 lacks: they travel in the annotation. */
+const V1BETA1_ONLY_PCI_FIELDS = ["drivers", "physicalFunctions"] as const;
+
+/** A backend member without the fields only v1beta1 has; anything not an object passes as it is. */
+function alphaMember<T>(member: T, betaOnly: readonly string[]): T {
+  if (!isJsonObject(member)) return member;
+  return Object.fromEntries(Object.entries(member).filter(([key]) => !betaOnly.includes(key))) as T;
 }
 
 /** The v1alpha1 spec that says as much of a v1beta1 spec as it can. Total over odd shapes too. */
@@ -158,8 +171,8 @@ function alphaSpecOf(spec: BetaSpec): AlphaSpec {
     resourceName: spec.resourceName,
     backend: backend.type as AlphaSpec["backend"],
     mock: backend.mock,
-    devfs: backend.devFS,
-    pci: backend.pci,
+    devfs: alphaMember(backend.devFS, V1BETA1_ONLY_DEVFS_FIELDS),
+    pci: alphaMember(backend.pci, V1BETA1_ONLY_PCI_FIELDS),
     sharedDevNum: sharedDevNumOf(spec.sharing),
     preferredAllocationPolicy:
       topology.allocationPolicy === undefined ? undefined : mapped(ALPHA_POLICY, topology.allocationPolicy),
@@ -170,6 +183,12 @@ function alphaSpecOf(spec: BetaSpec): AlphaSpec {
     upgrade: isJsonObject(spec.upgrade) ? (structuredClone(spec.upgrade) as AlphaSpec["upgrade"]) : undefined,
     publish: spec.publish,
     dra: isJsonObject(spec.dra) ? (structuredClone(spec.dra) as AlphaSpec["dra"]) : undefined,
+    takeover: isJsonObject(spec.takeover)
+      ? (structuredClone(spec.takeover) as AlphaSpec["takeover"])
+      : undefined,
+    nodeLabels: isJsonObject(spec.nodeLabels)
+      ? (structuredClone(spec.nodeLabels) as AlphaSpec["nodeLabels"])
+      : undefined,
   });
 }
 

@@ -6,16 +6,20 @@ import { celRules } from "../v1beta1/cel.crd.js";
 import {
   BACKEND_TYPES,
   DEVFS_DESCRIPTION,
-  DevFSBackendSchema,
+  DevFSBackendV1alpha1Schema,
   listOf,
   LOG_LEVEL_DESCRIPTION,
   LOG_LEVELS,
   mapOf,
   MOCK_DESCRIPTION,
   MockBackendSchema,
+  NODE_LABELS_DESCRIPTION,
+  NodeLabelsSchema,
   NODE_SELECTOR_DESCRIPTION,
   PCI_DESCRIPTION,
-  PCIBackendSchema,
+  PCIBackendV1alpha1Schema,
+  TakeoverSchema,
+  TAKEOVER_STAYS_RULE,
   ResourceNameSchema,
   TOLERATIONS_DESCRIPTION,
   TolerationSchema,
@@ -66,8 +70,8 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
       .enum(BACKEND_TYPES)
       .describe("Which backend discovers the devices; the spec member of the same name must be set."),
     mock: MockBackendSchema.optional().describe(MOCK_DESCRIPTION),
-    devfs: DevFSBackendSchema.optional().describe(DEVFS_DESCRIPTION),
-    pci: PCIBackendSchema.optional().describe(PCI_DESCRIPTION),
+    devfs: DevFSBackendV1alpha1Schema.optional().describe(DEVFS_DESCRIPTION),
+    pci: PCIBackendV1alpha1Schema.optional().describe(PCI_DESCRIPTION),
     sharedDevNum: z
       .number()
       .int()
@@ -89,6 +93,8 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
       .optional()
       .describe("DevicePlugin (unset) or DRA: how the devices are offered; as in v1beta1."),
     dra: DRASchema.optional().describe("DRA settings, read when publish is DRA; as in v1beta1."),
+    takeover: TakeoverSchema.optional().describe("The plugin serving the resource now; as in v1beta1."),
+    nodeLabels: NodeLabelsSchema.optional().describe(`${NODE_LABELS_DESCRIPTION} As in v1beta1.`),
   })
   .strict()
   .superRefine((spec, ctx) => {
@@ -111,6 +117,7 @@ export const DevicePluginConfigSpecV1alpha1Schema = z
   .meta(
     celRules(
       ...publishCelRules(),
+      TAKEOVER_STAYS_RULE,
       ...V1ALPHA1_MEMBER_BACKEND_TYPES.flatMap((type) => {
         const member = V1ALPHA1_BACKEND_MEMBER[type];
         return [

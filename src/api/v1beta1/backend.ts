@@ -2,6 +2,7 @@
 // optional member per backend, so the CRD schema stays structural.
 import { z } from "zod";
 import { celRules } from "./cel.crd.js";
+import { DEVFS_GROUP_CEL_RULES, DEVFS_GROUP_FIELDS, refineDevFSGroups } from "./devfs-groups.js";
 import { absolutePath, listOf, mapOf } from "./fields.js";
 
 /** A device id as the kubelet sees it: no whitespace, no commas (ids are joined into env values). */
@@ -11,10 +12,29 @@ const idPrefix = z
   .max(48)
   .regex(/^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$/, "must be lowercase alphanumerics, '-', '_' or '.'");
 
+/**
+ * A device id another plugin gives a device, as the kubelet takes it: letters, digits, '-', '_' and '.',
+ * starting and ending with a letter or digit (no whitespace or commas: ids are joined into env values).
+ */
+const foreignId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(
+    /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/,
+    "must be letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+  );
+
 export const MockBackendSchema = z
   .object({
     devices: z.number().int().min(1).max(4096).describe("Number of simulated physical devices."),
     idPrefix: idPrefix.default("mock").describe("Prefix of device ids: <idPrefix>-<index>."),
+    ids: listOf(foreignId, 4096)
+      .meta({ "x-kubernetes-list-type": "set" })
+      .optional()
+      .describe(
+        "The id of each device, in order, instead of <idPrefix>-<index>: one per device, each once (for example the ids of the plugin a takeover replaces).",
+      ),
     numaNodes: z
       .number()
       .int()
@@ -29,7 +49,30 @@ export const MockBackendSchema = z
       ),
     attributes: mapOf(z.string().max(256), 63).default({}).describe("Attributes reported for every device."),
   })
-  .strict();
+  .strict()
+  .superRefine((mock, ctx) => {
+    if (mock.ids === undefined) return;
+    if (mock.ids.length !== mock.devices)
+      ctx.addIssue({
+        code: "custom",
+        path: ["ids"],
+        message: `must have one id per device (${mock.devices}), not ${mock.ids.length}`,
+      });
+    const seen = new Set<string>();
+    mock.ids.forEach((id, index) => {
+      // The API server's own check of a list of type set, with its words.
+      if (seen.has(id))
+        ctx.addIssue({ code: "custom", path: ["ids", index], message: `Duplicate value: "${id}"` });
+      seen.add(id);
+    });
+  })
+  .meta(
+    celRules({
+      rule: "!has(self.ids) || size(self.ids) == self.devices",
+      message: "must have one id per device",
+      fieldPath: ".ids",
+    }),
+  );
 
 export const DevFSPathSchema = z
   .object({
@@ -55,7 +98,8 @@ export const DevFSPathSchema = z
   })
   .strict();
 
-export const DevFSBackendSchema = z
+/** The DevFS settings v1alpha1 knows: every path a glob matches is one device. */
+export const DevFSBackendV1alpha1Schema = z
   .object({
     root: absolutePath.default("/").describe("Host directory the globs are resolved under."),
     paths: listOf(DevFSPathSchema, 64)
@@ -64,7 +108,14 @@ export const DevFSBackendSchema = z
   })
   .strict();
 
-export const PCIBackendSchema = z
+/** v1beta1's DevFS settings: v1alpha1's, plus sysfs, device groups and shared nodes (ADR 0010). */
+export const DevFSBackendSchema = DevFSBackendV1alpha1Schema.extend(DEVFS_GROUP_FIELDS)
+  .strict()
+  .superRefine(refineDevFSGroups)
+  .meta(celRules(...DEVFS_GROUP_CEL_RULES));
+
+/** The PCI settings v1alpha1 knows. */
+export const PCIBackendV1alpha1Schema = z
   .object({
     vendor: z
       .string()
@@ -86,12 +137,84 @@ export const PCIBackendSchema = z
   })
   .strict();
 
+const pciAddress = z
+  .string()
+  .regex(
+    /^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$/,
+    "must be a PCI address in lowercase domain:bus:device.function form, e.g. 0000:3b:00.0",
+  );
+
+/** v1beta1's PCI settings: v1alpha1's, plus the driver and SR-IOV physical-function selectors. */
+export const PCIBackendSchema = PCIBackendV1alpha1Schema.extend({
+  drivers: listOf(
+    z
+      .string()
+      .min(1)
+      .max(64)
+      .regex(/^[A-Za-z0-9_.-]+$/, "must be a kernel driver name, e.g. vfio-pci or iavf"),
+    16,
+  )
+    .optional()
+    .describe("Kernel drivers a function must be bound to (vfio-pci, iavf, mlx5_core); unset: any or none."),
+  physicalFunctions: listOf(pciAddress, 64)
+    .optional()
+    .describe(
+      "Only SR-IOV virtual functions of these physical functions (PCI addresses, as the VF's physfn link names them); unset: any function.",
+    ),
+}).strict();
+
 /**
  * The XIDs NVIDIA documents as caused by the application rather than the GPU (13 graphics engine
  * exception, 31 MMU fault, 43 channel stopped, 45 preemptive cleanup, 68 video processor exception,
  * 109 context switch timeout): NVIDIA's own device plugin skips the same ones by default.
  */
 export const DEFAULT_IGNORED_XIDS = [13, 31, 43, 45, 68, 109] as const;
+
+/** How MIG-enabled GPUs are offered, as NVIDIA's device plugin names its `--mig-strategy` values. */
+export const MIG_STRATEGIES = ["None", "Single", "Mixed"] as const;
+
+/**
+ * A MIG profile as nvidia-smi names it: `<n>g.<m>gb`, a compute-instance prefix (`1c.3g.20gb`) and an
+ * attribute suffix (`1g.10gb+me`, `1g.24gb+me.all`) allowed.
+ */
+export const MIG_PROFILE_PATTERN = /^([1-9][0-9]*c\.)?[1-9][0-9]*g\.[1-9][0-9]*gb(\+[a-z]+(\.[a-z]+)*)?$/;
+
+export const MIGSchema = z
+  .object({
+    strategy: z
+      .enum(MIG_STRATEGIES)
+      .default("None")
+      .describe(
+        "None: a GPU in MIG mode is reported unhealthy (MIGEnabled) and its MIG devices are not offered. Single: every GPU of the node has MIG on with one MIG profile, and the MIG devices are offered under this config's resource name. Mixed: this config offers the MIG devices of one profile (mig.profile), or with no profile the GPUs that have MIG off; one config per resource name, as NVIDIA's plugin names them (nvidia.com/mig-1g.10gb). See docs/adr/0007.",
+      ),
+    profile: z
+      .string()
+      .max(32)
+      .regex(MIG_PROFILE_PATTERN, "must be a MIG profile as nvidia-smi -L prints it, e.g. 1g.10gb or 3g.40gb")
+      .optional()
+      .describe(
+        "With strategy Mixed: the MIG profile whose devices this config offers (1g.10gb, 3g.40gb, 1g.10gb+me); unset: the whole GPUs that have MIG off. Only with strategy Mixed.",
+      ),
+  })
+  .strict()
+  .superRefine((mig, ctx) => {
+    if (mig.profile !== undefined && mig.strategy !== "Mixed") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["profile"],
+        message: `must not be set when strategy is ${mig.strategy} (a profile selects the MIG devices of one resource only with strategy Mixed)`,
+      });
+    }
+  })
+  .meta(
+    celRules({
+      rule: "!has(self.profile) || (has(self.strategy) && self.strategy == 'Mixed')",
+      message:
+        "must not be set unless strategy is Mixed (a profile selects the MIG devices of one resource only with strategy Mixed)",
+      fieldPath: ".profile",
+      reason: "FieldValueForbidden" as const,
+    }),
+  );
 
 export const NVIDIABackendSchema = z
   .object({
@@ -114,16 +237,36 @@ export const NVIDIABackendSchema = z
       .max(300)
       .default(10)
       .describe("How long one nvidia-smi or dmesg run may take before it is killed and counted as failed."),
+    kmsgPath: absolutePath
+      .optional()
+      .describe(
+        "The kernel log device to read XID events (NVRM: Xid lines) from, normally /dev/kmsg; no dmesg binary is needed. Unset (and no dmesgPath): nvidia-smi polling only. Needs CAP_SYSLOG where kernel.dmesg_restrict is 1.",
+      ),
     dmesgPath: absolutePath
       .optional()
       .describe(
-        "dmesg binary to read XID events (NVRM: Xid lines) from the kernel log; unset: nvidia-smi polling only. Needs CAP_SYSLOG.",
+        "Deprecated: use kmsgPath (the release image has no dmesg binary). A dmesg binary to read XID events from the kernel log; still honoured when kmsgPath is unset. Needs CAP_SYSLOG.",
       ),
     ignoredXids: listOf(z.number().int().min(1).max(65535), 64)
       .default([...DEFAULT_IGNORED_XIDS])
       .describe("XIDs that do not make a GPU unhealthy (application errors)."),
+    mig: MIGSchema.optional().describe(
+      "MIG (Multi-Instance GPU): whether and how MIG devices are offered; unset: strategy None.",
+    ),
   })
-  .strict();
+  .strict()
+  .refine((nvidia) => nvidia.kmsgPath === undefined || nvidia.dmesgPath === undefined, {
+    path: ["dmesgPath"],
+    message: "set kmsgPath or the deprecated dmesgPath, not both",
+  })
+  // The same at admission, so the API server refuses what dpo validate refuses.
+  .meta(
+    celRules({
+      rule: "!has(self.kmsgPath) || !has(self.dmesgPath)",
+      message: "set kmsgPath or the deprecated dmesgPath, not both",
+      fieldPath: ".dmesgPath",
+    }),
+  );
 
 /** The descriptions of the backend members both API versions have, for `kubectl explain`. */
 export const MOCK_DESCRIPTION =
@@ -202,3 +345,5 @@ export type DevFSBackend = z.infer<typeof DevFSBackendSchema>;
 export type DevFSPath = z.infer<typeof DevFSPathSchema>;
 export type PCIBackend = z.infer<typeof PCIBackendSchema>;
 export type NVIDIABackend = z.infer<typeof NVIDIABackendSchema>;
+export type MIG = z.infer<typeof MIGSchema>;
+export type MIGStrategy = (typeof MIG_STRATEGIES)[number];

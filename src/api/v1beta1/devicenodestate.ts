@@ -141,6 +141,31 @@ export const DeviceNodeStateStatusSchema = z
         since: z.string().max(MAX_TIME),
         lastError: z.string().max(1024).optional(),
         socket: z.string().max(1024).optional(),
+        selfHeal: z
+          .object({
+            count: z
+              .number()
+              .int()
+              .min(0)
+              .describe("Times the plugin registered again by itself since it started."),
+            lastTime: z.string().max(MAX_TIME).describe("When it last did."),
+            message: z
+              .string()
+              .max(256)
+              .describe(
+                "What it saw, e.g. kubelet advertised 0 of 4 healthy devices for 30 s; registered again.",
+              ),
+            healedTime: z
+              .string()
+              .max(MAX_TIME)
+              .optional()
+              .describe("When the kubelet listed every healthy device again after it; absent until then."),
+          })
+          .strict()
+          .optional()
+          .describe(
+            "Set once the kubelet handed out fewer devices than the plugin advertised as healthy for longer than the plugin's --capacity-heal-after while it was registered, and the plugin registered again by itself.",
+          ),
       })
       .strict(),
     /** Hash of the config the plugin serves (the rendered ConfigMap's), so the operator can tell updated pods. */

@@ -8,7 +8,9 @@ import { BackendSchema } from "./backend.js";
 import { listOf, mapOf } from "./fields.js";
 import { pluginPodFields } from "./plugin-pod.js";
 import { checkPublish, DRASchema, PUBLISH_MODES, publishCelRules } from "./publish.js";
+import { NODE_LABELS_DEFAULTS, NODE_LABELS_DESCRIPTION, NodeLabelsSchema } from "./node-labels.js";
 import { ResourceNameSchema } from "./resource-name.js";
+import { TakeoverSchema } from "./takeover.js";
 import {
   NODE_SELECTOR_TERM_DESCRIPTION,
   NodeSelectorTermSchema,
@@ -18,10 +20,12 @@ import {
 
 export * from "./backend.js";
 export { listOf, mapOf } from "./fields.js";
+export * from "./node-labels.js";
 export * from "./plugin-pod.js";
 export * from "./publish.js";
 export * from "./resource-name.js";
 export * from "./targeting.js";
+export * from "./takeover.js";
 
 export const SharingSchema = z
   .object({
@@ -268,6 +272,22 @@ export const UPGRADE_DEFAULTS: Upgrade = {
   autoRollback: true,
 };
 
+export const TAKEOVER_DESCRIPTION =
+  "The device plugin that serves the resource name now, which dpo takes each node over from through its rollout (upgrade settings, pause, progress deadline and rollback apply). Set only when the config is created; removed only once the takeover is Complete.";
+
+/**
+ * spec.takeover is set when the config is created and never removed: removing it half-way would leave both
+ * plugins on the nodes not handed over (and once complete it changes nothing). Deleting the config gives the
+ * incumbent back. A transition rule: the API server checks it on updates only.
+ */
+export const TAKEOVER_STAYS_RULE = {
+  rule: "has(oldSelf.takeover) == has(self.takeover)",
+  message:
+    "is set when the config is created and cannot be added or removed later: delete the config to give the nodes back to the incumbent",
+  fieldPath: ".takeover",
+  reason: "FieldValueForbidden" as const,
+};
+
 export const DevicePluginConfigSpecSchema = z
   .object({
     resourceName: ResourceNameSchema,
@@ -305,10 +325,12 @@ export const DevicePluginConfigSpecSchema = z
     dra: DRASchema.optional().describe(
       "DRA settings, read when publish is DRA (kept otherwise, so switching is one field).",
     ),
+    takeover: TakeoverSchema.optional().describe(TAKEOVER_DESCRIPTION),
+    nodeLabels: NodeLabelsSchema.default(NODE_LABELS_DEFAULTS).describe(NODE_LABELS_DESCRIPTION),
   })
   .strict()
   .superRefine((spec, ctx) => checkPublish(spec, ctx))
-  .meta(celRules(...publishCelRules()));
+  .meta(celRules(...publishCelRules(), TAKEOVER_STAYS_RULE));
 
 export type DevicePluginConfigSpec = z.infer<typeof DevicePluginConfigSpecSchema>;
 export type DevicePluginConfigSpecInput = z.input<typeof DevicePluginConfigSpecSchema>;

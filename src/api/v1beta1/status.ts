@@ -42,6 +42,8 @@ export const PROBLEM_REASONS = [
   "PluginNotReady",
   "KubeletTooOld",
   "UpgradeFailed",
+  "TakeoverWaitsForPods",
+  "AdmissionRejected",
 ] as const;
 export type ProblemReason = (typeof PROBLEM_REASONS)[number];
 
@@ -62,6 +64,7 @@ export const STALLED_REASONS = [
   "UpgradeRolledBack",
   "InvalidSpec",
   "RefusedByPolicy",
+  "TakeoverFailed",
 ] as const;
 export type StalledReason = (typeof STALLED_REASONS)[number];
 
@@ -108,6 +111,26 @@ export const UpgradeStatusSchema = z
   })
   .strict();
 export type UpgradeStatus = z.infer<typeof UpgradeStatusSchema>;
+
+export const TAKEOVER_PHASES = ["Progressing", "Complete", "Failed"] as const;
+export type TakeoverPhase = (typeof TAKEOVER_PHASES)[number];
+
+/**
+ * spec.takeover's progress: the nodes move from the incumbent as an upgrade's do (status.upgrade, from
+ * revision "incumbent"); this says whose plugin that is and whether it is done.
+ */
+export const TakeoverStatusSchema = z
+  .object({
+    incumbent: z.string().max(317).describe("The incumbent's DaemonSet, <namespace>/<name>."),
+    phase: z
+      .enum(TAKEOVER_PHASES)
+      .describe(
+        "Progressing: nodes still run the incumbent (status.upgrade says how many moved). Complete: every targeted node runs dpo's plugin and the incumbent runs none (or is gone). Failed: the takeover cannot go on (the message says why).",
+      ),
+    message: z.string().max(1024).optional(),
+  })
+  .strict();
+export type TakeoverStatus = z.infer<typeof TakeoverStatusSchema>;
 
 /** At most this many other configs are listed on each side of a config's serving status. */
 export const MAX_SERVING_CONFIGS = 16;
@@ -209,6 +232,9 @@ export const DevicePluginConfigStatusSchema = z
     problemsOmitted: z.number().int().min(0).optional().describe("Problem nodes beyond the listed ones."),
     daemonSetName: z.string().max(253).optional(),
     upgrade: UpgradeStatusSchema.optional(),
+    takeover: TakeoverStatusSchema.optional().describe(
+      "Set while and after spec.takeover hands the nodes over.",
+    ),
     serving: ServingStatusSchema.optional().describe(
       "Set where configs of this resource name with other priorities select some of the same nodes: which serves them.",
     ),

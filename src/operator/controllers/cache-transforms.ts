@@ -22,6 +22,7 @@ import type {
   ReportedDevice,
 } from "../../api/v1beta1/devicenodestate.js";
 import { NODE_UPGRADE_PREFIX } from "../model/targeting.js";
+import { slimLabelOwnership } from "../node-labels/ownership.js";
 
 /** Copies the keys of `source` that are present, so the slim object has no `undefined` members. */
 function pick<T extends object, K extends keyof T>(
@@ -44,7 +45,8 @@ function pick<T extends object, K extends keyof T>(
  * The Node as the operator's cache holds it. Kept, and why:
  * - metadata name, uid, resourceVersion (cache identity, update detection), labels (nodeSelector, the
  *   plugin revisions a node runs), creation and deletion timestamps, and of the annotations only the
- *   upgrade records under `upgrade.dpo.dev/` (ADR 0004);
+ *   upgrade records under `upgrade.dpo.dev/` (ADR 0004), and of the managedFields only who owns each
+ *   device label (ADR 0011: the operator never writes a label another manager owns);
  * - spec.taints and spec.unschedulable (which nodes a DaemonSet targets; nodeChangeMatters);
  * - status.capacity and status.allocatable (the kubelet's advertised devices);
  * - status.conditions without heartbeat times or messages (the Ready condition);
@@ -64,6 +66,8 @@ export function slimNodeForCache(node: V1Node): V1Node {
     k.startsWith(NODE_UPGRADE_PREFIX),
   );
   if (metadata !== undefined && records.length > 0) metadata.annotations = Object.fromEntries(records);
+  const owners = slimLabelOwnership(node.metadata?.managedFields);
+  if (metadata !== undefined && owners !== undefined) metadata.managedFields = owners;
   const spec = pick<V1NodeSpec, keyof V1NodeSpec>(node.spec, ["taints", "unschedulable"]);
   const conditions = node.status?.conditions?.map(
     (c): V1NodeCondition =>

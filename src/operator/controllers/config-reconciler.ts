@@ -2,7 +2,7 @@
 // status written when it changed. Reads only informer caches; each step of a pass is in steps/.
 import type { V1Node } from "@kubernetes/client-node";
 import { validateDevicePluginConfig } from "../../api/validate.js";
-import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
+import { API_VERSION, KIND, type DevicePluginConfig } from "../../api/v1beta1/config.js";
 import type { Informer, ReconcileResult } from "../../kube/index.js";
 import { configLabelValue } from "../../contract/names.js";
 import { renderRevision } from "../render/index.js";
@@ -11,6 +11,8 @@ import { pluginRunsOnNode } from "../model/targeting.js";
 import { withDefaultTolerations } from "../render/pod-defaults.js";
 import { effectivePluginPolicy, pluginPolicyRefusals, type PolicyRefusal } from "../render/plugin-policy.js";
 import { transitionEvents } from "../status/transition-events.js";
+import { INDEX_BY_RESOURCE, rejectedPodsByNode } from "../status/admission-rejections.js";
+import { SelfHealEvents } from "../status/self-heals.js";
 import { revisionOfDaemonSet } from "../upgrade/daemonset-state.js";
 import {
   aggregateStatus,
@@ -29,6 +31,7 @@ import { RecordClock } from "../upgrade/record-clock.js";
 import {
   INDEX_BY_CONFIG,
   soonest,
+  soonerRetry,
   type CachedDeviceClass,
   type ConfigReconcilerDeps,
   type StepDeps,
@@ -37,6 +40,8 @@ import {
 import { ownedDaemonSets } from "./owned-objects.js";
 import { deleteReportsOfGoneConfig, deleteStaleReports } from "./steps/delete-stale-reports.js";
 import { cleanupWritesPending, stripNodeLabels } from "./steps/node-label-cleanup.js";
+import { removeOrphanedMarks } from "./steps/orphaned-marks.js";
+import { labelServedNodes, labelWritesPending, unlabelConfig } from "./steps/device-labels.js";
 import { deleteSlices, reconcileDraObjects, resourceApiServed } from "./steps/dra-objects.js";
 import {
   applyPluginWorkloads,
@@ -45,6 +50,7 @@ import {
   removePluginWorkloads,
   type WorkloadOutcome,
 } from "./steps/plugin-workloads.js";
+import { giveIncumbentsBack } from "./steps/takeover.js";
 import { StatusWrites } from "./steps/status-writes.js";
 
 export {
@@ -57,6 +63,8 @@ export {
 export class ConfigReconciler {
   private readonly deps: StepDeps;
   private readonly statusWrites: StatusWrites;
+  /** Mirrors the plugins' self-heals as Events on the config (status/self-heals.ts). */
+  private readonly selfHeals = new SelfHealEvents();
 
   constructor(deps: ConfigReconcilerDeps) {
     this.deps = {
@@ -97,7 +105,7 @@ export class ConfigReconciler {
     } finally {
       // What the operator keeps per config between passes, for its bound to be watched (and tested) from outside.
       this.deps.metrics.configWriteState.set(
-        cleanupWritesPending(this.deps) + rolloutWritesPending(this.deps),
+        cleanupWritesPending(this.deps) + rolloutWritesPending(this.deps) + labelWritesPending(this.deps),
       );
     }
   }
@@ -113,16 +121,21 @@ export class ConfigReconciler {
       // gone brings its label's name back to this queue (manager.ts), so the sweep also happens after a
       // restart that missed the delete.
       this.statusWrites.forget(name);
+      this.selfHeals.forget(name);
       deps.metrics.forgetConfig(name);
       forgetRolloutWrites(deps, name);
       const slicesRetry = await deleteSlices(deps, name, undefined);
+      // An incumbent it took over gets its fields back: its pods return to the nodes dpo's plugin served.
+      const incumbentsRetry = await giveIncumbentsBack(deps, name);
       const reportsRetry = await deleteReportsOfGoneConfig(deps, name);
       // Only the Nodes that carry something of the config: a name that never was a config (a report's
       // configName) must not cost a visit of every Node.
-      const marked = deps.nodes.byIndex(INDEX_BY_CONFIG, configLabelValue(name));
       return soonest(
-        soonest(soonest({}, slicesRetry), reportsRetry),
-        await stripNodeLabels(deps, name, () => false, marked),
+        soonest(
+          soonest(soonest(soonest({}, slicesRetry), reportsRetry), incumbentsRetry),
+          await unlabelConfig(deps, name),
+        ),
+        await removeOrphanedMarks(deps, name),
       );
     }
     if (stored.metadata?.deletionTimestamp) {
@@ -173,22 +186,20 @@ export class ConfigReconciler {
         mapping: { switchToDraMayStart: mapping.switchToDraMayStart, ...mapping.condition },
       });
     // Nodes the plugin does not run on (any more) keep none of its labels.
-    const labelsRetry = await stripNodeLabels(
-      deps,
-      name,
-      (n) => conflictWith === undefined && pluginRunsOnNode(n, config.spec, targeting),
-    );
+    const serves = (n: V1Node) => conflictWith === undefined && pluginRunsOnNode(n, config.spec, targeting);
+    const labelsRetry = await stripNodeLabels(deps, name, serves);
     signal?.throwIfAborted();
     const staleRetryMs = await deleteStaleReports(deps, config, targeting);
     signal?.throwIfAborted();
 
     const decision = workloads?.decision;
     const previous = this.statusWrites.previous(name, stored);
-    const { status, events, problemCounts } = aggregateStatus({
+    const reports = deps.reports.byIndex(INDEX_BY_CONFIG, name);
+    const { status, events, problemCounts, admissionRejectedPods } = aggregateStatus({
       config,
       nodes,
       pods: deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name)),
-      reports: deps.reports.byIndex(INDEX_BY_CONFIG, name),
+      reports,
       daemonSet:
         decision === undefined
           ? undefined
@@ -197,6 +208,10 @@ export class ConfigReconciler {
       configHash: desired.configHash,
       upgrade: decision?.status,
       upgradeProblems: decision?.problems,
+      admissionRejections: rejectedPodsByNode(
+        deps.failedPods?.byIndex(INDEX_BY_RESOURCE, config.spec.resourceName) ?? [],
+        config.spec.resourceName,
+      ),
       upgradeModes: decision?.modes,
       resourceApiServed: config.spec.publish === "DRA" ? extendedResource.resourceApiServed : undefined,
       extendedResource,
@@ -204,17 +219,26 @@ export class ConfigReconciler {
       conflictWith,
       resolution,
       applyError: workloads?.applyError,
+      takeover: workloads?.takeover,
       deviceTruth: dra.truth,
       deviceClassConflict: dra.deviceClassConflict,
       previous,
       now: deps.now(),
     });
     // Before the write: a deferred or failed write still leaves the metrics at what the status says now.
-    deps.metrics.recordConfig(name, configSeries(status, problemCounts));
+    deps.metrics.recordConfig(name, configSeries(status, problemCounts, admissionRejectedPods));
+    // At once, not with the status write: a heal may leave the status as it was, and a write may wait.
+    for (const e of this.selfHeals.events(name, reports, deps.now().getTime())) {
+      const involved = { apiVersion: API_VERSION, kind: KIND, metadata: { name, uid: stored.metadata?.uid } };
+      void deps.events.record(involved, e.type, e.reason, e.message);
+    }
     const written = await this.statusWrites.write(stored, status, events, previous);
+    // After the status: a batch of Node applies must not delay what the status says (ADR 0011).
+    signal?.throwIfAborted();
+    const deviceLabelsRetry = await labelServedNodes(deps, config, serves);
     return soonest(
       soonest(soonest(soonest(written, staleRetryMs), workloads?.retryMs), dra.retryMs),
-      labelsRetry,
+      soonerRetry(labelsRetry, deviceLabelsRetry),
     );
   }
 
@@ -231,7 +255,10 @@ export class ConfigReconciler {
     const message = refusals.map((r) => `${r.field}: ${r.message}`).join("; ");
     deps.logger.warn({ config: name, err: message }, "config refused by the plugin policy; not applying it");
     await removePluginWorkloads(deps, name);
-    const labelsRetry = await stripNodeLabels(deps, name, () => false);
+    const labelsRetry = soonerRetry(
+      await stripNodeLabels(deps, name, () => false),
+      await unlabelConfig(deps, name),
+    );
     const previous = this.statusWrites.previous(name, stored);
     const status = invalidSpecStatus(stored, message, deps.now(), "RefusedByPolicy");
     const events = transitionEvents(previous, status.conditions ?? [], [], false);

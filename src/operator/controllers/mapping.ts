@@ -6,7 +6,7 @@ import { configLabelValue, LABEL_CONFIG } from "../../contract/names.js";
 import type { SlimResourceSlice } from "../status/published-devices.js";
 import { nodeMeetsAll, type Requirement } from "../model/node-terms.js";
 import { nodeMatchesSelector } from "../model/targeting.js";
-import { configsLabelledOnNode } from "../upgrade/node-labels.js";
+import { configsMarkedOn } from "../upgrade/node-marks.js";
 import type { CachedDeviceClass, StoredConfig } from "./reconciler-deps.js";
 
 /** The owner reference to a DevicePluginConfig on an object, if any. */
@@ -173,9 +173,10 @@ export function configsForNode(
       concerned.push(...configsForConfig(configs, config));
     }
   }
-  // The configs the node's revision labels name, a deleted one's included (for names up to 63 characters
-  // the label is the name), whose reconcile takes the labels off.
-  for (const value of cur ? configsLabelledOnNode(cur) : [])
+  // The configs the node carries any mark of (NODE_MARKS: labels, the upgrade record, the Replace fence), a
+  // deleted one's included (for names up to 63 characters the key's end is the name), whose reconcile takes
+  // the marks off.
+  for (const value of cur ? configsMarkedOn(cur) : [])
     concerned.push(configForLabel(configs, value) ?? value);
   return concerned;
 }

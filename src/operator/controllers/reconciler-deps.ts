@@ -15,6 +15,7 @@ import type { SlimResourceSlice } from "../status/index.js";
 import type { OperatorMetrics } from "../metrics.js";
 import type { RecordClock } from "../upgrade/record-clock.js";
 import type { DeviceClass } from "./dra.js";
+import type { LabelApply } from "../node-labels/ownership.js";
 
 /** A DevicePluginConfig as the API server returns it: spec not yet checked, status as last written. */
 export type StoredConfig = KubernetesObject & { spec?: unknown; status?: unknown };
@@ -34,6 +35,12 @@ export interface ConfigReconcilerDeps {
   pods: Informer<V1Pod>;
   daemonSets: Informer<V1DaemonSet>;
   configMaps: Informer<V1ConfigMap>;
+  /**
+   * Failed pods of every namespace (slimFailedPodForCache), indexed by INDEX_BY_RESOURCE on the extended
+   * resources of those the kubelet rejected at admission (status/admission-rejections.ts). Absent: none
+   * are reported.
+   */
+  failedPods?: Informer<V1Pod> | undefined;
   /** DeviceNodeStates, indexed by INDEX_BY_CONFIG on spec.configName. */
   reports: Informer<DeviceNodeState>;
   applier: ServerSideApplier;
@@ -55,6 +62,11 @@ export interface ConfigReconcilerDeps {
    * with a uid precondition where a newer namesake must survive.
    */
   objects: ObjectClient;
+  /**
+   * Writes one node's device labels (ADR 0011): a server-side apply of `labels` under `fieldManager`,
+   * without force, so a key another manager owns is never taken. Absent: the operator writes none.
+   */
+  nodeLabels?: ((apply: LabelApply) => Promise<unknown>) | undefined;
   events: EventRecorder;
   render: RenderContext;
   logger: Logger;

@@ -84,15 +84,29 @@ export const BACKEND_POD_PROFILES: { readonly [T in BackendType]: BackendPodProf
   // the NVIDIA Container Toolkit (the node's default runtime on GPU nodes) injects both, and nvidia-smi
   // itself, when NVIDIA_VISIBLE_DEVICES asks for the GPUs and the `utility` capability for the tools.
   // sysfs gives the NUMA nodes; /dev is read to see which /dev/nvidia* nodes exist. XID events come
-  // from the kernel log through dmesg, which needs CAP_SYSLOG where kernel.dmesg_restrict is 1.
+  // from the kernel log (/dev/kmsg, or the deprecated dmesg), which needs CAP_SYSLOG where
+  // kernel.dmesg_restrict is 1; the kernel log's directory is mounted with /dev's.
   NVIDIA: (nvidia) => ({
-    hostPaths: sameAsHost([nvidia.sysfsRoot, nvidia.devRoot], "nvidia", { type: "Directory" }),
+    hostPaths: sameAsHost(
+      [
+        nvidia.sysfsRoot,
+        nvidia.devRoot,
+        ...(nvidia.kmsgPath === undefined ? [] : [posix.dirname(nvidia.kmsgPath)]),
+      ],
+      "nvidia",
+      { type: "Directory" },
+    ),
     env: [
       { name: "NVIDIA_VISIBLE_DEVICES", value: "all" },
       { name: "NVIDIA_DRIVER_CAPABILITIES", value: "utility" },
+      // With a MIG strategy nvidia-smi must see every MIG device (the toolkit then gives the container the
+      // MIG monitor capability), as NVIDIA's plugin asks for it; ADR 0007.
+      ...((nvidia.mig?.strategy ?? "None") === "None"
+        ? []
+        : [{ name: "NVIDIA_MIG_MONITOR_DEVICES", value: "all" }]),
     ],
     privileged: false,
-    addCapabilities: nvidia.dmesgPath === undefined ? [] : ["SYSLOG"],
+    addCapabilities: nvidia.dmesgPath === undefined && nvidia.kmsgPath === undefined ? [] : ["SYSLOG"],
   }),
 };
 
@@ -112,9 +126,11 @@ export function backendPodNeeds(backend: DevicePluginConfigSpec["backend"]): Bac
 /** Host directories a DevFS backend must see at the same path in the container. */
 export function devfsHostDirectories(devFS: DevFSBackend): string[] {
   const root = hostDirectory(devFS.root);
-  if (root !== "/") return [root];
-  const dirs: string[] = [];
-  for (const { glob } of devFS.paths) {
+  // sysfs, where grouping and the locality attributes read, is mounted at the same path too.
+  const sysfs = devFS.sysfsRoot === undefined ? [] : [hostDirectory(devFS.sysfsRoot)];
+  if (root !== "/") return [root, ...sysfs];
+  const dirs: string[] = [...sysfs];
+  for (const { glob } of [...devFS.paths, ...(devFS.sharedPaths ?? [])]) {
     const [top, ...rest] = globSegments(glob);
     // A glob directly under "/" (or with a wildcard top directory) would need the host's root over
     // the container's own: not mountable, so such a path finds nothing in a pod.

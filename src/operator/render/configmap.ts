@@ -17,6 +17,7 @@ export const PLUGIN_CONFIG_PATH = `${PLUGIN_CONFIG_DIR}/${PLUGIN_CONFIG_KEY}`;
  * any config that release could express (docs/upgrade.md, "Downgrading"). Out: spec.upgrade (pausing a
  * rollout must not make a new revision); where the plugin runs beyond nodeSelector (nodeSelectorTerm,
  * priority: the DaemonSet's node affinity carries it, so retargeting moves no node to a new revision); the
+ * node labels the operator writes (spec.nodeLabels); the
  * pod's own settings in spec.plugin that the kubelet applies (pull Secrets and policy, RuntimeClass,
  * annotations, env: the pod template carries them, so a change of them still makes a new revision); and the
  * extended resource the operator's DeviceClass maps. A field the plugin needs stays even where an older
@@ -27,6 +28,7 @@ export function pluginSpecOf(spec: DevicePluginConfigSpec): Record<string, unkno
     upgrade: _upgrade,
     nodeSelectorTerm: _nodeSelectorTerm,
     priority: _priority,
+    nodeLabels: _nodeLabels,
     plugin,
     dra,
     ...rest

@@ -117,13 +117,16 @@ function backendHostPaths(backend: DevicePluginConfigSpec["backend"]): FieldPath
     case "DevFS": {
       const devFS = backend.devFS;
       if (devFS === undefined) return [];
-      if (directory(devFS.root) !== "/") return [at("devFS.root", devFS.root)];
-      return devFS.paths.flatMap(({ glob }, i) => {
-        const [top, ...rest] = globSegments(glob);
-        // Not mounted (backends.ts): nothing of the host is reached through it.
-        if (top === undefined || rest.length === 0 || hasWildcard(top)) return [];
-        return [at(`devFS.paths[${i}].glob`, `/${top}`)];
-      });
+      const sysfs = devFS.sysfsRoot === undefined ? [] : [at("devFS.sysfsRoot", devFS.sysfsRoot)];
+      if (directory(devFS.root) !== "/") return [at("devFS.root", devFS.root), ...sysfs];
+      const globs = (list: readonly { glob: string }[], field: string) =>
+        list.flatMap(({ glob }, i) => {
+          const [top, ...rest] = globSegments(glob);
+          // Not mounted (backends.ts): nothing of the host is reached through it.
+          if (top === undefined || rest.length === 0 || hasWildcard(top)) return [];
+          return [at(`devFS.${field}[${i}].glob`, `/${top}`)];
+        });
+      return [...globs(devFS.paths, "paths"), ...globs(devFS.sharedPaths ?? [], "sharedPaths"), ...sysfs];
     }
     case "PCI":
       return backend.pci === undefined

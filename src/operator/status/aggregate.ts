@@ -12,12 +12,14 @@ import {
   type ProblemReason,
   type StalledReason,
   type UpgradeStatus,
+  type TakeoverStatus,
 } from "../../api/v1beta1/status.js";
 import { LABEL_CONFIG, configLabelValue } from "../../contract/names.js";
 import { pluginObjectName } from "../model/names.js";
 import type { UpgradeMode } from "../model/rollout.js";
 import { boundConditionMessage, withTransitionTimes, type ConditionDraft } from "./conditions.js";
 import { dominantReason, problemCountsMessage } from "./degraded.js";
+import { admissionRejectedProblem } from "./admission-rejections.js";
 import { draSharingCondition } from "./dra-sharing.js";
 import { extendedResourceMapping, extendedResourceNameChoice } from "./extended-resource.js";
 import {
@@ -58,6 +60,12 @@ export interface AggregateStatusInput {
    * `OnDelete` DaemonSet whose node list changed never brings up to date.
    */
   upgrade?: UpgradeStatus | undefined;
+  /**
+   * Pods the kubelet rejected at admission for the config's resource (UnexpectedAdmissionError), as
+   * `namespace/name` by node (admission-rejections.ts): a targeted node with no other problem gets
+   * AdmissionRejected naming them.
+   */
+  admissionRejections?: ReadonlyMap<string, readonly string[]> | undefined;
   /** The upgrade's node problems (KubeletTooOld nodes are not targeted; UpgradeFailed wins on its node). */
   upgradeProblems?: readonly NodeProblem[] | undefined;
   /** The config this one yields to for its resourceName (see resolveResourceNames). */
@@ -71,6 +79,8 @@ export interface AggregateStatusInput {
     | undefined;
   /** Why applying the ConfigMap/DaemonSet failed, when it failed for good (not a retry in progress). */
   applyError?: string | undefined;
+  /** spec.takeover's progress (steps/takeover.ts); Failed stalls the config. */
+  takeover?: TakeoverStatus | undefined;
   /**
    * Where node device counts come from: the kubelet's Node capacity (default, DevicePlugin mode) or the
    * ResourceSlices the plugins publish (DRA mode).
@@ -113,6 +123,8 @@ export interface AggregateStatusResult {
   events: StatusEvent[];
   /** Problem nodes by reason, all of them (status.problems lists at most MAX_PROBLEMS), for metrics. */
   problemCounts: ReadonlyMap<ProblemReason, number>;
+  /** Pods rejected at admission on the targeted nodes (dpo_admission_rejected_pods). */
+  admissionRejectedPods: number;
 }
 
 /** How many not-ready nodes the Ready message names. */
@@ -204,16 +216,21 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
               : `DevicePluginConfig ${input.conflictWith} already serves ${resourceName} on overlapping nodes; this config gets no DaemonSet while it does`,
           ),
         }
-      : input.applyError !== undefined
+      : input.takeover?.phase === "Failed"
         ? {
-            reason: "ApplyFailed",
-            message: boundConditionMessage(`applying the plugin objects failed: ${input.applyError}`),
+            reason: "TakeoverFailed" as const,
+            message: boundConditionMessage(input.takeover.message ?? "the takeover cannot go on"),
           }
-        : resourceApiUnavailable !== undefined
-          ? { reason: FEATURE_REASONS.resourceApiUnavailable, message: resourceApiUnavailable.message }
-          : input.deviceClassConflict !== undefined
-            ? { reason: "DeviceClassConflict", message: boundConditionMessage(input.deviceClassConflict) }
-            : upgradeStalled;
+        : input.applyError !== undefined
+          ? {
+              reason: "ApplyFailed",
+              message: boundConditionMessage(`applying the plugin objects failed: ${input.applyError}`),
+            }
+          : resourceApiUnavailable !== undefined
+            ? { reason: FEATURE_REASONS.resourceApiUnavailable, message: resourceApiUnavailable.message }
+            : input.deviceClassConflict !== undefined
+              ? { reason: "DeviceClassConflict", message: boundConditionMessage(input.deviceClassConflict) }
+              : upgradeStalled;
 
   const truth = input.deviceTruth ?? kubeletTruth(resourceName);
   let health: NodeHealth[] = [];
@@ -249,7 +266,14 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
     ? [
         ...health.flatMap((h) => {
           const override = upgradeProblemByNode.get(h.node);
-          return override ? [override] : h.problem ? [h.problem] : [];
+          const rejected = input.admissionRejections?.get(h.node);
+          return override
+            ? [override]
+            : h.problem
+              ? [h.problem]
+              : rejected && rejected.length > 0
+                ? [admissionRejectedProblem(h.node, rejected)]
+                : [];
         }),
         ...upgradeProblems.filter((p) => p.reason === "KubeletTooOld"),
       ].sort((a, b) => byName(a.node, b.node))
@@ -358,6 +382,7 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
     problemsOmitted: problems.length - listed.length,
     ...(input.conflictWith === undefined ? { daemonSetName } : {}),
     ...(upgrade !== undefined && input.conflictWith === undefined ? { upgrade } : {}),
+    ...(input.takeover !== undefined ? { takeover: input.takeover } : {}),
     ...(serving !== undefined ? { serving } : {}),
   };
 
@@ -365,6 +390,12 @@ export function aggregateStatus(input: AggregateStatusInput): AggregateStatusRes
     status,
     events: transitionEvents(previous, conditions, listed, rollout.reconciling),
     problemCounts: counts,
+    admissionRejectedPods: evaluate
+      ? targeted.reduce(
+          (sum, node) => sum + (input.admissionRejections?.get(node.metadata?.name ?? "")?.length ?? 0),
+          0,
+        )
+      : 0,
   };
 }
 

@@ -23,6 +23,8 @@ export interface ConfigSeries {
   devicesUnhealthy: number;
   /** Problem nodes by reason; a reason not here has none. */
   problemNodes: Partial<Record<ProblemReason, number>>;
+  /** Pods the kubelets rejected at admission for the config's resource (admission-rejections.ts). */
+  admissionRejectedPods?: number;
   /** The rollout's phase; undefined before the config's first rollout (or while it yields its resource). */
   rolloutPhase: UpgradePhase | undefined;
 }
@@ -35,6 +37,7 @@ export interface ConfigSeries {
 export function configSeries(
   status: DevicePluginConfigStatus,
   problemCounts?: ReadonlyMap<ProblemReason, number>,
+  admissionRejectedPods = 0,
 ): ConfigSeries {
   const problemNodes: Partial<Record<ProblemReason, number>> = {};
   if (problemCounts) {
@@ -55,6 +58,7 @@ export function configSeries(
     devicesAllocatable: status.devices?.allocatable ?? 0,
     devicesUnhealthy: status.devices?.unhealthy ?? 0,
     problemNodes,
+    ...(admissionRejectedPods > 0 ? { admissionRejectedPods } : {}),
     rolloutPhase: status.upgrade?.phase,
   };
 }

@@ -4,12 +4,16 @@ import { PROBLEM_PRIORITY } from "./node-health.js";
 
 /**
  * Every problem reason, the more fundamental first: a kubelet too old for the plugin and a node whose
- * upgrade failed (the rollout's problems), then a node's own (PROBLEM_PRIORITY).
+ * upgrade failed, a node a takeover waits on (the rollout's problems), then a node's own (PROBLEM_PRIORITY),
+ * then pods its kubelet rejected at admission (admission-rejections.ts), reported only where the node has
+ * no other problem.
  */
 export const DEGRADED_REASON_ORDER: readonly ProblemReason[] = [
   "KubeletTooOld",
   "UpgradeFailed",
+  "TakeoverWaitsForPods",
   ...PROBLEM_PRIORITY,
+  "AdmissionRejected",
 ];
 
 /** The reason most problem nodes share; ties go to the more fundamental reason. */

@@ -6,14 +6,7 @@
 // bounded, so a Node gains at most three short entries per config, whatever the size of the cluster. Pure.
 import type { V1Node, V1Taint } from "@kubernetes/client-node";
 import { parseNodeRecordText, serializeNodeRecord, type NodeRecord } from "../../contract/node-upgrade.js";
-import {
-  NO_REVISION,
-  NODE_REPLACE_TAINT_PREFIX,
-  NODE_REVISION_PREFIX,
-  NODE_SURGE_PREFIX,
-  NODE_UPGRADE_PREFIX,
-  type NodeKeys,
-} from "../model/targeting.js";
+import { NO_REVISION, type NodeKeys } from "../model/targeting.js";
 
 export { serializeNodeRecord, type NodeRecord };
 
@@ -160,37 +153,9 @@ function patchOf(
   };
 }
 
-/** The config label values a Node carries revision or surge labels of (a config's name, or its bound). */
-export function configsLabelledOnNode(node: V1Node): string[] {
-  const found = new Set<string>();
-  for (const key of Object.keys(node.metadata?.labels ?? {})) {
-    for (const prefix of [NODE_REVISION_PREFIX, NODE_SURGE_PREFIX]) {
-      if (key.startsWith(prefix)) found.add(key.slice(prefix.length));
-    }
-  }
-  return [...found];
-}
-
 /**
- * The config label values a Node carries anything of: revision or surge labels, an upgrade record, a
- * Replace taint (what stripPatch takes off). The operator's Node cache is indexed by it, so the cleanup of
- * a config that does not exist visits the Nodes that carry something of it, not every Node.
- */
-export function configsMarkedOnNode(node: V1Node): string[] {
-  const found = new Set(configsLabelledOnNode(node));
-  for (const key of Object.keys(node.metadata?.annotations ?? {})) {
-    if (key.startsWith(NODE_UPGRADE_PREFIX)) found.add(key.slice(NODE_UPGRADE_PREFIX.length));
-  }
-  for (const taint of node.spec?.taints ?? []) {
-    if (taint.key.startsWith(NODE_REPLACE_TAINT_PREFIX))
-      found.add(taint.key.slice(NODE_REPLACE_TAINT_PREFIX.length));
-  }
-  return [...found];
-}
-
-/**
- * The patch that takes a config's labels and record off a Node (the config is gone, or no longer
- * targets the node), or undefined when it carries none.
+ * The patch that takes a config's labels, record and fence off a Node (the config is gone, or no longer
+ * targets the node), or undefined when it carries none: every mark of NODE_MARKS (node-marks.ts).
  */
 export function stripPatch(node: V1Node, keys: NodeKeys): NodePatch | undefined {
   const labels = node.metadata?.labels ?? {};

@@ -59,6 +59,8 @@ export interface RolloutInput {
    * record stamp (record-clock.ts). Without it, the stamps are judged against `now`, as written.
    */
   recordTimes?: RecordTimes;
+  /** Nodes that may not start moving forward yet, and why (NodeObservation.startHeld). */
+  startHeld?: ReadonlyMap<string, string> | undefined;
 }
 
 /** An upgrade under way: nodes move from the base DaemonSet to the target, or back. */
@@ -268,6 +270,7 @@ export function observeNode(node: V1Node, view: MoveView | undefined, input: Rol
     ...(record.failed === true ? { failed: true } : {}),
     ...(isFenced(node, view.keys) ? { fenced: true } : {}),
     ...(record.fencedAt !== undefined ? { fencedAt: seen("fencedAt", record.fencedAt) } : {}),
+    ...(input.startHeld?.has(name) === true ? { startHeld: input.startHeld.get(name)! } : {}),
   };
 }
 

@@ -45,6 +45,12 @@ export interface NodeObservation {
   newAdvertises?: boolean;
   oldAllocatable?: number;
   newPodPresent?: boolean;
+  /**
+   * Why the node may not start moving forward yet, whatever the limit (a takeover whose ids differ waits
+   * for the running pods that hold the resource there: model/takeover.ts). An empty reason: not checked
+   * in this pass, so not started either, and not reported.
+   */
+  startHeld?: string;
 }
 
 export interface PlanInput {

@@ -91,6 +91,8 @@ export interface Plan {
   fenceSettlesAt?: number;
   /** Replace nodes whose new plugin starts ahead and stands by (PlanInput.standby), in name order. */
   standby: string[];
+  /** Untouched nodes kept from starting by NodeObservation.startHeld, with its reason, in name order. */
+  held?: { node: string; reason: string }[];
 }
 
 /**
@@ -266,6 +268,7 @@ export function planRollout(input: PlanInput): Plan {
   const rollingBack = input.rollingBack || (spec.autoRollback && failed.size > 0);
 
   const inFlight: string[] = [];
+  const held: { node: string; reason: string }[] = [];
   let rollbackPending = false;
   let blocked: string | undefined;
   if (rollingBack) {
@@ -367,6 +370,10 @@ export function planRollout(input: PlanInput): Plan {
       blocked = input.startBlocked;
     } else if (!spec.paused && failed.size === 0) {
       for (const { obs, mode, standby } of untouched) {
+        if (obs.startHeld !== undefined) {
+          if (obs.startHeld !== "") held.push({ node: obs.name, reason: obs.startHeld });
+          continue;
+        }
         if (inFlight.length >= limit) break;
         inFlight.push(obs.name);
         starting.add(obs.name);
@@ -407,5 +414,6 @@ export function planRollout(input: PlanInput): Plan {
     ...(blocked !== undefined ? { blocked } : {}),
     ...(fenceSettlesAt !== undefined ? { fenceSettlesAt } : {}),
     standby: targets.filter((t) => t.standby).map((t) => t.obs.name),
+    ...(held.length > 0 ? { held } : {}),
   };
 }

@@ -37,6 +37,11 @@ export function problemsOf(plan: Plan): NodeProblem[] {
       reason: "UpgradeFailed" as const,
       message: "the kubelet did not advertise the new plugin within the progress deadline",
     })),
+    ...(plan.held ?? []).map(({ node, reason }) => ({
+      node,
+      reason: "TakeoverWaitsForPods" as const,
+      message: reason,
+    })),
   ];
 }
 

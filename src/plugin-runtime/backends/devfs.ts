@@ -1,20 +1,30 @@
 // DevFS backend: device files matched by globs under a root directory, with hot-plug (new matches appear,
-// removed ones turn unhealthy and then go) and a file-type health check.
+// removed ones turn unhealthy and then go) and a file-type health check; optionally nodes grouped into
+// devices, shared nodes every container gets, and locality from sysfs (devfs-group.ts, devfs-sysfs.ts).
 import type { Dirent, Stats } from "node:fs";
 import { lstat, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { CdiContainerEdits } from "../../cdi/spec.js";
 import type { DevFSBackend, DevFSPath } from "../../api/v1beta1/spec.js";
 import { globSegments, hasWildcard, matchGlobSegment } from "../../contract/devfs-glob.js";
 import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";
 import { RefreshingBackend } from "./refreshing-backend.js";
 import { type TrackedDevice, cdiDeviceNode, logDeviceChanges, trackRemovals } from "./device-list.js";
+import {
+  REASON_WRONG_FILE_TYPE,
+  groupDevfsDevices,
+  uniqueNodes,
+  withLocality,
+  withSharedNodes,
+  type KeyedMatch,
+} from "./devfs-group.js";
+import { classEntries, patternGroupKey, readNodeSysfs, sysfsGroupKey } from "./devfs-sysfs.js";
+import { readPciLocality, type PciLocality } from "./sysfs-pci.js";
 
 export const DEFAULT_DEVFS_RESCAN_INTERVAL_MS = 5000;
 export const DEFAULT_REMOVED_GRACE_PERIOD_MS = 60_000;
-/** Reason of a matched path that is not the configured file type (say, a regular file where a char device belongs). */
-export const REASON_WRONG_FILE_TYPE = "WrongFileType";
+export { REASON_WRONG_FILE_TYPE };
 
 export type DevFSFileType = DevFSPath["type"];
 /** What a path turned out to be; `Directory` and `Other` never satisfy a configured type. */
@@ -177,9 +187,14 @@ export interface DevFSBackendOptions {
 
 export class DevFSDeviceBackend extends RefreshingBackend {
   private readonly removedGracePeriodMs: number;
+  private readonly pattern: RegExp | undefined;
   private tracked = new Map<string, TrackedDevice>();
-  private specs = new Map<string, ContainerDeviceSpec>();
-  private readonly warnedDuplicates = new Set<string>();
+  private specs = new Map<string, readonly ContainerDeviceSpec[]>();
+  /** The nodes every container gets (sharedPaths), as last found. */
+  private shared: readonly ContainerDeviceSpec[] = [];
+  private readonly warned = new Set<string>();
+  /** What the last scan found wrong, one line each, for `dpo probe`. */
+  private problems: string[] = [];
 
   constructor(
     private readonly config: DevFSBackend,
@@ -189,57 +204,98 @@ export class DevFSDeviceBackend extends RefreshingBackend {
       entriesOnly: true,
     });
     this.removedGracePeriodMs = options.removedGracePeriodMs ?? DEFAULT_REMOVED_GRACE_PERIOD_MS;
+    const pattern = config.groupBy?.pattern;
+    this.pattern = pattern === undefined ? undefined : new RegExp(pattern);
+  }
+
+  diagnostics(): readonly string[] {
+    return this.problems;
   }
 
   allocate(physicalIds: readonly string[]): ContainerAllocation {
     this.assertKnown(physicalIds, this.specs);
-    // Several slots of one path in one container need the device node once.
-    const byHostPath = new Map<string, ContainerDeviceSpec>();
-    for (const id of physicalIds) {
-      const spec = this.specs.get(id);
-      if (spec !== undefined && !byHostPath.has(spec.hostPath)) byHostPath.set(spec.hostPath, spec);
-    }
-    return { envs: {}, mounts: [], devices: [...byHostPath.values()], annotations: {} };
+    // Several slots of one path, and the shared nodes, go to one container once.
+    const devices = uniqueNodes([...physicalIds.flatMap((id) => this.specs.get(id) ?? []), ...this.shared]);
+    return { envs: {}, mounts: [], devices, annotations: {} };
   }
 
   cdiContainerEdits(physicalId: string): CdiContainerEdits | undefined {
-    const spec = this.specs.get(physicalId);
-    return spec === undefined ? undefined : { deviceNodes: [cdiDeviceNode(spec)] };
+    const specs = this.specs.get(physicalId);
+    if (specs === undefined) return undefined;
+    return { deviceNodes: uniqueNodes([...specs, ...this.shared]).map(cdiDeviceNode) };
   }
 
-  protected async refresh(): Promise<void> {
-    if (this.stopped) return;
-    const lookedIn = new Set<string>();
-    const matches: DevFSMatch[] = [];
-    for (const [pathIndex, entry] of this.config.paths.entries()) {
+  /** Every path the globs of `entries` match, with what it is. */
+  private async match(
+    entries: readonly { glob: string }[],
+    lookedIn: Set<string>,
+  ): Promise<{ pathIndex: number; containerPath: string; observed: ObservedFileType }[]> {
+    const matches: { pathIndex: number; containerPath: string; observed: ObservedFileType }[] = [];
+    for (const [pathIndex, entry] of entries.entries()) {
       for (const containerPath of await resolveGlob(this.config.root, entry.glob, lookedIn)) {
         const observed = await observe(join(this.config.root, containerPath));
         // A dangling symlink or a path gone since the directory listing is not (or no longer) a device.
         if (observed !== undefined) matches.push({ pathIndex, containerPath, observed });
       }
     }
+    return matches;
+  }
+
+  protected async refresh(): Promise<void> {
+    if (this.stopped) return;
+    const lookedIn = new Set<string>();
+    const found = await this.match(this.config.paths, lookedIn);
+    const sharedMatches = await this.match(this.config.sharedPaths ?? [], lookedIn);
+    const pciAddresses = new Map<string, string | undefined>();
+    const keyed: KeyedMatch[] = [];
+    const matches: typeof found = [];
+    const { sysfsRoot, groupBy, pciVendor } = this.config;
+    const byName = sysfsRoot === undefined ? undefined : await classEntries(sysfsRoot);
+    for (const match of found) {
+      const node =
+        sysfsRoot === undefined || byName === undefined
+          ? undefined
+          : await readNodeSysfs(sysfsRoot, byName, join(this.config.root, match.containerPath));
+      // Another vendor's node (a server's on-board VGA beside the GPUs) is not this resource's.
+      if (pciVendor !== undefined && node?.pciVendor !== pciVendor) continue;
+      matches.push(match);
+      pciAddresses.set(match.containerPath, node?.pciAddress);
+      let key: string | undefined;
+      if (groupBy?.key === "Pattern" && this.pattern !== undefined) {
+        key = patternGroupKey(this.pattern, match.containerPath);
+      } else if (groupBy !== undefined && groupBy.key !== "Pattern" && node !== undefined) {
+        key = sysfsGroupKey(groupBy.key, node);
+      }
+      keyed.push({ ...match, key });
+    }
+    const localities = new Map<string, PciLocality>();
+    if (sysfsRoot !== undefined) {
+      for (const address of new Set(pciAddresses.values())) {
+        if (address !== undefined) localities.set(address, await readPciLocality(sysfsRoot, address));
+      }
+    }
     if (this.stopped) return;
     // Watch before publishing so a device plugged in right after this scan triggers the next one.
     await this.watcher.watch(lookedIn);
 
-    const { devices, duplicates } = devfsDevices(this.config, matches);
-    for (const duplicate of duplicates) {
-      if (this.warnedDuplicates.has(duplicate.containerPath)) continue;
-      this.warnedDuplicates.add(duplicate.containerPath);
-      this.logger.warn(
-        { path: duplicate.containerPath, device: devfsDeviceId(duplicate.containerPath) },
-        "path already provides a device with this id (matched by an earlier glob or a similar path); ignored",
-      );
-    }
-    for (const { device, spec } of devices) {
-      if (device.reason === REASON_WRONG_FILE_TYPE && !this.tracked.has(device.id)) {
-        const observed = matches.find((match) => match.containerPath === spec.containerPath)?.observed;
-        this.logger.warn(
-          { device: device.id, path: spec.hostPath, observed },
-          "matched path has the wrong file type",
-        );
-      }
-    }
+    this.problems = [];
+    const built = this.build(matches, keyed, pciAddresses);
+    const missingShared = (this.config.sharedPaths ?? [])
+      .filter((_, index) => !sharedMatches.some((m) => m.pathIndex === index))
+      .map(({ glob }) => glob);
+    this.warnOnce(missingShared.map((glob) => [`shared:${glob}`, { glob }, "shared path matches nothing"]));
+    const devices = built.map(({ device, specs, pciAddress }) => ({
+      device: withSharedNodes(
+        withLocality(device, pciAddress === undefined ? undefined : localities.get(pciAddress)),
+        missingShared,
+      ),
+      specs,
+    }));
+    this.shared = sharedMatches.map(({ pathIndex, containerPath }) => ({
+      containerPath,
+      hostPath: join(this.config.root, containerPath),
+      permissions: this.config.sharedPaths?.[pathIndex]?.permissions ?? "rw",
+    }));
 
     this.tracked = trackRemovals(
       this.tracked,
@@ -247,8 +303,8 @@ export class DevFSDeviceBackend extends RefreshingBackend {
       Date.now(),
       this.removedGracePeriodMs,
     );
-    const specs = new Map<string, ContainerDeviceSpec>();
-    for (const { device, spec } of devices) specs.set(device.id, spec);
+    const specs = new Map<string, readonly ContainerDeviceSpec[]>();
+    for (const { device, specs: nodes } of devices) specs.set(device.id, nodes);
     for (const id of this.tracked.keys()) {
       const kept = this.specs.get(id);
       if (!specs.has(id) && kept !== undefined) specs.set(id, kept);
@@ -258,5 +314,64 @@ export class DevFSDeviceBackend extends RefreshingBackend {
     const before = this.publisher.current();
     const next = [...this.tracked.values()].map(({ device }) => device).sort(byNaturalId);
     if (this.publisher.publish(next)) logDeviceChanges(this.logger, before, next);
+  }
+
+  /** The devices of this scan, grouped or one per path, with what is wrong logged once per path. */
+  private build(
+    matches: readonly DevFSMatch[],
+    keyed: readonly KeyedMatch[],
+    pciAddresses: ReadonlyMap<string, string | undefined>,
+  ): { device: PhysicalDevice; specs: readonly ContainerDeviceSpec[]; pciAddress: string | undefined }[] {
+    if (this.config.groupBy !== undefined) {
+      const { devices, unkeyed } = groupDevfsDevices(this.config, keyed, pciAddresses);
+      this.warnOnce(
+        unkeyed.map((m) => [
+          `unkeyed:${m.containerPath}`,
+          { path: m.containerPath, groupBy: this.config.groupBy?.key },
+          "matched path has no group key (no sysfs device or PCI function above it, or the pattern does not match); ignored",
+        ]),
+      );
+      this.warnOnce(
+        devices
+          .filter(({ device }) => device.reason !== "")
+          .map(({ device }) => [
+            `group:${device.id}:${device.reason}`,
+            { device: device.id, reason: device.reason, paths: device.attributes.paths },
+            "device group is incomplete or has a node of the wrong file type",
+          ]),
+      );
+      return devices;
+    }
+    const { devices, duplicates } = devfsDevices(this.config, matches);
+    this.warnOnce(
+      duplicates.map((duplicate) => [
+        `duplicate:${duplicate.containerPath}`,
+        { path: duplicate.containerPath, device: devfsDeviceId(duplicate.containerPath) },
+        "path already provides a device with this id (matched by an earlier glob or a similar path); ignored",
+      ]),
+    );
+    for (const { device, spec } of devices) {
+      if (device.reason === REASON_WRONG_FILE_TYPE && !this.tracked.has(device.id)) {
+        const observed = matches.find((match) => match.containerPath === spec.containerPath)?.observed;
+        this.logger.warn(
+          { device: device.id, path: spec.hostPath, observed },
+          "matched path has the wrong file type",
+        );
+      }
+    }
+    return devices.map(({ device, spec }) => ({
+      device,
+      specs: [spec],
+      pciAddress: pciAddresses.get(spec.containerPath),
+    }));
+  }
+
+  private warnOnce(warnings: readonly [string, Record<string, unknown>, string][]): void {
+    for (const [key, fields, message] of warnings) {
+      this.problems.push(`${message}: ${JSON.stringify(fields)}`);
+      if (this.warned.has(key)) continue;
+      this.warned.add(key);
+      this.logger.warn(fields, message);
+    }
   }
 }

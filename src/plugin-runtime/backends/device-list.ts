@@ -1,6 +1,6 @@
 // What every backend shares: publishing device lists to subscribers only when they change, the grace
 // period that keeps a removed device visible as unhealthy before it goes, and the unknown-id error.
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { CdiDeviceNode } from "../../cdi/spec.js";
 import type { ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";
 import type { DeviceListener } from "../devices/backend.js";

@@ -1,5 +1,5 @@
 // Picks and builds the backend a DevicePluginConfig asks for; the one place that knows every backend.
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { DevicePluginConfigSpec } from "../../api/v1beta1/spec.js";
 import type { DeviceBackend } from "../devices/backend.js";
 import { DevFSDeviceBackend } from "./devfs.js";

@@ -2,7 +2,7 @@
 // inject failures and recoveries the way real hardware produces them.
 import { readFile } from "node:fs/promises";
 import { dirname } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import { cdiEnvName, type CdiContainerEdits } from "../../cdi/spec.js";
 import type { MockBackend } from "../../api/v1beta1/spec.js";
 import type { ContainerAllocation, PhysicalDevice } from "../devices/types.js";
@@ -71,7 +71,7 @@ export function parseHealthFile(text: string): HealthFileParse {
 /** The configured devices, all healthy: `<idPrefix>-<i>` on NUMA node i % numaNodes. Pure. */
 export function mockDevices(config: MockBackend): PhysicalDevice[] {
   return Array.from({ length: config.devices }, (_, index) => ({
-    id: `${config.idPrefix}-${index}`,
+    id: config.ids?.[index] ?? `${config.idPrefix}-${index}`,
     numaNode: config.numaNodes > 0 ? index % config.numaNodes : undefined,
     health: "Healthy" as const,
     reason: "",

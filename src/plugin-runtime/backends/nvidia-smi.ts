@@ -24,6 +24,26 @@ export const GPU_QUERY_ARGS: readonly string[] = [
 /** The full XML report: the only place with the CUDA version and each GPU's minor number. */
 export const XML_QUERY_ARGS: readonly string[] = ["-q", "-x"];
 
+/**
+ * Each GPU's CUDA compute capability (`9.0`), a field nvidia-smi has had since driver R510: asked apart
+ * from the health poll, and only when the GPUs or the driver change, so a driver without it costs nothing.
+ */
+export const COMPUTE_CAP_QUERY_ARGS: readonly string[] = [
+  "--query-gpu=uuid,compute_cap",
+  "--format=csv,noheader",
+];
+
+/** GPU uuid → compute capability from COMPUTE_CAP_QUERY_ARGS output; lines of any other shape are skipped. Pure. */
+export function parseComputeCaps(text: string): Map<string, string> {
+  const caps = new Map<string, string>();
+  for (const line of text.split("\n")) {
+    const values = line.split(",").map((value) => value.trim());
+    const [uuid = "", cap = ""] = values;
+    if (values.length === 2 && UUID.test(uuid) && /^\d+\.\d+$/.test(cap)) caps.set(uuid, cap);
+  }
+  return caps;
+}
+
 /** What nvidia-smi prints in a field it cannot read; values in brackets are never data. */
 export const REQUIRES_RESET_VALUE = "[GPU requires reset]";
 
@@ -186,10 +206,14 @@ export interface XidEvent {
   readonly xid: number;
   /** The rest of the message (process, and the driver's description where it gives one). */
   readonly detail: string;
+  /** On a MIG GPU, the GPU and compute instance the driver attributes the XID to (`GPU-I:05 GPU-CI:00`). */
+  readonly gpuInstance?: number;
+  readonly computeInstance?: number;
 }
 
+// On a MIG GPU the driver adds the instances it attributes the XID to: `(PCI:0000:01:00 GPU-I:05)`.
 const XID_LINE =
-  /^\[\s*(\d+(?:\.\d+)?)\]\s+NVRM: Xid \(PCI:([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\): (\d+),?\s*(.*)$/;
+  /^\[\s*(\d+(?:\.\d+)?)\]\s+NVRM: Xid \(PCI:([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?: GPU-I:(\d+))?(?: GPU-CI:(\d+))?\): (\d+),?\s*(.*)$/;
 
 /** The XID events in dmesg output, in order; other lines are ignored. Pure. */
 export function parseXidEvents(text: string): XidEvent[] {
@@ -197,13 +221,15 @@ export function parseXidEvents(text: string): XidEvent[] {
   for (const raw of text.split("\n")) {
     const match = XID_LINE.exec(raw.trim());
     if (match === null) continue;
-    const [, ts = "", pci = "", xid = "", detail = ""] = match;
+    const [, ts = "", pci = "", gi, ci, xid = "", detail = ""] = match;
     const [domain = "", bus = "", device = ""] = pci.toLowerCase().split(":");
     events.push({
       timestamp: Number.parseFloat(ts),
       pciDevice: `${domain.slice(-4)}:${bus}:${device}`,
       xid: Number.parseInt(xid, 10),
       detail: detail.length > 200 ? `${detail.slice(0, 197)}...` : detail,
+      ...(gi === undefined ? {} : { gpuInstance: Number.parseInt(gi, 10) }),
+      ...(ci === undefined ? {} : { computeInstance: Number.parseInt(ci, 10) }),
     });
   }
   return events;

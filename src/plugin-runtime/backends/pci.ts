@@ -1,12 +1,14 @@
-// PCI backend: devices found in sysfs by vendor, device id and class; NUMA node from sysfs; VFIO group
-// device nodes for devices bound to vfio-pci; hot-plug and removal picked up by rescans.
+// PCI backend: devices found in sysfs by vendor, device id, class, driver and SR-IOV physical function;
+// NUMA node and PCIe root from sysfs; VFIO group device nodes for devices bound to vfio-pci; hot-plug and
+// removal picked up by rescans.
 import { readFile, readdir, readlink, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import { cdiEnvName, type CdiContainerEdits } from "../../cdi/spec.js";
 import type { PCIBackend } from "../../api/v1beta1/spec.js";
 import type { ContainerAllocation, ContainerDeviceSpec, PhysicalDevice } from "../devices/types.js";
 import { RefreshingBackend } from "./refreshing-backend.js";
+import { pcieRootAttribute, readPciLocality } from "./sysfs-pci.js";
 import { type TrackedDevice, cdiDeviceNode, logDeviceChanges, trackRemovals } from "./device-list.js";
 
 export const DEFAULT_PCI_RESCAN_INTERVAL_MS = 5000;
@@ -30,6 +32,10 @@ export interface PciDeviceInfo {
   /** Bound driver's name; undefined when unbound. */
   readonly driver: string | undefined;
   readonly iommuGroup: string | undefined;
+  /** The PCIe root complex (`pci0000:00`); undefined when sysfs does not say. */
+  readonly pcieRoot?: string | undefined;
+  /** For an SR-IOV virtual function, the address of its physical function (the `physfn` link). */
+  readonly physicalFunction?: string | undefined;
 }
 
 /** `0x10de\n` → `10de`. Pure. */
@@ -37,21 +43,26 @@ export function parseSysfsHex(text: string): string {
   return text.trim().toLowerCase().replace(/^0x/, "");
 }
 
-/** sysfs `numa_node`: a node number, or -1 (or garbage) when the platform does not say. Pure. */
-export function parseNumaNode(text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  const value = Number.parseInt(text.trim(), 10);
-  return Number.isInteger(value) && value >= 0 ? value : undefined;
-}
+export { parseNumaNode } from "./sysfs-pci.js";
 
-/** Whether a device is one the config asks for: vendor, then device ids (if any), then class prefix. Pure. */
+/**
+ * Whether a device is one the config asks for: vendor, then device ids (if any), class prefix, bound
+ * driver (if `drivers` lists any) and, for `physicalFunctions`, SR-IOV virtual functions of those
+ * physical functions only. Pure.
+ */
 export function matchesPciSelector(
-  config: PCIBackend,
-  info: Pick<PciDeviceInfo, "vendor" | "device" | "classCode">,
+  config: Pick<PCIBackend, "vendor" | "devices" | "classPrefix"> &
+    Partial<Pick<PCIBackend, "drivers" | "physicalFunctions">>,
+  info: Pick<PciDeviceInfo, "vendor" | "device" | "classCode"> &
+    Partial<Pick<PciDeviceInfo, "driver" | "physicalFunction">>,
 ): boolean {
   if (info.vendor !== config.vendor) return false;
   if (config.devices.length > 0 && !config.devices.includes(info.device)) return false;
-  return config.classPrefix === undefined || info.classCode.startsWith(config.classPrefix);
+  if (config.classPrefix !== undefined && !info.classCode.startsWith(config.classPrefix)) return false;
+  const drivers = config.drivers ?? [];
+  if (drivers.length > 0 && (info.driver === undefined || !drivers.includes(info.driver))) return false;
+  const pfs = config.physicalFunctions ?? [];
+  return pfs.length === 0 || (info.physicalFunction !== undefined && pfs.includes(info.physicalFunction));
 }
 
 /** The device as reported; `vfioGroupPresent` says whether `/dev/vfio/<group>` exists. Pure. */
@@ -64,6 +75,8 @@ export function pciPhysicalDevice(info: PciDeviceInfo, vfioGroupPresent: boolean
   };
   if (info.driver !== undefined) attributes.driver = info.driver;
   if (info.iommuGroup !== undefined) attributes.iommuGroup = info.iommuGroup;
+  if (info.physicalFunction !== undefined) attributes.physicalFunction = info.physicalFunction;
+  Object.assign(attributes, pcieRootAttribute(info.pcieRoot));
   let reason = "";
   if (info.driver === VFIO_DRIVER) {
     if (info.iommuGroup === undefined) reason = REASON_NO_IOMMU_GROUP;
@@ -136,19 +149,21 @@ async function pathExists(path: string): Promise<boolean> {
 
 /** Reads one sysfs device directory; undefined when it is not the vendor's or is gone mid-read. */
 async function readPciDevice(
-  dir: string,
+  sysfsRoot: string,
   address: string,
   vendor: string,
 ): Promise<PciDeviceInfo | undefined> {
+  const dir = join(sysfsRoot, "bus", "pci", "devices", address);
   const vendorText = await readOptional(join(dir, "vendor"));
   // Most of a host's PCI functions are someone else's; read the rest only for the vendor's.
   if (vendorText === undefined || parseSysfsHex(vendorText) !== vendor) return undefined;
-  const [deviceText, classText, numaText, driver, iommuGroup] = await Promise.all([
+  const [deviceText, classText, locality, driver, iommuGroup, physicalFunction] = await Promise.all([
     readOptional(join(dir, "device")),
     readOptional(join(dir, "class")),
-    readOptional(join(dir, "numa_node")),
+    readPciLocality(sysfsRoot, address),
     linkName(join(dir, "driver")),
     linkName(join(dir, "iommu_group")),
+    linkName(join(dir, "physfn")),
   ]);
   if (deviceText === undefined || classText === undefined) return undefined;
   return {
@@ -156,9 +171,11 @@ async function readPciDevice(
     vendor: parseSysfsHex(vendorText),
     device: parseSysfsHex(deviceText),
     classCode: parseSysfsHex(classText).padStart(6, "0"),
-    numaNode: parseNumaNode(numaText),
+    numaNode: locality.numaNode,
     driver,
     iommuGroup,
+    pcieRoot: locality.pcieRoot,
+    physicalFunction,
   };
 }
 
@@ -232,7 +249,7 @@ export class PCIDeviceBackend extends RefreshingBackend {
     }
     const found: PciDeviceInfo[] = [];
     for (const address of addresses) {
-      const info = await readPciDevice(join(devicesDir, address), address, this.config.vendor);
+      const info = await readPciDevice(this.config.sysfsRoot, address, this.config.vendor);
       if (info !== undefined && matchesPciSelector(this.config, info)) found.push(info);
     }
     const devices: PhysicalDevice[] = [];

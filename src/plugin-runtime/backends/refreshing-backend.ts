@@ -1,6 +1,6 @@
 // The life cycle every backend shares: a device list refreshed one run at a time, on file-system events
 // and on a timer, published only when it changed, and a stop that leaves no watcher or timer behind.
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { CdiContainerEdits } from "../../cdi/spec.js";
 import type { ContainerAllocation, PhysicalDevice } from "../devices/types.js";
 import type { DeviceBackend, DeviceListener } from "../devices/backend.js";

@@ -2,7 +2,7 @@
 // events into one scan at a time so a scan never overlaps another and no event is lost while one runs.
 import { watch, type FSWatcher } from "node:fs";
 import { stat } from "node:fs/promises";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 
 /**
  * Runs an async task on request, never two at once. A request that arrives while the task runs makes it

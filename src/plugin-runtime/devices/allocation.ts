@@ -1,6 +1,7 @@
 // Decisions behind Allocate and GetPreferredAllocation: is a request acceptable, and which devices to prefer.
 import type { AllocationPolicy, Sharing } from "../../api/v1beta1/spec.js";
-import { choosePreferredDevices, naturalCompare } from "./policies.js";
+import { chooseConnectedDevices, type Interconnect } from "./interconnect.js";
+import { naturalCompare } from "./policies.js";
 import type { AdvertisedDevice } from "./types.js";
 
 /**
@@ -124,11 +125,14 @@ function distinct(ids: readonly string[]): string[] {
  *   instead of the kubelet silently filling the gap with the same device.
  * Policies (see policies.ts for the tie-breaks): Packed, Spread, NUMAAligned; None takes devices in
  * reading order (the server does not advertise GetPreferredAllocation for None, but this is total).
+ * With an `interconnect` (the backend's link scores), the best-connected set of physical devices of the
+ * size the policy picks wins, the policy deciding among equals (interconnect.ts).
  */
 export function preferredAllocation(
   policy: AllocationPolicy,
   devices: ReadonlyMap<string, AdvertisedDevice>,
   request: PreferredAllocationRequest,
+  interconnect?: Interconnect,
 ): string[] {
   const size = Number.isFinite(request.size) ? Math.max(0, Math.floor(request.size)) : 0;
   const mustInclude = distinct(request.mustInclude).sort(naturalCompare);
@@ -157,7 +161,7 @@ export function preferredAllocation(
   for (const pool of [healthy, held, unhealthy]) {
     const need = size - mustInclude.length - chosen.length;
     if (need <= 0) break;
-    chosen.push(...choosePreferredDevices(policy, [...anchors, ...chosen], pool, need));
+    chosen.push(...chooseConnectedDevices(policy, [...anchors, ...chosen], pool, need, interconnect));
   }
   return [...mustInclude, ...chosen.map((d) => d.id)];
 }

@@ -1,5 +1,5 @@
 // Pure: a device's string attributes (as backends report them) in the typed form resource.k8s.io/v1
-// publishes them — attribute IDs that are C identifiers, values typed as int, bool, version or string,
+// publishes them — attribute IDs that are C identifiers (or standard resource.kubernetes.io/ names), values typed as int, bool, version or string,
 // and quantities as capacities. One function, so the ResourceSlice and the DeviceNodeState say the same.
 import { createHash } from "node:crypto";
 import { QUANTITY_SUFFIX_FACTOR } from "../../api/quantity.js";
@@ -15,6 +15,16 @@ export const MAX_ATTRIBUTE_ID_LENGTH = 32;
 export const MAX_ATTRIBUTE_VALUE_LENGTH = 64;
 /** The attribute a device's NUMA node is published under when the backend knows it. */
 export const NUMA_NODE_ATTRIBUTE = "numaNode";
+/**
+ * The domain of the attributes Kubernetes standardises across drivers (StandardDeviceAttributePrefix in
+ * k8s.io/dynamic-resource-allocation/deviceattribute), so one claim can ask for devices of several
+ * drivers that sit together: `matchAttribute: resource.kubernetes.io/pcieRoot`.
+ */
+export const STANDARD_ATTRIBUTE_PREFIX = "resource.kubernetes.io/";
+/** The device's NUMA node as an int, published whenever the backend knows it (never for -1). */
+export const STANDARD_NUMA_NODE_ATTRIBUTE = `${STANDARD_ATTRIBUTE_PREFIX}numaNode`;
+/** The PCIe root complex of a PCI device as a string `pci<domain>:<bus>`, e.g. `pci0000:00`. */
+export const STANDARD_PCIE_ROOT_ATTRIBUTE = `${STANDARD_ATTRIBUTE_PREFIX}pcieRoot`;
 
 /** resource.k8s.io/v1 DeviceAttribute: exactly one member set. */
 export type DraAttributeValue =
@@ -71,6 +81,16 @@ export function isAttributeId(id: string): boolean {
 }
 
 /**
+ * Whether a backend key is a standard attribute (`resource.kubernetes.io/<id>`): published under that
+ * qualified name as it is, and kept before any other when a device has more than the API allows. Pure.
+ */
+export function isStandardAttribute(key: string): boolean {
+  return (
+    key.startsWith(STANDARD_ATTRIBUTE_PREFIX) && isAttributeId(key.slice(STANDARD_ATTRIBUTE_PREFIX.length))
+  );
+}
+
+/**
  * The attribute ID a backend key is published under before collisions are settled: the key itself
  * when it is a C identifier of at most 32 characters, else every other character becomes `_`, a
  * leading digit gets a `_` in front, and the result is cut to 32. Pure.
@@ -98,7 +118,7 @@ export function attributeIds(keys: Iterable<string>): Map<string, string> {
   const out = new Map<string, string>();
   const taken = new Set<string>();
   for (const key of sorted) {
-    if (isAttributeId(key)) {
+    if (isAttributeId(key) || isStandardAttribute(key)) {
       out.set(key, key);
       taken.add(key);
     }
@@ -167,23 +187,28 @@ export function quantityAmount(value: string): number {
 
 /**
  * A device's attributes and capacities as resource.k8s.io/v1 publishes them (see the module comment).
- * At most MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE entries: when a backend reports more, the IDs that
- * sort last are left out (and listed in `dropped`), so the same input always publishes the same subset.
- * Pure.
+ * A known NUMA node is published twice: as `numaNode` and as the standard `resource.kubernetes.io/numaNode`.
+ * At most MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE entries: when a backend reports more, the standard
+ * attributes are kept and of the others the IDs that sort last are left out (and listed in `dropped`), so
+ * the same input always publishes the same subset. Pure.
  */
 export function draTypedAttributes(
   input: DraAttributeInput,
   options: DraAttributeOptions = {},
 ): DraTypedAttributes {
   const entries = Object.entries(input.attributes);
-  if (input.numaNode !== undefined && Number.isSafeInteger(input.numaNode)) {
-    const taken = entries.some(([key]) => key === NUMA_NODE_ATTRIBUTE);
-    if (!taken) entries.push([NUMA_NODE_ATTRIBUTE, String(input.numaNode)]);
+  if (input.numaNode !== undefined && Number.isSafeInteger(input.numaNode) && input.numaNode >= 0) {
+    for (const name of [NUMA_NODE_ATTRIBUTE, STANDARD_NUMA_NODE_ATTRIBUTE]) {
+      const taken = entries.some(([key]) => key === name);
+      if (!taken) entries.push([name, String(input.numaNode)]);
+    }
   }
   const ids = attributeIds(entries.map(([key]) => key));
+  // Standard attributes first, so a device with too many keeps the ones claims use across drivers.
+  const rank = (id: string): number => (isStandardAttribute(id) ? 0 : 1);
   const typed = entries
     .map(([key, value]) => ({ key, id: ids.get(key)!, value }))
-    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    .sort((a, b) => rank(a.id) - rank(b.id) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
   const attributes: Record<string, DraAttributeValue> = {};
   const capacity: Record<string, DraCapacityValue> = {};

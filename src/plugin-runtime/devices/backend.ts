@@ -1,6 +1,7 @@
 // The interface every hardware backend implements: discovery, health events, allocation details and
 // an optional pre-start hook. The gRPC server never talks to hardware; it talks to this.
 import type { CdiContainerEdits } from "../../cdi/spec.js";
+import type { Interconnect } from "./interconnect.js";
 import type { ContainerAllocation, PhysicalDevice } from "./types.js";
 
 /** Called with the complete, current device list whenever discovery or health changes. */
@@ -39,6 +40,11 @@ export interface DeviceBackend {
    * have none.
    */
   diagnostics?(): readonly string[];
+  /**
+   * How well the physical devices are connected to each other (NVIDIA: NVLink and PCIe from
+   * `nvidia-smi topo -m`), for GetPreferredAllocation; undefined when not known. Must not block.
+   */
+  interconnect?(): Interconnect | undefined;
   /** Stops watching; idempotent. */
   stop(): Promise<void>;
 }

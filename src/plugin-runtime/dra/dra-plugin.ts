@@ -2,10 +2,9 @@
 // unix socket, with the optional DRAResourceHealth stream (v1 and v1alpha1) beside it, registered through
 // the kubelet's plugin watcher. Prepares claims by writing one CDI spec
 // file per claim; devices and claims come from injected sources, so nothing here calls the API server.
-import * as grpc from "@grpc/grpc-js";
 import { mkdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import { cdiSpecText, DEFAULT_CDI_DIR, writeCdiSpecFile } from "../../cdi/index.js";
 import { DRA_PLUGINS_DIR, PLUGINS_REGISTRY_DIR } from "../../contract/kubelet-paths.js";
 import {
@@ -16,7 +15,7 @@ import {
   draHealthV1alpha1,
   draV1,
   draV1beta1,
-} from "../proto/index.js";
+} from "../proto/wire.js";
 import { PluginWatcherRegistration } from "../registration/plugin-watcher.js";
 import {
   monotonicStartMs,
@@ -26,7 +25,14 @@ import {
   socketPath,
   socketPrefix,
 } from "../registration/sockets.js";
-import { refuseMalformed, tolerantDefinition } from "../server/malformed.js";
+import {
+  GrpcServer,
+  type SendUnaryData,
+  type ServerUnaryCall,
+  type ServiceError,
+  type ServiceImplementation,
+} from "../grpc/server.js";
+import { Status } from "../grpc/status.js";
 import type { ClaimReference, DraResourceClaim, ResourceClaimGetter } from "./claim.js";
 import { ClaimOverlap } from "./claim-overlap.js";
 import type { DraNodeDevice } from "./devices.js";
@@ -109,7 +115,7 @@ export class DraPlugin {
   private readonly cdiDir: string;
   /** This instance's place among the driver's instances on the node (socket names): not the wall clock. */
   private readonly startedAtMs = monotonicStartMs();
-  private server: grpc.Server | undefined;
+  private server: GrpcServer | undefined;
   private endpointPath: string | undefined;
   private registration: PluginWatcherRegistration | undefined;
   private lastStatus: DraRegistrationStatus | undefined;
@@ -185,28 +191,12 @@ export class DraPlugin {
       this.pluginDir,
       socketFileName(DRA_SOCKET_PREFIX, this.startedAtMs, nextSocketSequence()),
     );
-    const server = new grpc.Server();
-    server.addService(
-      tolerantDefinition(draV1.DRAPluginService),
-      refuseMalformed(draV1.DRAPluginService, this.v1Service()),
-    );
-    server.addService(
-      tolerantDefinition(draV1beta1.DRAPluginService),
-      refuseMalformed(draV1beta1.DRAPluginService, this.v1beta1Service()),
-    );
-    server.addService(
-      tolerantDefinition(draHealthV1.DRAResourceHealthService),
-      refuseMalformed(draHealthV1.DRAResourceHealthService, this.health.v1Service()),
-    );
-    server.addService(
-      tolerantDefinition(draHealthV1alpha1.DRAResourceHealthService),
-      refuseMalformed(draHealthV1alpha1.DRAResourceHealthService, this.health.v1alpha1Service()),
-    );
-    await new Promise<void>((resolve, reject) =>
-      server.bindAsync(`unix://${path}`, grpc.ServerCredentials.createInsecure(), (err) =>
-        err ? reject(err) : resolve(),
-      ),
-    );
+    const server = new GrpcServer();
+    server.addService(draV1.DRAPluginService, this.v1Service());
+    server.addService(draV1beta1.DRAPluginService, this.v1beta1Service());
+    server.addService(draHealthV1.DRAResourceHealthService, this.health.v1Service());
+    server.addService(draHealthV1alpha1.DRAResourceHealthService, this.health.v1alpha1Service());
+    await server.listen(path);
     this.server = server;
     this.endpointPath = path;
     this.log.info({ socket: path, services: DRA_REGISTERED_SERVICES }, "serving the DRA plugin");
@@ -394,10 +384,10 @@ export class DraPlugin {
   }
 
   /** A request naming more claims than any pod could is refused whole, before anything is read. */
-  private tooMany(count: number): Partial<grpc.StatusObject> | undefined {
+  private tooMany(count: number): ServiceError | undefined {
     if (count <= MAX_CLAIMS_PER_REQUEST) return undefined;
     return {
-      code: grpc.status.INVALID_ARGUMENT,
+      code: Status.INVALID_ARGUMENT,
       details: `malformed request: ${count} claims, at most ${MAX_CLAIMS_PER_REQUEST}`,
     };
   }
@@ -414,9 +404,9 @@ export class DraPlugin {
     prepared: (claims: ReturnType<typeof toPrepareMap>) => PrepareResponse,
     unprepared: (claims: ReturnType<typeof toUnprepareMap>) => UnprepareResponse,
   ) {
-    type Call = grpc.ServerUnaryCall<{ claims: readonly ClaimReference[] }, unknown>;
+    type Call = ServerUnaryCall<{ claims: readonly ClaimReference[] }>;
     return {
-      nodePrepareResources: (call: Call, callback: grpc.sendUnaryData<PrepareResponse>) => {
+      nodePrepareResources: (call: Call, callback: SendUnaryData<PrepareResponse>) => {
         const refused = this.tooMany(call.request.claims.length);
         if (refused) return callback(refused, null);
         const started = performance.now();
@@ -425,7 +415,7 @@ export class DraPlugin {
           this.answered("NodePrepareResources", started);
         });
       },
-      nodeUnprepareResources: (call: Call, callback: grpc.sendUnaryData<UnprepareResponse>) => {
+      nodeUnprepareResources: (call: Call, callback: SendUnaryData<UnprepareResponse>) => {
         const refused = this.tooMany(call.request.claims.length);
         if (refused) return callback(refused, null);
         const started = performance.now();
@@ -437,14 +427,14 @@ export class DraPlugin {
     };
   }
 
-  private v1Service(): draV1.DRAPluginServer {
+  private v1Service(): ServiceImplementation<typeof draV1.DRAPluginService> {
     return this.serviceAnswering(
       (claims) => draV1.NodePrepareResourcesResponse.fromPartial({ claims }),
       (claims) => draV1.NodeUnprepareResourcesResponse.fromPartial({ claims }),
     );
   }
 
-  private v1beta1Service(): draV1beta1.DRAPluginServer {
+  private v1beta1Service(): ServiceImplementation<typeof draV1beta1.DRAPluginService> {
     return this.serviceAnswering(
       (claims) => draV1beta1.NodePrepareResourcesResponse.fromPartial({ claims }),
       (claims) => draV1beta1.NodeUnprepareResourcesResponse.fromPartial({ claims }),

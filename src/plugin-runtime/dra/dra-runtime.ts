@@ -5,7 +5,7 @@
 // labels its devices with the pods holding them from the kubelet's PodResources API, as PluginRuntime does.
 import { EventEmitter } from "node:events";
 import { join } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 import { draDriverName } from "../../api/v1beta1/dra-names.js";
 import type { Sharing } from "../../api/v1beta1/spec.js";

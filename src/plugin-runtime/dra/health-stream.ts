@@ -2,10 +2,10 @@
 // each open NodeWatchResources stream at its start, on every change and as a heartbeat, so a pod that holds
 // a failed device shows it in status.containerStatuses[].allocatedResourcesStatus. The decisions (what each
 // response says, when a device's status last changed) are pure; the class only keeps the open streams.
-import type * as grpc from "@grpc/grpc-js";
-import type { Logger } from "pino";
+import type { ServerWritableStream, ServiceImplementation } from "../grpc/server.js";
+import type { Logger } from "../../observability/json-log.js";
 import type { Health } from "../devices/types.js";
-import { draHealthV1, type draHealthV1alpha1 } from "../proto/index.js";
+import { draHealthV1, type draHealthV1alpha1 } from "../proto/wire.js";
 
 /**
  * How often the complete list goes out again although nothing changed. The kubelet stamps each device
@@ -90,7 +90,7 @@ export interface DraHealthStreamsOptions {
   readonly now?: () => number;
 }
 
-type HealthCall = grpc.ServerWritableStream<unknown, draHealthV1.NodeWatchResourcesResponse>;
+type HealthCall = ServerWritableStream<unknown, draHealthV1.NodeWatchResourcesResponse>;
 
 /** The open NodeWatchResources streams of both versions and what they were last sent. */
 export class DraHealthStreams {
@@ -133,12 +133,12 @@ export class DraHealthStreams {
   }
 
   /** The v1 service. */
-  v1Service(): draHealthV1.DRAResourceHealthServer {
+  v1Service(): ServiceImplementation<typeof draHealthV1.DRAResourceHealthService> {
     return { nodeWatchResources: (call) => this.open(call, "v1") };
   }
 
   /** The v1alpha1 service: the same messages in another package, so the same responses. */
-  v1alpha1Service(): draHealthV1alpha1.DRAResourceHealthServer {
+  v1alpha1Service(): ServiceImplementation<typeof draHealthV1alpha1.DRAResourceHealthService> {
     return { nodeWatchResources: (call) => this.open(call, "v1alpha1") };
   }
 

@@ -4,7 +4,7 @@
 // deleted (the kubelet deletes every slice of its node when it starts) re-reads the pool and publishes it
 // again, as the upstream kubelet plugin helper's ResourceSlice controller does. Never deletes the pool on
 // stop: a restarted or upgraded plugin takes over the same slices, and only the operator removes them.
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { ApiClient } from "../report/api-client.js";
 import { ApiError } from "../report/api-client.js";
 import { NodeSliceWatch, type SliceObservation } from "./slice-watch.js";

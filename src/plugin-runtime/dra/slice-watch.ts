@@ -3,7 +3,7 @@
 // kubelet deletes every slice of its node when it starts. A list, then a watch from its resourceVersion,
 // resumed after every clean end; a 410 Gone lists again; any other failure backs off and resumes. Nothing
 // is cached here: the publisher compares what it hears with what it wrote.
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import { ApiError, type ApiClient, type WatchEvent } from "../report/api-client.js";
 import {
   RESOURCE_SLICES_PATH,

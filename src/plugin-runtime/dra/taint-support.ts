@@ -4,7 +4,7 @@
 // tainted device, and learns again from every real write that carried a taint.
 import { createHash } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { ApiClient } from "../report/api-client.js";
 import {
   RESOURCE_SLICE_API_VERSION,

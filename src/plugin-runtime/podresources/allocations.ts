@@ -1,7 +1,7 @@
 // Pure: which container holds which device of this plugin, from the kubelet's PodResources List answer (the
 // device-plugin resource's ids, or the DRA driver's claimed devices), and the one-series-per-device view the
 // metrics export.
-import type { ListPodResourcesResponse } from "../proto/index.js";
+import type { ListPodResourcesResponse } from "../proto/wire.js";
 import { physicalIdOf } from "../../contract/replica-id.js";
 import { countShares, type HeldShares } from "../devices/held.js";
 import type { AdvertisedDevice } from "../devices/types.js";

@@ -1,13 +1,15 @@
 // Follows which containers hold the plugin's devices (device-plugin ids or DRA claims) by polling the
 // kubelet's PodResources List. Never fatal: a kubelet without the socket, or one that errs, is logged
 // once and polled again with backoff.
-import * as grpc from "@grpc/grpc-js";
 import { EventEmitter } from "node:events";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { PluginMetrics } from "../metrics.js";
-import { PodResourcesListerClient, type ListPodResourcesResponse } from "../proto/index.js";
+import { PodResourcesListerService, type ListPodResourcesResponse } from "../proto/wire.js";
+import { unaryCall } from "../grpc/client.js";
+import { statusName } from "../grpc/status.js";
 import { sameShares, type HeldShares } from "../devices/held.js";
 import { allocationsOf, sameAllocations, type Allocations } from "./allocations.js";
+import { readAllocatable } from "./allocatable.js";
 
 /** How often the kubelet is asked by default: node exporters poll it every few seconds to a minute. */
 export const DEFAULT_POD_RESOURCES_INTERVAL_MS = 10_000;
@@ -21,8 +23,8 @@ const RETRY_MAX_MS = 60_000;
 /** Deadline of one List call. */
 const CALL_TIMEOUT_MS = 5_000;
 /**
- * The kubelet's own client accepts answers up to 16 MiB (podresources.DefaultPodResourcesMaxSize);
- * grpc-js stops at 4 MiB by default, which a node with many pods and exclusive CPUs can pass.
+ * The kubelet's own client accepts answers up to 16 MiB (podresources.DefaultPodResourcesMaxSize); gRPC
+ * clients stop at 4 MiB by default, which a node with many pods and exclusive CPUs can pass.
  */
 const MAX_RECEIVE_BYTES = 16 * 1024 * 1024;
 
@@ -47,6 +49,8 @@ export interface PodResourcesMonitorOptions {
   intervalMs?: number;
   callTimeoutMs?: number;
   retryMaxMs?: number;
+  /** Also ask GetAllocatableResources on each read, for the `allocatable` event (capacity-check.ts). */
+  readAllocatable?: boolean;
 }
 
 export interface PodResourcesMonitorEvents {
@@ -54,12 +58,14 @@ export interface PodResourcesMonitorEvents {
   allocations: [Allocations];
   /** What the other publish path holds changed (or was learnt for the first time). */
   heldElsewhere: [HeldShares];
+  /** The ids of the resource the kubelet would hand out now, after each read (readAllocatable). */
+  allocatable: [ReadonlySet<string>];
 }
 
 /** The gRPC status name of a failed call (UNAVAILABLE when the socket is missing), for the error metric. */
 function codeOf(err: unknown): string {
-  const code = (err as Partial<grpc.ServiceError>).code;
-  return typeof code === "number" ? (grpc.status[code] ?? "UNKNOWN") : "UNKNOWN";
+  const code = (err as { code?: unknown }).code;
+  return typeof code === "number" ? statusName(code) : "UNKNOWN";
 }
 
 export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents> {
@@ -67,7 +73,6 @@ export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents>
   private readonly intervalMs: number;
   private readonly retryMaxMs: number;
   private readonly callTimeoutMs: number;
-  private client: PodResourcesListerClient | undefined;
   private timer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
   private current: Allocations | undefined;
@@ -134,8 +139,6 @@ export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents>
     clearTimeout(this.timer);
     this.timer = undefined;
     await this.polling;
-    this.client?.close();
-    this.client = undefined;
   }
 
   private poll(): void {
@@ -156,19 +159,17 @@ export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents>
   }
 
   private async readOnce(): Promise<void> {
-    // A fresh connection after a failure: grpc-js would otherwise hold a failed one in its own backoff
-    // (up to two minutes) and miss a kubelet that is back.
-    this.client ??= new PodResourcesListerClient(
-      `unix://${this.opts.socketPath}`,
-      grpc.credentials.createInsecure(),
-      { "grpc.max_receive_message_length": MAX_RECEIVE_BYTES, "grpc.use_local_subchannel_pool": 1 },
+    // A connection per call, closed with it: a kubelet that restarted is reached on the next poll, with
+    // no connection left in a backoff in between.
+    const response = await unaryCall(
+      this.opts.socketPath,
+      PodResourcesListerService.list,
+      {},
+      {
+        timeoutMs: this.callTimeoutMs,
+        maxReceiveBytes: MAX_RECEIVE_BYTES,
+      },
     );
-    const client = this.client;
-    const response = await new Promise<ListPodResourcesResponse>((resolve, reject) => {
-      client.list({}, new grpc.Metadata(), { deadline: Date.now() + this.callTimeoutMs }, (err, res) =>
-        err ? reject(err) : resolve(res),
-      );
-    });
     if (this.stopped) return;
     // The other path's holds first: a listener of `allocations` reads them too.
     const held = this.opts.heldElsewhereOf?.(response);
@@ -181,6 +182,22 @@ export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents>
     this.current = next;
     this.markAnswered();
     if (changed) this.emit("allocations", next);
+    if (this.opts.readAllocatable === true) await this.readAllocatable();
+  }
+
+  /** Never fails the read: a kubelet that does not answer it is judged on the next one (capacity-check.ts). */
+  private async readAllocatable(): Promise<void> {
+    try {
+      const ids = await readAllocatable(
+        this.opts.socketPath,
+        this.opts.resourceName,
+        this.callTimeoutMs,
+        MAX_RECEIVE_BYTES,
+      );
+      if (!this.stopped) this.emit("allocatable", ids);
+    } catch (err) {
+      this.log.debug({ code: codeOf(err), err: (err as Error).message }, "GetAllocatableResources failed");
+    }
   }
 
   private succeeded(): number {
@@ -195,8 +212,6 @@ export class PodResourcesMonitor extends EventEmitter<PodResourcesMonitorEvents>
 
   private failed(err: unknown): number {
     this.markAnswered();
-    this.client?.close();
-    this.client = undefined;
     if (this.stopped) return this.intervalMs;
     this.failures++;
     const code = codeOf(err);

@@ -1,7 +1,7 @@
 // Registration with the kubelet's device manager over kubelet.sock (Registration.Register, v1beta1).
-import * as grpc from "@grpc/grpc-js";
 import { connect } from "node:net";
-import { RegistrationClient, type DevicePluginOptions, type RegisterRequest } from "../proto/index.js";
+import { unaryCall } from "../grpc/client.js";
+import { RegistrationService, type DevicePluginOptions, type RegisterRequest } from "../proto/wire.js";
 
 export interface RegisterParams {
   kubeletSocketPath: string;
@@ -11,11 +11,8 @@ export interface RegisterParams {
 }
 
 /**
- * Whether something accepts connections on the socket now. A gRPC client that fails to connect keeps
- * trying in the background after it is closed (grpc-js reconnects the subchannel once its backoff
- * ends), so every Register attempted while a restarting kubelet's socket file exists but nobody
- * listens yet would leave a connection to the next kubelet open for good. A plain connection first
- * means a gRPC client is only made when the kubelet answers.
+ * Whether something accepts connections on the socket now: a kubelet restarting has the socket file
+ * before it listens, and that is told apart from a kubelet that refused the registration.
  */
 function kubeletAccepts(path: string): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -38,21 +35,8 @@ export async function registerWithKubelet({
   timeoutMs = 15_000,
 }: RegisterParams): Promise<void> {
   await kubeletAccepts(kubeletSocketPath);
-  const client = new RegistrationClient(`unix://${kubeletSocketPath}`, grpc.credentials.createInsecure(), {
-    // One attempt per call: the caller owns retries and backoff.
-    "grpc.enable_retries": 0,
-    // A connection of its own, closed with the client: from grpc-js's process-wide pool, an idle
-    // connection to kubelet.sock would stay open after close() until the pool's periodic sweep, one
-    // more per kubelet restart in the meantime.
-    "grpc.use_local_subchannel_pool": 1,
-  });
-  return new Promise<void>((resolve, reject) => {
-    client.register(request, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err) => {
-      client.close();
-      if (err) reject(err);
-      else resolve();
-    });
-  });
+  // One attempt per call, on a connection of its own closed with it: the caller owns retries and backoff.
+  await unaryCall(kubeletSocketPath, RegistrationService.register, request, { timeoutMs });
 }
 
 export function registerRequest(

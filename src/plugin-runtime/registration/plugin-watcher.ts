@@ -1,17 +1,11 @@
 // Registration through the kubelet's plugin watcher: serve pluginregistration.Registration on a socket in
 // plugins_registry; the kubelet calls GetInfo, connects to our endpoint (device plugin or DRA plugin)
 // and reports back.
-import { refuseMalformed, tolerantDefinition } from "../server/malformed.js";
-import * as grpc from "@grpc/grpc-js";
 import { unlink } from "node:fs/promises";
 import { socketPath } from "./sockets.js";
-import type { Logger } from "pino";
-import {
-  DEVICE_PLUGIN_TYPE,
-  PluginRegistrationService,
-  type PluginInfo,
-  type PluginRegistrationServer,
-} from "../proto/index.js";
+import type { Logger } from "../../observability/json-log.js";
+import { DEVICE_PLUGIN_TYPE, PluginRegistrationService, type PluginInfo } from "../proto/wire.js";
+import { GrpcServer, type ServiceImplementation } from "../grpc/server.js";
 import { shutdownServer } from "../server/shutdown.js";
 
 export interface PluginWatcherOptions {
@@ -37,7 +31,7 @@ export interface PluginWatcherOptions {
 }
 
 export class PluginWatcherRegistration {
-  private server: grpc.Server | undefined;
+  private server: GrpcServer | undefined;
   private path: string | undefined;
   /** supported_versions of the last GetInfo answer on the current socket. */
   private offered: readonly string[] = [];
@@ -53,8 +47,8 @@ export class PluginWatcherRegistration {
     await this.close();
     const path = socketPath(this.opts.registryDir, this.opts.socketName());
     this.offered = [];
-    const server = new grpc.Server();
-    const implementation: PluginRegistrationServer = {
+    const server = new GrpcServer();
+    const implementation: ServiceImplementation<typeof PluginRegistrationService> = {
       getInfo: (_call, callback) => {
         this.opts.onInfoRequested?.();
         const info: PluginInfo = {
@@ -72,15 +66,8 @@ export class PluginWatcherRegistration {
         this.opts.onStatus(pluginRegistered, error, this.offered);
       },
     };
-    server.addService(
-      tolerantDefinition(PluginRegistrationService),
-      refuseMalformed(PluginRegistrationService, implementation),
-    );
-    await new Promise<void>((resolve, reject) =>
-      server.bindAsync(`unix://${path}`, grpc.ServerCredentials.createInsecure(), (err) =>
-        err ? reject(err) : resolve(),
-      ),
-    );
+    server.addService(PluginRegistrationService, implementation);
+    await server.listen(path);
     this.server = server;
     this.path = path;
     this.opts.logger.info(

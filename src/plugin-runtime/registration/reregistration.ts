@@ -1,6 +1,6 @@
 // When a device plugin the kubelet dropped registers again: after a backoff that grows while the kubelet
 // keeps ending ListAndWatch soon after it starts, and only while no newer instance serves the resource.
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import { backoffDelayMs } from "../../kube/backoff.js";
 import { NewerInstanceProbe } from "./handover.js";
 

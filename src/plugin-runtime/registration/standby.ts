@@ -9,7 +9,8 @@ import { connect as http2Connect, type ClientHttp2Session } from "node:http2";
 import { connect } from "node:net";
 import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
+import { matchGlobSegment } from "../../contract/devfs-glob.js";
 import { standbyWanted } from "../../contract/node-upgrade.js";
 import { compareInstances, parseInstanceSocket, type InstanceKey } from "./handover.js";
 import { socketIsLive } from "./sockets.js";
@@ -49,6 +50,20 @@ export function olderInstanceSockets(
 }
 
 /**
+ * The sockets in `names` of the plugin a takeover replaces (spec.takeover.socket, `*` matching any run of
+ * characters, as in one segment of a DevFS glob: contract/devfs-glob.ts). Pure. They count as older than
+ * any instance of this plugin: a node handed over from the incumbent on a kubelet that keeps one
+ * registration stands by until the incumbent's socket is gone.
+ */
+export function incumbentSockets(glob: string | undefined, names: readonly string[]): OlderSocket[] {
+  if (glob === undefined || glob === "") return [];
+  return names
+    .filter((name) => name !== "kubelet.sock" && matchGlobSegment(glob, name))
+    .sort()
+    .map((name) => ({ name, instance: `incumbent/${name}` }));
+}
+
+/**
  * Pure: the older live socket to stand by for, given what the node's record said for each instance
  * (`wanted`); undefined: register. `live` is newest first; an instance not decided yet does not count.
  */
@@ -74,6 +89,8 @@ export interface StandbyOptions {
   onChange: () => void;
   /** The older instance stopped accepting connections: time to look again (a reconcile). */
   onOlderGone: () => void;
+  /** spec.takeover.socket: the incumbent's socket, an older instance of the resource's plugin too. */
+  incumbentSocket?: string | undefined;
 }
 
 /**
@@ -150,7 +167,14 @@ export class Standby {
       return [];
     }
     const live: OlderSocket[] = [];
-    for (const older of olderInstanceSockets(this.opts.prefix, own, names)) {
+    const candidates = [
+      ...olderInstanceSockets(this.opts.prefix, own, names),
+      ...incumbentSockets(
+        this.opts.incumbentSocket,
+        names.filter((n) => parseInstanceSocket(this.opts.prefix, n) === undefined),
+      ),
+    ];
+    for (const older of candidates) {
       const path = join(this.opts.dir, older.name);
       try {
         if (!(await lstat(path)).isSocket()) continue;

@@ -1,5 +1,5 @@
 // The node report's entry for `dpo plugin`: where the API credentials come from and a writer wired to the runtime.
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { DevicePluginConfig } from "../../api/v1beta1/config.js";
 // The operator hashes the ConfigMap it renders; hashing the mounted file the same way gives the same hash.
 import { configHash, PLUGIN_CONFIG_KEY } from "../../contract/plugin-config.js";

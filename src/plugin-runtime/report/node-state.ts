@@ -15,6 +15,7 @@ import { configLabelValue, LABEL_CONFIG } from "../../contract/names.js";
 import { deviceNodeStateName } from "../../contract/node-state.js";
 import type { AdvertisedDevice, Health, PhysicalDevice } from "../devices/types.js";
 import { draTypedAttributes } from "../devices/attributes.js";
+import type { SelfHealRecord } from "../registration/capacity-heal.js";
 
 export const DEVICE_NODE_STATE_API_VERSION = "dpo.dev/v1beta1";
 /** Node label of a DeviceNodeState, so `kubectl get dnstate -l dpo.dev/node=<node>` finds a node's reports. */
@@ -27,6 +28,7 @@ const MAX_DEVICES = 4096;
 const MAX_REASON = 1024;
 const MAX_ERROR = 1024;
 const MAX_SOCKET = 1024;
+const MAX_SELF_HEAL_MESSAGE = 256;
 
 /** When each device last changed health, keyed by physical id. */
 export type DeviceSince = ReadonlyMap<string, { readonly health: Health; readonly since: string }>;
@@ -98,6 +100,8 @@ export interface NodeStateInput {
     since: string;
     lastError?: string;
     socket?: string;
+    /** The plugin's last self-heal (capacity-heal.ts); absent: never. */
+    selfHeal?: SelfHealRecord | undefined;
   };
   physical: readonly PhysicalDevice[];
   advertised: readonly AdvertisedDevice[];
@@ -242,6 +246,7 @@ export function buildDeviceNodeState(input: NodeStateInput): NodeStateReport {
       ...(registration.socket !== undefined && registration.socket !== ""
         ? { socket: bounded(registration.socket, MAX_SOCKET) }
         : {}),
+      ...(registration.selfHeal !== undefined ? { selfHeal: selfHealOf(registration.selfHeal) } : {}),
     },
     ...(input.configHash !== undefined && input.configHash !== "" ? { configHash: input.configHash } : {}),
     ...(input.podUID !== undefined && input.podUID !== "" ? { podUID: input.podUID } : {}),
@@ -278,5 +283,15 @@ export function statusApplyBody(report: NodeStateReport): {
     kind,
     metadata: { name: metadata.name, namespace: metadata.namespace },
     status: report.status,
+  };
+}
+
+/** status.registration.selfHeal from the runtime's record. */
+function selfHealOf(record: SelfHealRecord): NonNullable<DeviceNodeStateStatus["registration"]["selfHeal"]> {
+  return {
+    count: record.count,
+    lastTime: new Date(record.lastAtMs).toISOString(),
+    message: bounded(record.message, MAX_SELF_HEAL_MESSAGE),
+    ...(record.healedAtMs !== undefined ? { healedTime: new Date(record.healedAtMs).toISOString() } : {}),
   };
 }

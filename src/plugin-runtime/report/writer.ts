@@ -1,5 +1,5 @@
 // Keeps this node's DeviceNodeState current: server-side apply on change, coalesced, retried, never blocking the runtime.
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { DeviceNodeStateStatus } from "../../api/v1beta1/devicenodestate.js";
 import { deviceNodeStateName } from "../../contract/node-state.js";
 import { backoffDelayMs } from "../../kube/backoff.js";
@@ -65,6 +65,7 @@ export function reportSourceOf(runtime: ReportedRuntime): ReportSource {
       runtime.on("standby", listener);
       runtime.on("devices", listener);
       runtime.on("allocations", listener);
+      runtime.on("selfHeal", listener);
       return () => {
         runtime.off("registered", listener);
         runtime.off("unregistered", listener);
@@ -72,6 +73,7 @@ export function reportSourceOf(runtime: ReportedRuntime): ReportSource {
         runtime.off("standby", listener);
         runtime.off("devices", listener);
         runtime.off("allocations", listener);
+        runtime.off("selfHeal", listener);
       };
     },
   };
@@ -362,13 +364,20 @@ export class NodeStateWriter {
       kubeletAPIVersion: status.kubeletAPIVersion,
       configHash: this.opts.configHash,
       registration: final
-        ? { registered: false, since: now, lastError: final.reason, socket: status.socketPath }
+        ? {
+            registered: false,
+            since: now,
+            lastError: final.reason,
+            socket: status.socketPath,
+            selfHeal: status.selfHeal,
+          }
         : {
             registered: status.registered,
             standingBy: status.standingBy !== undefined,
             since: new Date(status.registrationChangedAtMs).toISOString(),
             lastError: status.lastRegistrationError,
             socket: status.socketPath,
+            selfHeal: status.selfHeal,
           },
       physical: snapshot.physical,
       advertised: snapshot.advertised,

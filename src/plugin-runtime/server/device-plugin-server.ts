@@ -1,13 +1,11 @@
 // The kubelet DevicePlugin gRPC service (v1beta1): protocol only. Device state comes from the DeviceSet,
 // container details from the backend, choices from the allocation policies; nothing here knows hardware.
-import * as grpc from "@grpc/grpc-js";
 import { link, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import type { Logger } from "pino";
+import type { Logger } from "../../observability/json-log.js";
 import type { AllocationPolicy, Sharing } from "../../api/v1beta1/spec.js";
 import type { DeviceBackend } from "../devices/backend.js";
 import { UnknownDevicesError } from "../backends/device-list.js";
-import { refuseMalformed, tolerantDefinition } from "./malformed.js";
 import { checkAllocateRequest, preferredAllocation } from "../devices/allocation.js";
 import type { DeviceSet, DeviceSetSnapshot } from "../devices/device-set.js";
 import { heldConflicts, heldOfferedIds, type HeldShares } from "../devices/held.js";
@@ -15,13 +13,19 @@ import { resourceEnvName } from "../devices/env.js";
 import type { AdvertisedDevice } from "../devices/types.js";
 import type { PluginMetrics } from "../metrics.js";
 import {
+  GrpcServer,
+  type ServerWritableStream,
+  type ServiceError,
+  type ServiceImplementation,
+} from "../grpc/server.js";
+import { Status, statusName } from "../grpc/status.js";
+import {
   DevicePluginService,
   type AllocateRequest,
   type AllocateResponse,
   type ContainerAllocateResponse,
   type Device,
   type DevicePluginOptions,
-  type DevicePluginServer,
   type Empty,
   type ListAndWatchResponse,
   type PreferredAllocationRequest,
@@ -29,7 +33,7 @@ import {
   type PreStartContainerRequest,
   type PreStartContainerResponse,
   PRE_START_CONTAINER_TIMEOUT_MS,
-} from "../proto/index.js";
+} from "../proto/wire.js";
 import { shutdownServer } from "./shutdown.js";
 
 export interface DevicePluginServiceOptions {
@@ -62,7 +66,7 @@ const MAX_IDS_PER_REQUEST = 100_000;
 /** A request the runtime refuses, with the gRPC status the kubelet gets. */
 class RequestError extends Error {
   constructor(
-    readonly code: grpc.status,
+    readonly code: number,
     message: string,
   ) {
     super(message);
@@ -85,11 +89,11 @@ export function describeIds(ids: readonly string[]): string {
   return more > 0 ? `${shown.join(", ")} and ${more} more` : shown.join(", ");
 }
 
-function toServiceError(err: unknown): Partial<grpc.StatusObject> {
+function toServiceError(err: unknown): ServiceError {
   if (err instanceof RequestError) return { code: err.code, details: err.message };
   // A device vanished between the check and the backend call (hot-unplug): the ids are unknown now.
-  if (err instanceof UnknownDevicesError) return { code: grpc.status.INVALID_ARGUMENT, details: err.message };
-  return { code: grpc.status.INTERNAL, details: `internal error: ${(err as Error)?.message ?? String(err)}` };
+  if (err instanceof UnknownDevicesError) return { code: Status.INVALID_ARGUMENT, details: err.message };
+  return { code: Status.INTERNAL, details: `internal error: ${(err as Error)?.message ?? String(err)}` };
 }
 
 export function toProtoDevice(d: AdvertisedDevice): Device {
@@ -100,18 +104,14 @@ export function toProtoDevice(d: AdvertisedDevice): Device {
   };
 }
 
-function statusName(code: grpc.status): string {
-  return grpc.status[code] ?? String(code);
-}
-
 /** Builds the DevicePlugin service implementation plus a way to end its open streams. */
 export function createDevicePluginService(opts: DevicePluginServiceOptions): {
-  implementation: DevicePluginServer;
+  implementation: ServiceImplementation<typeof DevicePluginService>;
   endStreams(): void;
 } {
   const { logger, metrics, resourceName } = opts;
   const envName = resourceEnvName(resourceName);
-  const streams = new Set<grpc.ServerWritableStream<Empty, ListAndWatchResponse>>();
+  const streams = new Set<ServerWritableStream<Empty, ListAndWatchResponse>>();
   /** Set by endStreams: the ends that follow are ours, not the client's. */
   let ending = false;
   const preStartTimeoutMs = Math.min(
@@ -137,10 +137,7 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
 
   function allocateContainer(ids: readonly string[], snap: DeviceSetSnapshot): ContainerAllocateResponse {
     if (!Array.isArray(ids) || ids.length > MAX_IDS_PER_REQUEST) {
-      throw new RequestError(
-        grpc.status.INVALID_ARGUMENT,
-        "devices_ids must be a list of at most 100000 ids",
-      );
+      throw new RequestError(Status.INVALID_ARGUMENT, "devices_ids must be a list of at most 100000 ids");
     }
     const check = checkAllocateRequest(ids, snap.byId, opts.sharing, conflictsWithHeld(snap));
     switch (check.kind) {
@@ -148,32 +145,32 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
         break;
       case "Unknown":
         throw new RequestError(
-          grpc.status.INVALID_ARGUMENT,
+          Status.INVALID_ARGUMENT,
           `unknown device ids for ${resourceName}: ${describeIds(check.ids)}`,
         );
       case "Unhealthy":
         throw new RequestError(
-          grpc.status.FAILED_PRECONDITION,
+          Status.FAILED_PRECONDITION,
           `unhealthy devices for ${resourceName}: ${describeIds(check.ids)}`,
         );
       case "HeldElsewhere":
         throw new RequestError(
-          grpc.status.FAILED_PRECONDITION,
+          Status.FAILED_PRECONDITION,
           `devices of ${resourceName} held through DRA claims by pods admitted before the switch of spec.publish: ${describeIds(check.ids)}`,
         );
       case "Duplicate":
         throw new RequestError(
-          grpc.status.INVALID_ARGUMENT,
+          Status.INVALID_ARGUMENT,
           `device ids requested twice: ${describeIds(check.ids)}`,
         );
       case "TooManyReplicas":
         throw new RequestError(
-          grpc.status.INVALID_ARGUMENT,
+          Status.INVALID_ARGUMENT,
           `${resourceName} is time-sliced with failRequestsGreaterThanOne: a container may request only 1, got ${ids.length}`,
         );
       case "Empty":
         throw new RequestError(
-          grpc.status.INVALID_ARGUMENT,
+          Status.INVALID_ARGUMENT,
           "a container request must name at least one device id",
         );
     }
@@ -187,7 +184,7 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
     };
   }
 
-  const implementation: DevicePluginServer = {
+  const implementation: ServiceImplementation<typeof DevicePluginService> = {
     getDevicePluginOptions(_call, callback) {
       callback(null, options());
     },
@@ -226,11 +223,12 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
         const req: PreferredAllocationRequest = call.request;
         const snap = opts.devices.snapshot();
         const shares = opts.heldElsewhere?.().shares;
+        const interconnect = opts.backend.interconnect?.();
         const containerResponses = req.containerRequests.map((r, i) => {
           const size = r.allocationSize;
           if (!Number.isInteger(size) || size < 0 || size > MAX_IDS_PER_REQUEST) {
             throw new RequestError(
-              grpc.status.INVALID_ARGUMENT,
+              Status.INVALID_ARGUMENT,
               `container_requests[${i}].allocation_size: must be between 0 and ${MAX_IDS_PER_REQUEST}, got ${size}`,
             );
           }
@@ -238,20 +236,22 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
             r.availableDeviceIDs.length > MAX_IDS_PER_REQUEST ||
             r.mustIncludeDeviceIDs.length > MAX_IDS_PER_REQUEST
           ) {
-            throw new RequestError(
-              grpc.status.INVALID_ARGUMENT,
-              `container_requests[${i}]: too many device ids`,
-            );
+            throw new RequestError(Status.INVALID_ARGUMENT, `container_requests[${i}]: too many device ids`);
           }
           return {
-            deviceIDs: preferredAllocation(opts.allocationPolicy, snap.byId, {
-              available: r.availableDeviceIDs,
-              mustInclude: r.mustIncludeDeviceIDs,
-              size,
-              ...(shares !== undefined && shares.size > 0
-                ? { held: heldOfferedIds(r.availableDeviceIDs, snap.byId, shares) }
-                : {}),
-            }),
+            deviceIDs: preferredAllocation(
+              opts.allocationPolicy,
+              snap.byId,
+              {
+                available: r.availableDeviceIDs,
+                mustInclude: r.mustIncludeDeviceIDs,
+                size,
+                ...(shares !== undefined && shares.size > 0
+                  ? { held: heldOfferedIds(r.availableDeviceIDs, snap.byId, shares) }
+                  : {}),
+              },
+              interconnect,
+            ),
           };
         });
         metrics.preferredAllocations.inc({ resource: resourceName, result: "OK" });
@@ -261,7 +261,7 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
         const e = toServiceError(err);
         metrics.preferredAllocations.inc({
           resource: resourceName,
-          result: statusName(e.code ?? grpc.status.UNKNOWN),
+          result: statusName(e.code ?? Status.UNKNOWN),
         });
         logger.warn(
           { resource: resourceName, code: e.code, err: e.details },
@@ -276,7 +276,7 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
       const req: AllocateRequest = call.request;
       try {
         if (req.containerRequests.length === 0) {
-          throw new RequestError(grpc.status.INVALID_ARGUMENT, "container_requests is empty");
+          throw new RequestError(Status.INVALID_ARGUMENT, "container_requests is empty");
         }
         const snap = opts.devices.snapshot();
         const containerResponses = req.containerRequests.map((r, i) => {
@@ -300,7 +300,7 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
         const e = toServiceError(err);
         metrics.allocations.inc({
           resource: resourceName,
-          result: statusName(e.code ?? grpc.status.UNKNOWN),
+          result: statusName(e.code ?? Status.UNKNOWN),
         });
         logger.warn(
           { resource: resourceName, code: statusName(e.code ?? 2), err: e.details },
@@ -326,14 +326,14 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
       });
       if (check.kind === "Unhealthy") {
         callback(
-          { code: grpc.status.FAILED_PRECONDITION, details: `unhealthy devices: ${describeIds(check.ids)}` },
+          { code: Status.FAILED_PRECONDITION, details: `unhealthy devices: ${describeIds(check.ids)}` },
           null,
         );
         return;
       }
       if (check.kind !== "Ok") {
         callback(
-          { code: grpc.status.INVALID_ARGUMENT, details: `PreStartContainer: ${check.kind} device ids` },
+          { code: Status.INVALID_ARGUMENT, details: `PreStartContainer: ${check.kind} device ids` },
           null,
         );
         return;
@@ -343,7 +343,7 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
       // Whichever comes first, the hook's outcome or the timer, answers; the other is ignored.
       const controller = new AbortController();
       let answered = false;
-      const answer = (err: Partial<grpc.StatusObject> | null): void => {
+      const answer = (err: ServiceError | null): void => {
         clearTimeout(timer);
         if (answered) return;
         answered = true;
@@ -357,14 +357,13 @@ export function createDevicePluginService(opts: DevicePluginServiceOptions): {
       const timer = setTimeout(() => {
         controller.abort(new Error("pre-start hook timed out"));
         answer({
-          code: grpc.status.DEADLINE_EXCEEDED,
+          code: Status.DEADLINE_EXCEEDED,
           details: `pre-start hook exceeded ${preStartTimeoutMs} ms`,
         });
       }, preStartTimeoutMs);
       hook(physicalIds, controller.signal).then(
         () => answer(null),
-        (err: unknown) =>
-          answer({ code: grpc.status.INTERNAL, details: `pre-start hook failed: ${String(err)}` }),
+        (err: unknown) => answer({ code: Status.INTERNAL, details: `pre-start hook failed: ${String(err)}` }),
       );
     },
   };
@@ -393,27 +392,21 @@ let binds = 0;
  * close, when the kubelet has had everything the server sent (see close).
  */
 export class DevicePluginEndpoint {
-  private server: grpc.Server | undefined;
+  private server: GrpcServer | undefined;
   private service: ReturnType<typeof createDevicePluginService> | undefined;
 
   constructor(private readonly opts: DevicePluginServiceOptions) {}
 
   /** Binds the socket and starts serving; resolves once the socket accepts connections. */
   async listen(socketPath: string): Promise<void> {
-    const server = new grpc.Server({ "grpc.max_receive_message_length": 4 * 1024 * 1024 });
+    // 4 MiB, as grpc-go's and grpc-js's servers: a larger request is answered RESOURCE_EXHAUSTED.
+    const server = new GrpcServer({ maxReceiveBytes: 4 * 1024 * 1024 });
     const service = createDevicePluginService(this.opts);
-    server.addService(
-      tolerantDefinition(DevicePluginService),
-      refuseMalformed(DevicePluginService, service.implementation),
-    );
+    server.addService(DevicePluginService, service.implementation);
     // Short, in the same directory (a link cannot cross file systems), and no plugin socket's name.
     const bindPath = join(dirname(socketPath), `.dpo-bind-${process.pid.toString(36)}-${++binds}`);
     await unlink(bindPath).catch(() => undefined);
-    await new Promise<void>((resolve, reject) => {
-      server.bindAsync(`unix://${bindPath}`, grpc.ServerCredentials.createInsecure(), (err) =>
-        err ? reject(err) : resolve(),
-      );
-    });
+    await server.listen(bindPath);
     try {
       await link(bindPath, socketPath);
     } catch (err) {

@@ -21,6 +21,7 @@ import type { StructuralSchema } from "../../../src/api/crd.js";
 import type { FuzzRng } from "./fuzz-rng.js";
 import { codePoints, isObject, showPath, text, type Json, type JsonObject, type Path } from "./json.js";
 import { ALNUM, anyString, dnsSubdomain, edged, LOWER } from "./patterns.js";
+import { DEVFS_GROUP_CEL_HANDLERS } from "./cel-rules-devfs.js";
 
 export interface RuleContext {
   rng: FuzzRng;
@@ -122,6 +123,49 @@ export const CEL_RULES: CelHandler[] = [
         `example.com/${"g".repeat(60)}`,
       ]);
       return { value, what: `publish DRA without a driver name, resourceName ${String(value.resourceName)}` };
+    },
+  },
+  {
+    // NVIDIA: kmsgPath or the deprecated dmesgPath, not both.
+    rule: exact("!has(self.kmsgPath) || !has(self.dmesgPath)"),
+    satisfy(value) {
+      if (isObject(value) && value.kmsgPath !== undefined) delete value.dmesgPath;
+      return value;
+    },
+    violate(value) {
+      if (!isObject(value)) return undefined;
+      value.kmsgPath = "/dev/kmsg";
+      value.dmesgPath = "/usr/bin/dmesg";
+      return { value, what: "both kmsgPath and dmesgPath" };
+    },
+  },
+  {
+    // A MIG profile only with strategy Mixed (ADR 0007).
+    rule: exact("!has(self.profile) || (has(self.strategy) && self.strategy == 'Mixed')"),
+    satisfy(value) {
+      if (isObject(value) && value.profile !== undefined && value.strategy !== "Mixed") delete value.profile;
+      return value;
+    },
+    violate(value) {
+      if (!isObject(value)) return undefined;
+      value.strategy = "Single";
+      value.profile = "1g.10gb";
+      return { value, what: "a MIG profile with strategy Single" };
+    },
+  },
+  {
+    // Mock ids: one per device (a takeover's ids); unique by the list's type (set).
+    rule: exact("!has(self.ids) || size(self.ids) == self.devices"),
+    satisfy(value) {
+      if (!isObject(value) || !Array.isArray(value.ids)) return value;
+      const devices = typeof value.devices === "number" ? value.devices : 0;
+      if (value.ids.length !== devices) delete value.ids;
+      return value;
+    },
+    violate(value) {
+      if (!isObject(value) || typeof value.devices !== "number" || value.devices > 64) return undefined;
+      value.ids = Array.from({ length: value.devices + 1 }, (_, i) => `Dev-${i}`);
+      return { value, what: `${value.devices + 1} ids for ${value.devices} devices` };
     },
   },
   {
@@ -262,6 +306,11 @@ export const CEL_RULES: CelHandler[] = [
   {
     // A transition rule: the API server evaluates it on updates only, and the fuzzer only creates.
     rule: exact("self == oldSelf"),
+    satisfy: (value) => value,
+  },
+  {
+    // spec.takeover stays as created (TAKEOVER_STAYS_RULE): a transition rule too.
+    rule: exact("has(oldSelf.takeover) == has(self.takeover)"),
     satisfy: (value) => value,
   },
   {
@@ -420,6 +469,7 @@ export const CEL_RULES: CelHandler[] = [
       return { value, what: `maxUnavailable ${JSON.stringify(value)}` };
     },
   },
+  ...DEVFS_GROUP_CEL_HANDLERS,
 ];
 
 export interface BoundRule {

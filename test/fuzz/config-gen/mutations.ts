@@ -211,7 +211,9 @@ export const MUTATORS: Mutator[] = [
   {
     name: "CEL rule broken",
     applies: (site) =>
-      (site.schema["x-kubernetes-validations"] ?? []).some((r) => r.rule !== "self == oldSelf"),
+      (site.schema["x-kubernetes-validations"] ?? []).some(
+        (r) => r.rule !== "self == oldSelf" && !r.rule.includes("oldSelf"),
+      ),
     apply(site, g) {
       const rules = rulesOf(site.schema, site.path).filter((r) => r.handler.violate !== undefined);
       if (rules.length === 0) return undefined;

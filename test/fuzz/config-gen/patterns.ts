@@ -115,6 +115,30 @@ export const PATTERNS: Record<string, PatternEntry> = {
     valid: (rng, n) => edged(rng, n, LOWER + DIGITS, `${LOWER}${DIGITS}-_.`),
     invalid: ["Foo", "-a", "a-", "a b", "\u00e4", "a/b", "_a"],
   },
+  // A MIG profile (spec.backend.nvidia.mig.profile), as nvidia-smi names them.
+  "^([1-9][0-9]*c\\.)?[1-9][0-9]*g\\.[1-9][0-9]*gb(\\+[a-z]+(\\.[a-z]+)*)?$": {
+    valid: (rng, n) => {
+      const all = ["1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb", "1g.10gb+me", "1c.3g.40gb", "1g.20gb+me.all"];
+      const fits = all.filter((p) => p.length === n);
+      return fits.length === 0 ? undefined : rng.pick(fits);
+    },
+    invalid: ["1g", "MIG 1g.10gb", "0g.10gb", "1g.10GB", "1g.10gb+"],
+  },
+  // A namespace (spec.takeover.daemonSet.namespace): an RFC 1123 label.
+  "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": {
+    valid: (rng, n) => edged(rng, n, LOWER + DIGITS, `${LOWER}${DIGITS}-`),
+    invalid: ["Foo", "-a", "a-", "a.b", "a_b", "a b"],
+  },
+  // A device id of another plugin (spec.backend.mock.ids[]).
+  "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$": {
+    valid: (rng, n) => edged(rng, n, ALNUM, `${ALNUM}-_.`),
+    invalid: ["-a", "a-", "a b", "a,b", "_a", "\u00e4"],
+  },
+  // A socket file name with '*' (spec.takeover.socket).
+  "^[A-Za-z0-9_.*-]+$": {
+    valid: (rng, n) => (n === 0 ? undefined : charsFrom(rng, `${ALNUM}_.*-`, n)),
+    invalid: ["a/b", "a b", "\u00e4.sock", "dp?"],
+  },
   "^\\/": {
     valid: (rng, n) => {
       let s = "/";
@@ -193,6 +217,24 @@ export const PATTERNS: Record<string, PatternEntry> = {
       return `${sign}${number}${suffix}`;
     },
     invalid: ["1.2.3", "Mi", "100MB", "1 Gi", "abc", "0x10", "1e", "--1", "1Mi "],
+  },
+  // A kernel driver name (PCI `drivers`).
+  "^[A-Za-z0-9_.-]+$": {
+    valid: (rng, n) => (n === 0 ? undefined : charsFrom(rng, `${ALNUM}_.-`, n)),
+    invalid: ["", "vfio pci", "a/b", "\u00e4", "x:y"],
+  },
+  // A PCI address in extended BDF form (PCI `physicalFunctions`).
+  "^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]$": {
+    valid: (rng, n) =>
+      n === 12
+        ? `${charsFrom(rng, HEX, 4)}:${charsFrom(rng, HEX, 2)}:${charsFrom(rng, HEX, 2)}.${rng.int(8)}`
+        : undefined,
+    invalid: ["3b:00.0", "0000:3B:00.0", "0000:3b:00.8", "0000:3b:00", "0000:3b:00.0 "],
+  },
+  // A DevFS group pattern: one capture group, no other parentheses.
+  "^[^()]*\\([^()]+\\)[^()]*$": {
+    valid: (rng, n) => (n < 11 ? undefined : `/dev/${charsFrom(rng, LOWER, n - 10)}(\\d+)`),
+    invalid: ["/dev/accel", "(a)(b)", "((a))", "()", "a(b"],
   },
   // A DeviceClass's extended resource name: one, or "" for none.
   [EXTENDED_RESOURCE_NAME_OR_EMPTY_PATTERN]: {

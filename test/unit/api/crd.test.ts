@@ -123,6 +123,7 @@ describe("DevicePluginConfig CRD", () => {
     expect(alphaSpec?.properties?.sharedDevNum).toMatchObject({ type: "integer", minimum: 1, maximum: 1024 });
     expect(alphaSpec?.["x-kubernetes-validations"]?.map((r) => r.fieldPath)).toEqual([
       ".dra.driverName",
+      ".takeover",
       ".mock",
       ".mock",
       ".devfs",

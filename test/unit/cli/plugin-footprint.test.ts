@@ -1,5 +1,6 @@
 // The long-running `dpo plugin` process loads no schema code: zod, yaml and the API's schemas (about 11 MiB
-// of its RSS) belong to the short-lived child that reads its config (src/cli/plugin-config-apart.ts).
+// of its RSS) belong to the short-lived child that reads its config (src/cli/plugin-config-apart.ts). Nor
+// grpc-js or pino: its gRPC and its logs are its own (ADR 0008; tools/bundle/plugin-path.ts checks the bundle).
 import { build, type Metafile } from "esbuild";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -39,15 +40,17 @@ describe("the plugin process's static imports", () => {
     { what: "yaml", prefix: "node_modules/yaml/" },
     { what: "the config schemas' validation", prefix: "src/api/validate.ts" },
     { what: "the v1beta1 spec schemas", prefix: "src/api/v1beta1/spec.ts" },
+    { what: "grpc-js", prefix: "node_modules/@grpc/" },
+    { what: "pino", prefix: "node_modules/pino/" },
   ])("reach no $what", async ({ prefix }) => {
     const chains = await staticImports("src/cli/plugin.ts");
     const reached = [...chains.entries()].filter(([file]) => file.startsWith(prefix));
     expect(reached.map(([, chain]) => chain.join(" -> "))).toEqual([]);
   });
 
-  it("still reach grpc-js and the runtime, so the walk itself follows imports", async () => {
+  it("still reach the protobuf wire reader and the runtime, so the walk itself follows imports", async () => {
     const chains = await staticImports("src/cli/plugin.ts");
-    expect([...chains.keys()].some((f) => f.startsWith("node_modules/@grpc/grpc-js/"))).toBe(true);
+    expect([...chains.keys()].some((f) => f.startsWith("node_modules/@bufbuild/protobuf/"))).toBe(true);
     expect(chains.has("src/plugin-runtime/runtime.ts")).toBe(true);
   });
 });

@@ -165,6 +165,11 @@ describe("plugin metrics", () => {
         "1 while the kubelet has accepted the plugin's current registration.",
         ["resource"],
       ),
+      dpo_plugin_reregistrations_total: expected(
+        "counter",
+        "Times the plugin registered again by itself, by reason (CapacityLost: the kubelet handed out fewer devices than the plugin advertised as healthy for longer than --capacity-heal-after).",
+        [],
+      ),
       dpo_plugin_kubelet_restarts_total: expected(
         "counter",
         "Kubelet restarts detected (kubelet.sock re-created or the plugin's socket removed).",
@@ -204,6 +209,7 @@ describe("operator metrics", () => {
     m.conversionDuration.observe(0.001);
     m.webhookCertificateExpiry.set(1_900_000_000);
     m.storageMigrations.inc({ result: "Migrated" });
+    m.orphanedMarksRemoved.inc({ mark: "taint" });
     m.recordConfig("foo", {
       ready: true,
       stalledReason: undefined,
@@ -288,6 +294,11 @@ describe("operator metrics", () => {
         "Storage version migrations of DevicePluginConfigs run by the leader, by result (UpToDate, Migrated, Failed, StoredVersionsChanged, Aborted, error: the check itself failed).",
         ["result"],
       ),
+      dpo_operator_orphaned_node_marks_removed_total: expected(
+        "counter",
+        "Marks of configs that no longer exist taken off Nodes by the leader, by place (label, annotation: an upgrade record, taint: a Replace fence).",
+        ["mark"],
+      ),
       dpo_config_ready: expected(
         "gauge",
         "1 while the DevicePluginConfig's Ready condition is True, else 0.",
@@ -333,6 +344,11 @@ describe("operator metrics", () => {
         "Devices the config's plugins report unhealthy (status.devices.unhealthy).",
         ["config"],
       ),
+      dpo_admission_rejected_pods: expected(
+        "gauge",
+        "Pods the kubelets of the config's nodes rejected at admission for its resource (UnexpectedAdmissionError, as after a node reboot on the device plugin path) that still exist; the status's AdmissionRejected problems and Events name them.",
+        ["config"],
+      ),
       dpo_config_problem_nodes: expected(
         "gauge",
         "Nodes of the config with a problem, by reason (status.problems, counted before the list is cut short).",
@@ -370,7 +386,7 @@ describe("process metrics", () => {
       "nodejs_eventloop_lag_p99_seconds",
     ])
       expect(text).toMatch(new RegExp(`^# TYPE ${name} `, "m"));
-    expect([...parseExposition(text).keys()]).toHaveLength(16);
+    expect([...parseExposition(text).keys()]).toHaveLength(17);
     // A second component's registry stays empty of them: nothing goes through prom-client's global one.
     expect(await new OperatorMetrics().render()).not.toContain("process_");
   });

@@ -17,22 +17,10 @@ import {
   V1ALPHA1_MEMBER_BACKEND_TYPES,
 } from "../../../src/api/v1alpha1/spec.js";
 import { CONDITION_TYPES } from "../../../src/api/v1beta1/status.js";
+import { backendType, members, partial, pick, type Options } from "./api-arbitrary-backends.js";
+import { takeover } from "./takeover-arbitraries.js";
 
-export interface Options {
-  /** Also draw values the schemas refuse. */
-  invalid: boolean;
-}
-
-/** A valid value, or about one time in twelve one of the invalid ones when allowed. */
-function pick<T>(o: Options, valid: fc.Arbitrary<T>, ...invalid: T[]): fc.Arbitrary<T> {
-  if (!o.invalid || invalid.length === 0) return valid;
-  return fc.oneof({ arbitrary: valid, weight: 11 }, { arbitrary: fc.constantFrom(...invalid), weight: 1 });
-}
-
-/** A record whose keys are each present or absent. */
-function partial<T extends Record<string, unknown>>(arbs: { [K in keyof T]: fc.Arbitrary<T[K]> }) {
-  return fc.record(arbs, { requiredKeys: [] });
-}
+export type { Options };
 
 const resourceName = (o: Options) =>
   pick(
@@ -44,90 +32,6 @@ const resourceName = (o: Options) =>
     "Example.com/foo",
     "a/b/c",
   );
-
-const absolutePath = (o: Options) =>
-  pick(o, fc.constantFrom("/", "/dev", "/run/dpo/health.json"), "dev", "/a/../b");
-
-const mockMember = (o: Options) =>
-  fc.record(
-    {
-      devices: pick(o, fc.integer({ min: 1, max: 4096 }), 0, 4097, 1.5),
-      idPrefix: pick(o, fc.constantFrom("mock", "foo", "gpu.0"), "Foo", ""),
-      numaNodes: pick(o, fc.integer({ min: 0, max: 64 }), -1, 65),
-      healthFile: absolutePath(o),
-      attributes: fc.dictionary(fc.constantFrom("model", "memory"), fc.constantFrom("X100", "80Gi")),
-    },
-    { requiredKeys: ["devices"] },
-  );
-
-const devFSMember = (o: Options) =>
-  fc.record(
-    {
-      root: absolutePath(o),
-      paths: fc.array(
-        fc.record(
-          {
-            glob: pick(o, fc.constantFrom("/dev/ttyUSB*", "/dev/fpga?"), "dev/tty*"),
-            type: fc.constantFrom("CharDevice" as const, "BlockDevice" as const, "File" as const),
-            permissions: pick(o, fc.constantFrom("rw", "r", "rwm", "m"), "x", "wr"),
-            maxContainersPerDevice: pick(o, fc.integer({ min: 1, max: 1024 }), 0),
-          },
-          { requiredKeys: ["glob"] },
-        ),
-        { minLength: o.invalid ? 0 : 1, maxLength: 3 },
-      ),
-    },
-    { requiredKeys: ["paths"] },
-  );
-
-const pciMember = (o: Options) =>
-  fc.record(
-    {
-      vendor: pick(o, fc.constantFrom("10de", "8086"), "10DE", "10d"),
-      devices: fc.array(pick(o, fc.constantFrom("20b0", "1eb8"), "XYZ0"), { maxLength: 2 }),
-      classPrefix: pick(o, fc.constantFrom("03", "0302"), "3"),
-      sysfsRoot: absolutePath(o),
-      devRoot: absolutePath(o),
-    },
-    { requiredKeys: ["vendor"] },
-  );
-
-const nvidiaMember = (o: Options) =>
-  partial({
-    nvidiaSmiPath: absolutePath(o),
-    devRoot: absolutePath(o),
-    sysfsRoot: absolutePath(o),
-    pollIntervalSeconds: pick(o, fc.integer({ min: 1, max: 3600 }), 0, 3601),
-    timeoutSeconds: pick(o, fc.integer({ min: 1, max: 300 }), 0),
-    dmesgPath: absolutePath(o),
-    ignoredXids: fc.array(pick(o, fc.constantFrom(13, 31, 79), 0, -1), { maxLength: 3 }),
-  });
-
-type BackendType = (typeof BACKEND_TYPES)[number];
-const backendType = fc.constantFrom(...BACKEND_TYPES);
-
-/** Which members are set: the one the type names, and with `invalid` sometimes none or an extra one. */
-function members(o: Options, type: BackendType) {
-  const set = { Mock: false, DevFS: false, PCI: false, NVIDIA: false, [type]: true } as Record<
-    BackendType,
-    boolean
-  >;
-  const variants = o.invalid
-    ? fc.oneof(
-        { arbitrary: fc.constant(set), weight: 6 },
-        { arbitrary: fc.constant({ ...set, [type]: false }), weight: 1 },
-        { arbitrary: backendType.map((extra) => ({ ...set, [extra]: true })), weight: 1 },
-      )
-    : fc.constant(set);
-  return variants.chain((s) =>
-    fc.record({
-      mock: s.Mock ? mockMember(o) : fc.constant(undefined),
-      devFS: s.DevFS ? devFSMember(o) : fc.constant(undefined),
-      pci: s.PCI ? pciMember(o) : fc.constant(undefined),
-      nvidia: s.NVIDIA ? nvidiaMember(o) : fc.constant(undefined),
-    }),
-  );
-}
 
 /** fast-check builds some records without a prototype; objects read from YAML or JSON have one. */
 function plain<T>(value: T): T {
@@ -204,6 +108,9 @@ const upgrade = (o: Options) =>
     paused: fc.boolean(),
     autoRollback: fc.boolean(),
   });
+
+/** spec.nodeLabels: the same shape in both versions. */
+const nodeLabels = partial({ enabled: fc.boolean() });
 
 /** spec.publish and spec.dra: the same shape in both versions. */
 const publish = fc.constantFrom(...PUBLISH_MODES);
@@ -369,7 +276,7 @@ export function betaObject(o: Options): fc.Arbitrary<BetaObject> {
     fc.record(
       {
         resourceName: resourceName(o),
-        backend: members(o, type).map((m) => compact({ type, ...m })),
+        backend: members(o, type, true).map((m) => compact({ type, ...m })),
         sharing,
         topology: partial({ allocationPolicy: fc.constantFrom(...ALLOCATION_POLICIES) }),
         cdi: partial({
@@ -396,6 +303,8 @@ export function betaObject(o: Options): fc.Arbitrary<BetaObject> {
         upgrade: upgrade(o),
         publish,
         dra: dra(o),
+        takeover: takeover(o),
+        nodeLabels,
       },
       { requiredKeys: ["resourceName", "backend"] },
     ),
@@ -439,6 +348,8 @@ export function alphaObject(o: Options): fc.Arbitrary<AlphaObject> {
           upgrade: upgrade(o),
           publish,
           dra: dra(o),
+          takeover: takeover(o),
+          nodeLabels,
         },
         { requiredKeys: ["resourceName", "backend", "members"] },
       )

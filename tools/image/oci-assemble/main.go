@@ -1,25 +1,34 @@
-// oci-assemble: one container image from layer tarballs and a config, put together by go-containerregistry
-// into an OCI image layout directory, which tools/image/build.ts then packs into an OCI archive.
+// oci-assemble: a container image, for one platform or several, from layer tarballs and a config per
+// platform, put together by go-containerregistry into an OCI image layout directory, which
+// tools/image/build.ts then packs into an OCI archive.
 //
 //	oci-assemble [-layer-cache DIR] SPEC.json LAYOUT-DIR
 //
-// SPEC.json: {"reference", "created", "os", "architecture", "config": {"Entrypoint", "Cmd", "Env",
-// "WorkingDir", "User", "Labels"}, "layers": [{"file", "createdBy"}]}, each file an uncompressed tar.
-// Prints {"manifest", "config", "manifestSize", "layers": [{"digest", "diffID", "size"}]}.
+// SPEC.json: {"reference", "created", "images": [{"os", "architecture", "variant", "config": {"Entrypoint",
+// "Cmd", "Env", "WorkingDir", "User", "Labels"}, "layers": [{"file", "createdBy"}]}]}, each file an
+// uncompressed tar. Prints {"digest", "mediaType", "images": [{"platform", "manifest", "config",
+// "manifestSize", "layers": [{"digest", "diffID", "size"}]}]}: the digest of index.json's one entry, and each
+// platform's manifest.
+//
+// One image: index.json's entry is its manifest, with its platform. Several: index.json's entry is an OCI
+// image index (as `docker buildx --output type=oci` writes one) whose manifests carry their platforms;
+// `ctr images import` then names the index and unpacks the machine's platform out of it.
 //
 // -layer-cache keeps each layer's gzip blob under its diffID, so an unchanged layer (node's 126 MB) is not
-// compressed again on the next build; it then holds this image's layers alone.
+// compressed again on the next build; it then holds this build's layers alone.
 //
-// The manifest's entry in index.json carries the full reference twice: containerd names an imported image
-// after `io.containerd.image.name`, or else after `org.opencontainers.image.ref.name`, which `ctr images
-// import` only keeps as it is when it is a full reference (a bare tag gets an `import-<date>` prefix).
+// index.json's entry carries the full reference twice: containerd names an imported image after
+// `io.containerd.image.name`, or else after `org.opencontainers.image.ref.name`, which `ctr images import`
+// only keeps as it is when it is a full reference (a bare tag gets an `import-<date>` prefix).
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,13 +51,18 @@ type layerSpec struct {
 	CreatedBy string `json:"createdBy"`
 }
 
-type imageSpec struct {
-	Reference    string      `json:"reference"`
-	Created      time.Time   `json:"created"`
+type platformSpec struct {
 	OS           string      `json:"os"`
 	Architecture string      `json:"architecture"`
+	Variant      string      `json:"variant,omitempty"`
 	Config       v1.Config   `json:"config"`
 	Layers       []layerSpec `json:"layers"`
+}
+
+type imageSpec struct {
+	Reference string         `json:"reference"`
+	Created   time.Time      `json:"created"`
+	Images    []platformSpec `json:"images"`
 }
 
 type layerResult struct {
@@ -57,11 +71,18 @@ type layerResult struct {
 	Size   int64  `json:"size"`
 }
 
-type result struct {
+type imageResult struct {
+	Platform     string        `json:"platform"`
 	Manifest     string        `json:"manifest"`
 	Config       string        `json:"config"`
 	ManifestSize int64         `json:"manifestSize"`
 	Layers       []layerResult `json:"layers"`
+}
+
+type result struct {
+	Digest    string        `json:"digest"`
+	MediaType string        `json:"mediaType"`
+	Images    []imageResult `json:"images"`
 }
 
 func readSpec(file string) (*imageSpec, error) {
@@ -78,10 +99,20 @@ func readSpec(file string) (*imageSpec, error) {
 		return nil, fmt.Errorf("%s: reference: required", file)
 	case s.Created.IsZero():
 		return nil, fmt.Errorf("%s: created: required (a fixed time keeps the image reproducible)", file)
-	case s.OS == "" || s.Architecture == "":
-		return nil, fmt.Errorf("%s: os and architecture: required", file)
-	case len(s.Layers) == 0:
-		return nil, fmt.Errorf("%s: layers: at least one", file)
+	case len(s.Images) == 0:
+		return nil, fmt.Errorf("%s: images: at least one", file)
+	}
+	seen := map[string]bool{}
+	for i, p := range s.Images {
+		switch {
+		case p.OS == "" || p.Architecture == "":
+			return nil, fmt.Errorf("%s: images[%d]: os and architecture: required", file, i)
+		case len(p.Layers) == 0:
+			return nil, fmt.Errorf("%s: images[%d].layers: at least one", file, i)
+		case seen[platformName(p)]:
+			return nil, fmt.Errorf("%s: images[%d]: a second image for %s", file, i, platformName(p))
+		}
+		seen[platformName(p)] = true
 	}
 	return &s, nil
 }
@@ -117,14 +148,26 @@ func openLayer(file, cache string) (v1.Layer, error) {
 	return tarball.LayerFromFile(file, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
 }
 
-// keepLayers leaves the image's compressed layers in the cache, named by diffID, and nothing else.
-func keepLayers(img v1.Image, path layout.Path, cache string) error {
+func platformName(p platformSpec) string {
+	name := p.OS + "/" + p.Architecture
+	if p.Variant != "" {
+		name += "/" + p.Variant
+	}
+	return name
+}
+
+// keepLayers leaves the images' compressed layers in the cache, named by diffID, and nothing else.
+func keepLayers(imgs []v1.Image, path layout.Path, cache string) error {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return err
 	}
-	layers, err := img.Layers()
-	if err != nil {
-		return err
+	var layers []v1.Layer
+	for _, img := range imgs {
+		l, err := img.Layers()
+		if err != nil {
+			return err
+		}
+		layers = append(layers, l...)
 	}
 	keep := map[string]bool{}
 	for _, layer := range layers {
@@ -175,8 +218,8 @@ func keepLayers(img v1.Image, path layout.Path, cache string) error {
 	return nil
 }
 
-// assemble builds the image in memory; nothing is compressed before the layout is written.
-func assemble(s *imageSpec, cache string) (v1.Image, error) {
+// assemble builds one platform's image in memory; nothing is compressed before the layout is written.
+func assemble(s platformSpec, created time.Time, cache string) (v1.Image, error) {
 	// OCI media types throughout: empty.Image is a Docker schema 2 image until told otherwise.
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	base, err := img.ConfigFile()
@@ -186,6 +229,7 @@ func assemble(s *imageSpec, cache string) (v1.Image, error) {
 	cf := base.DeepCopy()
 	cf.OS = s.OS
 	cf.Architecture = s.Architecture
+	cf.Variant = s.Variant
 	cf.Config = s.Config
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return nil, err
@@ -197,16 +241,16 @@ func assemble(s *imageSpec, cache string) (v1.Image, error) {
 		}
 		img, err = mutate.Append(img, mutate.Addendum{
 			Layer:   layer,
-			History: v1.History{Created: v1.Time{Time: s.Created}, CreatedBy: l.CreatedBy},
+			History: v1.History{Created: v1.Time{Time: created}, CreatedBy: l.CreatedBy},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("layer %s: %w", l.File, err)
 		}
 	}
-	return mutate.CreatedAt(img, v1.Time{Time: s.Created})
+	return mutate.CreatedAt(img, v1.Time{Time: created})
 }
 
-func describe(img v1.Image) (*result, error) {
+func describe(img v1.Image, platform string) (*imageResult, error) {
 	digest, err := img.Digest()
 	if err != nil {
 		return nil, err
@@ -223,7 +267,12 @@ func describe(img v1.Image) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &result{Manifest: digest.String(), Config: config.String(), ManifestSize: int64(len(manifest))}
+	r := &imageResult{
+		Platform:     platform,
+		Manifest:     digest.String(),
+		Config:       config.String(),
+		ManifestSize: int64(len(manifest)),
+	}
 	for _, layer := range layers {
 		d, err := layer.Digest()
 		if err != nil {
@@ -242,6 +291,36 @@ func describe(img v1.Image) (*result, error) {
 	return r, nil
 }
 
+// descriptor is an image's entry in an index, with its platform: partial.Descriptor gives an image the
+// artifactType of an OCI 1.1 artifact (its config's media type), which an image's entry has not, as
+// `docker buildx` and containerd write it.
+func descriptor(img v1.Image, p platformSpec) (*v1.Descriptor, error) {
+	desc, err := partial.Descriptor(img)
+	if err != nil {
+		return nil, err
+	}
+	desc.ArtifactType = ""
+	desc.Platform = &v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}
+	return desc, nil
+}
+
+// writeIndex writes the image index of several platforms' manifests as a blob and returns its descriptor.
+func writeIndex(path layout.Path, manifests []v1.Descriptor) (*v1.Descriptor, error) {
+	index := v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: manifests}
+	raw, err := json.Marshal(index)
+	if err != nil {
+		return nil, err
+	}
+	digest, size, err := v1.SHA256(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	if err := path.WriteBlob(digest, io.NopCloser(bytes.NewReader(raw))); err != nil {
+		return nil, err
+	}
+	return &v1.Descriptor{MediaType: types.OCIImageIndex, Size: size, Digest: digest}, nil
+}
+
 func run(specFile, dir, cache string) error {
 	s, err := readSpec(specFile)
 	if err != nil {
@@ -252,38 +331,50 @@ func run(specFile, dir, cache string) error {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	img, err := assemble(s, cache)
-	if err != nil {
-		return err
-	}
 	path, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		return err
 	}
-	if err := path.WriteImage(img); err != nil {
-		return err
+	var imgs []v1.Image
+	var manifests []v1.Descriptor
+	r := &result{}
+	for _, p := range s.Images {
+		img, err := assemble(p, s.Created, cache)
+		if err != nil {
+			return fmt.Errorf("%s: %w", platformName(p), err)
+		}
+		if err := path.WriteImage(img); err != nil {
+			return err
+		}
+		desc, err := descriptor(img, p)
+		if err != nil {
+			return err
+		}
+		described, err := describe(img, platformName(p))
+		if err != nil {
+			return err
+		}
+		imgs = append(imgs, img)
+		manifests = append(manifests, *desc)
+		r.Images = append(r.Images, *described)
 	}
-	desc, err := partial.Descriptor(img)
-	if err != nil {
-		return err
+	entry := &manifests[0]
+	if len(manifests) > 1 {
+		if entry, err = writeIndex(path, manifests); err != nil {
+			return err
+		}
 	}
-	// partial.Descriptor gives an image the artifactType of an OCI 1.1 artifact (its config's media
-	// type); an image's entry has none, as `docker buildx` and containerd write it.
-	desc.ArtifactType = ""
-	desc.Annotations = map[string]string{specs.AnnotationRefName: s.Reference, containerdImageName: s.Reference}
-	desc.Platform = &v1.Platform{OS: s.OS, Architecture: s.Architecture}
-	if err := path.AppendDescriptor(*desc); err != nil {
+	entry.Annotations = map[string]string{specs.AnnotationRefName: s.Reference, containerdImageName: s.Reference}
+	if err := path.AppendDescriptor(*entry); err != nil {
 		return err
 	}
 	if cache != "" {
-		if err := keepLayers(img, path, cache); err != nil {
+		if err := keepLayers(imgs, path, cache); err != nil {
 			return fmt.Errorf("layer cache %s: %w", cache, err)
 		}
 	}
-	r, err := describe(img)
-	if err != nil {
-		return err
-	}
+	r.Digest = entry.Digest.String()
+	r.MediaType = string(entry.MediaType)
 	return json.NewEncoder(os.Stdout).Encode(r)
 }
 

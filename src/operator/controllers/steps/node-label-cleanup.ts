@@ -29,6 +29,8 @@ export async function stripNodeLabels(
   configName: string,
   keep: (node: V1Node) => boolean,
   nodes: readonly V1Node[] = deps.nodes.list(),
+  /** Called with each Node (as it was) whose patch the API server took. */
+  onStripped?: (node: V1Node) => void,
 ): Promise<number | undefined> {
   const keys = nodeKeys(configName);
   // Forgets the Nodes the cache has caught up on (or that carry nothing of the config any more).
@@ -43,7 +45,7 @@ export async function stripNodeLabels(
         waiting++;
         return [];
       }
-      return [patch];
+      return [{ ...patch, was: n }];
     });
   let retry = patches.length > NODE_CLEANUP_BATCH || waiting > 0 ? CLEANUP_RETRY_MS : undefined;
   let written = 0;
@@ -54,6 +56,7 @@ export async function stripNodeLabels(
         stripped.expect(deps, configName, patch.node, patch.resourceVersion);
       deps.metrics.applies.inc({ kind: "Node" });
       written++;
+      onStripped?.(patch.was);
     } catch (err) {
       if (!isConflict(err) && !isNotFound(err)) throw err;
       if (isConflict(err)) retry = CLEANUP_RETRY_MS;

@@ -23,6 +23,8 @@ import { decideRollout, type RolloutDecision, type RolloutInput } from "../../up
 import { DaemonSetWriteExpectations, NodeWriteExpectations } from "./node-write-expectations.js";
 import { CatchUpWaits } from "./cache-catch-up.js";
 import { deleteNodeSlices } from "./dra-objects.js";
+import { prepareTakeover, takeoverWrite } from "./takeover.js";
+import type { TakeoverStatus } from "../../../api/v1beta1/status.js";
 
 import { INDEX_BY_CONFIG, WRITE_CONFLICT_RETRY_MS, type StepDeps } from "../reconciler-deps.js";
 import { ownedDaemonSets, ownedConfigMaps } from "../owned-objects.js";
@@ -36,8 +38,11 @@ export interface WorkloadFacts extends Pick<RolloutInput, "publishedDevices" | "
 export interface WorkloadOutcome {
   /** Why a write failed for good (Forbidden, Invalid): for the status, not a retry. */
   applyError?: string;
-  decision: RolloutDecision;
+  /** Undefined when nothing was decided (a takeover that cannot go on). */
+  decision: RolloutDecision | undefined;
   retryMs?: number;
+  /** spec.takeover's progress, when the config has one. */
+  takeover?: TakeoverStatus;
 }
 
 /**
@@ -57,17 +62,33 @@ export async function applyPluginWorkloads(
   const name = config.metadata.name;
   const ns = deps.render.namespace;
   const pending = expectations.pending(deps, name).size;
+  const targeted = nodes.filter((n) => pluginRunsOnNode(n, config.spec, targeting));
+  const owned = ownedDaemonSets(deps, name);
+  const takeover = await prepareTakeover(deps, config, targeted, owned.length);
+  if (takeover.kind === "Stopped")
+    return {
+      decision: undefined,
+      takeover: takeover.status,
+      ...(takeover.retryMs !== undefined ? { retryMs: takeover.retryMs } : {}),
+    };
+  const serving = takeover.kind === "Serving" ? takeover.input : undefined;
   const decision = decideRollout({
     desired,
-    daemonSets: ownedDaemonSets(deps, name),
-    nodes: nodes.filter((n) => pluginRunsOnNode(n, config.spec, targeting)),
-    pods: deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name)),
-    reports: deps.reports.byIndex(INDEX_BY_CONFIG, name),
+    daemonSets: serving === undefined ? owned : [serving.asRevision, ...owned],
+    nodes: targeted,
+    pods: [...deps.pods.byIndex(INDEX_BY_CONFIG, configLabelValue(name)), ...(serving?.pods ?? [])],
+    reports: [...deps.reports.byIndex(INDEX_BY_CONFIG, name), ...(serving?.reports ?? [])],
+    ...(serving?.startHeld !== undefined ? { startHeld: serving.startHeld } : {}),
     publishedDevices,
     ...switchFacts,
     ...(deps.fenceSettleMs !== undefined ? { fenceSettleMs: deps.fenceSettleMs } : {}),
     now: deps.now().getTime(),
     recordTimes: deps.recordClock.forPass(name),
+  });
+  let takeoverStatus = takeover.status;
+  const out = (o: Omit<WorkloadOutcome, "takeover">): WorkloadOutcome => ({
+    ...o,
+    ...(takeoverStatus !== undefined ? { takeover: takeoverStatus } : {}),
   });
   const configMap = desired.configMap as ApplyObject;
   const fail = (kind: string, objectName: string, err: unknown) => {
@@ -82,7 +103,7 @@ export async function applyPluginWorkloads(
     }
   } catch (err) {
     if (isForbidden(err) || isInvalid(err)) {
-      return { applyError: fail("ConfigMap", configMap.metadata.name, err), decision };
+      return out({ applyError: fail("ConfigMap", configMap.metadata.name, err), decision });
     }
     throw err;
   }
@@ -97,13 +118,13 @@ export async function applyPluginWorkloads(
       decision.writes.some((w) => w.kind === "Update" && conflicted.has(w.daemonSet.metadata?.name ?? "")));
   // Wait for the watch to catch up, longer with each pass that finds it still behind (it may be down).
   const catchUpMs = catchUp.next(deps, name, behind);
-  if (catchUpMs !== undefined) return { decision, retryMs: catchUpMs };
+  if (catchUpMs !== undefined) return out({ decision, retryMs: catchUpMs });
   const patched = await patchNodes(
     deps,
     name,
     decision.writes.flatMap((w) => (w.kind === "PatchNode" ? [w] : [])),
   );
-  if (patched !== undefined) return { decision, ...patched };
+  if (patched !== undefined) return out({ decision, ...patched });
   for (const write of decision.writes) {
     if (write.kind === "PatchNode") continue;
     if (write.kind === "DeleteSlices") {
@@ -111,7 +132,19 @@ export async function applyPluginWorkloads(
       continue;
     }
     const dsName = write.kind === "Delete" ? write.name : (write.daemonSet.metadata?.name ?? "");
+    const incumbentWrite = takeoverWrite(write, serving, name);
     try {
+      if (incumbentWrite?.kind === "Skip") continue;
+      if (incumbentWrite?.kind === "Park") {
+        await deps.objects.update(DAEMON_SETS, incumbentWrite.daemonSet);
+        deps.metrics.applies.inc({ kind: "DaemonSet" });
+        deps.logger.info(
+          { config: name, daemonSet: dsName },
+          "takeover complete: the incumbent runs no node",
+        );
+        if (takeoverStatus !== undefined) takeoverStatus = { ...takeoverStatus, phase: "Complete" };
+        continue;
+      }
       if (write.kind === "Create") {
         await deps.objects.create(DAEMON_SETS, write.daemonSet);
       } else if (write.kind === "Update") {
@@ -129,9 +162,10 @@ export async function applyPluginWorkloads(
           { config: name, daemonSet: dsName, write: write.kind, err: String(err) },
           "lost a race writing a plugin DaemonSet; planning again from the cache",
         );
-        return { decision, retryMs: WRITE_CONFLICT_RETRY_MS };
+        return out({ decision, retryMs: WRITE_CONFLICT_RETRY_MS });
       }
-      if (isForbidden(err) || isInvalid(err)) return { applyError: fail("DaemonSet", dsName, err), decision };
+      if (isForbidden(err) || isInvalid(err))
+        return out({ applyError: fail("DaemonSet", dsName, err), decision });
       throw err;
     }
   }
@@ -142,10 +176,10 @@ export async function applyPluginWorkloads(
   };
   for (const e of decision.events) void deps.events.record(involved, e.type, e.reason, e.message);
   await deleteUnusedConfigMaps(deps, name, decision.liveRevisions, decision.writes);
-  return {
+  return out({
     decision,
     ...(decision.requeueAfterMs !== undefined ? { retryMs: decision.requeueAfterMs } : {}),
-  };
+  });
 }
 
 /** How long each config's passes wait for the caches to show this operator's own writes. */

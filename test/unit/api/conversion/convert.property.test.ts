@@ -26,6 +26,7 @@ import {
   DevFSPathSchema,
   DevicePluginConfigSpecSchema,
   MockBackendSchema,
+  NodeLabelsSchema,
   NVIDIABackendSchema,
   PCIBackendSchema,
   PluginSchema,
@@ -35,6 +36,7 @@ import {
   SharingSchema,
   TolerationSchema,
   TopologySchema,
+  TakeoverSchema,
 } from "../../../../src/api/v1beta1/spec.js";
 import { alphaObject, betaObject, betaWithCopiedAnnotation } from "../../support/api-arbitraries.js";
 
@@ -85,6 +87,8 @@ describe("the arbitraries", () => {
     ["upgrade", UpgradeSchema, (b: BetaObject) => [b.spec.upgrade]],
     ["dra", DRASchema, (b: BetaObject) => [b.spec.dra]],
     ["dra.deviceClass", DRADeviceClassSchema, (b: BetaObject) => [b.spec.dra?.deviceClass]],
+    ["takeover", TakeoverSchema, (b: BetaObject) => [b.spec.takeover]],
+    ["nodeLabels", NodeLabelsSchema, (b: BetaObject) => [b.spec.nodeLabels]],
     // The status is shared by both versions; its device totals (allocated included) must survive too.
     [
       "status.devices",
@@ -145,6 +149,11 @@ describe("conversion properties", () => {
         field === "spec.plugin.runtimeClassName" ||
         field.startsWith("spec.plugin.podAnnotations") ||
         field.startsWith("spec.plugin.env") ||
+        // DevFS device groups and the PCI driver and physical-function selectors (ADR 0010).
+        ["sysfsRoot", "pciVendor", "groupBy", "sharedPaths"].some((f) =>
+          field.startsWith(`spec.backend.devFS.${f}`),
+        ) ||
+        ["drivers", "physicalFunctions"].some((f) => field.startsWith(`spec.backend.pci.${f}`)) ||
         field === `metadata.annotations.${LOST_FIELDS_ANNOTATION}`
       );
     };

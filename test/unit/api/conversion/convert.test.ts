@@ -174,6 +174,12 @@ describe("v1beta1 → v1alpha1: what v1alpha1 cannot say goes into the annotatio
     ],
     ["plugin {}", { plugin: {} }, {}, { spec: { plugin: {} } }],
     [
+      "NVIDIA with MIG strategy Mixed and a profile: v1alpha1 names the type, the settings travel",
+      { backend: { type: "NVIDIA", nvidia: { mig: { strategy: "Mixed", profile: "1g.10gb" } } } },
+      { backend: "NVIDIA", mock: undefined },
+      { spec: { backend: { nvidia: { mig: { profile: "1g.10gb", strategy: "Mixed" } } } } },
+    ],
+    [
       "nodeSelectorTerm and priority, next to nodeSelector",
       {
         nodeSelector: { gpu: "true" },

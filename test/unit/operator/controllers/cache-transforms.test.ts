@@ -106,6 +106,25 @@ describe("slimNodeForCache", () => {
     });
   });
 
+  it("keeps of the managedFields only who owns each device label (ADR 0011)", () => {
+    const node = fullNode("n1", "7");
+    node.metadata!.managedFields!.push({
+      manager: "dpo-node-labels/gpus",
+      operation: "Apply",
+      apiVersion: "v1",
+      fieldsType: "FieldsV1",
+      time: "2026-01-01T00:00:00Z" as never,
+      fieldsV1: { "f:metadata": { "f:labels": { "f:nvidia.com/gpu.count": {}, "f:example.com/x": {} } } },
+    });
+    expect(slimNodeForCache(node).metadata?.managedFields).toEqual([
+      {
+        manager: "dpo-node-labels/gpus",
+        operation: "Apply",
+        fieldsV1: { "f:metadata": { "f:labels": { "f:nvidia.com/gpu.count": {} } } },
+      },
+    ]);
+  });
+
   it("tolerates a node without spec or status", () => {
     expect(slimNodeForCache({ metadata: { name: "bare", resourceVersion: "1" } })).toEqual({
       metadata: { name: "bare", resourceVersion: "1" },

@@ -18,7 +18,7 @@ import { rolloutWritesPending } from "../../../../src/operator/controllers/steps
 import { findStaleReports } from "../../../../src/operator/controllers/stale-reports.js";
 import { OperatorMetrics } from "../../../../src/operator/metrics.js";
 import { nodeKeys } from "../../../../src/operator/model/targeting.js";
-import { configsMarkedOnNode } from "../../../../src/operator/upgrade/node-labels.js";
+import { configsMarkedOn } from "../../../../src/operator/upgrade/node-marks.js";
 import { FakeCache } from "./fake-cache.js";
 
 const NS = "dpo-system";
@@ -43,7 +43,7 @@ function report(name: string, configName: string, nodeName: string): DeviceNodeS
 
 describe("per-config state of configs that do not exist", () => {
   it("stays bounded over 10,000 reconciles of random config names, and their reports go", async () => {
-    const nodes = new FakeCache<V1Node>(configsMarkedOnNode);
+    const nodes = new FakeCache<V1Node>(configsMarkedOn);
     const reports = new FakeCache<DeviceNodeState>((r) => [r.spec.configName]);
     const NODES = 50;
     let rv = 1;
@@ -106,21 +106,6 @@ describe("per-config state of configs that do not exist", () => {
     expect(unseen).toHaveLength(1);
     // Each was stripped from the one Node that carried its label, found by the index, never by a scan.
     expect(nodes.lists).toBe(0);
-  });
-});
-
-describe("configsMarkedOnNode", () => {
-  it("finds a config by its revision or surge label, its upgrade record or its Replace taint", () => {
-    const [a, b, c, d] = ["a", "b", "c", "d"].map((n) => nodeKeys(n));
-    const node: V1Node = {
-      metadata: {
-        name: "n",
-        labels: { [a!.revision]: "r1", [b!.surge]: "r2", other: "x" },
-        annotations: { [c!.upgrade]: "{}", other: "x" },
-      },
-      spec: { taints: [{ key: d!.replace, value: "r1", effect: "NoSchedule" }] },
-    };
-    expect(configsMarkedOnNode(node).sort()).toEqual(["a", "b", "c", "d"]);
   });
 });
 

@@ -104,6 +104,17 @@ describe("renderPluginDaemonSet per backend", () => {
         { name: "NVIDIA_DRIVER_CAPABILITIES", value: "utility" },
       ]),
     );
+    const envNames = (spec: object) =>
+      (container(renderPluginDaemonSet(config(spec), ctx)).env ?? []).map((e) => e.name);
+    expect(envNames({ backend: { type: "NVIDIA", nvidia: {} } })).not.toContain("NVIDIA_MIG_MONITOR_DEVICES");
+    expect(
+      container(
+        renderPluginDaemonSet(
+          config({ backend: { type: "NVIDIA", nvidia: { mig: { strategy: "Mixed", profile: "1g.10gb" } } } }),
+          ctx,
+        ),
+      ).env,
+    ).toContainEqual({ name: "NVIDIA_MIG_MONITOR_DEVICES", value: "all" });
     const xids = renderPluginDaemonSet(
       config({ backend: { type: "NVIDIA", nvidia: { dmesgPath: "/usr/bin/dmesg" } } }),
       ctx,
@@ -250,5 +261,31 @@ describe("devfsHostDirectories", () => {
       })),
     });
     expect(dirs).toEqual(want);
+  });
+});
+
+describe("devfsHostDirectories with device groups", () => {
+  const path = (glob: string) => ({
+    glob,
+    type: "CharDevice" as const,
+    permissions: "rw",
+    maxContainersPerDevice: 1,
+  });
+  it("mounts sysfs and the shared nodes' directories, where grouping and /dev/kfd are read", () => {
+    expect(
+      devfsHostDirectories({
+        root: "/",
+        sysfsRoot: "/sys",
+        paths: [path("/dev/dri/card*"), path("/dev/dri/renderD*")],
+        groupBy: { key: "PCIAddress" },
+        sharedPaths: [{ glob: "/run/kfd/kfd", permissions: "rw" }],
+      }),
+    ).toEqual(["/sys", "/dev", "/run"]);
+  });
+
+  it("mounts sysfs beside a root other than /", () => {
+    expect(
+      devfsHostDirectories({ root: "/host", sysfsRoot: "/host-sys", paths: [path("/dev/kfd")] }),
+    ).toEqual(["/host", "/host-sys"]);
   });
 });

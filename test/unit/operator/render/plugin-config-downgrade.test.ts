@@ -24,11 +24,26 @@ const PREVIOUS_RELEASE = { version: "0.1.0", commit: "dc85f72a3c117a65f3d3a97797
 
 /**
  * Configs the previous release's plugin must refuse, and the field it names: time-slicing with publish DRA
- * came after it, and a plugin that dropped the sharing would hand one device to one claim only.
+ * came after it, and a plugin that dropped the sharing would hand one device to one claim only; so did MIG
+ * (ADR 0007), and a plugin that dropped `mig` would offer no MIG device but its GPUs, unhealthy.
  */
-const NEEDS_NEWER_PLUGIN: Record<string, string> = {
+const DEVFS_GROUP_FIELDS = ["groupBy", "pciVendor", "sysfsRoot"].map((f) => `spec.backend.devFS.${f}`);
+const NEEDS_NEWER_PLUGIN: Record<string, string | string[]> = {
   "test/fixtures/valid/mock-dra-timeslicing.yaml": "spec.sharing.strategy",
   "test/fixtures/valid-v1alpha1/mock-dra-shared.yaml": "spec.sharing.strategy",
+  "config/samples/nvidia-mig-1g-10gb.yaml": "spec.backend.nvidia.mig",
+  // The kernel log read from /dev/kmsg without a dmesg binary came after it too.
+  "config/samples/nvidia-gpu.yaml": "spec.backend.nvidia.kmsgPath",
+  "test/fixtures/valid/nvidia-mig-mixed.yaml": "spec.backend.nvidia.mig",
+  // DevFS device groups and the PCI driver and physical-function selectors (ADR 0010).
+  "config/samples/amd-instinct-gpu.yaml": [
+    ...DEVFS_GROUP_FIELDS.slice(0, 2),
+    "spec.backend.devFS.sharedPaths",
+    DEVFS_GROUP_FIELDS[2]!,
+  ],
+  "config/samples/intel-data-center-gpu.yaml": DEVFS_GROUP_FIELDS,
+  "config/samples/xilinx-alveo-fpga.yaml": DEVFS_GROUP_FIELDS,
+  "config/samples/sriov-nic-vfs.yaml": ["spec.backend.pci.drivers", "spec.backend.pci.physicalFunctions"],
 };
 
 const REPO = join(import.meta.dirname, "..", "..", "..", "..");
@@ -123,9 +138,14 @@ describe(`the plugin ConfigMap read by the plugin of dpo ${PREVIOUS_RELEASE.vers
         );
       const today = loadDevicePluginConfig(text);
       if (!today.ok) throw new Error(JSON.stringify(today.errors));
-      // Both readers default spec.upgrade, and today's spec.priority, which no plugin reads.
+      // Both readers default spec.upgrade, and today's spec.priority and spec.nodeLabels, which no plugin reads.
       const { upgrade: _oldUpgrade, ...oldSpec } = old.value.spec;
-      const { upgrade: _upgrade, priority: _priority, ...todaySpec } = today.value.spec;
+      const {
+        upgrade: _upgrade,
+        priority: _priority,
+        nodeLabels: _nodeLabels,
+        ...todaySpec
+      } = today.value.spec;
       expect(oldSpec).toEqual(todaySpec);
       expect(old.value.metadata).toEqual({ name: config.metadata.name, uid: "uid-1" });
     },
@@ -137,7 +157,7 @@ describe(`the plugin ConfigMap read by the plugin of dpo ${PREVIOUS_RELEASE.vers
       const old = previousLoader(renderPluginConfigData(config)[PLUGIN_CONFIG_KEY]!);
       expect(old.ok).toBe(false);
       if (old.ok) return;
-      expect(old.errors.map((e) => e.path)).toEqual([NEEDS_NEWER_PLUGIN[name]]);
+      expect(old.errors.map((e) => e.path)).toEqual([NEEDS_NEWER_PLUGIN[name]].flat());
     },
   );
 });

@@ -119,6 +119,11 @@ const PLUGIN_CASES: {
     expected: WITH_SYSLOG,
   },
   {
+    name: "NVIDIA reading XIDs from /dev/kmsg",
+    spec: { backend: { type: "NVIDIA", nvidia: { kmsgPath: "/dev/kmsg" } } },
+    expected: WITH_SYSLOG,
+  },
+  {
     name: "NVIDIA with XID events and CDI",
     spec: { backend: { type: "NVIDIA", nvidia: { dmesgPath: "/usr/bin/dmesg" } }, cdi: { enabled: true } },
     expected: WITH_SYSLOG,

@@ -1,10 +1,8 @@
 // What a Node says about a config's upgrade (ADR 0004), and the patches that change it: pure.
 import type { V1Node } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { configsForNode } from "../../../../src/operator/controllers/mapping.js";
 import { nodeKeys, NO_REVISION } from "../../../../src/operator/model/targeting.js";
 import {
-  configsLabelledOnNode,
   encodeMembership,
   nodeLabels,
   nodePatch,
@@ -138,12 +136,5 @@ describe("node records and patches", () => {
       },
     });
     expect(stripPatch(node({ zone: "z" }), KEYS)).toBeUndefined();
-  });
-
-  it("names the configs whose labels a node carries, and maps a node event to a deleted config's name", () => {
-    const n = node({ [KEYS.revision]: "a", [nodeKeys("other").surge]: "b", zone: "z" });
-    expect(configsLabelledOnNode(n).sort()).toEqual(["gpu", "other"]);
-    const none = { get: () => undefined, list: () => [] };
-    expect(configsForNode(none, undefined, n).sort()).toEqual(["gpu", "other"]);
   });
 });

@@ -219,7 +219,7 @@ describe("NVIDIADeviceBackend against a fake nvidia-smi", () => {
     expect(devices[0]!.attributes.cudaVersion).toBe("12.2");
   });
 
-  it("an XID makes its GPU unhealthy, an ignored one does not, and the GPU is healthy again once nvidia-smi shows it well", async () => {
+  it("an XID makes its GPU unhealthy, an ignored one does not, and one that needs a reset holds until the driver reloads", async () => {
     node = fakeGpuNode("xid-then-recovery/1-healthy");
     const logs = captureLogs();
     await start(node, { dmesgPath: node.dmesgPath }, logs.logger);
@@ -227,23 +227,34 @@ describe("NVIDIADeviceBackend against a fake nvidia-smi", () => {
     expect(summarize(backend!.devices())).toBe(JSON.stringify([`${V100_0}:Healthy`, `${V100_1}:Healthy`]));
 
     node.play("xid-then-recovery/2-xid");
-    await waitForDevices(backend!, (d) => byId(d, V100_1)?.reason === "XID48", "XID 48 on the second V100");
+    await waitForDevices(
+      backend!,
+      (d) => byId(d, V100_1)?.reason === "XID48-ResetRequired",
+      "XID 48 on the second V100",
+    );
     expect(byId(backend!.devices(), V100_0)?.health).toBe("Healthy");
     expect(byId(backend!.devices(), V100_1)?.attributes.lastXid).toMatch(/^48: .*double bit error/);
     await logs.waitFor((l) => l.msg === "XID ignored (application error)" && l.xid === 13, "XID 13 ignored");
-
-    // Pages still wait for retirement: polls go on, the GPU stays unhealthy.
     await logs.waitFor(
       () =>
-        logs.lines.filter((l) => l.msg === "XID makes the GPU unhealthy until nvidia-smi shows it well again")
+        logs.lines.filter((l) => typeof l.msg === "string" && l.msg.startsWith("XID makes the GPU unhealthy"))
           .length >= 2,
       "both XIDs of the GPU",
     );
-    expect(byId(backend!.devices(), V100_1)?.reason).toBe("XID48");
 
-    node.play("xid-then-recovery/3-recovered");
-    await waitForDevices(backend!, (d) => byId(d, V100_1)?.health === "Healthy", "the V100 to recover");
-    await logs.waitFor((l) => l.msg === "GPU recovered after XID", "the recovery log line");
+    // A clean poll is no reset: refreshes go on, the GPU stays unhealthy.
+    node.play("xid-then-recovery/3-clean-poll");
+    const refreshes = () => logs.lines.filter((l) => l.msg === "NVIDIA refresh done").length;
+    const seen = refreshes();
+    await logs.waitFor(() => refreshes() >= seen + 4, "four refreshes after the clean poll");
+    expect(byId(backend!.devices(), V100_1)?.reason).toBe("XID48-ResetRequired");
+
+    node.play("xid-then-recovery/4-driver-reloaded");
+    await waitForDevices(backend!, (d) => byId(d, V100_1)?.health === "Healthy", "the V100 after the reload");
+    await logs.waitFor(
+      (l) => l.msg === "GPU recovered after XID" && l.resetSeen === "the NVIDIA driver loaded again",
+      "the recovery log line",
+    );
   });
 
   it("a GPU nvidia-smi can no longer open is lost, the others stay healthy", async () => {

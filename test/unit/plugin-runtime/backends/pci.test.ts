@@ -230,6 +230,7 @@ describe("PCIDeviceBackend", () => {
         class: "030200",
         driver: "vfio-pci",
         iommuGroup: "42",
+        "resource.kubernetes.io/pcieRoot": "pci0000:00",
       },
     });
     expect(byId(initial, "0000:d8:00.0")?.attributes).toEqual({
@@ -237,6 +238,7 @@ describe("PCIDeviceBackend", () => {
       device: "20b5",
       address: "0000:d8:00.0",
       class: "030200",
+      "resource.kubernetes.io/pcieRoot": "pci0000:00",
     });
   });
 

@@ -132,7 +132,12 @@ describe("draTypedAttributes", () => {
       input: { attributes: { model: "X100", memory: "80Gi", index: "0" }, numaNode: 1 },
       options: {},
       want: {
-        attributes: { index: { int: 0 }, model: { string: "X100" }, numaNode: { int: 1 } },
+        attributes: {
+          index: { int: 0 },
+          model: { string: "X100" },
+          numaNode: { int: 1 },
+          "resource.kubernetes.io/numaNode": { int: 1 },
+        },
         capacity: { memory: { value: "80Gi" } },
         dropped: [],
       },
@@ -166,10 +171,14 @@ describe("draTypedAttributes", () => {
       },
     },
     {
-      name: "a backend's own numaNode attribute wins over the device's NUMA node",
+      name: "a backend's own numaNode attribute wins over the device's NUMA node (the standard one does not)",
       input: { attributes: { numaNode: "3" }, numaNode: 0 },
       options: {},
-      want: { attributes: { numaNode: { int: 3 } }, capacity: {}, dropped: [] },
+      want: {
+        attributes: { numaNode: { int: 3 }, "resource.kubernetes.io/numaNode": { int: 0 } },
+        capacity: {},
+        dropped: [],
+      },
     },
     {
       name: "bool and version",
@@ -191,17 +200,33 @@ describe("draTypedAttributes", () => {
 
   it("publishes at most 32 attributes and capacities, dropping the IDs that sort last", () => {
     const attributes: Record<string, string> = {};
-    for (let i = 0; i < 30; i++) attributes[`a${String(i).padStart(2, "0")}`] = String(i);
+    for (let i = 0; i < 29; i++) attributes[`a${String(i).padStart(2, "0")}`] = String(i);
     attributes["z1"] = "1Gi";
     attributes["z2"] = "x";
     attributes["z3"] = "y";
     const got = draTypedAttributes({ attributes, numaNode: 0 });
     const count = Object.keys(got.attributes).length + Object.keys(got.capacity).length;
     expect(count).toBe(MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE);
-    // a00..a29, numaNode, z1 are kept (sorted IDs); z2 and z3 do not fit.
+    // resource.kubernetes.io/numaNode first, then a00..a28, numaNode, z1 are kept (sorted IDs); z2 and z3 do not fit.
     expect(got.dropped).toEqual(["z2", "z3"]);
     expect(got.capacity).toEqual({ z1: { value: "1Gi" } });
     expect(got.attributes["numaNode"]).toEqual({ int: 0 });
+    expect(got.attributes["resource.kubernetes.io/numaNode"]).toEqual({ int: 0 });
+  });
+
+  it("keeps the standard attributes, under their qualified names, when a device has too many", () => {
+    const attributes: Record<string, string> = { "resource.kubernetes.io/pcieRoot": "pci0000:3a" };
+    for (let i = 0; i < 40; i++) attributes[`a${String(i).padStart(2, "0")}`] = String(i);
+    const got = draTypedAttributes({ attributes, numaNode: 1 });
+    expect(got.attributes["resource.kubernetes.io/pcieRoot"]).toEqual({ string: "pci0000:3a" });
+    expect(got.attributes["resource.kubernetes.io/numaNode"]).toEqual({ int: 1 });
+    expect(Object.keys(got.attributes)).toHaveLength(MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE);
+    expect(got.dropped).toContain("numaNode");
+  });
+
+  it("publishes no NUMA node for a device without one, as upstream leaves out numa_node -1", () => {
+    expect(draTypedAttributes({ attributes: {}, numaNode: undefined }).attributes).toEqual({});
+    expect(draTypedAttributes({ attributes: {}, numaNode: -1 }).attributes).toEqual({});
   });
 
   it("is deterministic whatever the order of the backend's keys", () => {

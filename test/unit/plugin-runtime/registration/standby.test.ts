@@ -11,6 +11,7 @@ import { nodeKeys, serializeNodeRecord, type NodeRecord } from "../../../../src/
 import type { InstanceKey } from "../../../../src/plugin-runtime/registration/handover.js";
 import { socketPrefix } from "../../../../src/plugin-runtime/registration/sockets.js";
 import {
+  incumbentSockets,
   olderInstanceSockets,
   Standby,
   standbyFor,
@@ -151,6 +152,7 @@ function standby(
   dir: string,
   read: ReadNodeAnnotations | undefined,
   revision: string | undefined = "r2",
+  incumbentSocket?: string,
 ): Probe {
   let reads = 0;
   let gone = 0;
@@ -173,6 +175,7 @@ function standby(
     logger,
     onChange: () => undefined,
     onOlderGone: () => void gone++,
+    incumbentSocket,
   });
   cleanups.push(() => Promise.resolve(s.stop()));
   return { standby: s, reads: () => reads, gone: () => gone, warnings };
@@ -276,5 +279,47 @@ describe("Standby", () => {
     await third.close();
     expect(await probe.standby.check(OWN)).toBeUndefined();
     expect(probe.standby.standingBy).toBeUndefined();
+  });
+});
+
+describe("a takeover's incumbent (spec.takeover.socket)", () => {
+  it.each<{ glob: string; names: string[]; want: string[] }>([
+    { glob: "dp.*", names: ["dp.1764400000", "kubelet.sock", "dpx1"], want: ["dp.1764400000"] },
+    {
+      glob: "nvidia-gpu.sock",
+      names: ["nvidia-gpu.sock", "nvidia-gpuXsock", "nvidia-gpu.sock.1"],
+      want: ["nvidia-gpu.sock"],
+    },
+    { glob: "*", names: ["kubelet.sock", "a.sock"], want: ["a.sock"] },
+  ])("$glob matches $want", ({ glob, names, want }) => {
+    expect(incumbentSockets(glob, names).map((s) => s.name)).toEqual(want);
+    expect(incumbentSockets(undefined, names)).toEqual([]);
+  });
+
+  it("stands by while the incumbent's socket serves and the record says so, and registers once it is gone", async () => {
+    const dir = await tempDir();
+    await liveSocket(join(dir, OWN));
+    const incumbent = await liveSocket(join(dir, "dp.1764400000"));
+    const probe = standby(
+      dir,
+      () => Promise.resolve(record({ from: "incumbent", to: "r2", standby: true })),
+      "r2",
+      "dp.*",
+    );
+    expect(await probe.standby.check(OWN)).toBe(join(dir, "dp.1764400000"));
+    await incumbent.close();
+    await waitFor("the standby told that the incumbent's socket ended", () => probe.gone() === 1, {
+      timeoutMs: 2_000,
+      intervalMs: 5,
+    });
+    expect(await probe.standby.check(OWN)).toBeUndefined();
+    // Without the setting the same socket is none of the plugin's business.
+    const other = await tempDir();
+    await liveSocket(join(other, "dp.1764400000"));
+    const plain = standby(other, () =>
+      Promise.resolve(record({ from: "incumbent", to: "r2", standby: true })),
+    );
+    expect(await plain.standby.check(OWN)).toBeUndefined();
+    expect(plain.reads()).toBe(0);
   });
 });

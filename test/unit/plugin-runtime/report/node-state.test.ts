@@ -145,7 +145,12 @@ describe("buildDeviceNodeState", () => {
             numaNode: 0,
             replicas: 1,
             attributes: { index: "0", memory: "80Gi", model: "X100" },
-            typedAttributes: { index: { int: 0 }, model: { string: "X100" }, numaNode: { int: 0 } },
+            typedAttributes: {
+              index: { int: 0 },
+              model: { string: "X100" },
+              numaNode: { int: 0 },
+              "resource.kubernetes.io/numaNode": { int: 0 },
+            },
             capacity: { memory: { value: "80Gi" } },
           },
           {
@@ -154,7 +159,7 @@ describe("buildDeviceNodeState", () => {
             since: T1,
             numaNode: 0,
             replicas: 1,
-            typedAttributes: { numaNode: { int: 0 } },
+            typedAttributes: { numaNode: { int: 0 }, "resource.kubernetes.io/numaNode": { int: 0 } },
           },
         ],
       },
@@ -177,7 +182,7 @@ describe("buildDeviceNodeState", () => {
             since: T0,
             numaNode: 0,
             replicas: 4,
-            typedAttributes: { numaNode: { int: 0 } },
+            typedAttributes: { numaNode: { int: 0 }, "resource.kubernetes.io/numaNode": { int: 0 } },
           },
           { id: "foo-1", health: "Unhealthy", reason: "Overheated", since: T0, replicas: 4 },
         ],
@@ -209,7 +214,7 @@ describe("buildDeviceNodeState", () => {
             since: T1,
             numaNode: 0,
             replicas: 1,
-            typedAttributes: { numaNode: { int: 0 } },
+            typedAttributes: { numaNode: { int: 0 }, "resource.kubernetes.io/numaNode": { int: 0 } },
           },
         ],
       },
@@ -410,6 +415,24 @@ describe("buildDeviceNodeState", () => {
       what: "a long error is bounded",
       registration: { registered: false, since: T0, lastError: "e".repeat(5000) },
       want: { state: "NotRegistered", since: T0, lastError: `${"e".repeat(1023)}…` },
+    },
+    {
+      what: "a self-heal, its message bounded, healed once the kubelet listed the devices again",
+      registration: {
+        registered: true,
+        since: T0,
+        selfHeal: {
+          count: 2,
+          lastAtMs: Date.parse(T0),
+          message: "m".repeat(500),
+          healedAtMs: Date.parse(T1),
+        },
+      },
+      want: {
+        state: "Registered",
+        since: T0,
+        selfHeal: { count: 2, lastTime: T0, message: `${"m".repeat(255)}…`, healedTime: T1 },
+      },
     },
   ])("registration: $what", ({ registration, want }) => {
     const { status } = buildDeviceNodeState(input({ registration }));

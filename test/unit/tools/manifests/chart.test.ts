@@ -100,6 +100,15 @@ metadata:
   name: dpo-operator
   namespace: dpo-system
 `,
+  "config/components/takeover/kustomization.yaml": `apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+resources: [cluster-role.yaml]
+`,
+  "config/components/takeover/cluster-role.yaml": `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: dpo-operator-takeover
+`,
   "config/samples/kustomization.yaml": `${KUSTOMIZATION}resources: [sample.yaml]\n`,
   "config/samples/sample.yaml": `apiVersion: dpo.dev/v1beta1
 kind: DevicePluginConfig

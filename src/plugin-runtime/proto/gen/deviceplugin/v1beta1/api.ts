@@ -3,19 +3,10 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
-import {
-  type CallOptions,
-  type ChannelCredentials,
-  Client,
-  type ClientOptions,
-  type ClientReadableStream,
-  type ClientUnaryCall,
-  type handleServerStreamingCall,
-  type handleUnaryCall,
-  makeGenericClientConstructor,
-  type Metadata,
-  type ServiceError,
-  type UntypedServiceImplementation,
+import type {
+  handleServerStreamingCall,
+  handleUnaryCall,
+  UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
 export const protobufPackage = "v1beta1";
@@ -2097,30 +2088,6 @@ export interface RegistrationServer extends UntypedServiceImplementation {
   register: handleUnaryCall<RegisterRequest, Empty>;
 }
 
-export interface RegistrationClient extends Client {
-  register(request: RegisterRequest, callback: (error: ServiceError | null, response: Empty) => void): ClientUnaryCall;
-  register(
-    request: RegisterRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: Empty) => void,
-  ): ClientUnaryCall;
-  register(
-    request: RegisterRequest,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: Empty) => void,
-  ): ClientUnaryCall;
-}
-
-export const RegistrationClient = makeGenericClientConstructor(
-  RegistrationService,
-  "v1beta1.Registration",
-) as unknown as {
-  new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): RegistrationClient;
-  service: typeof RegistrationService;
-  serviceName: string;
-};
-
 /** Served by a plugin on its own socket in the device-plugins directory. */
 export type DevicePluginService = typeof DevicePluginService;
 export const DevicePluginService = {
@@ -2197,91 +2164,6 @@ export interface DevicePluginServer extends UntypedServiceImplementation {
   /** Called before each container start when the options ask for it. */
   preStartContainer: handleUnaryCall<PreStartContainerRequest, PreStartContainerResponse>;
 }
-
-export interface DevicePluginClient extends Client {
-  getDevicePluginOptions(
-    request: Empty,
-    callback: (error: ServiceError | null, response: DevicePluginOptions) => void,
-  ): ClientUnaryCall;
-  getDevicePluginOptions(
-    request: Empty,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: DevicePluginOptions) => void,
-  ): ClientUnaryCall;
-  getDevicePluginOptions(
-    request: Empty,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: DevicePluginOptions) => void,
-  ): ClientUnaryCall;
-  /**
-   * The whole device list first, then the whole list again after every change. The kubelet treats
-   * the end of this stream as every device of the resource becoming unhealthy.
-   */
-  listAndWatch(request: Empty, options?: Partial<CallOptions>): ClientReadableStream<ListAndWatchResponse>;
-  listAndWatch(
-    request: Empty,
-    metadata?: Metadata,
-    options?: Partial<CallOptions>,
-  ): ClientReadableStream<ListAndWatchResponse>;
-  /** A hint only: the kubelet keeps the part of the answer that is still available. */
-  getPreferredAllocation(
-    request: PreferredAllocationRequest,
-    callback: (error: ServiceError | null, response: PreferredAllocationResponse) => void,
-  ): ClientUnaryCall;
-  getPreferredAllocation(
-    request: PreferredAllocationRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: PreferredAllocationResponse) => void,
-  ): ClientUnaryCall;
-  getPreferredAllocation(
-    request: PreferredAllocationRequest,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: PreferredAllocationResponse) => void,
-  ): ClientUnaryCall;
-  /** Called at container creation; an error fails the pod's admission without a retry. */
-  allocate(
-    request: AllocateRequest,
-    callback: (error: ServiceError | null, response: AllocateResponse) => void,
-  ): ClientUnaryCall;
-  allocate(
-    request: AllocateRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: AllocateResponse) => void,
-  ): ClientUnaryCall;
-  allocate(
-    request: AllocateRequest,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: AllocateResponse) => void,
-  ): ClientUnaryCall;
-  /** Called before each container start when the options ask for it. */
-  preStartContainer(
-    request: PreStartContainerRequest,
-    callback: (error: ServiceError | null, response: PreStartContainerResponse) => void,
-  ): ClientUnaryCall;
-  preStartContainer(
-    request: PreStartContainerRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: PreStartContainerResponse) => void,
-  ): ClientUnaryCall;
-  preStartContainer(
-    request: PreStartContainerRequest,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: PreStartContainerResponse) => void,
-  ): ClientUnaryCall;
-}
-
-export const DevicePluginClient = makeGenericClientConstructor(
-  DevicePluginService,
-  "v1beta1.DevicePlugin",
-) as unknown as {
-  new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): DevicePluginClient;
-  service: typeof DevicePluginService;
-  serviceName: string;
-};
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 

@@ -3,16 +3,9 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
-import {
-  type CallOptions,
-  type ChannelCredentials,
-  Client,
-  type ClientOptions,
-  type ClientReadableStream,
-  type handleServerStreamingCall,
-  makeGenericClientConstructor,
-  type Metadata,
-  type UntypedServiceImplementation,
+import type {
+  handleServerStreamingCall,
+  UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
 export const protobufPackage = "v1";
@@ -471,28 +464,6 @@ export interface DRAResourceHealthServer extends UntypedServiceImplementation {
   /** One long-lived stream: every response is the driver's complete list of devices. */
   nodeWatchResources: handleServerStreamingCall<NodeWatchResourcesRequest, NodeWatchResourcesResponse>;
 }
-
-export interface DRAResourceHealthClient extends Client {
-  /** One long-lived stream: every response is the driver's complete list of devices. */
-  nodeWatchResources(
-    request: NodeWatchResourcesRequest,
-    options?: Partial<CallOptions>,
-  ): ClientReadableStream<NodeWatchResourcesResponse>;
-  nodeWatchResources(
-    request: NodeWatchResourcesRequest,
-    metadata?: Metadata,
-    options?: Partial<CallOptions>,
-  ): ClientReadableStream<NodeWatchResourcesResponse>;
-}
-
-export const DRAResourceHealthClient = makeGenericClientConstructor(
-  DRAResourceHealthService,
-  "v1.DRAResourceHealth",
-) as unknown as {
-  new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): DRAResourceHealthClient;
-  service: typeof DRAResourceHealthService;
-  serviceName: string;
-};
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 

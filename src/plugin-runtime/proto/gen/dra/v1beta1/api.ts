@@ -3,17 +3,9 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
-import {
-  type CallOptions,
-  type ChannelCredentials,
-  Client,
-  type ClientOptions,
-  type ClientUnaryCall,
-  type handleUnaryCall,
-  makeGenericClientConstructor,
-  type Metadata,
-  type ServiceError,
-  type UntypedServiceImplementation,
+import type {
+  handleUnaryCall,
+  UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
 export const protobufPackage = "k8s.io.kubelet.pkg.apis.dra.v1beta1";
@@ -1037,53 +1029,6 @@ export interface DRAPluginServer extends UntypedServiceImplementation {
   /** Undoes NodePrepareResources, with the same error rules. */
   nodeUnprepareResources: handleUnaryCall<NodeUnprepareResourcesRequest, NodeUnprepareResourcesResponse>;
 }
-
-export interface DRAPluginClient extends Client {
-  /**
-   * Prepares several claims at once. A gRPC error makes the kubelet ignore the whole answer; a claim
-   * that failed carries its own error in the response instead.
-   */
-  nodePrepareResources(
-    request: NodePrepareResourcesRequest,
-    callback: (error: ServiceError | null, response: NodePrepareResourcesResponse) => void,
-  ): ClientUnaryCall;
-  nodePrepareResources(
-    request: NodePrepareResourcesRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: NodePrepareResourcesResponse) => void,
-  ): ClientUnaryCall;
-  nodePrepareResources(
-    request: NodePrepareResourcesRequest,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: NodePrepareResourcesResponse) => void,
-  ): ClientUnaryCall;
-  /** Undoes NodePrepareResources, with the same error rules. */
-  nodeUnprepareResources(
-    request: NodeUnprepareResourcesRequest,
-    callback: (error: ServiceError | null, response: NodeUnprepareResourcesResponse) => void,
-  ): ClientUnaryCall;
-  nodeUnprepareResources(
-    request: NodeUnprepareResourcesRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: NodeUnprepareResourcesResponse) => void,
-  ): ClientUnaryCall;
-  nodeUnprepareResources(
-    request: NodeUnprepareResourcesRequest,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: NodeUnprepareResourcesResponse) => void,
-  ): ClientUnaryCall;
-}
-
-export const DRAPluginClient = makeGenericClientConstructor(
-  DRAPluginService,
-  "k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin",
-) as unknown as {
-  new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): DRAPluginClient;
-  service: typeof DRAPluginService;
-  serviceName: string;
-};
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 

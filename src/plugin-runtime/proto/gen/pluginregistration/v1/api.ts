@@ -3,17 +3,9 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
-import {
-  type CallOptions,
-  type ChannelCredentials,
-  Client,
-  type ClientOptions,
-  type ClientUnaryCall,
-  type handleUnaryCall,
-  makeGenericClientConstructor,
-  type Metadata,
-  type ServiceError,
-  type UntypedServiceImplementation,
+import type {
+  handleUnaryCall,
+  UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
 export const protobufPackage = "pluginregistration";
@@ -393,45 +385,6 @@ export interface RegistrationServer extends UntypedServiceImplementation {
   getInfo: handleUnaryCall<InfoRequest, PluginInfo>;
   notifyRegistrationStatus: handleUnaryCall<RegistrationStatus, RegistrationStatusResponse>;
 }
-
-export interface RegistrationClient extends Client {
-  getInfo(request: InfoRequest, callback: (error: ServiceError | null, response: PluginInfo) => void): ClientUnaryCall;
-  getInfo(
-    request: InfoRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: PluginInfo) => void,
-  ): ClientUnaryCall;
-  getInfo(
-    request: InfoRequest,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: PluginInfo) => void,
-  ): ClientUnaryCall;
-  notifyRegistrationStatus(
-    request: RegistrationStatus,
-    callback: (error: ServiceError | null, response: RegistrationStatusResponse) => void,
-  ): ClientUnaryCall;
-  notifyRegistrationStatus(
-    request: RegistrationStatus,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: RegistrationStatusResponse) => void,
-  ): ClientUnaryCall;
-  notifyRegistrationStatus(
-    request: RegistrationStatus,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: RegistrationStatusResponse) => void,
-  ): ClientUnaryCall;
-}
-
-export const RegistrationClient = makeGenericClientConstructor(
-  RegistrationService,
-  "pluginregistration.Registration",
-) as unknown as {
-  new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): RegistrationClient;
-  service: typeof RegistrationService;
-  serviceName: string;
-};
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 

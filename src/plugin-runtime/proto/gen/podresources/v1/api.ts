@@ -3,17 +3,9 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
-import {
-  type CallOptions,
-  type ChannelCredentials,
-  Client,
-  type ClientOptions,
-  type ClientUnaryCall,
-  type handleUnaryCall,
-  makeGenericClientConstructor,
-  type Metadata,
-  type ServiceError,
-  type UntypedServiceImplementation,
+import type {
+  handleUnaryCall,
+  UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
 export const protobufPackage = "v1";
@@ -1638,66 +1630,6 @@ export interface PodResourcesListerServer extends UntypedServiceImplementation {
   /** One pod by name and namespace. */
   get: handleUnaryCall<GetPodResourcesRequest, GetPodResourcesResponse>;
 }
-
-export interface PodResourcesListerClient extends Client {
-  /** Every pod the kubelet runs, with what each container was given. */
-  list(
-    request: ListPodResourcesRequest,
-    callback: (error: ServiceError | null, response: ListPodResourcesResponse) => void,
-  ): ClientUnaryCall;
-  list(
-    request: ListPodResourcesRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: ListPodResourcesResponse) => void,
-  ): ClientUnaryCall;
-  list(
-    request: ListPodResourcesRequest,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: ListPodResourcesResponse) => void,
-  ): ClientUnaryCall;
-  /** What the node has to give: every device of every device-plugin resource, CPUs, memory. */
-  getAllocatableResources(
-    request: AllocatableResourcesRequest,
-    callback: (error: ServiceError | null, response: AllocatableResourcesResponse) => void,
-  ): ClientUnaryCall;
-  getAllocatableResources(
-    request: AllocatableResourcesRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: AllocatableResourcesResponse) => void,
-  ): ClientUnaryCall;
-  getAllocatableResources(
-    request: AllocatableResourcesRequest,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: AllocatableResourcesResponse) => void,
-  ): ClientUnaryCall;
-  /** One pod by name and namespace. */
-  get(
-    request: GetPodResourcesRequest,
-    callback: (error: ServiceError | null, response: GetPodResourcesResponse) => void,
-  ): ClientUnaryCall;
-  get(
-    request: GetPodResourcesRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: GetPodResourcesResponse) => void,
-  ): ClientUnaryCall;
-  get(
-    request: GetPodResourcesRequest,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: GetPodResourcesResponse) => void,
-  ): ClientUnaryCall;
-}
-
-export const PodResourcesListerClient = makeGenericClientConstructor(
-  PodResourcesListerService,
-  "v1.PodResourcesLister",
-) as unknown as {
-  new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): PodResourcesListerClient;
-  service: typeof PodResourcesListerService;
-  serviceName: string;
-};
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 
