@@ -1,6 +1,7 @@
 // What the operator's report informer keeps of a DeviceNodeState: an 8-GPU node's report enters the cache
-// without its devices' attributes, while every field the status, the stale-report cleanup and the
-// upgrade read stays, so each of them answers the same on the cached report as on the whole one.
+// with only the device attributes node labels are made of, while every field the status, the stale-report
+// cleanup and the upgrade read stays, so each of them answers the same on the cached report as on the whole
+// one (the node-label, self-heal, rollout and rediscovery readers: cache-transforms-readers.test.ts).
 import type { V1Node, V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import type { DeviceNodeState, ReportedDevice } from "../../../../src/api/v1beta1/devicenodestate.js";
@@ -46,6 +47,15 @@ function gpu(index: number, over: Partial<ReportedDevice> = {}): ReportedDevice 
   };
 }
 
+/** What the cache keeps of gpu()'s attributes: those node labels are made of. */
+const LABELLED = {
+  cudaVersion: "12.4",
+  driverVersion: "550.90.07",
+  memoryMiB: "81559",
+  migMode: "Disabled",
+  model: "NVIDIA H100 80GB HBM3",
+};
+
 function fullReport(
   node: string,
   devices: ReportedDevice[],
@@ -87,7 +97,7 @@ function fullReport(
 }
 
 describe("slimReportForCache", () => {
-  it("drops the devices' attributes and the rest the operator never reads, and keeps what it reads", () => {
+  it("drops the devices' other attributes and the rest the operator never reads, and keeps what it reads", () => {
     const report = fullReport("n1", [gpu(0), gpu(1, { health: "Unhealthy", reason: "XID79" })], {
       registration: { state: "NotRegistered", since: "2026-01-01T00:00:01Z", lastError: "kubelet refused" },
     });
@@ -109,8 +119,8 @@ describe("slimReportForCache", () => {
         healthy: 1,
         allocated: 3,
         devices: [
-          { id: gpu(0).id, health: "Healthy", replicas: 1 },
-          { id: gpu(1).id, health: "Unhealthy", reason: "XID79", replicas: 1 },
+          { id: gpu(0).id, health: "Healthy", replicas: 1, attributes: LABELLED },
+          { id: gpu(1).id, health: "Unhealthy", reason: "XID79", replicas: 1, attributes: LABELLED },
         ],
         updateTime: "2026-01-01T00:05:00Z",
       },
@@ -119,7 +129,9 @@ describe("slimReportForCache", () => {
 
   it("keeps a device the DRA path holds as held out, not unhealthy", () => {
     const slim = slimReportForCache(fullReport("n1", [gpu(0, { replicas: 0, heldBy: "DRA" })]));
-    expect(slim.status?.devices).toEqual([{ id: gpu(0).id, health: "Healthy", replicas: 0, heldBy: "DRA" }]);
+    expect(slim.status?.devices).toEqual([
+      { id: gpu(0).id, health: "Healthy", replicas: 0, heldBy: "DRA", attributes: LABELLED },
+    ]);
   });
 
   it("tolerates a report the plugin has not given a status yet", () => {
@@ -239,7 +251,7 @@ describe("the cached report", () => {
     }
   });
 
-  it("enters the informer's cache from list and watch without attributes", async () => {
+  it("enters the informer's cache from list and watch with only the attributes labels are made of", async () => {
     const clock = new ManualClock();
     let onEvent: ((type: string, object: unknown) => void) | undefined;
     const informer = new Informer<DeviceNodeState>({
@@ -261,9 +273,8 @@ describe("the cached report", () => {
       for (const name of ["listed", "watched"]) {
         const cached = informer.get(`dpo-system/${deviceNodeStateName("gpu", name, "r1")}`)!;
         expect(cached.metadata["managedFields"]).toBeUndefined();
-        expect(cached.status?.devices.map((d) => d.attributes ?? d.typedAttributes)).toEqual(
-          eight.map(() => undefined),
-        );
+        expect(cached.status?.devices.map((d) => d.typedAttributes)).toEqual(eight.map(() => undefined));
+        expect(cached.status?.devices.map((d) => d.attributes)).toEqual(eight.map(() => LABELLED));
         expect(cached.status?.devices.map((d) => d.health)).toEqual(eight.map(() => "Healthy"));
         expect(cached.status?.podUID).toBe("pod-uid");
       }
