@@ -21,6 +21,7 @@ import { measureIdle } from "./operator/idle.js";
 import { measureNodeLabels } from "./operator/node-labels.js";
 import { DEPLOYMENT_MEMORY_LIMIT_MIB, NODE_COUNTS } from "./operator/knobs.js";
 import { measureCapacityChanges, measureCreates } from "./operator/latencies.js";
+import { describeLoopDelay, sampleLoopDelay, type LoopDelaySampler } from "./operator/loop-delay.js";
 import { heapFigures } from "./operator/metrics.js";
 import { printReport } from "./operator/report.js";
 import { judgeOperator, OPERATOR_TARGETS, type Row } from "./operator/targets.js";
@@ -31,6 +32,7 @@ import { describeBound, printVerdict } from "./targets.js";
 async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<void> {
   const stateDir = mkdtempSync(join(tmpdir(), `dpo-bench-op-${nodeCount}-`));
   const state: RunState = { logs: "" };
+  let loop: LoopDelaySampler | undefined;
   try {
     const { clients, webhookPort } = await startClusterUnderTest(state, nodeCount, binDir, stateDir);
     const { kc, custom } = clients;
@@ -42,6 +44,8 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       webhookPort,
       rows,
     );
+    // For the whole run: whether the operator's event loop keeps up, beside its Lease renewals.
+    loop = sampleLoopDelay(kc, port, "dpo-system", "dpo-bench", Boolean(process.env["BENCH_VERBOSE"]));
     await measureCreates(kc, custom, nodeCount, rows);
     const fleet = await measureCapacityChanges(state, clients, nodeCount, rows);
     await measureNodeLabels(clients.core, nodeCount, port, rows);
@@ -104,6 +108,12 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     );
     throw err;
   } finally {
+    if (loop !== undefined)
+      rows.push({
+        metric: `${nodeCount} nodes: operator event-loop delay and Lease renewals over the run`,
+        value: describeLoopDelay(loop.stop()),
+        target: "(reported)",
+      });
     if (process.env["BENCH_VERBOSE"])
       writeFileSync(join(tmpdir(), `dpo-bench-operator-${nodeCount}.log`), state.logs);
     const { fleet, operator, memoryLimit, relay, cluster } = state;
