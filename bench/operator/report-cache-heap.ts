@@ -1,6 +1,7 @@
 // The V8 heap the operator's report cache holds at 5000 8-GPU nodes, apart from the cluster: 5000 reports
 // built by the plugin's own buildDeviceNodeState from the benchmark's devices (gpu-devices.ts), each parsed
-// from JSON as the informer receives it, then kept as the cache keeps them.
+// from JSON as the informer receives it, then kept as the cache keeps them, and the CPU that takes (what
+// the reports' arrival costs the operator's event loop besides the reconciles).
 //   node --expose-gc --import tsx bench/operator/report-cache-heap.ts whole   (managedFields stripped only)
 //   node --expose-gc --import tsx bench/operator/report-cache-heap.ts slim    (slimReportForCache)
 import type { DeviceNodeState } from "../../src/api/v1beta1/devicenodestate.js";
@@ -64,10 +65,14 @@ gc();
 gc();
 const before = process.memoryUsage().heapUsed;
 const keep = mode === "slim" ? slimReportForCache : stripManagedFields<DeviceNodeState>;
+const c0 = process.cpuUsage();
 const cache = texts.map((text) => keep(JSON.parse(text) as DeviceNodeState));
+const used = process.cpuUsage(c0);
+const cpuMs = (used.user + used.system) / 1000;
 gc();
 gc();
 const heldMiB = (process.memoryUsage().heapUsed - before) / 2 ** 20;
 console.log(
-  `${mode}: ${heldMiB.toFixed(1)} MiB of heap for ${cache.length} reports of ${GPUS} GPUs (${Buffer.byteLength(texts[0]!)} B each as JSON)`,
+  `${mode}: ${heldMiB.toFixed(1)} MiB of heap for ${cache.length} reports of ${GPUS} GPUs (${Buffer.byteLength(texts[0]!)} B each as JSON); ` +
+    `parsed and kept in ${cpuMs.toFixed(0)} ms of CPU, ${((cpuMs / cache.length) * 1000).toFixed(0)} µs a report`,
 );
