@@ -19,18 +19,67 @@ import { benchConversion } from "./operator/conversion.js";
 import { flapStorm } from "./operator/flap-storm.js";
 import { measureIdle } from "./operator/idle.js";
 import { measureNodeLabels } from "./operator/node-labels.js";
-import { NODE_COUNTS } from "./operator/knobs.js";
+import { DEPLOYMENT_MEMORY_LIMIT_MIB, NODE_COUNTS } from "./operator/knobs.js";
 import { measureCapacityChanges, measureCreates } from "./operator/latencies.js";
+import { describeLoopDelay, sampleLoopDelay, type LoopDelaySampler } from "./operator/loop-delay.js";
 import { heapFigures } from "./operator/metrics.js";
 import { printReport } from "./operator/report.js";
 import { judgeOperator, OPERATOR_TARGETS, type Row } from "./operator/targets.js";
 import { startClusterUnderTest, startOperatorUnderTest, type RunState } from "./operator/under-test.js";
-import { rssMiB } from "./proc.js";
+import { peakRssMiB, rssMiB } from "./proc.js";
 import { describeBound, printVerdict } from "./targets.js";
 
-async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<void> {
+/** Every node count's rows, printed at the end, after a failure, or when the run is interrupted. */
+const rows: Row[] = [];
+/** How long an interrupted run may take to take its cluster down before it exits anyway. */
+const TEARDOWN_BUDGET_MS = 120_000;
+/** The node count running now: an interrupt takes it down (finish) before printing what was measured. */
+let running: { finish: () => Promise<void> } | undefined;
+
+async function benchAt(nodeCount: number, binDir: string): Promise<void> {
   const stateDir = mkdtempSync(join(tmpdir(), `dpo-bench-op-${nodeCount}-`));
   const state: RunState = { logs: "" };
+  let loop: LoopDelaySampler | undefined;
+  let peakMeasured = false;
+  let finished = false;
+  /** Reports the run's loop and, when the steps did not get there, the operator's peak; then takes it all down. */
+  const finish = async (): Promise<void> => {
+    if (finished) return;
+    finished = true;
+    if (loop !== undefined)
+      rows.push({
+        metric: `${nodeCount} nodes: operator event-loop delay and Lease renewals over the run`,
+        value: describeLoopDelay(loop.stop()),
+        target: "(reported)",
+      });
+    const live = state.operator;
+    const limit = DEPLOYMENT_MEMORY_LIMIT_MIB;
+    if (!peakMeasured && live?.pid !== undefined && live.exitCode === null && live.signalCode === null) {
+      const peak = peakRssMiB(live.pid);
+      rows.push({
+        metric: `${nodeCount} nodes: operator peak RSS up to the end of the cut-short run (VmHWM)`,
+        value: `${peak.toFixed(1)} MiB`,
+        target: limit === undefined ? "(reported)" : describeBound(OPERATOR_TARGETS.peakRssMiB(limit)),
+        ...(limit === undefined
+          ? {}
+          : { checks: [{ value: peak, bound: OPERATOR_TARGETS.peakRssMiB(limit) }] }),
+      });
+    }
+    if (process.env["BENCH_VERBOSE"])
+      writeFileSync(join(tmpdir(), `dpo-bench-operator-${nodeCount}.log`), state.logs);
+    const { fleet, operator, memoryLimit, relay, cluster } = state;
+    await fleet?.stop();
+    operator?.kill("SIGTERM");
+    if (operator !== undefined && operator.exitCode === null && operator.signalCode === null)
+      await new Promise((resolve) => operator.once("exit", resolve));
+    if (memoryLimit !== undefined && "dir" in memoryLimit) memoryLimit.remove();
+    relay?.close();
+    await cluster?.stop();
+    // BENCH_KEEP_STATE keeps the control plane's logs (and audit log) for a look after the run.
+    if (process.env["BENCH_KEEP_STATE"]) console.error(`bench-operator: state kept in ${stateDir}`);
+    else rmSync(stateDir, { recursive: true, force: true });
+  };
+  running = { finish };
   try {
     const { clients, webhookPort } = await startClusterUnderTest(state, nodeCount, binDir, stateDir);
     const { kc, custom } = clients;
@@ -42,6 +91,8 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       webhookPort,
       rows,
     );
+    // For the whole run: whether the operator's event loop keeps up, beside its Lease renewals.
+    loop = sampleLoopDelay(kc, port, "dpo-system", "dpo-bench", Boolean(process.env["BENCH_VERBOSE"]));
     await measureCreates(kc, custom, nodeCount, rows);
     const fleet = await measureCapacityChanges(state, clients, nodeCount, rows);
     await measureNodeLabels(clients.core, nodeCount, port, rows);
@@ -56,6 +107,21 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
       value: `${peakRss.toFixed(1)} MiB (${await heapFigures(port, operator.pid!)})`,
       target: describeBound(OPERATOR_TARGETS.rssMiB),
       checks: [{ value: peakRss, bound: OPERATOR_TARGETS.rssMiB }],
+    });
+    // The high-water mark, not a sample: the storm or the reports' first writes may peak between two.
+    const peak = peakRssMiB(operator.pid!);
+    peakMeasured = true;
+    const limit = DEPLOYMENT_MEMORY_LIMIT_MIB;
+    rows.push({
+      metric: `${nodeCount} nodes: operator peak RSS over the run (VmHWM)`,
+      value: `${peak.toFixed(1)} MiB`,
+      target:
+        limit === undefined
+          ? "(reported: the Deployment sets no limit)"
+          : `${describeBound(OPERATOR_TARGETS.peakRssMiB(limit))}, the Deployment's limit`,
+      ...(limit === undefined
+        ? {}
+        : { checks: [{ value: peak, bound: OPERATOR_TARGETS.peakRssMiB(limit) }] }),
     });
     const stored = await kubeRequest<{ status?: unknown; metadata?: { managedFields?: unknown } }>(kc, {
       method: "GET",
@@ -90,29 +156,17 @@ async function benchAt(nodeCount: number, binDir: string, rows: Row[]): Promise<
     );
     throw err;
   } finally {
-    if (process.env["BENCH_VERBOSE"])
-      writeFileSync(join(tmpdir(), `dpo-bench-operator-${nodeCount}.log`), state.logs);
-    const { fleet, operator, memoryLimit, relay, cluster } = state;
-    await fleet?.stop();
-    operator?.kill("SIGTERM");
-    if (operator !== undefined && operator.exitCode === null && operator.signalCode === null)
-      await new Promise((resolve) => operator.once("exit", resolve));
-    if (memoryLimit !== undefined && "dir" in memoryLimit) memoryLimit.remove();
-    relay?.close();
-    await cluster?.stop();
-    // BENCH_KEEP_STATE keeps the control plane's logs (and audit log) for a look after the run.
-    if (process.env["BENCH_KEEP_STATE"]) console.error(`bench-operator: state kept in ${stateDir}`);
-    else rmSync(stateDir, { recursive: true, force: true });
+    await finish();
+    running = undefined;
   }
 }
 
 /** Runs every node count, prints the table and the verdict; the exit status (1 on a miss or a failure). */
 async function main(): Promise<number> {
   const binDir = await buildOrReuseBinaries();
-  const rows: Row[] = [];
   let failed = false;
   try {
-    for (const n of NODE_COUNTS) await benchAt(n, binDir, rows);
+    for (const n of NODE_COUNTS) await benchAt(n, binDir);
   } catch (err) {
     console.error(err);
     failed = true;
@@ -120,6 +174,20 @@ async function main(): Promise<number> {
   // What was measured before a failure is printed and judged too: at 5000 nodes a run takes half an hour.
   printReport(rows);
   return printVerdict("bench-operator", judgeOperator(rows), failed);
+}
+
+// Interrupted (Ctrl-C, a timeout), the run still takes its cluster down, whose API server, etcd and KWOK
+// of thousands of nodes would keep the machine's cores busy, and prints and judges what it measured.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    console.error(`bench-operator: ${signal} at ${new Date().toISOString()}; taking the run down`);
+    setTimeout(() => process.exit(1), TEARDOWN_BUDGET_MS).unref();
+    void (running?.finish() ?? Promise.resolve()).finally(() => {
+      printReport(rows);
+      printVerdict("bench-operator", judgeOperator(rows), true);
+      process.exit(1);
+    });
+  });
 }
 
 main().then(

@@ -19,6 +19,15 @@ export function rssMiB(pid: number): Rss {
   return { total: field("VmRSS"), anonymous: field("RssAnon"), file: field("RssFile") };
 }
 
+/**
+ * The most resident memory the process has had since it started, MiB (VmHWM, the kernel's high-water
+ * mark): a peak between two samples counts too. Throws once the process is gone.
+ */
+export function peakRssMiB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1]) / 1024;
+}
+
 /** CPU seconds (user + system) the process has used, from /proc (clock ticks are 100 per second on Linux). */
 export function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");

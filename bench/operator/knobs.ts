@@ -9,6 +9,13 @@ import {
   memoryBytes,
   type MemoryCgroup,
 } from "../memory-cgroup.js";
+import { parseDeviceShape } from "./gpu-devices.js";
+
+function positiveInteger(variable: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`${variable}=${value}: must be a positive integer`);
+  return n;
+}
 
 export const repo = join(import.meta.dirname, "..", "..");
 export const dpo = join(repo, "dist", "dpo.js");
@@ -19,7 +26,13 @@ export const IDLE_SECONDS = Number(process.env["BENCH_IDLE_SECONDS"] ?? 60);
 /** The flap storm: this share of the nodes flips one device's health once a second, for this long. */
 export const FLAP_SHARE = Number(process.env["BENCH_FLAP_SHARE"] ?? 0.1);
 export const FLAP_SECONDS = Number(process.env["BENCH_FLAP_SECONDS"] ?? 60);
-export const DEVICES_PER_NODE = 4;
+/** Devices per node: an 8-GPU node's by default. */
+export const DEVICES_PER_NODE = positiveInteger("BENCH_DEVICES", process.env["BENCH_DEVICES"] ?? "8");
+/** What each device reports (gpu-devices.ts): every attribute of the NVIDIA backend by default. */
+export const DEVICE_SHAPE = parseDeviceShape(
+  process.env["BENCH_DEVICE_ATTRIBUTES"] ?? "nvidia",
+  "BENCH_DEVICE_ATTRIBUTES",
+);
 /**
  * The simulated kubelets beyond 1000 nodes. At 5000 nodes with a kubelet's own 40 s leases (renewed
  * every 10 s) and conditions refreshed every 10–12 s, KWOK (4 at a time) falls behind at about 60
@@ -48,6 +61,9 @@ export const RESOURCE = "bench.example/dev";
  */
 const MEMORY_LIMIT =
   process.env["BENCH_OPERATOR_MEMORY_LIMIT"] ?? deploymentMemoryLimit(DEPLOYMENT) ?? "none";
+/** The operator Deployment's memory limit, MiB: its peak RSS's bound whether or not it runs under one here. */
+export const DEPLOYMENT_MEMORY_LIMIT_MIB = ((limit) =>
+  limit === undefined ? undefined : memoryBytes(limit) / 2 ** 20)(deploymentMemoryLimit(DEPLOYMENT));
 
 export function operatorMemoryLimit(nodeCount: number): MemoryCgroup | { reason: string } {
   if (MEMORY_LIMIT === "none") return { reason: "BENCH_OPERATOR_MEMORY_LIMIT=none" };

@@ -7,13 +7,17 @@ import {
   type CustomObjectsApi,
   type KubeConfig,
 } from "@kubernetes/client-node";
+import { kubeRequest } from "../../src/kube/request.js";
 import type { ReportFleet } from "../../tools/cluster/report-fleet.js";
 import { waitFor } from "../../tools/cluster/wait.js";
 import { percentile } from "../../tools/stats.js";
-import { CAPACITY_CHANGES, CREATES, GROUP, RESOURCE } from "./knobs.js";
+import { CAPACITY_CHANGES, CREATES, DEVICE_SHAPE, DEVICES_PER_NODE, GROUP, RESOURCE } from "./knobs.js";
 import { capacityDaemonSet, startReportFleet } from "./report-fleet.js";
 import { OPERATOR_TARGETS, p99Target, type Row } from "./targets.js";
 import type { BenchClients, RunState } from "./under-test.js";
+
+/** How long one create's DaemonSet is waited for: far past the target, short of a stuck run's hour. */
+export const CREATE_DEADLINE_MS = 60_000;
 
 /** Step 1: config create → DaemonSet exists, for CREATES configs one after another. */
 export async function measureCreates(
@@ -65,37 +69,65 @@ export async function measureCreates(
   const createLatencies: number[] = [];
   for (let i = 0; i < CREATES; i++) {
     const name = `bench-create-${i}`;
-    let resolveSeen: (t: number) => void = () => undefined;
-    const seen = new Promise<number>((resolve) => (resolveSeen = resolve));
+    let seenAt: number | undefined;
+    let lastEvent = "no DaemonSet event";
     const watch = await new Watch(kc).watch(
       "/apis/apps/v1/namespaces/dpo-system/daemonsets",
       { labelSelector: `dpo.dev/config=${name}` },
-      (type) => {
-        if (type === "ADDED") resolveSeen(performance.now());
+      (type, obj: { metadata?: { name?: string } }) => {
+        lastEvent = `${type} ${obj.metadata?.name ?? "?"}`;
+        if (type === "ADDED") seenAt ??= performance.now();
       },
-      () => undefined,
+      (err: unknown) => {
+        if (err !== undefined && err !== null)
+          lastEvent = `the DaemonSet watch ended: ${err instanceof Error ? err.message : JSON.stringify(err)}`;
+      },
     );
-    const t0 = performance.now();
-    await custom.createClusterCustomObject({
-      ...GROUP,
-      body: {
-        apiVersion: "dpo.dev/v1beta1",
-        kind: "DevicePluginConfig",
-        metadata: { name },
-        spec: {
-          resourceName: `create-${i}.example/dev`,
-          backend: { type: "Mock", mock: { devices: 1 } },
-          nodeSelector: { "bench.example/none": "true" },
+    try {
+      const t0 = performance.now();
+      await custom.createClusterCustomObject({
+        ...GROUP,
+        body: {
+          apiVersion: "dpo.dev/v1beta1",
+          kind: "DevicePluginConfig",
+          metadata: { name },
+          spec: {
+            resourceName: `create-${i}.example/dev`,
+            backend: { type: "Mock", mock: { devices: 1 } },
+            nodeSelector: { "bench.example/none": "true" },
+          },
         },
-      },
-    });
-    const created = performance.now();
-    createLatencies.push((await seen) - t0);
-    if (process.env["BENCH_VERBOSE"]) {
-      const total = (createLatencies.at(-1) ?? 0).toFixed(0);
-      console.error(`create ${i}: ${total} ms (the create call ${(created - t0).toFixed(0)} ms)`);
+      });
+      const created = performance.now();
+      // The watch times the DaemonSet; this wait only notices it, and gives up at a deadline saying what it
+      // saw last: the watch's last event and the config's conditions (an operator that exited writes none).
+      let lastStatusRead = 0;
+      let conditions: unknown = "not read yet";
+      const seen = await waitFor(
+        `the DaemonSet of config ${name}`,
+        async (observe) => {
+          if (seenAt !== undefined) return seenAt;
+          if (performance.now() - lastStatusRead > 2_000) {
+            lastStatusRead = performance.now();
+            const config = (await custom.getClusterCustomObject({ ...GROUP, name })) as {
+              status?: { conditions?: { type?: string; status?: string; reason?: string }[] };
+            };
+            conditions =
+              config.status?.conditions?.map((c) => `${c.type}=${c.status} (${c.reason})`) ?? "no status";
+          }
+          observe({ watch: lastEvent, conditions });
+          return undefined;
+        },
+        { timeoutMs: CREATE_DEADLINE_MS, intervalMs: 20 },
+      );
+      createLatencies.push(seen - t0);
+      if (process.env["BENCH_VERBOSE"]) {
+        const total = (createLatencies.at(-1) ?? 0).toFixed(0);
+        console.error(`create ${i}: ${total} ms (the create call ${(created - t0).toFixed(0)} ms)`);
+      }
+    } finally {
+      watch.abort();
     }
-    watch.abort();
   }
   rows.push({
     metric: `${nodeCount} nodes: config create → DaemonSet exists (${CREATES} configs)`,
@@ -122,24 +154,26 @@ export async function measureCapacityChanges(
       apiVersion: "dpo.dev/v1beta1",
       kind: "DevicePluginConfig",
       metadata: { name: "bench-capacity" },
-      spec: { resourceName: RESOURCE, backend: { type: "Mock", mock: { devices: 4 } } },
+      spec: { resourceName: RESOURCE, backend: { type: "Mock", mock: { devices: DEVICES_PER_NODE } } },
     },
   });
   const nodeNames = (await core.listNode()).items.map((n) => n.metadata!.name!);
+  const devices = String(DEVICES_PER_NODE);
   let total = 0;
   for (let i = 0; i < nodeNames.length; i += 50) {
     await Promise.all(
-      nodeNames
-        .slice(i, i + 50)
-        .map((name) =>
-          core.patchNodeStatus(
-            { name, body: { status: { capacity: { [RESOURCE]: "4" }, allocatable: { [RESOURCE]: "4" } } } },
-            setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
-          ),
+      nodeNames.slice(i, i + 50).map((name) =>
+        core.patchNodeStatus(
+          {
+            name,
+            body: { status: { capacity: { [RESOURCE]: devices }, allocatable: { [RESOURCE]: devices } } },
+          },
+          setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
         ),
+      ),
     );
   }
-  total = nodeNames.length * 4;
+  total = nodeNames.length * DEVICES_PER_NODE;
   const capacityOf = async (): Promise<number | undefined> => {
     const c = (await custom.getClusterCustomObject({ ...GROUP, name: "bench-capacity" })) as {
       status?: { devices?: { capacity?: number } };
@@ -187,13 +221,22 @@ export async function measureCapacityChanges(
     value: `${fleet.nodes.length} writers, ${fleet.requests()} requests, ${fleet.failures()} failed, in ${(fleetStart / 1000).toFixed(0)} s`,
     target: "(reported)",
   });
+  const oneReport = await kubeRequest<{ items: unknown[] }>(kc, {
+    method: "GET",
+    path: "/apis/dpo.dev/v1beta1/namespaces/dpo-system/devicenodestates?limit=1",
+  });
+  rows.push({
+    metric: `${nodeCount} nodes: one node's report (${DEVICES_PER_NODE} devices, attributes: ${DEVICE_SHAPE})`,
+    value: `${Buffer.byteLength(JSON.stringify(oneReport.items[0] ?? {}))} B as the API serves it`,
+    target: "(reported)",
+  });
 
   const changeLatencies: number[] = [];
   const perNode = new Map<string, number>();
   for (let i = 0; i < CAPACITY_CHANGES; i++) {
     const node = nodeNames[(i * 7919) % nodeNames.length]!;
-    const current = perNode.get(node) ?? 4;
-    const next = current === 4 ? 5 : 4;
+    const current = perNode.get(node) ?? DEVICES_PER_NODE;
+    const next = current === DEVICES_PER_NODE ? DEVICES_PER_NODE + 1 : DEVICES_PER_NODE;
     const want = total + (next - current);
     perNode.set(node, next);
     let resolveSeen: (t: number) => void = () => undefined;

@@ -5,7 +5,8 @@ import { kubeRequest } from "../../src/kube/request.js";
 import { LABEL_REVISION } from "../../src/operator/model/names.js";
 import { loadKubeconfig, type ApiCredentials } from "../../src/plugin-runtime/report/api-client.js";
 import { ReportFleet } from "../../tools/cluster/report-fleet.js";
-import { DEVICES_PER_NODE, repo, RESOURCE } from "./knobs.js";
+import { simulatedDevice } from "./gpu-devices.js";
+import { DEVICE_SHAPE, DEVICES_PER_NODE, repo, RESOURCE } from "./knobs.js";
 
 export type Kubectl = (args: string[]) => Promise<{ stdout: string }>;
 
@@ -87,6 +88,7 @@ export async function startReportFleet(
     resourceName: RESOURCE,
     revision: ds.metadata?.labels?.[LABEL_REVISION],
     devices: DEVICES_PER_NODE,
+    device: (nodeIndex, index) => simulatedDevice(DEVICE_SHAPE, nodeIndex, index),
     credentials,
   });
   await fleet.start(200, 600_000);

@@ -15,6 +15,8 @@ export const OPERATOR_TARGETS = {
   idleHandshakes: atMost(0),
   /** The operator's RSS, idle and after the flap storm. */
   rssMiB: atMost(200, "MiB"),
+  /** The operator's peak RSS over the run (VmHWM): within its Deployment's memory limit, in MiB. */
+  peakRssMiB: (deploymentLimitMiB: number): Bound => atMost(deploymentLimitMiB, "MiB"),
   /** The flap storm's status writes of the config in the audit log: some, or the spacing judges nothing. */
   auditedStatusWrites: atLeast(1),
   /** The most of those writes arriving in any status-write interval (500 ms). */

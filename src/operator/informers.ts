@@ -18,7 +18,7 @@ import {
   type InformerRestartReason,
   type ResourceRef,
 } from "../kube/index.js";
-import { slimNodeForCache, slimPodForCache } from "./controllers/cache-transforms.js";
+import { slimNodeForCache, slimPodForCache, slimReportForCache } from "./controllers/cache-transforms.js";
 import {
   INDEX_BY_CONFIG,
   INDEX_BY_DRIVER,
@@ -80,7 +80,7 @@ export function createOperatorInformers(
     onRecover: () => hooks.onRecover(),
   });
   const ownedSelector = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
-  // managedFields go from every cached kind; Nodes and plugin Pods keep only what the operator reads.
+  // managedFields go from every cached kind; Nodes, plugin Pods and reports keep only what the operator reads.
   // DaemonSets and ConfigMaps keep the rest: drift detection (containsDesired) compares them whole with the render.
   const informers: OperatorInformers = {
     configs: createInformer<StoredConfig>(kc, {
@@ -115,7 +115,7 @@ export function createOperatorInformers(
     }),
     reports: createInformer<DeviceNodeState>(kc, {
       ...common(DEVICE_NODE_STATES),
-      transform: stripManagedFields,
+      transform: slimReportForCache,
       namespace,
     }),
     // Only what the status, the upgrade gate and the cleanup read of a slice (see SlimResourceSlice).

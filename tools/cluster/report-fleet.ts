@@ -18,10 +18,19 @@ export interface ReportFleetOptions {
   revision?: string | undefined;
   /** Physical devices per node, all healthy at first. */
   devices: number;
+  /** Device `index` of the node (the node's position in `credentials`); `dev-<index>` without attributes when absent. */
+  device?: (nodeIndex: number, index: number) => SimulatedDevice;
   /** The credentials of each node's plugin (a pod-bound ServiceAccount token, as in the pod). */
   credentials: ReadonlyMap<string, ApiCredentials>;
   /** The writers' coalescing interval (the plugin's default when absent). */
   minIntervalMs?: number;
+}
+
+/** What a simulated device reports beside its health. */
+export type SimulatedDevice = Pick<PhysicalDevice, "id" | "numaNode" | "attributes">;
+
+function bareDevice(_nodeIndex: number, index: number): SimulatedDevice {
+  return { id: `dev-${index}`, numaNode: 0, attributes: {} };
 }
 
 /** The runtime of one simulated plugin: registered, with devices whose health the fleet flips. */
@@ -33,13 +42,12 @@ class FakeRuntime implements ReportSource {
   constructor(
     readonly node: string,
     count: number,
+    device: (index: number) => SimulatedDevice,
   ) {
     this.devices = Array.from({ length: count }, (_, i) => ({
-      id: `dev-${i}`,
-      numaNode: 0,
+      ...device(i),
       health: "Healthy",
       reason: "",
-      attributes: {},
     }));
   }
 
@@ -100,7 +108,10 @@ export class ReportFleet {
 
   constructor(private readonly opts: ReportFleetOptions) {
     const logger = pino({ level: process.env["FLEET_LOG_LEVEL"] ?? "silent" });
+    const device = opts.device ?? bareDevice;
+    let nodeIndex = 0;
     for (const [node, credentials] of opts.credentials) {
+      const thisNode = nodeIndex++;
       const client = new ApiClient(credentials);
       this.clients.push(client);
       // Every request any writer makes passes here: the count is the plugins' API traffic.
@@ -113,7 +124,7 @@ export class ReportFleet {
           });
         },
       };
-      const runtime = new FakeRuntime(node, opts.devices);
+      const runtime = new FakeRuntime(node, opts.devices, (i) => device(thisNode, i));
       this.runtimes.set(node, runtime);
       this.writers.set(
         node,

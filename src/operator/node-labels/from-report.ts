@@ -5,6 +5,29 @@ import type { DeviceNodeStateStatus, ReportedDevice } from "../../api/v1beta1/de
 import type { DevicePluginConfigSpec } from "../../api/v1beta1/spec.js";
 import { deviceLabelKey, type GfdLabelKey } from "./keys.js";
 
+/**
+ * The device attributes the labels are made of, and the only ones the functions below read (through
+ * `attribute`, which takes no other key). The operator's report cache keeps exactly these of each device
+ * (controllers/cache-transforms.ts), so a label made from a new attribute needs it here, and the cache
+ * then keeps it.
+ */
+export const LABEL_SOURCE_ATTRIBUTES = [
+  "model",
+  "memoryMiB",
+  "driverVersion",
+  "cudaVersion",
+  "migMode",
+  "computeCapability",
+  "vendor",
+  "device",
+] as const;
+export type LabelSourceAttribute = (typeof LABEL_SOURCE_ATTRIBUTES)[number];
+
+/** The device's text attribute `key`, one of those labels are made of. */
+function attribute(device: ReportedDevice, key: LabelSourceAttribute): string | undefined {
+  return device.attributes?.[key];
+}
+
 /** A label value as the API server takes one: at most 63 characters, alphanumeric at both ends. */
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 const MAX_LABEL_VALUE = 63;
@@ -74,7 +97,7 @@ function common(devices: readonly ReportedDevice[], value: (d: ReportedDevice) =
 function mainModel(devices: readonly ReportedDevice[]): ReportedDevice[] {
   const byModel = new Map<string, ReportedDevice[]>();
   for (const device of devices) {
-    const model = device.attributes?.model;
+    const model = attribute(device, "model");
     if (model === undefined || model === "") continue;
     byModel.set(model, [...(byModel.get(model) ?? []), device]);
   }
@@ -114,27 +137,26 @@ export function gfdLabels(
   const gpus = mainModel(report.devices);
   const first = gpus[0];
   if (first === undefined) return {};
-  const attributes = first.attributes ?? {};
   // A MIG-enabled GPU is labelled without sharing (replicas 0), as GFD labels one.
-  const migOnly = gpus.every((g) => g.attributes?.migMode === "Enabled");
+  const migOnly = gpus.every((g) => attribute(g, "migMode") === "Enabled");
   const replicas = migOnly ? 0 : sharingReplicas(spec);
   const shared = replicas > 1;
   const labels: Partial<Record<GfdLabelKey, string>> = {
-    "nvidia.com/gpu.product": sanitiseProduct(`${attributes.model ?? ""}${shared ? " SHARED" : ""}`),
+    "nvidia.com/gpu.product": sanitiseProduct(`${attribute(first, "model") ?? ""}${shared ? " SHARED" : ""}`),
     "nvidia.com/gpu.count": String(gpus.length),
     "nvidia.com/gpu.replicas": String(replicas),
     "nvidia.com/gpu.sharing-strategy": shared ? "time-slicing" : "none",
     "nvidia.com/mps.capable": "false",
   };
-  const memory = common(gpus, (g) => g.attributes?.memoryMiB);
+  const memory = common(gpus, (g) => attribute(g, "memoryMiB"));
   if (memory !== undefined && /^[1-9]\d*$/.test(memory)) labels["nvidia.com/gpu.memory"] = memory;
-  const compute = majorMinor(common(gpus, (g) => g.attributes?.computeCapability));
+  const compute = majorMinor(common(gpus, (g) => attribute(g, "computeCapability")));
   if (compute !== undefined && compute[0] !== 0) {
     labels["nvidia.com/gpu.family"] = archFamily(compute[0], compute[1]);
     labels["nvidia.com/gpu.compute.major"] = String(compute[0]);
     labels["nvidia.com/gpu.compute.minor"] = String(compute[1]);
   }
-  const driver = driverParts(common(report.devices, (d) => d.attributes?.driverVersion));
+  const driver = driverParts(common(report.devices, (d) => attribute(d, "driverVersion")));
   if (driver !== undefined) {
     const [major, minor, rev] = driver;
     labels["nvidia.com/cuda.driver.major"] = major;
@@ -145,7 +167,7 @@ export function gfdLabels(
     labels["nvidia.com/cuda.driver-version.revision"] = rev;
     labels["nvidia.com/cuda.driver-version.full"] = [major, minor, rev].filter((p) => p !== "").join(".");
   }
-  const cuda = majorMinor(common(report.devices, (d) => d.attributes?.cudaVersion));
+  const cuda = majorMinor(common(report.devices, (d) => attribute(d, "cudaVersion")));
   if (cuda !== undefined) {
     labels["nvidia.com/cuda.runtime.major"] = String(cuda[0]);
     labels["nvidia.com/cuda.runtime.minor"] = String(cuda[1]);
@@ -153,7 +175,7 @@ export function gfdLabels(
     labels["nvidia.com/cuda.runtime-version.minor"] = String(cuda[1]);
     labels["nvidia.com/cuda.runtime-version.full"] = `${cuda[0]}.${cuda[1]}`;
   }
-  const migModes = report.devices.map((d) => d.attributes?.migMode).filter((m) => m !== undefined);
+  const migModes = report.devices.map((d) => attribute(d, "migMode")).filter((m) => m !== undefined);
   if (migModes.length > 0)
     labels["nvidia.com/mig.capable"] = String(migModes.some((m) => m === "Enabled" || m === "Disabled"));
   return labels;
@@ -174,9 +196,11 @@ export function deviceLabels(
     [deviceLabelKey("replicas", configName)]: String(sharingReplicas(spec)),
   };
   const product = common(report.devices, (d) => {
-    const a = d.attributes ?? {};
-    if (a.model !== undefined) return a.model;
-    return a.vendor !== undefined && a.device !== undefined ? `${a.vendor}-${a.device}` : undefined;
+    const model = attribute(d, "model");
+    if (model !== undefined) return model;
+    const vendor = attribute(d, "vendor");
+    const id = attribute(d, "device");
+    return vendor !== undefined && id !== undefined ? `${vendor}-${id}` : undefined;
   });
   const value = product === undefined ? "" : sanitiseProduct(product);
   if (value !== "") labels[deviceLabelKey("product", configName)] = value;

@@ -3,7 +3,7 @@
 // (an apply of none) where the config no longer serves the node, has them turned off, or is gone. A node
 // whose labels already say what the report does costs no write. A bounded batch per pass.
 import type { V1Node } from "@kubernetes/client-node";
-import type { DeviceNodeState } from "../../../api/v1beta1/devicenodestate.js";
+import type { DeviceNodeState, DeviceNodeStateStatus } from "../../../api/v1beta1/devicenodestate.js";
 import type { DevicePluginConfig } from "../../../api/v1beta1/config.js";
 import { configLabelValue } from "../../../contract/names.js";
 import { isConflict, isNotFound } from "../../../kube/index.js";
@@ -42,6 +42,23 @@ function reportsByNode(deps: StepDeps, configName: string): Map<string, DeviceNo
 }
 
 /**
+ * The labels of each report, kept beside the cached report object until the cache replaces it: a pass
+ * plans every node the config serves, and at 5000 nodes the passes that write the first labels (100 Node
+ * applies each) would make every node's labels again each time, 50 passes × 5000 nodes. Keyed by what
+ * the labels depend on besides the report: the config's name, sharing and backend type.
+ */
+const labelsByReport = new WeakMap<object, { key: string; labels: Record<string, string> }>();
+
+function reportLabels(config: DevicePluginConfig, status: DeviceNodeStateStatus): Record<string, string> {
+  const key = `${config.metadata.name}\u0000${config.spec.backend.type}\u0000${JSON.stringify(config.spec.sharing)}`;
+  const known = labelsByReport.get(status);
+  if (known?.key === key) return known.labels;
+  const labels = labelsFromReport(config, status);
+  labelsByReport.set(status, { key, labels });
+  return labels;
+}
+
+/**
  * Gives every node the config serves (`serves`) the labels of its report, and takes them off every other
  * node, or off all when the config turned them off. Returns when to come back, as stripNodeLabels does.
  */
@@ -55,7 +72,7 @@ export async function labelServedNodes(
   const reports = enabled ? reportsByNode(deps, name) : new Map<string, DeviceNodeState>();
   return applyLabels(deps, name, deps.nodes.list(), (node) => {
     const report = reports.get(node.metadata?.name ?? "");
-    return report?.status === undefined || !serves(node) ? {} : labelsFromReport(config, report.status);
+    return report?.status === undefined || !serves(node) ? {} : reportLabels(config, report.status);
   });
 }
 

@@ -48,6 +48,7 @@ describe("judgeOperator", () => {
     { what: "operator writes while idle", bound: T.idleWrites, inside: 0, outside: 1 },
     { what: "TLS handshakes while idle", bound: T.idleHandshakes, inside: 0, outside: 1 },
     { what: "operator RSS", bound: T.rssMiB, inside: 200, outside: 200.1 },
+    { what: "operator peak RSS", bound: T.peakRssMiB(256), inside: 256, outside: 256.1 },
     {
       what: "flap storm's status writes in the audit log",
       bound: T.auditedStatusWrites,

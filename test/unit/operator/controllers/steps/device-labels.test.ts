@@ -145,6 +145,23 @@ describe("labelServedNodes", () => {
     expect(w.labelsOf("n1")["nvidia.com/gpu.count"]).toBe("7");
   });
 
+  it("writes the nodes again when the config's sharing changes, their reports the same objects", async () => {
+    const w = world(["n1"]);
+    w.reports.push(report("n1"));
+    await labelServedNodes(w.deps, gpuConfig(), all);
+    w.sync();
+    const shared = { sharing: { strategy: "TimeSlicing", replicas: 4 } };
+    await labelServedNodes(w.deps, gpuConfig(shared), all);
+    expect(w.applies).toHaveLength(2);
+    expect(w.labelsOf("n1")).toMatchObject({
+      "nvidia.com/gpu.replicas": "4",
+      "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-SHARED",
+    });
+    w.sync();
+    await labelServedNodes(w.deps, gpuConfig(shared), all);
+    expect(w.applies).toHaveLength(2);
+  });
+
   it("takes the labels off a node the config no longer serves, and all of them when turned off", async () => {
     const w = world(["n1", "n2"]);
     w.reports.push(report("n1"), report("n2"));
