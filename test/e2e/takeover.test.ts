@@ -111,8 +111,14 @@ describe("a takeover from a plugin dpo does not own", () => {
       if (type === "ADDED" && owned === true) started.push(`${pod.spec?.nodeName}:${pod.metadata?.uid}`);
     });
     await Promise.all([nodeWatch.start(), podWatch.start()]);
+    // A watch opens with an ADDED event for each pod there is, which may come after it opened: the
+    // incumbent's pod on every node, before the config exists.
+    await waitFor(
+      "the pod watch to list the incumbent's pod on every node",
+      () => (started.length >= nodes.length ? true : undefined),
+      { timeoutMs: 30_000 },
+    );
     const before = started.length;
-    // The watch sees the incumbent's pods at all: one per node, listed when it started.
     expect(before, "incumbent pods the watch listed before the config").toBe(nodes.length);
     const workload = allocateWorkload(sim, nodes, RESOURCE);
     let result: { admissions: number; failures: string[] } | undefined;
