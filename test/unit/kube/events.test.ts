@@ -2,8 +2,7 @@
 // per-object token bucket drops the rest, so a flapping device cannot cause an Event storm. And the names
 // Events get: valid and distinct whatever the length of the object's name.
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -16,6 +15,7 @@ import {
   type CoreEvent,
   type EventDecision,
 } from "../../../src/kube/index.js";
+import { kubeConfigServedBy } from "./local-api-server.js";
 
 let sequence = 0;
 
@@ -238,15 +238,7 @@ describe("EventRecorder", () => {
         res.end(body || "{}");
       });
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const { port } = server.address() as AddressInfo;
-    kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: "c", server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-      users: [{ name: "u" }],
-      contexts: [{ name: "x", cluster: "c", user: "u" }],
-      currentContext: "x",
-    });
+    kc = await kubeConfigServedBy(server);
   });
 
   afterAll(async () => {

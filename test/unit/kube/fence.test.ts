@@ -2,8 +2,7 @@
 // (opened, renewed, closed by its deadline, whatever the wall clock does), and the write paths against a
 // local HTTP server: refused before anything is sent, cancelled in flight when the fence closes.
 import { createServer, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -21,6 +20,7 @@ import {
   type FenceState,
   type WriteFence,
 } from "../../../src/kube/index.js";
+import { kubeConfigServedBy } from "./local-api-server.js";
 
 describe("decideFence", () => {
   const D = 10_000;
@@ -171,15 +171,7 @@ describe("the write paths behind a fence", () => {
         res.end(JSON.stringify({ kind: "Status", status: "Success" }));
       });
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const { port } = server.address() as AddressInfo;
-    kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: "c", server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-      users: [{ name: "u" }],
-      contexts: [{ name: "x", cluster: "c", user: "u" }],
-      currentContext: "x",
-    });
+    kc = await kubeConfigServedBy(server);
   });
 
   afterEach(() => {

@@ -1,8 +1,7 @@
 // The object client's requests: which path each resource, scope and subresource gives, and what each
 // verb sends; and one round trip to a local HTTP server, to see the requests leave as built.
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   CONFIG_MAPS,
@@ -25,6 +24,7 @@ import {
   updateRequest,
   type ResourceRef,
 } from "../../../src/kube/index.js";
+import { kubeConfigServedBy } from "./local-api-server.js";
 
 describe("objectPath", () => {
   it.each<[string, ResourceRef, string, string | undefined, string | undefined, string]>([
@@ -276,15 +276,7 @@ describe("KubeObjectClient against an HTTP server", () => {
         }
       });
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const { port } = server.address() as AddressInfo;
-    kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: "c", server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-      users: [{ name: "u" }],
-      contexts: [{ name: "x", cluster: "c", user: "u" }],
-      currentContext: "x",
-    });
+    kc = await kubeConfigServedBy(server);
   });
 
   afterAll(async () => {

@@ -1,10 +1,10 @@
 // listAll against a local HTTP server: every page read, and a list from the watch cache (resourceVersion
 // "0") asked for on the first page only, since the API server refuses a resourceVersion beside a continue token.
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listAll } from "../../../src/kube/request.js";
+import { kubeConfigServedBy } from "./local-api-server.js";
 
 describe("listAll", () => {
   let server: Server;
@@ -32,15 +32,7 @@ describe("listAll", () => {
         }),
       );
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const { port } = server.address() as AddressInfo;
-    kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: "c", server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-      users: [{ name: "u" }],
-      contexts: [{ name: "x", cluster: "c", user: "u" }],
-      currentContext: "x",
-    });
+    kc = await kubeConfigServedBy(server);
   });
 
   afterAll(async () => {
