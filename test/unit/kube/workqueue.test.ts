@@ -166,6 +166,26 @@ describe("WorkQueue", () => {
 });
 
 describe("runWorkers", () => {
+  it("lets timers and sockets run between items, however quickly each reconcile answers", async () => {
+    const queue = new WorkQueue({ clock: new ManualClock() });
+    for (let i = 0; i < 1000; i++) queue.add(`key-${i}`);
+    let reconciled = 0;
+    // A reconcile that answers from the caches: resolved promises only, never a turn of the event loop.
+    const reconcile = async (): Promise<void> => {
+      reconciled++;
+      await Promise.resolve();
+    };
+    let atTimer: number | undefined;
+    setTimeout(() => (atTimer = reconciled), 0);
+    const workers = runWorkers(queue, reconcile, { concurrency: 2 });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    // The timer, due at once, ran after a few items, not after the whole queue.
+    expect(atTimer).toBeDefined();
+    expect(atTimer!).toBeLessThan(10);
+    await queue.shutDown();
+    await workers;
+  });
+
   it("never reconciles one key in two workers at once, and reconciles it again after changes made meanwhile", async () => {
     const queue = new WorkQueue({ clock: new ManualClock() });
     const active = new Set<string>();
@@ -223,6 +243,8 @@ describe("runWorkers", () => {
     expect(peak).toBe(3);
     expect(queue.len()).toBe(2);
     release.open();
+    // A worker takes its next key after a turn of the event loop (flushPromises is one turn).
+    await flushPromises();
     await flushPromises();
     expect(queue.len()).toBe(0);
     await queue.shutDown();
