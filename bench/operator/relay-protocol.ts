@@ -98,15 +98,17 @@ export function requester(post: (request: RelayRequest) => void): Requester {
 }
 
 /**
- * The Node flags a worker running `file` needs: the parent's, plus tsx's loader when the file is
- * TypeScript and the parent was not started with it (a test runner transforms its own files only).
+ * The Node flags a worker running `file` is to be given, or undefined to inherit the parent's (Node's
+ * default, and the only way to keep V8 flags such as the benchmark's --expose-gc, which a worker's own
+ * execArgv may not name): tsx's loader when the file is TypeScript and the parent was not started with it
+ * (a test runner transforms its own files only).
  */
-export function workerExecArgv(parent: readonly string[], file: string): string[] {
+export function workerExecArgv(parent: readonly string[], file: string): string[] | undefined {
   const hasTsx = parent.some(
     (arg, i) =>
       arg === "--import=tsx" ||
       arg === "--loader=tsx" ||
       ((arg === "--import" || arg === "--loader") && parent[i + 1] === "tsx"),
   );
-  return file.endsWith(".ts") && !hasTsx ? [...parent, "--import", "tsx"] : [...parent];
+  return file.endsWith(".ts") && !hasTsx ? ["--import", "tsx"] : undefined;
 }

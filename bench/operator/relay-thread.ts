@@ -28,9 +28,10 @@ const CLOSE_TIMEOUT_MS = 5_000;
 /** A TCP relay to `backend` in a worker thread of its own; resolves once it listens. */
 export async function startRelayThread(backend: { host: string; port: number }): Promise<RelayThread> {
   const file = fileURLToPath(new URL("./relay-worker.ts", import.meta.url));
+  const execArgv = workerExecArgv(process.execArgv, file);
   const worker = new Worker(file, {
     workerData: { host: backend.host, port: backend.port } satisfies RelayWorkerData,
-    execArgv: workerExecArgv(process.execArgv, file),
+    ...(execArgv === undefined ? {} : { execArgv }),
   });
   const asks = requester((request: RelayRequest) => worker.postMessage(request));
   let exited = false;

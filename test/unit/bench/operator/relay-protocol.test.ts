@@ -77,9 +77,10 @@ describe("answer", () => {
 describe("workerExecArgv", () => {
   it.each([
     { parent: [], file: "w.ts", want: ["--import", "tsx"] },
-    { parent: ["--expose-gc", "--import", "tsx"], file: "w.ts", want: ["--expose-gc", "--import", "tsx"] },
-    { parent: ["--import=tsx"], file: "w.ts", want: ["--import=tsx"] },
-    { parent: ["--expose-gc"], file: "w.js", want: ["--expose-gc"] },
+    { parent: ["--conditions", "dev"], file: "w.ts", want: ["--import", "tsx"] },
+    { parent: ["--expose-gc", "--import", "tsx"], file: "w.ts", want: undefined },
+    { parent: ["--import=tsx"], file: "w.ts", want: undefined },
+    { parent: ["--expose-gc"], file: "w.js", want: undefined },
   ])("$parent for $file", ({ parent, file, want }) => {
     expect(workerExecArgv(parent, file)).toEqual(want);
   });
