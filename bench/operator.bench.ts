@@ -73,7 +73,7 @@ async function benchAt(nodeCount: number, binDir: string): Promise<void> {
     if (operator !== undefined && operator.exitCode === null && operator.signalCode === null)
       await new Promise((resolve) => operator.once("exit", resolve));
     if (memoryLimit !== undefined && "dir" in memoryLimit) memoryLimit.remove();
-    relay?.close();
+    await relay?.close();
     await cluster?.stop();
     // BENCH_KEEP_STATE keeps the control plane's logs (and audit log) for a look after the run.
     if (process.env["BENCH_KEEP_STATE"]) console.error(`bench-operator: state kept in ${stateDir}`);
@@ -92,7 +92,9 @@ async function benchAt(nodeCount: number, binDir: string): Promise<void> {
       rows,
     );
     // For the whole run: whether the operator's event loop keeps up, beside its Lease renewals.
-    loop = sampleLoopDelay(kc, port, "dpo-system", "dpo-bench", Boolean(process.env["BENCH_VERBOSE"]));
+    loop = sampleLoopDelay(kc, port, "dpo-system", "dpo-bench", Boolean(process.env["BENCH_VERBOSE"]), () =>
+      relay.loopDelayMs(),
+    );
     await measureCreates(kc, custom, nodeCount, rows);
     const fleet = await measureCapacityChanges(state, clients, nodeCount, rows);
     await measureNodeLabels(clients.core, nodeCount, port, rows);

@@ -1,13 +1,18 @@
 // The operator's connections to the API server, counted by a relay in front of it: each new one is a TLS
-// handshake.
-import { startTcpRelay, type RelayedConnection, type TcpRelay } from "../../tools/cluster/tcp-relay.js";
+// handshake. The relay runs in a thread of its own (relay-thread.ts), so that the benchmark's own work
+// (the report writers of every node, lists of thousands of objects) cannot hold up the operator's requests.
+import type { RelayedConnection } from "../../tools/cluster/tcp-relay.js";
+import type { RelayCounts } from "./relay-protocol.js";
+import { startRelayThread } from "./relay-thread.js";
 
 export interface ConnectionCountingRelay {
   /** Where the operator reaches the API server instead. */
   url: string;
-  connections: () => number;
-  history: TcpRelay["history"];
-  close(): void;
+  /** Connections made so far and each one's open and close, as of when the relay thread answers. */
+  counts(): Promise<RelayCounts>;
+  /** The relay thread's longest event-loop delay since the previous call, ms. */
+  loopDelayMs(): Promise<number>;
+  close(): Promise<void>;
 }
 
 /**
@@ -15,11 +20,11 @@ export interface ConnectionCountingRelay {
  * connection is a TLS handshake, so with keep-alive an idle operator should open none.
  */
 export async function connectionCountingRelay(server: URL): Promise<ConnectionCountingRelay> {
-  const relay = await startTcpRelay([{ host: server.hostname, port: Number(server.port) }]);
+  const relay = await startRelayThread({ host: server.hostname, port: Number(server.port) });
   return {
     url: `https://127.0.0.1:${relay.port}`,
-    connections: () => relay.connections()[0] ?? 0,
-    history: () => relay.history(),
+    counts: () => relay.counts(),
+    loopDelayMs: () => relay.loopDelayMs(),
     close: () => relay.close(),
   };
 }

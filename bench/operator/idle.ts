@@ -22,7 +22,7 @@ export async function measureIdle(
   // and no plugin has news: neither the operator nor any report writer should write.
   await new Promise((r) => setTimeout(r, 3_000));
   const requestSeriesBefore = await metricSeries(port, "dpo_operator_api_requests_total");
-  const connectionsBefore = relay.connections();
+  const connectionsBefore = (await relay.counts()).connections;
   const idleFrom = Date.now();
   const cpuBefore = cpuSeconds(operator.pid!);
   const writesBefore =
@@ -40,8 +40,9 @@ export async function measureIdle(
   const requestSeriesAfter = await metricSeries(port, "dpo_operator_api_requests_total");
   const requests = sumOfSeries(requestSeriesAfter) - sumOfSeries(requestSeriesBefore);
   const idleRequests = seriesDelta(requestSeriesBefore, requestSeriesAfter);
-  const connections = relay.connections() - connectionsBefore;
-  const idleConnections = connectionEvents(relay.history(), idleFrom, Date.now());
+  const counts = await relay.counts();
+  const connections = counts.connections - connectionsBefore;
+  const idleConnections = connectionEvents(counts.history, idleFrom, Date.now());
   const cpu = cpuSeconds(operator.pid!) - cpuBefore;
   const writes =
     (await metric(port, "dpo_operator_status_writes_total")) +

@@ -3,9 +3,10 @@
 // perf_hooks.monitorEventLoopDelay, reset on every scrape), how long the scrape took to be answered, and
 // the gaps between the renewals its leader election stored in the Lease. A renewal gap with a quiet loop is
 // the API server's (or the machine's) delay; a renewal gap with the loop blocked as long is the operator's.
-// The benchmark's own event loop is sampled beside it: the operator reaches the API server through this
-// process's relay (connections.ts), and the report writers of every node run in this process too, so a
-// blocked loop here delays the operator's requests, its Lease renewals included.
+// The benchmark's own event loops are sampled beside it: the operator reaches the API server through this
+// process's relay, which runs on a thread of its own (relay-worker.ts) so that the main thread's work (the
+// report writers of every node, lists of thousands of objects) cannot delay the operator's requests; the
+// relay thread's delay is what the operator's requests, its Lease renewals included, could meet here.
 import type { KubeConfig } from "@kubernetes/client-node";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { kubeRequest } from "../../src/kube/request.js";
@@ -27,9 +28,12 @@ export interface LoopDelaySummary {
   overOneSecond: number;
   /** The longest scrape answer, ms (a blocked loop answers late). */
   maxScrapeMs: number;
-  /** The longest delay of this process's (the relay's and the report writers') event loop, ms, and when. */
+  /** The longest delay of this process's main event loop (the report writers'), ms, and when. */
   benchMaxDelayMs: number;
   benchMaxDelayAt: string | undefined;
+  /** The longest delay of the relay thread's event loop, ms, and when it was read (undefined: not sampled). */
+  relayMaxDelayMs: number | undefined;
+  relayMaxDelayAt: string | undefined;
   /** The longest gap between two stored renewals of the Lease, ms, and when it ended. */
   maxRenewGapMs: number;
   maxRenewGapAt: string | undefined;
@@ -42,13 +46,17 @@ export interface LoopDelaySampler {
   summary(): LoopDelaySummary;
 }
 
-/** Samples the operator serving /metrics on `port` and holding Lease `namespace`/`lease` until stopped. */
+/**
+ * Samples the operator serving /metrics on `port` and holding Lease `namespace`/`lease` until stopped, and
+ * the relay thread's loop when given `relayLoopDelayMs` (its longest delay since the previous call).
+ */
 export function sampleLoopDelay(
   kc: KubeConfig,
   port: number,
   namespace: string,
   lease: string,
   verbose: boolean,
+  relayLoopDelayMs?: () => Promise<number>,
 ): LoopDelaySampler {
   const s: LoopDelaySummary = {
     samples: 0,
@@ -58,6 +66,8 @@ export function sampleLoopDelay(
     maxScrapeMs: 0,
     benchMaxDelayMs: 0,
     benchMaxDelayAt: undefined,
+    relayMaxDelayMs: undefined,
+    relayMaxDelayAt: undefined,
     maxRenewGapMs: 0,
     maxRenewGapAt: undefined,
   };
@@ -121,14 +131,25 @@ export function sampleLoopDelay(
       s.benchMaxDelayAt = new Date().toISOString();
     }
     if (delay > PRINT_OVER_MS)
-      say(`the benchmark's own event loop (relay, report writers) delayed ${delay.toFixed(0)} ms`);
+      say(`the benchmark's main event loop (report writers) delayed ${delay.toFixed(0)} ms`);
+  };
+
+  const sampleRelay = async (): Promise<void> => {
+    if (relayLoopDelayMs === undefined) return;
+    const delay = await relayLoopDelayMs().catch(() => undefined);
+    if (delay === undefined) return;
+    if (s.relayMaxDelayMs === undefined || delay > s.relayMaxDelayMs) {
+      s.relayMaxDelayMs = delay;
+      s.relayMaxDelayAt = new Date().toISOString();
+    }
+    if (delay > PRINT_OVER_MS) say(`the relay thread's event loop delayed ${delay.toFixed(0)} ms`);
   };
 
   const loop = async (): Promise<void> => {
     while (!stopped) {
       const next = performance.now() + SAMPLE_INTERVAL_MS;
       sampleOwn();
-      await Promise.all([scrape(), readLease()]);
+      await Promise.all([scrape(), readLease(), sampleRelay()]);
       const wait = next - performance.now();
       if (wait > 0 && !stopped) await new Promise((resolve) => setTimeout(resolve, wait));
     }
@@ -150,7 +171,10 @@ export function describeLoopDelay(s: LoopDelaySummary): string {
   return (
     `event loop: max ${s.maxDelayMs.toFixed(0)} ms${s.maxDelayAt === undefined ? "" : ` at ${s.maxDelayAt.slice(11, 19)}`}, ` +
     `${s.overOneSecond} of ${s.samples} 1 s samples over 1 s, slowest /metrics answer ${s.maxScrapeMs.toFixed(0)} ms; ` +
-    `the benchmark's own (relay, writers): max ${s.benchMaxDelayMs.toFixed(0)} ms${s.benchMaxDelayAt === undefined ? "" : ` at ${s.benchMaxDelayAt.slice(11, 19)}`}; ` +
+    `the benchmark's own (writers): max ${s.benchMaxDelayMs.toFixed(0)} ms${s.benchMaxDelayAt === undefined ? "" : ` at ${s.benchMaxDelayAt.slice(11, 19)}`}; ` +
+    (s.relayMaxDelayMs === undefined
+      ? ""
+      : `its relay thread: max ${s.relayMaxDelayMs.toFixed(0)} ms${s.relayMaxDelayAt === undefined ? "" : ` at ${s.relayMaxDelayAt.slice(11, 19)}`}; `) +
     `Lease renewals at most ${(s.maxRenewGapMs / 1000).toFixed(1)} s apart` +
     (s.maxRenewGapAt === undefined ? "" : ` (at ${s.maxRenewGapAt.slice(11, 19)})`)
   );
