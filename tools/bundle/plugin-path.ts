@@ -21,24 +21,26 @@ export function packageOf(input: string): string | undefined {
  */
 export function pluginPathInputs(metafile: Metafile, entry: string, command: string): Set<string> {
   const reached = new Set<string>();
-  const visit = (start: string, followDynamic: boolean): void => {
-    const stack = [start];
-    while (stack.length > 0) {
-      const path = stack.pop()!;
-      if (reached.has(path)) continue;
-      const input = metafile.inputs[path];
-      if (input === undefined) throw new Error(`plugin path: ${path} is not an input of the bundle`);
-      reached.add(path);
-      for (const imported of input.imports) {
-        if (imported.external === true) continue;
-        if (imported.kind === "dynamic-import" && !followDynamic) continue;
-        stack.push(imported.path);
-      }
-    }
-  };
-  visit(entry, false);
-  visit(command, true);
+  reachable(metafile, [entry], false, reached);
+  reachable(metafile, [command], true, reached);
   return reached;
+}
+
+/** Adds to `reached` the inputs reachable from `starts`, through import() calls only when `followDynamic`. */
+function reachable(metafile: Metafile, starts: string[], followDynamic: boolean, reached: Set<string>): void {
+  const stack = [...starts];
+  while (stack.length > 0) {
+    const path = stack.pop()!;
+    if (reached.has(path)) continue;
+    const input = metafile.inputs[path];
+    if (input === undefined) throw new Error(`plugin path: ${path} is not an input of the bundle`);
+    reached.add(path);
+    for (const imported of input.imports) {
+      if (imported.external === true) continue;
+      if (imported.kind === "dynamic-import" && !followDynamic) continue;
+      stack.push(imported.path);
+    }
+  }
 }
 
 /** `<package>: <first input of it>` for each package of OFF_PLUGIN_PATH the plugin can load. */
@@ -77,18 +79,7 @@ export const ON_DEMAND_INPUTS = [
  */
 export function pluginStartInputs(metafile: Metafile, entry: string, command: string): Set<string> {
   const reached = new Set<string>();
-  const stack = [entry, command];
-  while (stack.length > 0) {
-    const path = stack.pop()!;
-    if (reached.has(path)) continue;
-    const input = metafile.inputs[path];
-    if (input === undefined) throw new Error(`plugin path: ${path} is not an input of the bundle`);
-    reached.add(path);
-    for (const imported of input.imports) {
-      if (imported.external === true || imported.kind === "dynamic-import") continue;
-      stack.push(imported.path);
-    }
-  }
+  reachable(metafile, [entry, command], false, reached);
   return reached;
 }
 
