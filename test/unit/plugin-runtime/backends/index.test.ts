@@ -1,14 +1,9 @@
 // Backend selection from a config, and the resource-named env var every Allocate response carries.
 import { describe, expect, it } from "vitest";
 import { DevicePluginConfigSpecSchema } from "../../../../src/api/v1beta1/spec.js";
-import {
-  DevFSDeviceBackend,
-  MockDeviceBackend,
-  NVIDIADeviceBackend,
-  PCIDeviceBackend,
-  createBackend,
-} from "../../../../src/plugin-runtime/backends/index.js";
+import { createBackend } from "../../../../src/plugin-runtime/backends/index.js";
 import { resourceEnvName } from "../../../../src/plugin-runtime/devices/env.js";
+import { BACKEND_CASES } from "./backend-cases.js";
 import { silentLogger } from "./backend-wait.js";
 
 describe("resourceEnvName", () => {
@@ -32,16 +27,7 @@ describe("createBackend", () => {
   const spec = (backend: unknown) =>
     DevicePluginConfigSpecSchema.parse({ resourceName: "hardware-vendor.example/foo", backend });
 
-  it.each([
-    [{ type: "Mock", mock: { devices: 2 } }, MockDeviceBackend, "Mock"],
-    [
-      { type: "DevFS", devFS: { root: "/nonexistent-root", paths: [{ glob: "/dev/x*" }] } },
-      DevFSDeviceBackend,
-      "DevFS",
-    ],
-    [{ type: "PCI", pci: { vendor: "10de", sysfsRoot: "/nonexistent-sys" } }, PCIDeviceBackend, "PCI"],
-    [{ type: "NVIDIA", nvidia: { nvidiaSmiPath: "/nonexistent/nvidia-smi" } }, NVIDIADeviceBackend, "NVIDIA"],
-  ])("builds the backend named by type %#", async (backend, kind, type) => {
+  it.each(BACKEND_CASES)("builds the backend named by type %#", async (backend, kind, type) => {
     const built = createBackend(spec(backend), options);
     expect(built).toBeInstanceOf(kind);
     expect(built.type).toBe(type);

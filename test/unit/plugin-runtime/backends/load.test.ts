@@ -4,13 +4,9 @@
 import { describe, expect, it } from "vitest";
 import { DevicePluginConfigSpecSchema } from "../../../../src/api/v1beta1/spec.js";
 import { buildBackend, runtimeBackendOptions } from "../../../../src/plugin-runtime/backends/build.js";
-import {
-  DevFSDeviceBackend,
-  MockDeviceBackend,
-  NVIDIADeviceBackend,
-  PCIDeviceBackend,
-} from "../../../../src/plugin-runtime/backends/index.js";
+import { MockDeviceBackend } from "../../../../src/plugin-runtime/backends/index.js";
 import { loadBackend } from "../../../../src/plugin-runtime/backends/load.js";
+import { BACKEND_CASES } from "./backend-cases.js";
 import { silentLogger } from "./backend-wait.js";
 
 const options = {
@@ -22,22 +18,16 @@ const spec = (backend: unknown, extra: Record<string, unknown> = {}) =>
   DevicePluginConfigSpecSchema.parse({ resourceName: "hardware-vendor.example/foo", backend, ...extra });
 
 describe("loadBackend", () => {
-  it.each([
-    [{ type: "Mock", mock: { devices: 2 } }, MockDeviceBackend, "Mock"],
-    [
-      { type: "DevFS", devFS: { root: "/nonexistent-root", paths: [{ glob: "/dev/x*" }] } },
-      DevFSDeviceBackend,
-      "DevFS",
-    ],
-    [{ type: "PCI", pci: { vendor: "10de", sysfsRoot: "/nonexistent-sys" } }, PCIDeviceBackend, "PCI"],
-    [{ type: "NVIDIA", nvidia: { nvidiaSmiPath: "/nonexistent/nvidia-smi" } }, NVIDIADeviceBackend, "NVIDIA"],
-  ])("builds the backend named by type, as createBackend does %#", async (backend, kind, type) => {
-    const built = await loadBackend(spec(backend), options);
-    expect(built).toBeInstanceOf(kind);
-    expect(built.type).toBe(type);
-    await built.start();
-    await built.stop();
-  });
+  it.each(BACKEND_CASES)(
+    "builds the backend named by type, as createBackend does %#",
+    async (backend, kind, type) => {
+      const built = await loadBackend(spec(backend), options);
+      expect(built).toBeInstanceOf(kind);
+      expect(built.type).toBe(type);
+      await built.start();
+      await built.stop();
+    },
+  );
 
   it("names the missing member when the config was not validated", async () => {
     const valid = spec({ type: "Mock", mock: { devices: 1 } });
