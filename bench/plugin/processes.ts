@@ -49,9 +49,10 @@ export function startDpo(
       config,
       "--device-plugin-dir",
       dir,
-      // Serve /metrics (and the probes) as the DaemonSet does, so its memory is in the figures.
+      // Serve /metrics (and the probes) as the DaemonSet does (`:PORT`, every address), so its memory is in
+      // the figures.
       "--metrics-addr",
-      "127.0.0.1:0",
+      ":0",
       "--health-addr",
       "0",
     ],

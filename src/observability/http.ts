@@ -19,7 +19,7 @@ export interface ListeningEndpoint {
 
 /** Starts an HTTP listener serving the given handlers; resolves once it is listening. */
 export async function listenProbes(
-  address: { host: string; port: number },
+  address: { host: string | undefined; port: number },
   handlers: ProbeHandlers,
 ): Promise<ListeningEndpoint> {
   const server = createServer((req, res) => void respond(req.url, res));
@@ -70,8 +70,8 @@ export async function listenProbes(
  * two are the same address, none for an address that is undefined (disabled).
  */
 export async function listenEndpoints(
-  metricsAddr: { host: string; port: number } | undefined,
-  healthAddr: { host: string; port: number } | undefined,
+  metricsAddr: { host: string | undefined; port: number } | undefined,
+  healthAddr: { host: string | undefined; port: number } | undefined,
   handlers: ProbeHandlers,
 ): Promise<ListeningEndpoint[]> {
   const listeners: ListeningEndpoint[] = [];

@@ -46,7 +46,7 @@ export function certificateExpirySeconds(certPem: string): number | undefined {
 
 export interface ConversionWebhookOptions {
   kubeConfig: KubeConfig;
-  address: { host: string; port: number };
+  address: { host: string | undefined; port: number };
   namespace: string;
   secretName: string;
   /** The Service in `namespace` the API server reaches the webhook through, which the CRDs are kept naming. */

@@ -20,7 +20,8 @@ export interface ServingCertificate {
 }
 
 export interface ConversionWebhookOptions {
-  host: string;
+  /** Undefined: every address of both families (see parseListenAddress). */
+  host: string | undefined;
   port: number;
   logger: Logger;
   /** Called after every review, for metrics. */

@@ -2,7 +2,7 @@
 // metrics (which pass Prometheus' own linter, per-device series from the PodResources API included),
 // SIGTERM cleanup, and the validate/version commands.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -334,6 +334,82 @@ describe("dpo plugin", () => {
     await disconnected;
     expect(existsSync(join(dir, res.endpoint))).toBe(false);
     expect(readdirSync(dir).filter((n) => n.startsWith("dpo-"))).toEqual([]);
+  });
+});
+
+describe("dpo plugin's endpoints as the DaemonSet asks for them", () => {
+  it("serves `:PORT` on IPv4 and IPv6 alike, and loads neither Node's resolver nor worker_threads", async () => {
+    const tmp = tempDir("endpoints");
+    cleanups.push(tmp.cleanup);
+    const dir = join(tmp.dir, "dp");
+    const kubelet = new SimulatedDeviceManager({ dir });
+    await kubelet.start();
+    cleanups.push(() => kubelet.stop());
+    const config = join(tmp.dir, "config.yaml");
+    writeFileSync(
+      config,
+      [
+        "apiVersion: dpo.dev/v1beta1",
+        "kind: DevicePluginConfig",
+        "metadata: { name: endpoints }",
+        "spec:",
+        `  resourceName: ${RESOURCE}`,
+        "  backend: { type: Mock, mock: { devices: 2, idPrefix: ep } }",
+      ].join("\n"),
+    );
+    // The Node modules each process loaded (the plugin and the child reading its config), written when it
+    // exits: every one stays in an idle plugin's RSS.
+    const hook = join(tmp.dir, "loaded.cjs");
+    writeFileSync(
+      hook,
+      `process.on("exit", () => require("node:fs").writeFileSync(${JSON.stringify(tmp.dir)} + "/loaded-" + process.pid + ".json", JSON.stringify(process.moduleLoadList)));`,
+    );
+    const r = start(
+      [
+        "plugin",
+        "--config",
+        config,
+        "--device-plugin-dir",
+        dir,
+        "--metrics-addr",
+        ":0",
+        "--health-addr",
+        "0",
+      ],
+      {
+        NODE_OPTIONS: `--require ${hook}`,
+      },
+    );
+    await waitFor(
+      "the plugin process to register",
+      (observe) => {
+        const cur = kubelet.resources.get(RESOURCE);
+        observe({
+          connected: cur?.connected,
+          stdout: r.stdout.join("").slice(-500),
+          stderr: r.stderr.join(""),
+        });
+        return cur?.connected && cur.devices.length === 2 ? cur : undefined;
+      },
+      { timeoutMs: 15_000, intervalMs: 20 },
+    );
+    const started = await waitFor("the 'plugin runtime started' log line", () =>
+      logEvents(r).find((e) => e["msg"] === "plugin runtime started"),
+    );
+    const port = (started["metrics"] as number[])[0]!;
+    // A single-stack IPv6 cluster probes and scrapes the pod's IPv6 address; `:PORT` must answer there too.
+    for (const host of ["127.0.0.1", "[::1]"]) {
+      const resp = await fetch(`http://${host}:${port}/healthz`);
+      expect({ host, status: resp.status }).toEqual({ host, status: 200 });
+    }
+    r.child.kill("SIGTERM");
+    const { code } = await waitFor("the plugin to exit after SIGTERM", () => r.exited, { timeoutMs: 5_000 });
+    expect(code).toBe(0);
+    const loaded = JSON.parse(readFileSync(join(tmp.dir, `loaded-${r.child.pid}.json`), "utf8")) as string[];
+    expect(loaded).toContain("NativeModule http2");
+    expect(loaded.filter((m) => /^NativeModule (dns|worker_threads|internal\/util\/diff)$/.test(m))).toEqual(
+      [],
+    );
   });
 });
 

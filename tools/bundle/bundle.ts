@@ -4,7 +4,7 @@ import { build, type Plugin } from "esbuild";
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { builtinModules } from "node:module";
 import { basename, join } from "node:path";
-import { shareInteropObjects } from "./interop.js";
+import { copyPropsWithoutReading, shareInteropObjects } from "./interop.js";
 import { offPathPackagesOnPluginPath, onDemandInputsAtPluginStart } from "./plugin-path.js";
 
 const repo = join(import.meta.dirname, "..", "..");
@@ -81,15 +81,21 @@ const result = await build({
   logLevel: "warning",
 });
 
-// One interop object per CommonJS module, shared by the files that import it (see interop.ts).
-const helperChunks = Object.keys(result.metafile.outputs).flatMap((output) => {
-  if (!output.endsWith(".js")) return [];
-  const shared = shareInteropObjects(readFileSync(join(repo, output), "utf8"));
-  if (shared === undefined) return [];
-  writeFileSync(join(repo, output), shared);
-  return [output];
-});
+// One interop object per CommonJS module, shared by the files that import it, each made without reading
+// the module's values (see interop.ts).
+const helperChunks: string[] = [];
+const copyChunks: string[] = [];
+for (const output of Object.keys(result.metafile.outputs)) {
+  if (!output.endsWith(".js")) continue;
+  const chunk = readFileSync(join(repo, output), "utf8");
+  const shared = shareInteropObjects(chunk);
+  const copying = copyPropsWithoutReading(shared ?? chunk);
+  if (shared !== undefined) helperChunks.push(output);
+  if (copying !== undefined) copyChunks.push(output);
+  if (shared !== undefined || copying !== undefined) writeFileSync(join(repo, output), copying ?? shared!);
+}
 if (helperChunks.length === 0) throw new Error("bundle: no chunk defines esbuild's __toESM helper");
+if (copyChunks.length === 0) throw new Error("bundle: no chunk defines esbuild's __copyProps helper");
 
 // Chunks of earlier builds (their names are content hashes) would otherwise pile up in dist/ and in images.
 const written = new Set(Object.keys(result.metafile.outputs).map((output) => basename(output)));

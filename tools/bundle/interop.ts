@@ -51,3 +51,30 @@ export function shareInteropObjects(chunk: string): string | undefined {
     "(__toESM,[new WeakMap,new WeakMap]);";
   return chunk.slice(0, end) + shared + chunk.slice(end);
 }
+
+/** How esbuild's `__copyProps` (0.28) reads whether each key of a CommonJS module's exports is enumerable. */
+const ENUMERABLE_READ = "enumerable:!(desc=__getOwnPropDesc(from,key))||desc.enumerable";
+
+/**
+ * Makes esbuild's `__copyProps` tell whether a key is enumerable without reading its value. The helper
+ * asks `Object.getOwnPropertyDescriptor` for every key of a module's exports, and for `node:util` that
+ * evaluates its lazily loaded exports: `parseArgs`, `diff` and `setTraceSigInt`, which load
+ * `worker_threads`, the worker messaging and `internal/util/diff` into every process that imports
+ * anything from `node:util` (0.5 MiB of the plugin's RSS). `propertyIsEnumerable` answers the same for an
+ * own key and leaves the value alone. Undefined for a chunk that does not define the helper; throws for one
+ * that defines it in another shape, so an esbuild upgrade that changes it fails the build.
+ */
+export function copyPropsWithoutReading(chunk: string): string | undefined {
+  if (!/\b__copyProps=/.test(chunk)) return undefined;
+  const at = chunk.indexOf(ENUMERABLE_READ);
+  if (at < 0 || chunk.indexOf(ENUMERABLE_READ, at + 1) >= 0) {
+    throw new Error(
+      `bundle: esbuild's __copyProps no longer reads '${ENUMERABLE_READ}' once; check tools/bundle/interop.ts`,
+    );
+  }
+  return (
+    chunk.slice(0, at) +
+    "enumerable:Object.prototype.propertyIsEnumerable.call(from,key)" +
+    chunk.slice(at + ENUMERABLE_READ.length)
+  );
+}

@@ -1,12 +1,13 @@
 // The bundle's CommonJS interop objects are made once per module and shared by every file importing it
 // (tools/bundle/interop.ts), on esbuild's own output, and the shared object still reads the module live.
-import { build } from "esbuild";
+import { build, type Plugin } from "esbuild";
+import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { shareInteropObjects } from "../../../../tools/bundle/interop.js";
+import { copyPropsWithoutReading, shareInteropObjects } from "../../../../tools/bundle/interop.js";
 
 const work = mkdtempSync(join(tmpdir(), "dpo-bundle-interop-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -77,5 +78,92 @@ describe("shareInteropObjects", () => {
     { name: "a helper left unfinished", chunk: "var __toESM=(mod,isNodeMode,target)=>(target" },
   ])("refuses $name, so an esbuild upgrade fails the build", ({ chunk }) => {
     expect(() => shareInteropObjects(chunk)).toThrow(/__toESM/);
+  });
+});
+
+/** Node's built-ins loaded as CommonJS, as tools/bundle/bundle.ts loads them. */
+const builtinsAsCommonJs: Plugin = {
+  name: "builtins-as-commonjs",
+  setup(bundle) {
+    bundle.onResolve({ filter: /^node:/ }, (args) =>
+      args.namespace === "builtin-cjs"
+        ? { path: args.path, external: true }
+        : { path: args.path, namespace: "builtin-cjs" },
+    );
+    bundle.onLoad({ filter: /.*/, namespace: "builtin-cjs" }, (args) => ({
+      contents: `module.exports = require("${args.path}");`,
+      loader: "js",
+    }));
+  },
+};
+
+/**
+ * The Node modules a bundled program that imports one name of `node:util` has loaded, run in a process of
+ * its own (the test runner's has loaded most of Node already), with each chunk passed through `rewrite`.
+ */
+async function modulesLoadedByUtilImport(
+  name: string,
+  rewrite: (chunk: string) => string,
+): Promise<string[]> {
+  const src = join(work, `${name}-src`);
+  const out = join(work, `${name}-out`);
+  mkdirSync(src, { recursive: true });
+  writeFileSync(
+    join(src, "main.mjs"),
+    'import { inspect } from "node:util";\nconsole.log(JSON.stringify({ inspect: typeof inspect, loaded: process.moduleLoadList }));',
+  );
+  const result = await build({
+    entryPoints: [join(src, "main.mjs")],
+    outdir: out,
+    bundle: true,
+    splitting: true,
+    format: "esm",
+    platform: "node",
+    minifyWhitespace: true,
+    write: false,
+    logLevel: "silent",
+    plugins: [builtinsAsCommonJs],
+    banner: {
+      js: "import { createRequire as __r } from 'node:module'; const require = __r(import.meta.url);",
+    },
+  });
+  mkdirSync(out, { recursive: true });
+  for (const file of result.outputFiles) writeFileSync(file.path, rewrite(file.text));
+  const ran = JSON.parse(execFileSync(process.execPath, [join(out, "main.js")], { encoding: "utf8" })) as {
+    inspect: string;
+    loaded: string[];
+  };
+  expect(ran.inspect).toBe("function");
+  return ran.loaded;
+}
+
+describe("copyPropsWithoutReading", () => {
+  it("keeps node:util's lazily loaded exports unloaded when a bundle imports from it", async () => {
+    let rewritten = 0;
+    const loaded = await modulesLoadedByUtilImport("lazy", (chunk) => {
+      const copying = copyPropsWithoutReading(chunk);
+      if (copying !== undefined) rewritten++;
+      return copying ?? chunk;
+    });
+    expect(rewritten).toBe(1);
+    expect(loaded).not.toContain("NativeModule worker_threads");
+    expect(loaded).not.toContain("NativeModule internal/util/diff");
+  });
+
+  it("is what keeps them unloaded: esbuild's helper reads every export and loads them", async () => {
+    const loaded = await modulesLoadedByUtilImport("eager", (chunk) => chunk);
+    expect(loaded).toContain("NativeModule worker_threads");
+  });
+
+  it("keeps each key's enumerability and reads the module live", async () => {
+    const { fromA } = await bundleAndRun("copy", (chunk) => copyPropsWithoutReading(chunk) ?? chunk);
+    expect(Object.keys(fromA).sort()).toEqual(["bump", "count", "default"]);
+    fromA.bump();
+    expect(fromA.count).toBe(2);
+  });
+
+  it("refuses a helper of another shape, so an esbuild upgrade fails the build", () => {
+    expect(() => copyPropsWithoutReading("var __copyProps=(to,from)=>to;")).toThrow(/__copyProps/);
+    expect(copyPropsWithoutReading('import{__toESM}from"./dpo-X.js";')).toBeUndefined();
   });
 });
