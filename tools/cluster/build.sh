@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds (or reuses) kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, the kubelet and kube-proxy
 # (for the real node), etcd, kwok and helm (build-helm.sh), from the Go module proxy into a cache outside the
-# repo, and prints the directory that holds them. K8S_VERSION picks the Kubernetes release (versions.env: the pinned one by default).
+# repo, and prints the directory that holds them. etcd, kwok and helm are built once for every release. K8S_VERSION picks the Kubernetes release (versions.env: the pinned one by default).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=k8s-version.sh
@@ -51,11 +51,27 @@ log "building Kubernetes ${KUBERNETES_VERSION} (kube-apiserver, kube-controller-
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet \
   k8s.io/kubernetes/cmd/kube-proxy)
 
-log "building etcd ${ETCD_VERSION}"
-(cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" .)
-
-log "building kwok ${KWOK_VERSION}"
-(cd "$bin" && GOFLAGS= GOBIN="$bin" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}")
+# etcd and kwok are the same for every Kubernetes release: built once into the cache, under a lock (two
+# releases' builds may run at once), and linked into each release's directory.
+shared_stamp="$({ grep -E '^(ETCD|KWOK)_VERSION=' "$here/versions.env"; } \
+  | cat - "$here"/etcd/go.mod "$here"/etcd/go.sum "$here"/etcd/main.go | sha256sum | cut -d' ' -f1) $(go env GOVERSION)"
+shared="$cache_root/etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}-$(go env GOVERSION)"
+mkdir -p "$shared"
+exec 9>"$shared/.lock"
+flock 9
+if ! [[ -f "$shared/.stamp" && "$(cat "$shared/.stamp")" == "$shared_stamp" ]]; then
+  rm -f "$shared/.stamp"
+  log "building etcd ${ETCD_VERSION}"
+  (cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$shared/etcd" .)
+  log "building kwok ${KWOK_VERSION}"
+  (cd "$shared" && GOFLAGS= GOBIN="$shared" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}")
+  echo "$shared_stamp" > "$shared/.stamp"
+fi
+for tool in etcd kwok; do
+  rm -f "$bin/$tool"
+  ln "$shared/$tool" "$bin/$tool" 2>/dev/null || cp "$shared/$tool" "$bin/$tool"
+done
+exec 9>&-
 
 echo "$stamp_value" > "$bin/.stamp"
 log "built in $(( $(date +%s) - start ))s; $(du -sh "$bin" | cut -f1) in $bin"
