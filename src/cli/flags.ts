@@ -1,5 +1,6 @@
 // Declarative command-line flags with environment-variable fallbacks: flag > env > default.
 import { parseArgs } from "node:util";
+import type { ListenAddress } from "../observability/http.js";
 
 export interface FlagSpec {
   /** Long flag name without dashes, e.g. `device-plugin-dir`. */
@@ -151,12 +152,6 @@ export function parseListenAddress(flag: string, value: string): ListenAddress |
     throw new UsageError(`--${flag}: '${value}' is not HOST:PORT with a port from 0 to 65535 (0 disables)`);
   }
   return host === "" ? { host: undefined, port } : { host, port };
-}
-
-/** Where an endpoint listens: `host` undefined is every address of both families. */
-export interface ListenAddress {
-  host: string | undefined;
-  port: number;
 }
 
 /** `--metrics-addr` and `--health-addr`, the same for every long-running command. */

@@ -17,9 +17,15 @@ export interface ListeningEndpoint {
   close(): Promise<void>;
 }
 
+/** Where an endpoint listens: `host` undefined is every address of both families (cli/flags.ts, parseListenAddress). */
+export interface ListenAddress {
+  host: string | undefined;
+  port: number;
+}
+
 /** Starts an HTTP listener serving the given handlers; resolves once it is listening. */
 export async function listenProbes(
-  address: { host: string | undefined; port: number },
+  address: ListenAddress,
   handlers: ProbeHandlers,
 ): Promise<ListeningEndpoint> {
   const server = createServer((req, res) => void respond(req.url, res));
@@ -70,8 +76,8 @@ export async function listenProbes(
  * two are the same address, none for an address that is undefined (disabled).
  */
 export async function listenEndpoints(
-  metricsAddr: { host: string | undefined; port: number } | undefined,
-  healthAddr: { host: string | undefined; port: number } | undefined,
+  metricsAddr: ListenAddress | undefined,
+  healthAddr: ListenAddress | undefined,
   handlers: ProbeHandlers,
 ): Promise<ListeningEndpoint[]> {
   const listeners: ListeningEndpoint[] = [];

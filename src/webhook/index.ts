@@ -8,6 +8,7 @@ import type { Logger } from "pino";
 import { DEVICE_PLUGIN_CONFIG_CRD_NAME } from "../api/crd.js";
 import { SUPPORTED_API_VERSIONS } from "../api/validate.js";
 import type { EventRecorder } from "../kube/events.js";
+import type { ListenAddress } from "../observability/http.js";
 import type { Counter, Gauge, Histogram } from "../observability/metrics.js";
 import { WebhookCertificates } from "./cert-controller.js";
 import { ConversionWebhookServer, type ServingCertificate } from "./server.js";
@@ -46,7 +47,7 @@ export function certificateExpirySeconds(certPem: string): number | undefined {
 
 export interface ConversionWebhookOptions {
   kubeConfig: KubeConfig;
-  address: { host: string | undefined; port: number };
+  address: ListenAddress;
   namespace: string;
   secretName: string;
   /** The Service in `namespace` the API server reaches the webhook through, which the CRDs are kept naming. */

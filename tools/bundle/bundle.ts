@@ -2,36 +2,11 @@
 // subcommand instead of some 300 modules makes `dpo plugin` start faster and hold less memory.
 import { build, type Plugin } from "esbuild";
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { builtinModules } from "node:module";
 import { basename, join } from "node:path";
-import { copyPropsWithoutReading, shareInteropObjects } from "./interop.js";
+import { builtinsAsCommonJs, copyPropsWithoutReading, shareInteropObjects } from "./interop.js";
 import { offPathPackagesOnPluginPath, onDemandInputsAtPluginStart } from "./plugin-path.js";
 
 const repo = join(import.meta.dirname, "..", "..");
-
-/**
- * Node's ESM view of a built-in module reads every export once, lazy getters included: `node:http`'s
- * `WebSocket` & co. load Node's own copy of undici (35 ms of a 210 ms plugin start in a CPU profile),
- * `node:util`'s `TextDecoder` the encoding module, `node:crypto`'s `webcrypto` the Web Crypto classes,
- * on every start, for exports dpo never uses. Imported as CommonJS (`require`, which leaves the getters
- * alone) they cost nothing; named imports keep working through esbuild's interop.
- */
-const builtins = new Set(builtinModules.flatMap((name) => [name, `node:${name}`]));
-const builtinsAsCommonJs: Plugin = {
-  name: "builtins-as-commonjs",
-  setup(bundle) {
-    bundle.onResolve({ filter: /^[a-z_:/]+$/ }, (args) => {
-      if (!builtins.has(args.path)) return undefined;
-      return args.namespace === "builtin-cjs"
-        ? { path: args.path, external: true }
-        : { path: args.path.replace(/^node:/, ""), namespace: "builtin-cjs" };
-    });
-    bundle.onLoad({ filter: /.*/, namespace: "builtin-cjs" }, (args) => ({
-      contents: `module.exports = require("node:${args.path}");`,
-      loader: "js",
-    }));
-  },
-};
 
 /**
  * pino's transports run in worker threads: its lib/transport.js loads thread-stream and with it Node's

@@ -1,13 +1,17 @@
 // The bundle's CommonJS interop objects are made once per module and shared by every file importing it
 // (tools/bundle/interop.ts), on esbuild's own output, and the shared object still reads the module live.
-import { build, type Plugin } from "esbuild";
+import { build } from "esbuild";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { copyPropsWithoutReading, shareInteropObjects } from "../../../../tools/bundle/interop.js";
+import {
+  builtinsAsCommonJs,
+  copyPropsWithoutReading,
+  shareInteropObjects,
+} from "../../../../tools/bundle/interop.js";
 
 const work = mkdtempSync(join(tmpdir(), "dpo-bundle-interop-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -80,22 +84,6 @@ describe("shareInteropObjects", () => {
     expect(() => shareInteropObjects(chunk)).toThrow(/__toESM/);
   });
 });
-
-/** Node's built-ins loaded as CommonJS, as tools/bundle/bundle.ts loads them. */
-const builtinsAsCommonJs: Plugin = {
-  name: "builtins-as-commonjs",
-  setup(bundle) {
-    bundle.onResolve({ filter: /^node:/ }, (args) =>
-      args.namespace === "builtin-cjs"
-        ? { path: args.path, external: true }
-        : { path: args.path, namespace: "builtin-cjs" },
-    );
-    bundle.onLoad({ filter: /.*/, namespace: "builtin-cjs" }, (args) => ({
-      contents: `module.exports = require("${args.path}");`,
-      loader: "js",
-    }));
-  },
-};
 
 /**
  * The Node modules a bundled program that imports one name of `node:util` has loaded, run in a process of
