@@ -3,7 +3,12 @@
 import { build, type Plugin } from "esbuild";
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
-import { builtinsAsCommonJs, copyPropsWithoutReading, shareInteropObjects } from "./interop.js";
+import {
+  builtinsAsCommonJs,
+  copyPropsWithoutReading,
+  REQUIRE_BANNER,
+  shareInteropObjects,
+} from "./interop.js";
 import { offPathPackagesOnPluginPath, onDemandInputsAtPluginStart } from "./plugin-path.js";
 
 const repo = join(import.meta.dirname, "..", "..");
@@ -50,9 +55,7 @@ const result = await build({
   metafile: true,
   plugins: [builtinsAsCommonJs, pinoWithoutTransports],
   // Bundled CommonJS packages (grpc-js, pino) call require() for Node's built-in modules.
-  banner: {
-    js: "import { createRequire as __dpoCreateRequire } from 'node:module'; const require = __dpoCreateRequire(import.meta.url);",
-  },
+  banner: { js: REQUIRE_BANNER },
   logLevel: "warning",
 });
 

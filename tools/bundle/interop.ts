@@ -35,6 +35,16 @@ export const builtinsAsCommonJs: Plugin = {
   },
 };
 
+/**
+ * The `require` of every chunk, for the CommonJS code the bundle holds (builtinsAsCommonJs, grpc-js, pino):
+ * Node's built-in modules through `process.getBuiltinModule`, which loads nothing else, and any other module
+ * (ws's optional addons, grpc-js's external proto-loader, none on a plugin's path) through `createRequire`.
+ * A `createRequire` made at the top of each chunk would load `node:module`, and with it Node's source-map
+ * support, into every plugin.
+ */
+export const REQUIRE_BANNER =
+  'const require = (id) => process.getBuiltinModule(id) ?? process.getBuiltinModule("node:module").createRequire(import.meta.url)(id);';
+
 /** The runtime helper as esbuild (0.28) writes it into the bundle's shared chunk. */
 const HELPER = "__toESM=(mod,isNodeMode,target)=>";
 

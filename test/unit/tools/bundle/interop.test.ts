@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import {
   builtinsAsCommonJs,
   copyPropsWithoutReading,
+  REQUIRE_BANNER,
   shareInteropObjects,
 } from "../../../../tools/bundle/interop.js";
 
@@ -111,9 +112,7 @@ async function modulesLoadedByUtilImport(
     write: false,
     logLevel: "silent",
     plugins: [builtinsAsCommonJs],
-    banner: {
-      js: "import { createRequire as __r } from 'node:module'; const require = __r(import.meta.url);",
-    },
+    banner: { js: REQUIRE_BANNER },
   });
   mkdirSync(out, { recursive: true });
   for (const file of result.outputFiles) writeFileSync(file.path, rewrite(file.text));
@@ -153,5 +152,33 @@ describe("copyPropsWithoutReading", () => {
   it("refuses a helper of another shape, so an esbuild upgrade fails the build", () => {
     expect(() => copyPropsWithoutReading("var __copyProps=(to,from)=>to;")).toThrow(/__copyProps/);
     expect(copyPropsWithoutReading('import{__toESM}from"./dpo-X.js";')).toBeUndefined();
+  });
+});
+
+describe("REQUIRE_BANNER", () => {
+  it("gives bundled CommonJS Node's built-ins and other packages, and loads no node:module", () => {
+    const dir = join(work, "banner");
+    mkdirSync(join(dir, "node_modules", "dep"), { recursive: true });
+    writeFileSync(join(dir, "node_modules", "dep", "index.js"), "module.exports = 'from dep';");
+    writeFileSync(
+      join(dir, "main.mjs"),
+      `${REQUIRE_BANNER}
+const out = { path: typeof require("node:path").join, fs: typeof require("fs").readFileSync };
+const wanted = ["NativeModule module", "NativeModule internal/source_map/source_map"];
+out.loaded = process.moduleLoadList.filter((m) => wanted.includes(m));
+let missing;
+try { require("no-such-package"); } catch (error) { missing = error.code; }
+console.log(JSON.stringify({ ...out, dep: require("dep"), missing }));`,
+    );
+    const ran = JSON.parse(
+      execFileSync(process.execPath, [join(dir, "main.mjs")], { encoding: "utf8" }),
+    ) as Record<string, unknown>;
+    expect(ran).toEqual({
+      path: "function",
+      fs: "function",
+      loaded: [],
+      dep: "from dep",
+      missing: "MODULE_NOT_FOUND",
+    });
   });
 });
