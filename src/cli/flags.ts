@@ -1,5 +1,4 @@
 // Declarative command-line flags with environment-variable fallbacks: flag > env > default.
-import { parseArgs } from "node:util";
 import type { ListenAddress } from "../observability/http.js";
 
 export interface FlagSpec {
@@ -61,6 +60,10 @@ export interface ResolvedFlags {
   positionals: string[];
 }
 
+function unknownFlag(flag: string, usage?: string): UsageError {
+  return new UsageError(`unknown flag '${flag}' (a file name starting with '-' goes after '--')`, usage);
+}
+
 /**
  * node:util parseArgs' error as a usage error in dpo's words: `unknown flag '--x'`, `--to needs a value`.
  * Anything else keeps parseArgs' message.
@@ -69,19 +72,66 @@ export function argsError(err: unknown, usage?: string): UsageError {
   const { code, message } = err as { code?: string; message: string };
   // The flag as parseArgs quotes it first: '--bogus', '-o, --output <value>' (the long name then).
   const quoted = /'([^']*)'/.exec(message)?.[1] ?? "";
+  // An unknown one as it was typed.
+  if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" && quoted !== "") return unknownFlag(quoted, usage);
   const flag = quoted.match(/-{1,2}[A-Za-z0-9][-A-Za-z0-9]*/g)?.at(-1);
   if (flag === undefined) return new UsageError(message, usage);
-  if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
-    return new UsageError(`unknown flag '${flag}' (a file name starting with '-' goes after '--')`, usage);
-  }
   if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
     if (message.includes("does not take an argument")) return new UsageError(`${flag} takes no value`, usage);
     if (message.includes("ambiguous")) {
-      return new UsageError(`${flag} needs a value (${flag}=-x for one starting with '-')`, usage);
+      // The long name, where `=` gives the value (`-o=-x` would be `=-x`): parseArgs' own advice names it.
+      const long = /'(--[^'=]+)=-XYZ'/.exec(message)?.[1] ?? flag;
+      return new UsageError(`${long} needs a value (${long}=-x for one starting with '-')`, usage);
     }
     return new UsageError(`${flag} needs a value`, usage);
   }
   return new UsageError(message, usage);
+}
+
+/**
+ * argv as the flags of `specs` (each takes a value) and positionals, by node:util parseArgs' rules in strict
+ * mode, with its errors in argsError's words: `--name value`, `--name=value`, `-s value` and `-svalue`; `--`
+ * ends the flags; a value starting with '-' only after `=`; the last of a repeated flag wins. Written out
+ * because parseArgs, loaded into every plugin for a handful of flags, took 0.5 MiB of its idle RSS
+ * (docs/benchmarks.md); test/unit/cli/flags.test.ts holds it to parseArgs' answers.
+ */
+export function parseFlagArgs(
+  specs: readonly FlagSpec[],
+  argv: readonly string[],
+): { values: Record<string, string>; positionals: string[] } {
+  const byName = new Map(specs.map((spec) => [spec.name, spec]));
+  const byShort = new Map(specs.flatMap((spec) => (spec.short === undefined ? [] : [[spec.short, spec]])));
+  const values: Record<string, string> = {};
+  const positionals: string[] = [];
+  const valueAfter = (spec: FlagSpec, next: string | undefined): string => {
+    if (next === undefined) throw new UsageError(`--${spec.name} needs a value`);
+    if (next.length > 1 && next.startsWith("-")) {
+      throw new UsageError(`--${spec.name} needs a value (--${spec.name}=-x for one starting with '-')`);
+    }
+    return next;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === "--") {
+      positionals.push(...argv.slice(i + 1));
+      break;
+    }
+    if (arg.startsWith("--")) {
+      // As parseArgs: a name of one character at least before the `=` (`--=x` is a flag named `=x`).
+      const eq = arg.indexOf("=", 3);
+      const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
+      const spec = byName.get(name);
+      if (spec === undefined) throw unknownFlag(`--${name}`);
+      values[spec.name] = eq === -1 ? valueAfter(spec, argv[++i]) : arg.slice(eq + 1);
+    } else if (arg.length > 1 && arg.startsWith("-")) {
+      const spec = byShort.get(arg[1]!);
+      if (spec === undefined) throw unknownFlag(`-${arg[1]}`);
+      values[spec.name] = arg.length > 2 ? arg.slice(2) : valueAfter(spec, argv[++i]);
+    } else {
+      positionals.push(arg);
+    }
+  }
+  return { values, positionals };
 }
 
 /** Resolves flags from argv and env; throws UsageError naming the flag on anything unknown or invalid. */
@@ -90,19 +140,7 @@ export function resolveFlags(
   argv: readonly string[],
   env: Readonly<Record<string, string | undefined>>,
 ): ResolvedFlags {
-  let parsed: ReturnType<typeof parseArgs>;
-  try {
-    parsed = parseArgs({
-      args: [...argv],
-      options: Object.fromEntries(
-        specs.map((s) => [s.name, { type: "string" as const, ...(s.short ? { short: s.short } : {}) }]),
-      ),
-      allowPositionals: true,
-      strict: true,
-    });
-  } catch (err) {
-    throw argsError(err);
-  }
+  const parsed = parseFlagArgs(specs, argv);
   const values: Record<string, string | undefined> = {};
   for (const spec of specs) {
     const fromFlag = parsed.values[spec.name];

@@ -338,7 +338,7 @@ describe("dpo plugin", () => {
 });
 
 describe("dpo plugin's endpoints as the DaemonSet asks for them", () => {
-  it("serves `:PORT` on IPv4 and IPv6 alike, and loads neither Node's resolver, worker_threads nor node:module", async () => {
+  it("serves `:PORT` on IPv4 and IPv6 alike, and loads neither Node's resolver, worker_threads, node:module nor parseArgs", async () => {
     const tmp = tempDir("endpoints");
     cleanups.push(tmp.cleanup);
     const dir = join(tmp.dir, "dp");
@@ -408,7 +408,7 @@ describe("dpo plugin's endpoints as the DaemonSet asks for them", () => {
     const loaded = JSON.parse(readFileSync(join(tmp.dir, `loaded-${r.child.pid}.json`), "utf8")) as string[];
     expect(loaded).toContain("NativeModule http2");
     const unwanted =
-      /^NativeModule (dns|worker_threads|internal\/util\/diff|module|internal\/source_map\/source_map)$/;
+      /^NativeModule (dns|worker_threads|internal\/util\/diff|module|internal\/source_map\/source_map|internal\/util\/parse_args\/parse_args)$/;
     expect(loaded.filter((m) => unwanted.test(m))).toEqual([]);
   });
 });
