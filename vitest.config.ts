@@ -1,7 +1,22 @@
 // Test tiers: unit (pure functions), protocol (the runtime over real unix sockets), cluster (integration,
-// kubelet-sim and end-to-end tests against one real local control plane per run), and node (the same control
+// kubelet-sim and end-to-end tests against real local control planes, one per worker), and node (one control
 // plane with a real kubelet and containerd running the dpo image).
 import { defineConfig } from "vitest/config";
+
+/**
+ * Clusters of the cluster project, each its own control plane with simulated nodes, and as many test files at
+ * once: most of a file's time is spent waiting on controllers, so `make test` runs two. One by default, and
+ * always one on a cluster the run did not start (DPO_TEST_KUBECONFIG).
+ */
+function clusterWorkers(env: NodeJS.ProcessEnv): number {
+  if (env.DPO_TEST_KUBECONFIG) return 1;
+  const wanted = Number(env.DPO_TEST_CLUSTERS ?? "1");
+  if (!Number.isInteger(wanted) || wanted < 1) {
+    throw new Error(`DPO_TEST_CLUSTERS=${env.DPO_TEST_CLUSTERS}: want a whole number of clusters, 1 or more`);
+  }
+  return wanted;
+}
+const clusters = clusterWorkers(process.env);
 
 export default defineConfig({
   test: {
@@ -32,8 +47,9 @@ export default defineConfig({
           globalSetup: ["test/cluster/global-setup.ts"],
           testTimeout: 180_000,
           hookTimeout: 300_000,
-          // One control plane serves every file; files run one at a time so they do not race for it.
-          fileParallelism: false,
+          // One control plane per worker (test/cluster/global-setup.ts): files at once never share one.
+          fileParallelism: clusters > 1,
+          maxWorkers: clusters,
         },
       },
       {

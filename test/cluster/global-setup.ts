@@ -1,4 +1,5 @@
-// Vitest global setup for the cluster project: one real control plane per run, or the one named by DPO_TEST_KUBECONFIG.
+// Vitest global setup for the cluster project: one real control plane per worker of the run (DPO_TEST_CLUSTERS
+// in vitest.config.ts), or the one named by DPO_TEST_KUBECONFIG.
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -31,40 +32,71 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const versions = await readPinnedVersions();
   project.provide("clusterBinDir", binDir);
   project.provide("clusterKubernetesVersion", versions.kubernetes);
+  // One cluster per worker (vitest.config.ts: DPO_TEST_CLUSTERS): files run at once never share one.
+  const count = project.config.maxWorkers;
 
   const reused = process.env[REUSE_KUBECONFIG_ENV];
   if (reused) {
+    if (count !== 1) {
+      throw new Error(
+        `${REUSE_KUBECONFIG_ENV} names one cluster, but the project runs ${count} files at once`,
+      );
+    }
     const kubeconfigPath = resolve(reused);
-    project.provide("clusterKubeconfig", kubeconfigPath);
-    project.provide("clusterStateDir", "");
-    project.provide("clusterNodeNames", await simulatedNodeNames(kubeconfigPath));
+    project.provide("clusters", [
+      { kubeconfig: kubeconfigPath, stateDir: "", nodeNames: await simulatedNodeNames(kubeconfigPath) },
+    ]);
     log.info({ kubeconfig: kubeconfigPath }, "reusing a running cluster");
     return () => Promise.resolve();
   }
 
-  const stateDir = await mkdtemp(join(tmpdir(), "dpo-test-cluster-"));
-  const cluster = await startCluster({
-    nodes: NODES,
-    stateDir,
-    binDir,
-    log,
-    kubeletSimulator: true,
-    // Status writes timed as the API server received them (test/e2e/operator-scale.test.ts), and every
-    // write of the operator by replica (test/e2e/leader-fence.test.ts).
-    auditPolicy: AUDIT_CLUSTER_TIER,
-  });
-  log.info({ ms: cluster.startupMs, stateDir }, "test cluster started");
-  project.provide("clusterKubeconfig", cluster.kubeconfigPath);
-  project.provide("clusterStateDir", stateDir);
-  project.provide("clusterNodeNames", [...cluster.nodeNames].sort());
-  return async () => {
-    await cluster.stop();
-    if (process.env[KEEP_STATE_ENV]) {
-      log.warn({ stateDir }, "cluster state kept");
-    } else {
-      await rm(stateDir, { recursive: true, force: true });
+  const started = await Promise.allSettled(
+    Array.from({ length: count }, async () => {
+      const stateDir = await mkdtemp(join(tmpdir(), "dpo-test-cluster-"));
+      try {
+        const cluster = await startCluster({
+          nodes: NODES,
+          stateDir,
+          binDir,
+          log,
+          kubeletSimulator: true,
+          // Status writes timed as the API server received them (test/e2e/operator-scale.test.ts), and every
+          // write of the operator by replica (test/e2e/leader-fence.test.ts).
+          auditPolicy: AUDIT_CLUSTER_TIER,
+        });
+        log.info({ ms: cluster.startupMs, stateDir }, "test cluster started");
+        return { cluster, stateDir };
+      } catch (error) {
+        await rm(stateDir, { recursive: true, force: true });
+        throw error;
+      }
+    }),
+  );
+  const clusters = started.flatMap((result) => (result.status === "fulfilled" ? [result.value] : []));
+  const stopAll = async (): Promise<void> => {
+    for (const { cluster, stateDir } of clusters) {
+      await cluster.stop();
+      if (process.env[KEEP_STATE_ENV]) {
+        log.warn({ stateDir }, "cluster state kept");
+      } else {
+        await rm(stateDir, { recursive: true, force: true });
+      }
     }
   };
+  const failed = started.find((result) => result.status === "rejected");
+  if (failed !== undefined) {
+    await stopAll();
+    throw failed.reason;
+  }
+  project.provide(
+    "clusters",
+    clusters.map(({ cluster, stateDir }) => ({
+      kubeconfig: cluster.kubeconfigPath,
+      stateDir,
+      nodeNames: [...cluster.nodeNames].sort(),
+    })),
+  );
+  return stopAll;
 }
 
 async function simulatedNodeNames(kubeconfigPath: string): Promise<string[]> {

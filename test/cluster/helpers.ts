@@ -12,7 +12,8 @@ import { readdirSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { inject } from "vitest";
-import "./provided-context.js";
+import type { ProvidedCluster } from "./provided-context.js";
+import { clusterOfThisWorker } from "./worker-cluster.js";
 
 export { waitFor, type WaitOptions } from "../../tools/cluster/wait.js";
 import { waitFor } from "../../tools/cluster/wait.js";
@@ -36,20 +37,25 @@ export interface InjectedCluster {
   stateDir: string;
 }
 
+function thisWorkersCluster(): ProvidedCluster {
+  return clusterOfThisWorker(inject("clusters"), process.env.VITEST_POOL_ID);
+}
+
 export function injectedCluster(): InjectedCluster {
+  const cluster = thisWorkersCluster();
   return {
-    kubeconfigPath: inject("clusterKubeconfig"),
+    kubeconfigPath: cluster.kubeconfig,
     binDir: inject("clusterBinDir"),
     kubernetesVersion: inject("clusterKubernetesVersion"),
-    nodeNames: inject("clusterNodeNames"),
-    stateDir: inject("clusterStateDir"),
+    nodeNames: cluster.nodeNames,
+    stateDir: cluster.stateDir,
   };
 }
 
 /** An admin KubeConfig for the cluster under test. */
 export function kubeConfigFromInjected(): KubeConfig {
   const kubeconfig = new KubeConfig();
-  kubeconfig.loadFromFile(inject("clusterKubeconfig"));
+  kubeconfig.loadFromFile(thisWorkersCluster().kubeconfig);
   return kubeconfig;
 }
 
@@ -88,7 +94,7 @@ export interface KubectlOptions {
 /** Runs the built kubectl against the cluster under test. */
 export async function kubectl(args: string[], options: KubectlOptions = {}): Promise<KubectlResult> {
   const executable = join(inject("clusterBinDir"), "kubectl");
-  const fullArgs = [`--kubeconfig=${inject("clusterKubeconfig")}`, ...args];
+  const fullArgs = [`--kubeconfig=${thisWorkersCluster().kubeconfig}`, ...args];
   const result = await new Promise<KubectlResult>((resolve, reject) => {
     const child = execFile(executable, fullArgs, { timeout: 60_000 }, (error, stdout, stderr) => {
       if (error && typeof error.code !== "number") {

@@ -1,18 +1,25 @@
 // Types of the values the cluster global setup hands to test files through vitest's provide/inject.
-export {};
+/** One control plane of a run, as a test file reaches it. */
+export interface ProvidedCluster {
+  /** Admin kubeconfig (client certificate in system:masters). */
+  kubeconfig: string;
+  /** State directory of a cluster this run started; empty when reusing one (DPO_TEST_KUBECONFIG). */
+  stateDir: string;
+  /** Simulated (KWOK) nodes, sorted by name. */
+  nodeNames: string[];
+}
 
 declare module "vitest" {
   export interface ProvidedContext {
-    /** Admin kubeconfig of the cluster under test (client certificate in system:masters). */
-    clusterKubeconfig: string;
+    /**
+     * The clusters under test, one per worker of the project (`maxWorkers`): test files run at once only on
+     * different clusters. Each worker's files use `clusters[VITEST_POOL_ID - 1]` (test/cluster/helpers.ts).
+     */
+    clusters: ProvidedCluster[];
     /** Directory with kubectl and the control-plane binaries. */
     clusterBinDir: string;
     /** The Kubernetes release the binaries were built from; simulated nodes report it as kubelet version. */
     clusterKubernetesVersion: string;
-    /** State directory of the cluster this run started; empty when reusing one (DPO_TEST_KUBECONFIG). */
-    clusterStateDir: string;
-    /** Simulated (KWOK) nodes, sorted by name. */
-    clusterNodeNames: string[];
     /** The real node's name (the node tier only; test/node/global-setup.ts). */
     realNodeName: string;
     /** The real node's containerd socket and ctr, for what tests check below the API. */

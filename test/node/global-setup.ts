@@ -58,11 +58,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
     throw error;
   }
   log.info({ ms: cluster.startupMs, stateDir, node: node.name }, "test cluster with a real node started");
-  project.provide("clusterKubeconfig", cluster.kubeconfigPath);
+  // One real node per machine: the node project runs one file at a time, on this one cluster.
+  project.provide("clusters", [
+    { kubeconfig: cluster.kubeconfigPath, stateDir, nodeNames: [...cluster.nodeNames].sort() },
+  ]);
   project.provide("clusterBinDir", binDir);
   project.provide("clusterKubernetesVersion", versions.kubernetes);
-  project.provide("clusterStateDir", stateDir);
-  project.provide("clusterNodeNames", [...cluster.nodeNames].sort());
   project.provide("realNodeName", node.name);
   project.provide("realNodeContainerdSocket", node.containerdSocket);
   project.provide("realNodeCtr", join(containerdBinDir, "ctr"));

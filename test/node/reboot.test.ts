@@ -15,10 +15,10 @@
 // docs/benchmarks.md.
 import type { V1Pod } from "@kubernetes/client-node";
 import { AppsV1Api, CustomObjectsApi } from "@kubernetes/client-node";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DevicePluginConfigStatus } from "../../src/api/v1beta1/status.js";
 import { rebootRealNode, type RebootTimes } from "../../tools/real-node/reboot.js";
-import { kubeConfigFromInjected, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
+import { injectedCluster, kubeConfigFromInjected, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
 import { configStatusWhere } from "../e2e/upgrade-support.js";
 import { installDpo, startOperator, type OperatorProcess } from "../e2e/support.js";
 import { PodWatch } from "./pod-watch.js";
@@ -187,7 +187,7 @@ async function rebootWith(s: Scenario): Promise<Measured> {
   const poller = new KubeletAllocatablePoller(s.resource);
   poller.start();
   try {
-    const times = await rebootRealNode(inject("clusterStateDir"));
+    const times = await rebootRealNode(injectedCluster().stateDir);
     const after = await running(s, times.downAt);
     const runningAt = Date.now();
     await watch.sweep();

@@ -7,7 +7,7 @@ import * as grpc from "@grpc/grpc-js";
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { CoreV1Api, type V1Pod } from "@kubernetes/client-node";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEVICE_PLUGINS_DIR } from "../../src/contract/kubelet-paths.js";
 import {
   PodResourcesListerClient,
@@ -15,7 +15,7 @@ import {
   type ListPodResourcesResponse,
   type RegisterRequest,
 } from "../../src/plugin-runtime/proto/index.js";
-import { kubeConfigFromInjected, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
+import { injectedCluster, kubeConfigFromInjected, kubectl, uniqueName, waitFor } from "../cluster/helpers.js";
 import { installDpo, startOperator, type OperatorProcess } from "../e2e/support.js";
 import {
   HOST_DEVICE_PLUGINS_DIR,
@@ -170,7 +170,7 @@ async function watchedSide(node: string, rest: Omit<Side, "node" | "shown" | "wa
 }
 
 beforeAll(async () => {
-  simNode = inject("clusterNodeNames")[0]!;
+  simNode = injectedCluster().nodeNames[0]!;
   const realVersion = (await core.readNode({ name: realNode() })).status!.nodeInfo!.kubeletVersion;
   await installDpo();
   sim = await KubeletSimulator.start({

@@ -21,7 +21,7 @@ import {
   REAL_NODE_TAINT,
   restartKubelet,
 } from "../../tools/real-node/real-node.js";
-import { kubeConfigFromInjected, kubectl, waitFor } from "../cluster/helpers.js";
+import { injectedCluster, kubeConfigFromInjected, kubectl, waitFor } from "../cluster/helpers.js";
 import { NAMESPACE } from "../e2e/support.js";
 import "../cluster/provided-context.js";
 
@@ -101,7 +101,7 @@ export async function waitForPodPhase(
 
 /** Restarts the real node's kubelet (another build of it when given); resolves once the process runs. */
 export async function restartRealKubelet(binary?: string): Promise<void> {
-  await restartKubelet(inject("clusterStateDir"), binary);
+  await restartKubelet(injectedCluster().stateDir, binary);
 }
 
 /** When a restarted kubelet was back, on the wall clock (Date.now). */
@@ -122,7 +122,7 @@ export interface KubeletBack {
  * kubelet answer first) and its device-plugin socket, which the new kubelet's device manager creates afresh.
  */
 export async function restartRealKubeletTimed(binary?: string): Promise<KubeletBack> {
-  const kubelet = (await readRecordedProcesses(inject("clusterStateDir"))).find((p) => p.name === "kubelet");
+  const kubelet = (await readRecordedProcesses(injectedCluster().stateDir)).find((p) => p.name === "kubelet");
   if (!kubelet?.netns) throw new Error("the real node's kubelet has no recorded network namespace");
   const prober = spawn(
     "nsenter",

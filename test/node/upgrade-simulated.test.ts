@@ -3,7 +3,7 @@
 // docs/benchmarks.md can set the simulator's windows beside the real kubelet's.
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { kubeConfigFromInjected, uniqueName } from "../cluster/helpers.js";
+import { injectedCluster, kubeConfigFromInjected, uniqueName } from "../cluster/helpers.js";
 import { installDpo, startOperator, type OperatorProcess } from "../e2e/support.js";
 import { HOST_POD_RESOURCES_DIR, KubeletSimulator } from "../../tools/kubelet-sim/node-simulator.js";
 import { dpoImage } from "./support.js";
@@ -27,7 +27,7 @@ async function simulate(version: string): Promise<void> {
 }
 
 beforeAll(async () => {
-  node = inject("clusterNodeNames")[0]!;
+  node = injectedCluster().nodeNames[0]!;
   await installDpo();
   await simulate(inject("clusterKubernetesVersion"));
   operator = await startOperator(["--status-write-interval", "250"], {}, { pluginImage: dpoImage() });
