@@ -282,8 +282,9 @@ describe("DraRuntime on a real API server", () => {
       await old.start();
       expect(await models()).toEqual(["X100", "X100"]);
 
+      // The newer instance's view is in the slice once its start resolves, whether or not the older one has
+      // noticed it yet (it polls every 100 ms, and a start can take longer than that on a loaded machine).
       await fresh.start();
-      expect(old.publisher.standingByFor()).toBeUndefined();
       expect(await models()).toEqual(["X200", "X200"]);
       await waitFor(
         "the old instance standing by",
