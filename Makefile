@@ -81,8 +81,8 @@ format: deps
 ## against a real control plane built from the upstream Go modules; the first run builds it), the cluster tier's
 ## core against the oldest supported control plane, and node (a real kubelet and containerd; needs root).
 ## The tiers run in two lanes at once, since most of their time is spent waiting on control planes: the
-## cluster tier (two clusters, a test file on each at once) and then the oldest control plane in one; lint, unit,
-## protocol, the real node and the `make demo` test (which joins the real node too) in the other. What a tier needs is built by the same
+## cluster tier, the longest, in one; lint, unit, protocol, the oldest control plane, the real node and the
+## `make demo` test (which joins the real node too) in the other. What a tier needs is built by the same
 ## `make -j` as the tiers, so a cold build of one control plane runs while the tiers that do not need it do.
 ## A failing tier stops the rest of its own lane only. Ends with each tier's tests and when it ran
 ## (tools/test-report).
@@ -96,17 +96,17 @@ TEST_JOBS ?= 3
 # The lanes: each tier a target with the tier before it in its lane as prerequisite, and what it needs built;
 # --output-sync prints a tier's output whole when it ends. The builds come first in each list, so that the
 # longest (a control plane's binaries from the module proxy, when the cache is cold) start first.
-test-lane-cluster: test-run-oldest
+test-lane-cluster: test-run-cluster
 test-lane-tiers: test-run-demo
 test-run-cluster: cluster-tools build gitops-health promlint
 	$(VITEST_CLUSTER) --exclude $(DEMO_TEST)
-test-run-oldest: oldest-cluster-tools build gitops-health promlint test-run-cluster
-	$(VITEST_CLUSTER_OLDEST)
 test-run-unit: lint gitops-health promlint promtool pod-security olm-validate
 	$(VITEST_UNIT)
 test-run-protocol: build test-all-images promlint test-run-unit
 	$(VITEST_PROTOCOL)
-test-run-node: node-tools cluster-tools oldest-cluster-tools test-all-images test-run-protocol
+test-run-oldest: oldest-cluster-tools build gitops-health promlint test-run-protocol
+	$(VITEST_CLUSTER_OLDEST)
+test-run-node: node-tools cluster-tools oldest-cluster-tools test-all-images test-run-oldest
 	$(VITEST_NODE)
 test-run-demo: test-run-node
 	npx vitest run --project cluster $(DEMO_TEST) $(call VITEST_REPORT,demo)
@@ -144,8 +144,9 @@ test-protocol: build promlint
 	$(VITEST_PROTOCOL)
 
 ## The cluster tier (test/integration, test/e2e): real control planes with simulated kubelets, CLUSTER_WORKERS
-## of them (2 by default), each running one test file at a time.
-CLUSTER_WORKERS ?= 2
+## of them (1 by default), each running one test file at a time. Two halve the tier on a machine with cores to
+## spare; on two cores they slow the other lane as much (docs/benchmarks.md).
+CLUSTER_WORKERS ?= 1
 VITEST_CLUSTER = DPO_TEST_CLUSTERS=$(CLUSTER_WORKERS) npx vitest run --project cluster $(call VITEST_REPORT,cluster)
 test-cluster: build cluster-tools gitops-health promlint
 	$(VITEST_CLUSTER)

@@ -5,8 +5,8 @@ import { defineConfig } from "vitest/config";
 
 /**
  * Clusters of the cluster project, each its own control plane with simulated nodes, and as many test files at
- * once: most of a file's time is spent waiting on controllers, so `make test` runs two. One by default, and
- * always one on a cluster the run did not start (DPO_TEST_KUBECONFIG).
+ * once (DPO_TEST_CLUSTERS; `make test`'s CLUSTER_WORKERS). One by default, and always one on a cluster the run
+ * did not start (DPO_TEST_KUBECONFIG).
  */
 function clusterWorkers(env: NodeJS.ProcessEnv): number {
   if (env.DPO_TEST_KUBECONFIG) return 1;
