@@ -64,6 +64,16 @@ function unknownFlag(flag: string, usage?: string): UsageError {
   return new UsageError(`unknown flag '${flag}' (a file name starting with '-' goes after '--')`, usage);
 }
 
+/** A flag with no value after it; `long` is its `--name`, the spelling whose `=` takes a value. */
+function needsValue(long: string, usage?: string): UsageError {
+  return new UsageError(`${long} needs a value`, usage);
+}
+
+/** A flag followed by what looks like another flag. */
+function ambiguousValue(long: string, usage?: string): UsageError {
+  return new UsageError(`${long} needs a value (${long}=-x for one starting with '-')`, usage);
+}
+
 /**
  * node:util parseArgs' error as a usage error in dpo's words: `unknown flag '--x'`, `--to needs a value`.
  * Anything else keeps parseArgs' message.
@@ -80,10 +90,9 @@ export function argsError(err: unknown, usage?: string): UsageError {
     if (message.includes("does not take an argument")) return new UsageError(`${flag} takes no value`, usage);
     if (message.includes("ambiguous")) {
       // The long name, where `=` gives the value (`-o=-x` would be `=-x`): parseArgs' own advice names it.
-      const long = /'(--[^'=]+)=-XYZ'/.exec(message)?.[1] ?? flag;
-      return new UsageError(`${long} needs a value (${long}=-x for one starting with '-')`, usage);
+      return ambiguousValue(/'(--[^'=]+)=-XYZ'/.exec(message)?.[1] ?? flag, usage);
     }
-    return new UsageError(`${flag} needs a value`, usage);
+    return needsValue(flag, usage);
   }
   return new UsageError(message, usage);
 }
@@ -104,10 +113,8 @@ export function parseFlagArgs(
   const values: Record<string, string> = {};
   const positionals: string[] = [];
   const valueAfter = (spec: FlagSpec, next: string | undefined): string => {
-    if (next === undefined) throw new UsageError(`--${spec.name} needs a value`);
-    if (next.length > 1 && next.startsWith("-")) {
-      throw new UsageError(`--${spec.name} needs a value (--${spec.name}=-x for one starting with '-')`);
-    }
+    if (next === undefined) throw needsValue(`--${spec.name}`);
+    if (next.length > 1 && next.startsWith("-")) throw ambiguousValue(`--${spec.name}`);
     return next;
   };
   for (let i = 0; i < argv.length; i++) {

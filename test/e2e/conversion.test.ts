@@ -301,7 +301,6 @@ describe("DevicePluginConfig in two API versions", () => {
     /** Requests that must convert while the CA rolls, and again once the first CA has expired. */
     const WANTED_PER_PHASE = 10;
     let rotated = Number.POSITIVE_INFINITY;
-    let expired = Number.POSITIVE_INFINITY;
     const throttled: string[] = [];
     let requests = 0;
     /** When each request that converted came back. */
@@ -368,7 +367,7 @@ describe("DevicePluginConfig in two API versions", () => {
       // Past the first CA's end (and its serving certificates'), requests still convert: the load runs on
       // until enough of them have, however slowly a loaded machine answers.
       const firstCa = new X509Certificate(Buffer.from([...seenCAs][0]!, "base64"));
-      expired = Date.parse(firstCa.validTo);
+      const expired = Date.parse(firstCa.validTo);
       await waitFor(
         `${WANTED_PER_PHASE} requests to convert past the first CA's end`,
         (observe) => {
