@@ -80,10 +80,11 @@ function ambiguousValue(long: string, usage?: string): UsageError {
  */
 export function argsError(err: unknown, usage?: string): UsageError {
   const { code, message } = err as { code?: string; message: string };
-  // The flag as parseArgs quotes it first: '--bogus', '-o, --output <value>' (the long name then).
+  // An unknown one as it was typed, quotes in it included: `Unknown option '-''. To specify …`.
+  const unknown = /^Unknown option '(.*?)'(?:\. To specify|$)/s.exec(message)?.[1];
+  if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" && unknown) return unknownFlag(unknown, usage);
+  // The flag as parseArgs quotes it first: '-o, --output <value>' (the long name then).
   const quoted = /'([^']*)'/.exec(message)?.[1] ?? "";
-  // An unknown one as it was typed.
-  if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" && quoted !== "") return unknownFlag(quoted, usage);
   const flag = quoted.match(/-{1,2}[A-Za-z0-9][-A-Za-z0-9]*/g)?.at(-1);
   if (flag === undefined) return new UsageError(message, usage);
   if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {

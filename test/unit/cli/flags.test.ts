@@ -110,6 +110,12 @@ describe("parseFlagArgs", () => {
       want: { error: "unknown flag '--bogus' (a file name starting with '-' goes after '--')" },
     },
     { argv: ["-x"], want: { error: "unknown flag '-x' (a file name starting with '-' goes after '--')" } },
+    // A quote in an unknown flag is part of its name (parseArgs quotes the name in its message).
+    { argv: ["-'"], want: { error: "unknown flag '-'' (a file name starting with '-' goes after '--')" } },
+    {
+      argv: ["--a'b=1"],
+      want: { error: "unknown flag '--a'b' (a file name starting with '-' goes after '--')" },
+    },
     { argv: ["--config"], want: { error: "--config needs a value" } },
     { argv: ["-o"], want: { error: "--output needs a value" } },
     {
