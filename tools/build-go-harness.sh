@@ -23,7 +23,7 @@ mkdir -p "$dir"
 # partial binary where the check above would take it.
 tmp="$(mktemp "$dir/.$name.XXXXXX")"
 trap 'rm -f "$tmp"' EXIT
-(cd "$here" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "-s -w" -o "$tmp" .)
+(cd "$here" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" -o "$tmp" .)
 mv -f "$tmp" "$dir/$name"
 trap - EXIT
 echo "$name: built in $(( $(date +%s) - start ))s into $dir" >&2

@@ -27,7 +27,7 @@ if ! [[ -x "$shared/helm" && -f "$shared/.stamp-helm" && "$(cat "$shared/.stamp-
   # The module path carries the major version (helm.sh/helm/v4); a module build reports no version unless
   # it is stamped the way Helm's own Makefile does.
   module="helm.sh/helm/${HELM_VERSION%%.*}"
-  (cd "$shared" && CGO_ENABLED=0 GOFLAGS= GOBIN="$shared" go install -trimpath \
+  (cd "$shared" && CGO_ENABLED=0 GOFLAGS= GOBIN="$shared" go install -trimpath -gcflags=all=-dwarf=false \
     -ldflags "-s -w -X $module/internal/version.version=${HELM_VERSION} -X $module/internal/version.gitTreeState=clean" \
     "$module/cmd/helm@${HELM_VERSION}")
   echo "$stamp_value" > "$shared/.stamp-helm"

@@ -25,7 +25,7 @@ mkdir -p "$dir"
 tmp="$(mktemp "$dir/.sampledeviceplugin.XXXXXX")"
 trap 'rm -f "$tmp"' EXIT
 # As the upstream image is built (test/images/image-util.sh): static, symbol table kept, no DWARF.
-(cd "$K8S_MODULE_DIR" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "-w" \
+(cd "$K8S_MODULE_DIR" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -gcflags=all=-dwarf=false -ldflags "-w" \
   -o "$tmp" k8s.io/kubernetes/test/images/sample-device-plugin)
 mv -f "$tmp" "$dir/sampledeviceplugin"
 trap - EXIT

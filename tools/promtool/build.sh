@@ -26,7 +26,7 @@ mkdir -p "$dir"
 # partial binary where the check above would take it.
 tmp="$(mktemp -d "$dir/.build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
-CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOBIN="$tmp" go install -trimpath -tags "$TAGS" -ldflags "-s -w" \
+CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOBIN="$tmp" go install -trimpath -gcflags=all=-dwarf=false -tags "$TAGS" -ldflags "-s -w" \
   "github.com/prometheus/prometheus/cmd/promtool@${PROMETHEUS_MODULE_VERSION}"
 mv -f "$tmp/promtool" "$dir/promtool"
 echo "promtool: built in $(( $(date +%s) - start ))s into $dir" >&2

@@ -39,7 +39,7 @@ log "building containerd ${version} (containerd, containerd-shim-runc-v2, ctr)"
 tmp="$(mktemp -d "${bin%/bin}.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 # Static, as containerd's release builds are; the btrfs snapshotter needs cgo and the node uses overlayfs.
-(cd "$here/containerd" && CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false" go build -trimpath -tags no_btrfs \
+(cd "$here/containerd" && CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false" go build -trimpath -gcflags=all=-dwarf=false -tags no_btrfs \
   -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=${version}" -o "$tmp/" \
   github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
   github.com/containerd/containerd/v2/cmd/ctr)
