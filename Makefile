@@ -117,10 +117,6 @@ test-run-demo: test-run-node
 # images start beside it, since the other lane's unit and protocol tiers wait for them.
 ifneq ($(filter test-lane-cluster,$(MAKECMDGOALS)),)
 oldest-cluster-tools: | cluster-tools
-# The pinned release's build is the cold run's critical path (the cluster tier waits for it and then takes
-# 20 min); at a higher priority it takes the cores from the other lane's builds and tests, which catch up
-# while the cluster tier waits on its control plane. Only where the user may raise a priority (root, as CI).
-CLUSTER_TOOLS_PRIORITY := $(if $(shell nice -n -5 true 2>&1),,nice -n -5)
 endif
 
 # The dpo image and the real node's images in one build, so that two builds never run at once.
@@ -245,7 +241,7 @@ fuzz-config: build cluster-tools
 ## The local control plane: its binaries (kube-apiserver, etcd, kwok, kubectl, helm, …) built once into the cache
 ## from the Go module proxy.
 cluster-tools:
-	@$(CLUSTER_TOOLS_PRIORITY) tools/cluster/build.sh
+	@tools/cluster/build.sh
 
 ## Starts the local control plane with NODES KWOK nodes (3 by default).
 cluster-up: deps cluster-tools
