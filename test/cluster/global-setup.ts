@@ -13,7 +13,7 @@ import {
   startCluster,
 } from "../../tools/cluster/cluster.js";
 import { AUDIT_CLUSTER_TIER } from "../../tools/cluster/audit.js";
-import "./provided-context.js";
+import { providedCluster } from "./provided-context.js";
 
 /** Simulated nodes; most files expect 3, full-size runs of one file (make chaos-upgrade) set more. */
 const NODES = Number(process.env.DPO_TEST_NODES ?? "3");
@@ -90,11 +90,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   }
   project.provide(
     "clusters",
-    clusters.map(({ cluster, stateDir }) => ({
-      kubeconfig: cluster.kubeconfigPath,
-      stateDir,
-      nodeNames: [...cluster.nodeNames].sort(),
-    })),
+    clusters.map(({ cluster, stateDir }) => providedCluster(cluster, stateDir)),
   );
   return stopAll;
 }

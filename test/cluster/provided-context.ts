@@ -9,6 +9,14 @@ export interface ProvidedCluster {
   nodeNames: string[];
 }
 
+/** A cluster the run started, as test files reach it (both global setups hand theirs over this way). */
+export function providedCluster(
+  cluster: { readonly kubeconfigPath: string; readonly nodeNames: readonly string[] },
+  stateDir: string,
+): ProvidedCluster {
+  return { kubeconfig: cluster.kubeconfigPath, stateDir, nodeNames: [...cluster.nodeNames].sort() };
+}
+
 declare module "vitest" {
   export interface ProvidedContext {
     /**

@@ -14,7 +14,7 @@ import {
 } from "../../tools/real-node/artifacts.js";
 import { realNodeUnsupportedReason } from "../../tools/real-node/host.js";
 import { startRealNode } from "../../tools/real-node/real-node.js";
-import "../cluster/provided-context.js";
+import { providedCluster } from "../cluster/provided-context.js";
 
 const KEEP_STATE_ENV = "DPO_TEST_KEEP_CLUSTER_STATE";
 
@@ -59,9 +59,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   }
   log.info({ ms: cluster.startupMs, stateDir, node: node.name }, "test cluster with a real node started");
   // One real node per machine: the node project runs one file at a time, on this one cluster.
-  project.provide("clusters", [
-    { kubeconfig: cluster.kubeconfigPath, stateDir, nodeNames: [...cluster.nodeNames].sort() },
-  ]);
+  project.provide("clusters", [providedCluster(cluster, stateDir)]);
   project.provide("clusterBinDir", binDir);
   project.provide("clusterKubernetesVersion", versions.kubernetes);
   project.provide("realNodeName", node.name);

@@ -46,7 +46,7 @@ done
 
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 # Every Go build of the project compiles without DWARF (-gcflags=all=-dwarf=false): the binaries are
-# stripped at link (-s -w) anyway, the compiler then spends 6-10% less CPU on a cold cache (docs/benchmarks.md,
+# stripped at link (-s -w) anyway, the compiler then spends 6-11% less CPU on a cold cache (docs/benchmarks.md,
 # "the local control plane"), and the same flags everywhere let builds share compiled packages.
 log "building Kubernetes ${KUBERNETES_VERSION} (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy)"
 (cd "$K8S_MODULE_DIR" && go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w $ldflags" -o "$bin/" \
