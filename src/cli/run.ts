@@ -2,7 +2,6 @@
 // every error the same way (`dpo: <message>`, the usage after a usage error, no stack for a user's mistake).
 import { parseArgs } from "node:util";
 import { argsError, describeFailure, UsageError } from "./flags.js";
-import { READ_PLUGIN_CONFIG_COMMAND } from "./plugin-config-apart.js";
 
 /** Each command's synopsis, for `dpo --help` and after a usage error of a command without its own usage. */
 const COMMANDS: readonly (readonly [string, string, string])[] = [
@@ -118,9 +117,6 @@ async function run(command: string | undefined, rest: string[]): Promise<number>
       return (await import("./operator.js")).runOperatorCommand(rest);
     case "plugin":
       return (await import("./plugin.js")).runPluginCommand(rest);
-    case READ_PLUGIN_CONFIG_COMMAND:
-      // Not in the usage: `dpo plugin` runs it in a child process of its own (plugin-config-apart.ts).
-      return (await import("./plugin-config-apart.js")).runReadPluginConfigCommand();
     case "probe":
       return (await import("./probe.js")).runProbeCommand(rest);
     case "validate":

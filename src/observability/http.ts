@@ -1,6 +1,7 @@
 // HTTP endpoints for probes and scraping: /healthz, /readyz and /metrics, on one or two listeners.
 import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { listenOn } from "./listen.js";
 
 export interface ProbeHandlers {
   /** Liveness: the process is able to make progress. */
@@ -53,13 +54,7 @@ export async function listenProbes(
   }
   // Keep-alive sockets from scrapers must not hold shutdown up.
   server.keepAliveTimeout = 5_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(address.port, address.host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
+  await listenOn(server, address);
   return {
     server,
     port: (server.address() as AddressInfo).port,

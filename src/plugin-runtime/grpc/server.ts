@@ -2,6 +2,7 @@
 // uncompressed messages, grpc-timeout, cancellation, and the status answers grpc-js gave before it.
 import { EventEmitter } from "node:events";
 import * as http2 from "node:http2";
+import { listenOn } from "../../observability/listen.js";
 import { DEFAULT_MAX_RECEIVE_BYTES, FrameError, FrameReader, frame } from "./frames.js";
 import { Status, encodeGrpcMessage, parseGrpcTimeout, type StatusObject } from "./status.js";
 
@@ -204,13 +205,7 @@ export class GrpcServer {
     });
     server.on("stream", (stream, headers) => this.handle(stream, headers));
     this.server = server;
-    return new Promise((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(path, () => {
-        server.off("error", reject);
-        resolve();
-      });
-    });
+    return listenOn(server, { path });
   }
 
   /** Stops accepting, lets calls in flight finish, and calls back when every connection is closed. */

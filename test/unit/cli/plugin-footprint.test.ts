@@ -1,5 +1,7 @@
 // The long-running `dpo plugin` process loads no schema code: zod, yaml and the API's schemas (about 11 MiB
-// of its RSS) belong to the short-lived child that reads its config (src/cli/plugin-config-apart.ts). Nor
+// of its RSS) belong to the process that checks its config and then replaces itself with the plugin
+// (src/cli/plugin-config-apart.ts). Nor node:child_process (which brings dgram) or node:cluster, which
+// server.listen() loads (src/observability/listen.ts listens without it). Nor
 // grpc-js or pino: its gRPC and its logs are its own (ADR 0008; tools/bundle/plugin-path.ts checks the bundle).
 // Nor, at its start, the DRA runtime and the DRA APIs' messages (imported for a DRA config only), a backend
 // (the config's own is imported, backends/load.ts) or node:v8 (the process metrics load it when first
@@ -28,7 +30,7 @@ async function staticImports(entry: string): Promise<Map<string, string[]>> {
   const queue = [entry];
   for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
     for (const imported of inputs[file]?.imports ?? []) {
-      // Dynamic imports load on use: the child's reader and the kubeconfig's YAML parser are such.
+      // Dynamic imports load on use: the config's reader and the kubeconfig's YAML parser are such.
       if (imported.kind !== "import-statement" || chains.has(imported.path)) continue;
       chains.set(imported.path, [...chains.get(file)!, imported.path]);
       // Node's modules and the packages left out of the bundle are named, not followed.
@@ -50,6 +52,8 @@ describe("the plugin process's static imports", () => {
     { what: "the DRA plugin API's messages", prefix: "src/plugin-runtime/proto/gen/dra/" },
     { what: "the DRA health API's messages", prefix: "src/plugin-runtime/proto/gen/dra-health/" },
     { what: "node:v8", prefix: "node:v8" },
+    { what: "node:child_process", prefix: "node:child_process" },
+    { what: "node:cluster", prefix: "node:cluster" },
     { what: "the backends' index, which loads all four", prefix: "src/plugin-runtime/backends/index.ts" },
     { what: "the NVIDIA backend", prefix: "src/plugin-runtime/backends/nvidia" },
     { what: "the DevFS backend", prefix: "src/plugin-runtime/backends/devfs" },
