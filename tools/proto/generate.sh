@@ -63,18 +63,36 @@ mapfile -t proto_files < <(find . -path ./gen -prune -o -name '*.proto' -print |
 scratch="$(mktemp -d "$proto_root/.gen.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT
 
-protoc \
-  --plugin="protoc-gen-ts_proto=$plugin" \
-  -I . \
-  --ts_proto_out="$scratch" \
-  --ts_proto_opt=outputServices=grpc-js \
-  --ts_proto_opt=esModuleInterop=true \
-  --ts_proto_opt=importSuffix=.js \
-  --ts_proto_opt=env=node \
-  --ts_proto_opt=forceLong=number \
-  --ts_proto_opt=useOptionals=messages \
-  --ts_proto_opt=annotateFilesWithVersion=false \
-  "${proto_files[@]}"
+generate() {
+  protoc \
+    --plugin="protoc-gen-ts_proto=$plugin" \
+    -I . \
+    --ts_proto_out="$scratch" \
+    --ts_proto_opt=outputServices=grpc-js \
+    --ts_proto_opt=esModuleInterop=true \
+    --ts_proto_opt=importSuffix=.js \
+    --ts_proto_opt=env=node \
+    --ts_proto_opt=forceLong=number \
+    --ts_proto_opt=useOptionals=messages \
+    --ts_proto_opt=annotateFilesWithVersion=false \
+    "$@"
+}
+dra_files=()
+kubelet_files=()
+for file in "${proto_files[@]}"; do
+  case "$file" in
+    dra*) dra_files+=("$file") ;;
+    *) kubelet_files+=("$file") ;;
+  esac
+done
+# The APIs every device plugin loads (device plugin, registration, PodResources) without the JSON and
+# partial methods (fromJSON, toJSON, fromPartial, create): a device plugin only encodes and decodes, and
+# V8 keeps the source of every function a plugin loads, used or not. The DRA plugin builds its messages
+# with fromPartial.
+if ((${#kubelet_files[@]} > 0)); then
+  generate --ts_proto_opt=outputJsonMethods=false --ts_proto_opt=outputPartialMethods=false "${kubelet_files[@]}"
+fi
+if ((${#dra_files[@]} > 0)); then generate "${dra_files[@]}"; fi
 
 node --import tsx "$repo_root/tools/proto/split-clients.ts" "$scratch"
 

@@ -18,7 +18,7 @@ import {
 import type { PhysicalDevice } from "../../../../src/plugin-runtime/devices/types.js";
 import { draDeviceName } from "../../../../src/plugin-runtime/dra/devices.js";
 import { draClaimShares } from "../../../../src/plugin-runtime/podresources/allocations.js";
-import { ListPodResourcesResponse } from "../../../../src/plugin-runtime/proto/index.js";
+import type { ListPodResourcesResponse } from "../../../../src/plugin-runtime/proto/index.js";
 
 const NONE = { strategy: "None" as const, failRequestsGreaterThanOne: false };
 const SLICED = { strategy: "TimeSlicing" as const, replicas: 4, failRequestsGreaterThanOne: false };
@@ -185,23 +185,42 @@ describe("shares", () => {
         cdiDevices: [],
       })),
     });
-    const response = ListPodResourcesResponse.fromPartial({
+    const response: ListPodResourcesResponse = {
       podResources: [
         {
           name: "a",
           namespace: "ml",
+          cpuIds: [],
+          memory: [],
           containers: [
             // One claim used by two containers counts once.
-            { name: "main", dynamicResources: [claim("c1", [[driver, "node-a", "gpu-0"]])] },
-            { name: "side", dynamicResources: [claim("c1", [[driver, "node-a", "gpu-0"]])] },
+            {
+              name: "main",
+              devices: [],
+              cpuIds: [],
+              memory: [],
+              dynamicResources: [claim("c1", [[driver, "node-a", "gpu-0"]])],
+            },
+            {
+              name: "side",
+              devices: [],
+              cpuIds: [],
+              memory: [],
+              dynamicResources: [claim("c1", [[driver, "node-a", "gpu-0"]])],
+            },
           ],
         },
         {
           name: "b",
           namespace: "ml",
+          cpuIds: [],
+          memory: [],
           containers: [
             {
               name: "main",
+              devices: [],
+              cpuIds: [],
+              memory: [],
               dynamicResources: [
                 claim("c2", [
                   [driver, "node-a", "gpu-0"],
@@ -216,7 +235,7 @@ describe("shares", () => {
           ],
         },
       ],
-    });
+    };
     expect([...draClaimShares(response, table)]).toEqual([
       ["gpu-0", 2],
       ["ttyUSB0", 2],

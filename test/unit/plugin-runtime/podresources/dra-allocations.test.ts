@@ -6,7 +6,7 @@ import {
   draAllocationsOf,
   type DraDeviceTable,
 } from "../../../../src/plugin-runtime/podresources/allocations.js";
-import { ListPodResourcesResponse } from "../../../../src/plugin-runtime/proto/index.js";
+import type { ListPodResourcesResponse } from "../../../../src/plugin-runtime/proto/index.js";
 
 const DRIVER = "gpu.example.com";
 const NODE = "node-a";
@@ -35,13 +35,17 @@ interface ContainerRow {
 function list(
   pods: { name: string; namespace: string; containers: ContainerRow[] }[],
 ): ListPodResourcesResponse {
-  return ListPodResourcesResponse.fromPartial({
+  return {
     podResources: pods.map((pod) => ({
       name: pod.name,
       namespace: pod.namespace,
+      cpuIds: [],
+      memory: [],
       containers: pod.containers.map((c) => ({
         name: c.name,
         devices: c.devices ? [{ resourceName: "example.com/foo", deviceIds: c.devices }] : [],
+        cpuIds: [],
+        memory: [],
         dynamicResources: Object.entries(c.claims ?? {}).map(([claimName, devices]) => ({
           claimName,
           claimNamespace: pod.namespace,
@@ -54,7 +58,7 @@ function list(
         })),
       })),
     })),
-  });
+  };
 }
 
 const cases: {
@@ -173,6 +177,6 @@ describe("draAllocationsOf", () => {
   });
 
   it("an empty answer (no pods) holds nothing", () => {
-    expect(draAllocationsOf(ListPodResourcesResponse.fromPartial({}), TABLE).size).toBe(0);
+    expect(draAllocationsOf({ podResources: [] }, TABLE).size).toBe(0);
   });
 });

@@ -200,42 +200,6 @@ export const DevicePluginOptions: MessageFns<DevicePluginOptions> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): DevicePluginOptions {
-    return {
-      preStartRequired: isSet(object.preStartRequired)
-        ? globalThis.Boolean(object.preStartRequired)
-        : isSet(object.pre_start_required)
-        ? globalThis.Boolean(object.pre_start_required)
-        : false,
-      getPreferredAllocationAvailable: isSet(object.getPreferredAllocationAvailable)
-        ? globalThis.Boolean(object.getPreferredAllocationAvailable)
-        : isSet(object.get_preferred_allocation_available)
-        ? globalThis.Boolean(object.get_preferred_allocation_available)
-        : false,
-    };
-  },
-
-  toJSON(message: DevicePluginOptions): unknown {
-    const obj: any = {};
-    if (message.preStartRequired !== false) {
-      obj.preStartRequired = message.preStartRequired;
-    }
-    if (message.getPreferredAllocationAvailable !== false) {
-      obj.getPreferredAllocationAvailable = message.getPreferredAllocationAvailable;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<DevicePluginOptions>, I>>(base?: I): DevicePluginOptions {
-    return DevicePluginOptions.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<DevicePluginOptions>, I>>(object: I): DevicePluginOptions {
-    const message = createBaseDevicePluginOptions();
-    message.preStartRequired = object.preStartRequired ?? false;
-    message.getPreferredAllocationAvailable = object.getPreferredAllocationAvailable ?? false;
-    return message;
-  },
 };
 
 function createBaseRegisterRequest(): RegisterRequest {
@@ -315,50 +279,6 @@ export const RegisterRequest: MessageFns<RegisterRequest> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): RegisterRequest {
-    return {
-      version: isSet(object.version) ? globalThis.String(object.version) : "",
-      endpoint: isSet(object.endpoint) ? globalThis.String(object.endpoint) : "",
-      resourceName: isSet(object.resourceName)
-        ? globalThis.String(object.resourceName)
-        : isSet(object.resource_name)
-        ? globalThis.String(object.resource_name)
-        : "",
-      options: isSet(object.options) ? DevicePluginOptions.fromJSON(object.options) : undefined,
-    };
-  },
-
-  toJSON(message: RegisterRequest): unknown {
-    const obj: any = {};
-    if (message.version !== "") {
-      obj.version = message.version;
-    }
-    if (message.endpoint !== "") {
-      obj.endpoint = message.endpoint;
-    }
-    if (message.resourceName !== "") {
-      obj.resourceName = message.resourceName;
-    }
-    if (message.options !== undefined) {
-      obj.options = DevicePluginOptions.toJSON(message.options);
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<RegisterRequest>, I>>(base?: I): RegisterRequest {
-    return RegisterRequest.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<RegisterRequest>, I>>(object: I): RegisterRequest {
-    const message = createBaseRegisterRequest();
-    message.version = object.version ?? "";
-    message.endpoint = object.endpoint ?? "";
-    message.resourceName = object.resourceName ?? "";
-    message.options = (object.options !== undefined && object.options !== null)
-      ? DevicePluginOptions.fromPartial(object.options)
-      : undefined;
-    return message;
-  },
 };
 
 function createBaseEmpty(): Empty {
@@ -393,23 +313,6 @@ export const Empty: MessageFns<Empty> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(_: any): Empty {
-    return {};
-  },
-
-  toJSON(_: Empty): unknown {
-    const obj: any = {};
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<Empty>, I>>(base?: I): Empty {
-    return Empty.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<Empty>, I>>(_: I): Empty {
-    const message = createBaseEmpty();
-    return message;
   },
 };
 
@@ -457,29 +360,6 @@ export const ListAndWatchResponse: MessageFns<ListAndWatchResponse> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): ListAndWatchResponse {
-    return {
-      devices: globalThis.Array.isArray(object?.devices) ? object.devices.map((e: any) => Device.fromJSON(e)) : [],
-    };
-  },
-
-  toJSON(message: ListAndWatchResponse): unknown {
-    const obj: any = {};
-    if (message.devices?.length) {
-      obj.devices = message.devices.map((e) => Device.toJSON(e));
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<ListAndWatchResponse>, I>>(base?: I): ListAndWatchResponse {
-    return ListAndWatchResponse.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<ListAndWatchResponse>, I>>(object: I): ListAndWatchResponse {
-    const message = createBaseListAndWatchResponse();
-    message.devices = object.devices?.map((e) => Device.fromPartial(e)) || [];
-    return message;
-  },
 };
 
 function createBaseTopologyInfo(): TopologyInfo {
@@ -526,27 +406,6 @@ export const TopologyInfo: MessageFns<TopologyInfo> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): TopologyInfo {
-    return { nodes: globalThis.Array.isArray(object?.nodes) ? object.nodes.map((e: any) => NUMANode.fromJSON(e)) : [] };
-  },
-
-  toJSON(message: TopologyInfo): unknown {
-    const obj: any = {};
-    if (message.nodes?.length) {
-      obj.nodes = message.nodes.map((e) => NUMANode.toJSON(e));
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<TopologyInfo>, I>>(base?: I): TopologyInfo {
-    return TopologyInfo.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<TopologyInfo>, I>>(object: I): TopologyInfo {
-    const message = createBaseTopologyInfo();
-    message.nodes = object.nodes?.map((e) => NUMANode.fromPartial(e)) || [];
-    return message;
-  },
 };
 
 function createBaseNUMANode(): NUMANode {
@@ -592,27 +451,6 @@ export const NUMANode: MessageFns<NUMANode> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): NUMANode {
-    return { ID: isSet(object.ID) ? globalThis.Number(object.ID) : 0 };
-  },
-
-  toJSON(message: NUMANode): unknown {
-    const obj: any = {};
-    if (message.ID !== 0) {
-      obj.ID = Math.round(message.ID);
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<NUMANode>, I>>(base?: I): NUMANode {
-    return NUMANode.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<NUMANode>, I>>(object: I): NUMANode {
-    const message = createBaseNUMANode();
-    message.ID = object.ID ?? 0;
-    return message;
   },
 };
 
@@ -682,41 +520,6 @@ export const Device: MessageFns<Device> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): Device {
-    return {
-      ID: isSet(object.ID) ? globalThis.String(object.ID) : "",
-      health: isSet(object.health) ? globalThis.String(object.health) : "",
-      topology: isSet(object.topology) ? TopologyInfo.fromJSON(object.topology) : undefined,
-    };
-  },
-
-  toJSON(message: Device): unknown {
-    const obj: any = {};
-    if (message.ID !== "") {
-      obj.ID = message.ID;
-    }
-    if (message.health !== "") {
-      obj.health = message.health;
-    }
-    if (message.topology !== undefined) {
-      obj.topology = TopologyInfo.toJSON(message.topology);
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<Device>, I>>(base?: I): Device {
-    return Device.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<Device>, I>>(object: I): Device {
-    const message = createBaseDevice();
-    message.ID = object.ID ?? "";
-    message.health = object.health ?? "";
-    message.topology = (object.topology !== undefined && object.topology !== null)
-      ? TopologyInfo.fromPartial(object.topology)
-      : undefined;
-    return message;
-  },
 };
 
 function createBasePreStartContainerRequest(): PreStartContainerRequest {
@@ -763,33 +566,6 @@ export const PreStartContainerRequest: MessageFns<PreStartContainerRequest> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): PreStartContainerRequest {
-    return {
-      devicesIds: globalThis.Array.isArray(object?.devicesIds)
-        ? object.devicesIds.map((e: any) => globalThis.String(e))
-        : globalThis.Array.isArray(object?.devices_ids)
-        ? object.devices_ids.map((e: any) => globalThis.String(e))
-        : [],
-    };
-  },
-
-  toJSON(message: PreStartContainerRequest): unknown {
-    const obj: any = {};
-    if (message.devicesIds?.length) {
-      obj.devicesIds = message.devicesIds;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<PreStartContainerRequest>, I>>(base?: I): PreStartContainerRequest {
-    return PreStartContainerRequest.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<PreStartContainerRequest>, I>>(object: I): PreStartContainerRequest {
-    const message = createBasePreStartContainerRequest();
-    message.devicesIds = object.devicesIds?.map((e) => e) || [];
-    return message;
-  },
 };
 
 function createBasePreStartContainerResponse(): PreStartContainerResponse {
@@ -824,23 +600,6 @@ export const PreStartContainerResponse: MessageFns<PreStartContainerResponse> = 
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(_: any): PreStartContainerResponse {
-    return {};
-  },
-
-  toJSON(_: PreStartContainerResponse): unknown {
-    const obj: any = {};
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<PreStartContainerResponse>, I>>(base?: I): PreStartContainerResponse {
-    return PreStartContainerResponse.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<PreStartContainerResponse>, I>>(_: I): PreStartContainerResponse {
-    const message = createBasePreStartContainerResponse();
-    return message;
   },
 };
 
@@ -887,34 +646,6 @@ export const PreferredAllocationRequest: MessageFns<PreferredAllocationRequest> 
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): PreferredAllocationRequest {
-    return {
-      containerRequests: globalThis.Array.isArray(object?.containerRequests)
-        ? object.containerRequests.map((e: any) => ContainerPreferredAllocationRequest.fromJSON(e))
-        : globalThis.Array.isArray(object?.container_requests)
-        ? object.container_requests.map((e: any) => ContainerPreferredAllocationRequest.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: PreferredAllocationRequest): unknown {
-    const obj: any = {};
-    if (message.containerRequests?.length) {
-      obj.containerRequests = message.containerRequests.map((e) => ContainerPreferredAllocationRequest.toJSON(e));
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<PreferredAllocationRequest>, I>>(base?: I): PreferredAllocationRequest {
-    return PreferredAllocationRequest.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<PreferredAllocationRequest>, I>>(object: I): PreferredAllocationRequest {
-    const message = createBasePreferredAllocationRequest();
-    message.containerRequests =
-      object.containerRequests?.map((e) => ContainerPreferredAllocationRequest.fromPartial(e)) || [];
-    return message;
   },
 };
 
@@ -984,55 +715,6 @@ export const ContainerPreferredAllocationRequest: MessageFns<ContainerPreferredA
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): ContainerPreferredAllocationRequest {
-    return {
-      availableDeviceIDs: globalThis.Array.isArray(object?.availableDeviceIDs)
-        ? object.availableDeviceIDs.map((e: any) => globalThis.String(e))
-        : globalThis.Array.isArray(object?.available_deviceIDs)
-        ? object.available_deviceIDs.map((e: any) => globalThis.String(e))
-        : [],
-      mustIncludeDeviceIDs: globalThis.Array.isArray(object?.mustIncludeDeviceIDs)
-        ? object.mustIncludeDeviceIDs.map((e: any) => globalThis.String(e))
-        : globalThis.Array.isArray(object?.must_include_deviceIDs)
-        ? object.must_include_deviceIDs.map((e: any) => globalThis.String(e))
-        : [],
-      allocationSize: isSet(object.allocationSize)
-        ? globalThis.Number(object.allocationSize)
-        : isSet(object.allocation_size)
-        ? globalThis.Number(object.allocation_size)
-        : 0,
-    };
-  },
-
-  toJSON(message: ContainerPreferredAllocationRequest): unknown {
-    const obj: any = {};
-    if (message.availableDeviceIDs?.length) {
-      obj.availableDeviceIDs = message.availableDeviceIDs;
-    }
-    if (message.mustIncludeDeviceIDs?.length) {
-      obj.mustIncludeDeviceIDs = message.mustIncludeDeviceIDs;
-    }
-    if (message.allocationSize !== 0) {
-      obj.allocationSize = Math.round(message.allocationSize);
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<ContainerPreferredAllocationRequest>, I>>(
-    base?: I,
-  ): ContainerPreferredAllocationRequest {
-    return ContainerPreferredAllocationRequest.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<ContainerPreferredAllocationRequest>, I>>(
-    object: I,
-  ): ContainerPreferredAllocationRequest {
-    const message = createBaseContainerPreferredAllocationRequest();
-    message.availableDeviceIDs = object.availableDeviceIDs?.map((e) => e) || [];
-    message.mustIncludeDeviceIDs = object.mustIncludeDeviceIDs?.map((e) => e) || [];
-    message.allocationSize = object.allocationSize ?? 0;
-    return message;
-  },
 };
 
 function createBasePreferredAllocationResponse(): PreferredAllocationResponse {
@@ -1078,34 +760,6 @@ export const PreferredAllocationResponse: MessageFns<PreferredAllocationResponse
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): PreferredAllocationResponse {
-    return {
-      containerResponses: globalThis.Array.isArray(object?.containerResponses)
-        ? object.containerResponses.map((e: any) => ContainerPreferredAllocationResponse.fromJSON(e))
-        : globalThis.Array.isArray(object?.container_responses)
-        ? object.container_responses.map((e: any) => ContainerPreferredAllocationResponse.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: PreferredAllocationResponse): unknown {
-    const obj: any = {};
-    if (message.containerResponses?.length) {
-      obj.containerResponses = message.containerResponses.map((e) => ContainerPreferredAllocationResponse.toJSON(e));
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<PreferredAllocationResponse>, I>>(base?: I): PreferredAllocationResponse {
-    return PreferredAllocationResponse.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<PreferredAllocationResponse>, I>>(object: I): PreferredAllocationResponse {
-    const message = createBasePreferredAllocationResponse();
-    message.containerResponses =
-      object.containerResponses?.map((e) => ContainerPreferredAllocationResponse.fromPartial(e)) || [];
-    return message;
   },
 };
 
@@ -1153,35 +807,6 @@ export const ContainerPreferredAllocationResponse: MessageFns<ContainerPreferred
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): ContainerPreferredAllocationResponse {
-    return {
-      deviceIDs: globalThis.Array.isArray(object?.deviceIDs)
-        ? object.deviceIDs.map((e: any) => globalThis.String(e))
-        : [],
-    };
-  },
-
-  toJSON(message: ContainerPreferredAllocationResponse): unknown {
-    const obj: any = {};
-    if (message.deviceIDs?.length) {
-      obj.deviceIDs = message.deviceIDs;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<ContainerPreferredAllocationResponse>, I>>(
-    base?: I,
-  ): ContainerPreferredAllocationResponse {
-    return ContainerPreferredAllocationResponse.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<ContainerPreferredAllocationResponse>, I>>(
-    object: I,
-  ): ContainerPreferredAllocationResponse {
-    const message = createBaseContainerPreferredAllocationResponse();
-    message.deviceIDs = object.deviceIDs?.map((e) => e) || [];
-    return message;
-  },
 };
 
 function createBaseAllocateRequest(): AllocateRequest {
@@ -1227,33 +852,6 @@ export const AllocateRequest: MessageFns<AllocateRequest> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): AllocateRequest {
-    return {
-      containerRequests: globalThis.Array.isArray(object?.containerRequests)
-        ? object.containerRequests.map((e: any) => ContainerAllocateRequest.fromJSON(e))
-        : globalThis.Array.isArray(object?.container_requests)
-        ? object.container_requests.map((e: any) => ContainerAllocateRequest.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: AllocateRequest): unknown {
-    const obj: any = {};
-    if (message.containerRequests?.length) {
-      obj.containerRequests = message.containerRequests.map((e) => ContainerAllocateRequest.toJSON(e));
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<AllocateRequest>, I>>(base?: I): AllocateRequest {
-    return AllocateRequest.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<AllocateRequest>, I>>(object: I): AllocateRequest {
-    const message = createBaseAllocateRequest();
-    message.containerRequests = object.containerRequests?.map((e) => ContainerAllocateRequest.fromPartial(e)) || [];
-    return message;
   },
 };
 
@@ -1301,33 +899,6 @@ export const ContainerAllocateRequest: MessageFns<ContainerAllocateRequest> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): ContainerAllocateRequest {
-    return {
-      devicesIds: globalThis.Array.isArray(object?.devicesIds)
-        ? object.devicesIds.map((e: any) => globalThis.String(e))
-        : globalThis.Array.isArray(object?.devices_ids)
-        ? object.devices_ids.map((e: any) => globalThis.String(e))
-        : [],
-    };
-  },
-
-  toJSON(message: ContainerAllocateRequest): unknown {
-    const obj: any = {};
-    if (message.devicesIds?.length) {
-      obj.devicesIds = message.devicesIds;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<ContainerAllocateRequest>, I>>(base?: I): ContainerAllocateRequest {
-    return ContainerAllocateRequest.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<ContainerAllocateRequest>, I>>(object: I): ContainerAllocateRequest {
-    const message = createBaseContainerAllocateRequest();
-    message.devicesIds = object.devicesIds?.map((e) => e) || [];
-    return message;
-  },
 };
 
 function createBaseCDIDevice(): CDIDevice {
@@ -1374,27 +945,6 @@ export const CDIDevice: MessageFns<CDIDevice> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): CDIDevice {
-    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
-  },
-
-  toJSON(message: CDIDevice): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<CDIDevice>, I>>(base?: I): CDIDevice {
-    return CDIDevice.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<CDIDevice>, I>>(object: I): CDIDevice {
-    const message = createBaseCDIDevice();
-    message.name = object.name ?? "";
-    return message;
-  },
 };
 
 function createBaseAllocateResponse(): AllocateResponse {
@@ -1440,33 +990,6 @@ export const AllocateResponse: MessageFns<AllocateResponse> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): AllocateResponse {
-    return {
-      containerResponses: globalThis.Array.isArray(object?.containerResponses)
-        ? object.containerResponses.map((e: any) => ContainerAllocateResponse.fromJSON(e))
-        : globalThis.Array.isArray(object?.container_responses)
-        ? object.container_responses.map((e: any) => ContainerAllocateResponse.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: AllocateResponse): unknown {
-    const obj: any = {};
-    if (message.containerResponses?.length) {
-      obj.containerResponses = message.containerResponses.map((e) => ContainerAllocateResponse.toJSON(e));
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<AllocateResponse>, I>>(base?: I): AllocateResponse {
-    return AllocateResponse.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<AllocateResponse>, I>>(object: I): AllocateResponse {
-    const message = createBaseAllocateResponse();
-    message.containerResponses = object.containerResponses?.map((e) => ContainerAllocateResponse.fromPartial(e)) || [];
-    return message;
   },
 };
 
@@ -1564,107 +1087,6 @@ export const ContainerAllocateResponse: MessageFns<ContainerAllocateResponse> = 
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): ContainerAllocateResponse {
-    return {
-      envs: isObject(object.envs)
-        ? (globalThis.Object.entries(object.envs) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-      mounts: globalThis.Array.isArray(object?.mounts) ? object.mounts.map((e: any) => Mount.fromJSON(e)) : [],
-      devices: globalThis.Array.isArray(object?.devices) ? object.devices.map((e: any) => DeviceSpec.fromJSON(e)) : [],
-      annotations: isObject(object.annotations)
-        ? (globalThis.Object.entries(object.annotations) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-      cdiDevices: globalThis.Array.isArray(object?.cdiDevices)
-        ? object.cdiDevices.map((e: any) => CDIDevice.fromJSON(e))
-        : globalThis.Array.isArray(object?.cdi_devices)
-        ? object.cdi_devices.map((e: any) => CDIDevice.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: ContainerAllocateResponse): unknown {
-    const obj: any = {};
-    if (message.envs) {
-      const entries = globalThis.Object.entries(message.envs) as [string, string][];
-      if (entries.length > 0) {
-        obj.envs = {};
-        entries.forEach(([k, v]) => {
-          obj.envs[k] = v;
-        });
-      }
-    }
-    if (message.mounts?.length) {
-      obj.mounts = message.mounts.map((e) => Mount.toJSON(e));
-    }
-    if (message.devices?.length) {
-      obj.devices = message.devices.map((e) => DeviceSpec.toJSON(e));
-    }
-    if (message.annotations) {
-      const entries = globalThis.Object.entries(message.annotations) as [string, string][];
-      if (entries.length > 0) {
-        obj.annotations = {};
-        entries.forEach(([k, v]) => {
-          obj.annotations[k] = v;
-        });
-      }
-    }
-    if (message.cdiDevices?.length) {
-      obj.cdiDevices = message.cdiDevices.map((e) => CDIDevice.toJSON(e));
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<ContainerAllocateResponse>, I>>(base?: I): ContainerAllocateResponse {
-    return ContainerAllocateResponse.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<ContainerAllocateResponse>, I>>(object: I): ContainerAllocateResponse {
-    const message = createBaseContainerAllocateResponse();
-    message.envs = (globalThis.Object.entries(object.envs ?? {}) as [string, string][]).reduce(
-      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
-        if (value !== undefined) {
-          acc[key] = globalThis.String(value);
-        }
-        return acc;
-      },
-      {},
-    );
-    message.mounts = object.mounts?.map((e) => Mount.fromPartial(e)) || [];
-    message.devices = object.devices?.map((e) => DeviceSpec.fromPartial(e)) || [];
-    message.annotations = (globalThis.Object.entries(object.annotations ?? {}) as [string, string][]).reduce(
-      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
-        if (value !== undefined) {
-          acc[key] = globalThis.String(value);
-        }
-        return acc;
-      },
-      {},
-    );
-    message.cdiDevices = object.cdiDevices?.map((e) => CDIDevice.fromPartial(e)) || [];
-    return message;
-  },
 };
 
 function createBaseContainerAllocateResponse_EnvsEntry(): ContainerAllocateResponse_EnvsEntry {
@@ -1722,38 +1144,6 @@ export const ContainerAllocateResponse_EnvsEntry: MessageFns<ContainerAllocateRe
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): ContainerAllocateResponse_EnvsEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? globalThis.String(object.value) : "",
-    };
-  },
-
-  toJSON(message: ContainerAllocateResponse_EnvsEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== "") {
-      obj.value = message.value;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<ContainerAllocateResponse_EnvsEntry>, I>>(
-    base?: I,
-  ): ContainerAllocateResponse_EnvsEntry {
-    return ContainerAllocateResponse_EnvsEntry.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<ContainerAllocateResponse_EnvsEntry>, I>>(
-    object: I,
-  ): ContainerAllocateResponse_EnvsEntry {
-    const message = createBaseContainerAllocateResponse_EnvsEntry();
-    message.key = object.key ?? "";
-    message.value = object.value ?? "";
-    return message;
-  },
 };
 
 function createBaseContainerAllocateResponse_AnnotationsEntry(): ContainerAllocateResponse_AnnotationsEntry {
@@ -1810,38 +1200,6 @@ export const ContainerAllocateResponse_AnnotationsEntry: MessageFns<ContainerAll
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ContainerAllocateResponse_AnnotationsEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? globalThis.String(object.value) : "",
-    };
-  },
-
-  toJSON(message: ContainerAllocateResponse_AnnotationsEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== "") {
-      obj.value = message.value;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<ContainerAllocateResponse_AnnotationsEntry>, I>>(
-    base?: I,
-  ): ContainerAllocateResponse_AnnotationsEntry {
-    return ContainerAllocateResponse_AnnotationsEntry.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<ContainerAllocateResponse_AnnotationsEntry>, I>>(
-    object: I,
-  ): ContainerAllocateResponse_AnnotationsEntry {
-    const message = createBaseContainerAllocateResponse_AnnotationsEntry();
-    message.key = object.key ?? "";
-    message.value = object.value ?? "";
-    return message;
   },
 };
 
@@ -1911,51 +1269,6 @@ export const Mount: MessageFns<Mount> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): Mount {
-    return {
-      containerPath: isSet(object.containerPath)
-        ? globalThis.String(object.containerPath)
-        : isSet(object.container_path)
-        ? globalThis.String(object.container_path)
-        : "",
-      hostPath: isSet(object.hostPath)
-        ? globalThis.String(object.hostPath)
-        : isSet(object.host_path)
-        ? globalThis.String(object.host_path)
-        : "",
-      readOnly: isSet(object.readOnly)
-        ? globalThis.Boolean(object.readOnly)
-        : isSet(object.read_only)
-        ? globalThis.Boolean(object.read_only)
-        : false,
-    };
-  },
-
-  toJSON(message: Mount): unknown {
-    const obj: any = {};
-    if (message.containerPath !== "") {
-      obj.containerPath = message.containerPath;
-    }
-    if (message.hostPath !== "") {
-      obj.hostPath = message.hostPath;
-    }
-    if (message.readOnly !== false) {
-      obj.readOnly = message.readOnly;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<Mount>, I>>(base?: I): Mount {
-    return Mount.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<Mount>, I>>(object: I): Mount {
-    const message = createBaseMount();
-    message.containerPath = object.containerPath ?? "";
-    message.hostPath = object.hostPath ?? "";
-    message.readOnly = object.readOnly ?? false;
-    return message;
-  },
 };
 
 function createBaseDeviceSpec(): DeviceSpec {
@@ -2023,47 +1336,6 @@ export const DeviceSpec: MessageFns<DeviceSpec> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): DeviceSpec {
-    return {
-      containerPath: isSet(object.containerPath)
-        ? globalThis.String(object.containerPath)
-        : isSet(object.container_path)
-        ? globalThis.String(object.container_path)
-        : "",
-      hostPath: isSet(object.hostPath)
-        ? globalThis.String(object.hostPath)
-        : isSet(object.host_path)
-        ? globalThis.String(object.host_path)
-        : "",
-      permissions: isSet(object.permissions) ? globalThis.String(object.permissions) : "",
-    };
-  },
-
-  toJSON(message: DeviceSpec): unknown {
-    const obj: any = {};
-    if (message.containerPath !== "") {
-      obj.containerPath = message.containerPath;
-    }
-    if (message.hostPath !== "") {
-      obj.hostPath = message.hostPath;
-    }
-    if (message.permissions !== "") {
-      obj.permissions = message.permissions;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<DeviceSpec>, I>>(base?: I): DeviceSpec {
-    return DeviceSpec.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<DeviceSpec>, I>>(object: I): DeviceSpec {
-    const message = createBaseDeviceSpec();
-    message.containerPath = object.containerPath ?? "";
-    message.hostPath = object.hostPath ?? "";
-    message.permissions = object.permissions ?? "";
-    return message;
   },
 };
 
@@ -2165,18 +1437,6 @@ export interface DevicePluginServer extends UntypedServiceImplementation {
   preStartContainer: handleUnaryCall<PreStartContainerRequest, PreStartContainerResponse>;
 }
 
-type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
-
-export type DeepPartial<T> = T extends Builtin ? T
-  : T extends globalThis.Array<infer U> ? globalThis.Array<DeepPartial<U>>
-  : T extends ReadonlyArray<infer U> ? ReadonlyArray<DeepPartial<U>>
-  : T extends {} ? { [K in keyof T]?: DeepPartial<T[K]> }
-  : Partial<T>;
-
-type KeysOfUnion<T> = T extends T ? keyof T : never;
-export type Exact<P, I extends P> = P extends Builtin ? P
-  : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
-
 function longToNumber(int64: { toString(): string }): number {
   const num = globalThis.Number(int64.toString());
   if (num > globalThis.Number.MAX_SAFE_INTEGER) {
@@ -2188,19 +1448,7 @@ function longToNumber(int64: { toString(): string }): number {
   return num;
 }
 
-function isObject(value: any): boolean {
-  return typeof value === "object" && value !== null;
-}
-
-function isSet(value: any): boolean {
-  return value !== null && value !== undefined;
-}
-
 export interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;
   decode(input: BinaryReader | Uint8Array, length?: number): T;
-  fromJSON(object: any): T;
-  toJSON(message: T): unknown;
-  create<I extends Exact<DeepPartial<T>, I>>(base?: I): T;
-  fromPartial<I extends Exact<DeepPartial<T>, I>>(object: I): T;
 }

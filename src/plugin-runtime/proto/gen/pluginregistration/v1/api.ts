@@ -120,48 +120,6 @@ export const PluginInfo: MessageFns<PluginInfo> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): PluginInfo {
-    return {
-      type: isSet(object.type) ? globalThis.String(object.type) : "",
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      endpoint: isSet(object.endpoint) ? globalThis.String(object.endpoint) : "",
-      supportedVersions: globalThis.Array.isArray(object?.supportedVersions)
-        ? object.supportedVersions.map((e: any) => globalThis.String(e))
-        : globalThis.Array.isArray(object?.supported_versions)
-        ? object.supported_versions.map((e: any) => globalThis.String(e))
-        : [],
-    };
-  },
-
-  toJSON(message: PluginInfo): unknown {
-    const obj: any = {};
-    if (message.type !== "") {
-      obj.type = message.type;
-    }
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.endpoint !== "") {
-      obj.endpoint = message.endpoint;
-    }
-    if (message.supportedVersions?.length) {
-      obj.supportedVersions = message.supportedVersions;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<PluginInfo>, I>>(base?: I): PluginInfo {
-    return PluginInfo.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<PluginInfo>, I>>(object: I): PluginInfo {
-    const message = createBasePluginInfo();
-    message.type = object.type ?? "";
-    message.name = object.name ?? "";
-    message.endpoint = object.endpoint ?? "";
-    message.supportedVersions = object.supportedVersions?.map((e) => e) || [];
-    return message;
-  },
 };
 
 function createBaseRegistrationStatus(): RegistrationStatus {
@@ -219,38 +177,6 @@ export const RegistrationStatus: MessageFns<RegistrationStatus> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): RegistrationStatus {
-    return {
-      pluginRegistered: isSet(object.pluginRegistered)
-        ? globalThis.Boolean(object.pluginRegistered)
-        : isSet(object.plugin_registered)
-        ? globalThis.Boolean(object.plugin_registered)
-        : false,
-      error: isSet(object.error) ? globalThis.String(object.error) : "",
-    };
-  },
-
-  toJSON(message: RegistrationStatus): unknown {
-    const obj: any = {};
-    if (message.pluginRegistered !== false) {
-      obj.pluginRegistered = message.pluginRegistered;
-    }
-    if (message.error !== "") {
-      obj.error = message.error;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<RegistrationStatus>, I>>(base?: I): RegistrationStatus {
-    return RegistrationStatus.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<RegistrationStatus>, I>>(object: I): RegistrationStatus {
-    const message = createBaseRegistrationStatus();
-    message.pluginRegistered = object.pluginRegistered ?? false;
-    message.error = object.error ?? "";
-    return message;
-  },
 };
 
 function createBaseRegistrationStatusResponse(): RegistrationStatusResponse {
@@ -285,23 +211,6 @@ export const RegistrationStatusResponse: MessageFns<RegistrationStatusResponse> 
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(_: any): RegistrationStatusResponse {
-    return {};
-  },
-
-  toJSON(_: RegistrationStatusResponse): unknown {
-    const obj: any = {};
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<RegistrationStatusResponse>, I>>(base?: I): RegistrationStatusResponse {
-    return RegistrationStatusResponse.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<RegistrationStatusResponse>, I>>(_: I): RegistrationStatusResponse {
-    const message = createBaseRegistrationStatusResponse();
-    return message;
   },
 };
 
@@ -338,23 +247,6 @@ export const InfoRequest: MessageFns<InfoRequest> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(_: any): InfoRequest {
-    return {};
-  },
-
-  toJSON(_: InfoRequest): unknown {
-    const obj: any = {};
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<InfoRequest>, I>>(base?: I): InfoRequest {
-    return InfoRequest.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<InfoRequest>, I>>(_: I): InfoRequest {
-    const message = createBaseInfoRequest();
-    return message;
-  },
 };
 
 /** Served by the plugin on its plugins_registry socket; the kubelet is the client. */
@@ -386,27 +278,7 @@ export interface RegistrationServer extends UntypedServiceImplementation {
   notifyRegistrationStatus: handleUnaryCall<RegistrationStatus, RegistrationStatusResponse>;
 }
 
-type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
-
-export type DeepPartial<T> = T extends Builtin ? T
-  : T extends globalThis.Array<infer U> ? globalThis.Array<DeepPartial<U>>
-  : T extends ReadonlyArray<infer U> ? ReadonlyArray<DeepPartial<U>>
-  : T extends {} ? { [K in keyof T]?: DeepPartial<T[K]> }
-  : Partial<T>;
-
-type KeysOfUnion<T> = T extends T ? keyof T : never;
-export type Exact<P, I extends P> = P extends Builtin ? P
-  : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
-
-function isSet(value: any): boolean {
-  return value !== null && value !== undefined;
-}
-
 export interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;
   decode(input: BinaryReader | Uint8Array, length?: number): T;
-  fromJSON(object: any): T;
-  toJSON(message: T): unknown;
-  create<I extends Exact<DeepPartial<T>, I>>(base?: I): T;
-  fromPartial<I extends Exact<DeepPartial<T>, I>>(object: I): T;
 }

@@ -147,23 +147,6 @@ export const AllocatableResourcesRequest: MessageFns<AllocatableResourcesRequest
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(_: any): AllocatableResourcesRequest {
-    return {};
-  },
-
-  toJSON(_: AllocatableResourcesRequest): unknown {
-    const obj: any = {};
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<AllocatableResourcesRequest>, I>>(base?: I): AllocatableResourcesRequest {
-    return AllocatableResourcesRequest.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<AllocatableResourcesRequest>, I>>(_: I): AllocatableResourcesRequest {
-    const message = createBaseAllocatableResourcesRequest();
-    return message;
-  },
 };
 
 function createBaseAllocatableResourcesResponse(): AllocatableResourcesResponse {
@@ -246,47 +229,6 @@ export const AllocatableResourcesResponse: MessageFns<AllocatableResourcesRespon
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): AllocatableResourcesResponse {
-    return {
-      devices: globalThis.Array.isArray(object?.devices)
-        ? object.devices.map((e: any) => ContainerDevices.fromJSON(e))
-        : [],
-      cpuIds: globalThis.Array.isArray(object?.cpuIds)
-        ? object.cpuIds.map((e: any) => globalThis.Number(e))
-        : globalThis.Array.isArray(object?.cpu_ids)
-        ? object.cpu_ids.map((e: any) => globalThis.Number(e))
-        : [],
-      memory: globalThis.Array.isArray(object?.memory)
-        ? object.memory.map((e: any) => ContainerMemory.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: AllocatableResourcesResponse): unknown {
-    const obj: any = {};
-    if (message.devices?.length) {
-      obj.devices = message.devices.map((e) => ContainerDevices.toJSON(e));
-    }
-    if (message.cpuIds?.length) {
-      obj.cpuIds = message.cpuIds.map((e) => Math.round(e));
-    }
-    if (message.memory?.length) {
-      obj.memory = message.memory.map((e) => ContainerMemory.toJSON(e));
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<AllocatableResourcesResponse>, I>>(base?: I): AllocatableResourcesResponse {
-    return AllocatableResourcesResponse.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<AllocatableResourcesResponse>, I>>(object: I): AllocatableResourcesResponse {
-    const message = createBaseAllocatableResourcesResponse();
-    message.devices = object.devices?.map((e) => ContainerDevices.fromPartial(e)) || [];
-    message.cpuIds = object.cpuIds?.map((e) => e) || [];
-    message.memory = object.memory?.map((e) => ContainerMemory.fromPartial(e)) || [];
-    return message;
-  },
 };
 
 function createBaseListPodResourcesRequest(): ListPodResourcesRequest {
@@ -321,23 +263,6 @@ export const ListPodResourcesRequest: MessageFns<ListPodResourcesRequest> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(_: any): ListPodResourcesRequest {
-    return {};
-  },
-
-  toJSON(_: ListPodResourcesRequest): unknown {
-    const obj: any = {};
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<ListPodResourcesRequest>, I>>(base?: I): ListPodResourcesRequest {
-    return ListPodResourcesRequest.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<ListPodResourcesRequest>, I>>(_: I): ListPodResourcesRequest {
-    const message = createBaseListPodResourcesRequest();
-    return message;
   },
 };
 
@@ -384,33 +309,6 @@ export const ListPodResourcesResponse: MessageFns<ListPodResourcesResponse> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ListPodResourcesResponse {
-    return {
-      podResources: globalThis.Array.isArray(object?.podResources)
-        ? object.podResources.map((e: any) => PodResources.fromJSON(e))
-        : globalThis.Array.isArray(object?.pod_resources)
-        ? object.pod_resources.map((e: any) => PodResources.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: ListPodResourcesResponse): unknown {
-    const obj: any = {};
-    if (message.podResources?.length) {
-      obj.podResources = message.podResources.map((e) => PodResources.toJSON(e));
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<ListPodResourcesResponse>, I>>(base?: I): ListPodResourcesResponse {
-    return ListPodResourcesResponse.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<ListPodResourcesResponse>, I>>(object: I): ListPodResourcesResponse {
-    const message = createBaseListPodResourcesResponse();
-    message.podResources = object.podResources?.map((e) => PodResources.fromPartial(e)) || [];
-    return message;
   },
 };
 
@@ -516,57 +414,6 @@ export const PodResources: MessageFns<PodResources> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): PodResources {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      namespace: isSet(object.namespace) ? globalThis.String(object.namespace) : "",
-      containers: globalThis.Array.isArray(object?.containers)
-        ? object.containers.map((e: any) => ContainerResources.fromJSON(e))
-        : [],
-      cpuIds: globalThis.Array.isArray(object?.cpuIds)
-        ? object.cpuIds.map((e: any) => globalThis.Number(e))
-        : globalThis.Array.isArray(object?.cpu_ids)
-        ? object.cpu_ids.map((e: any) => globalThis.Number(e))
-        : [],
-      memory: globalThis.Array.isArray(object?.memory)
-        ? object.memory.map((e: any) => ContainerMemory.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: PodResources): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.namespace !== "") {
-      obj.namespace = message.namespace;
-    }
-    if (message.containers?.length) {
-      obj.containers = message.containers.map((e) => ContainerResources.toJSON(e));
-    }
-    if (message.cpuIds?.length) {
-      obj.cpuIds = message.cpuIds.map((e) => Math.round(e));
-    }
-    if (message.memory?.length) {
-      obj.memory = message.memory.map((e) => ContainerMemory.toJSON(e));
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<PodResources>, I>>(base?: I): PodResources {
-    return PodResources.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<PodResources>, I>>(object: I): PodResources {
-    const message = createBasePodResources();
-    message.name = object.name ?? "";
-    message.namespace = object.namespace ?? "";
-    message.containers = object.containers?.map((e) => ContainerResources.fromPartial(e)) || [];
-    message.cpuIds = object.cpuIds?.map((e) => e) || [];
-    message.memory = object.memory?.map((e) => ContainerMemory.fromPartial(e)) || [];
-    return message;
-  },
 };
 
 function createBaseContainerResources(): ContainerResources {
@@ -671,61 +518,6 @@ export const ContainerResources: MessageFns<ContainerResources> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): ContainerResources {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      devices: globalThis.Array.isArray(object?.devices)
-        ? object.devices.map((e: any) => ContainerDevices.fromJSON(e))
-        : [],
-      cpuIds: globalThis.Array.isArray(object?.cpuIds)
-        ? object.cpuIds.map((e: any) => globalThis.Number(e))
-        : globalThis.Array.isArray(object?.cpu_ids)
-        ? object.cpu_ids.map((e: any) => globalThis.Number(e))
-        : [],
-      memory: globalThis.Array.isArray(object?.memory)
-        ? object.memory.map((e: any) => ContainerMemory.fromJSON(e))
-        : [],
-      dynamicResources: globalThis.Array.isArray(object?.dynamicResources)
-        ? object.dynamicResources.map((e: any) => DynamicResource.fromJSON(e))
-        : globalThis.Array.isArray(object?.dynamic_resources)
-        ? object.dynamic_resources.map((e: any) => DynamicResource.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: ContainerResources): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.devices?.length) {
-      obj.devices = message.devices.map((e) => ContainerDevices.toJSON(e));
-    }
-    if (message.cpuIds?.length) {
-      obj.cpuIds = message.cpuIds.map((e) => Math.round(e));
-    }
-    if (message.memory?.length) {
-      obj.memory = message.memory.map((e) => ContainerMemory.toJSON(e));
-    }
-    if (message.dynamicResources?.length) {
-      obj.dynamicResources = message.dynamicResources.map((e) => DynamicResource.toJSON(e));
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<ContainerResources>, I>>(base?: I): ContainerResources {
-    return ContainerResources.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<ContainerResources>, I>>(object: I): ContainerResources {
-    const message = createBaseContainerResources();
-    message.name = object.name ?? "";
-    message.devices = object.devices?.map((e) => ContainerDevices.fromPartial(e)) || [];
-    message.cpuIds = object.cpuIds?.map((e) => e) || [];
-    message.memory = object.memory?.map((e) => ContainerMemory.fromPartial(e)) || [];
-    message.dynamicResources = object.dynamicResources?.map((e) => DynamicResource.fromPartial(e)) || [];
-    return message;
-  },
 };
 
 function createBaseContainerMemory(): ContainerMemory {
@@ -793,45 +585,6 @@ export const ContainerMemory: MessageFns<ContainerMemory> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ContainerMemory {
-    return {
-      memoryType: isSet(object.memoryType)
-        ? globalThis.String(object.memoryType)
-        : isSet(object.memory_type)
-        ? globalThis.String(object.memory_type)
-        : "",
-      size: isSet(object.size) ? globalThis.Number(object.size) : 0,
-      topology: isSet(object.topology) ? TopologyInfo.fromJSON(object.topology) : undefined,
-    };
-  },
-
-  toJSON(message: ContainerMemory): unknown {
-    const obj: any = {};
-    if (message.memoryType !== "") {
-      obj.memoryType = message.memoryType;
-    }
-    if (message.size !== 0) {
-      obj.size = Math.round(message.size);
-    }
-    if (message.topology !== undefined) {
-      obj.topology = TopologyInfo.toJSON(message.topology);
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<ContainerMemory>, I>>(base?: I): ContainerMemory {
-    return ContainerMemory.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<ContainerMemory>, I>>(object: I): ContainerMemory {
-    const message = createBaseContainerMemory();
-    message.memoryType = object.memoryType ?? "";
-    message.size = object.size ?? 0;
-    message.topology = (object.topology !== undefined && object.topology !== null)
-      ? TopologyInfo.fromPartial(object.topology)
-      : undefined;
-    return message;
   },
 };
 
@@ -901,49 +654,6 @@ export const ContainerDevices: MessageFns<ContainerDevices> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): ContainerDevices {
-    return {
-      resourceName: isSet(object.resourceName)
-        ? globalThis.String(object.resourceName)
-        : isSet(object.resource_name)
-        ? globalThis.String(object.resource_name)
-        : "",
-      deviceIds: globalThis.Array.isArray(object?.deviceIds)
-        ? object.deviceIds.map((e: any) => globalThis.String(e))
-        : globalThis.Array.isArray(object?.device_ids)
-        ? object.device_ids.map((e: any) => globalThis.String(e))
-        : [],
-      topology: isSet(object.topology) ? TopologyInfo.fromJSON(object.topology) : undefined,
-    };
-  },
-
-  toJSON(message: ContainerDevices): unknown {
-    const obj: any = {};
-    if (message.resourceName !== "") {
-      obj.resourceName = message.resourceName;
-    }
-    if (message.deviceIds?.length) {
-      obj.deviceIds = message.deviceIds;
-    }
-    if (message.topology !== undefined) {
-      obj.topology = TopologyInfo.toJSON(message.topology);
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<ContainerDevices>, I>>(base?: I): ContainerDevices {
-    return ContainerDevices.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<ContainerDevices>, I>>(object: I): ContainerDevices {
-    const message = createBaseContainerDevices();
-    message.resourceName = object.resourceName ?? "";
-    message.deviceIds = object.deviceIds?.map((e) => e) || [];
-    message.topology = (object.topology !== undefined && object.topology !== null)
-      ? TopologyInfo.fromPartial(object.topology)
-      : undefined;
-    return message;
-  },
 };
 
 function createBaseTopologyInfo(): TopologyInfo {
@@ -990,27 +700,6 @@ export const TopologyInfo: MessageFns<TopologyInfo> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): TopologyInfo {
-    return { nodes: globalThis.Array.isArray(object?.nodes) ? object.nodes.map((e: any) => NUMANode.fromJSON(e)) : [] };
-  },
-
-  toJSON(message: TopologyInfo): unknown {
-    const obj: any = {};
-    if (message.nodes?.length) {
-      obj.nodes = message.nodes.map((e) => NUMANode.toJSON(e));
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<TopologyInfo>, I>>(base?: I): TopologyInfo {
-    return TopologyInfo.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<TopologyInfo>, I>>(object: I): TopologyInfo {
-    const message = createBaseTopologyInfo();
-    message.nodes = object.nodes?.map((e) => NUMANode.fromPartial(e)) || [];
-    return message;
-  },
 };
 
 function createBaseNUMANode(): NUMANode {
@@ -1056,27 +745,6 @@ export const NUMANode: MessageFns<NUMANode> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): NUMANode {
-    return { ID: isSet(object.ID) ? globalThis.Number(object.ID) : 0 };
-  },
-
-  toJSON(message: NUMANode): unknown {
-    const obj: any = {};
-    if (message.ID !== 0) {
-      obj.ID = Math.round(message.ID);
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<NUMANode>, I>>(base?: I): NUMANode {
-    return NUMANode.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<NUMANode>, I>>(object: I): NUMANode {
-    const message = createBaseNUMANode();
-    message.ID = object.ID ?? 0;
-    return message;
   },
 };
 
@@ -1145,51 +813,6 @@ export const DynamicResource: MessageFns<DynamicResource> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): DynamicResource {
-    return {
-      claimName: isSet(object.claimName)
-        ? globalThis.String(object.claimName)
-        : isSet(object.claim_name)
-        ? globalThis.String(object.claim_name)
-        : "",
-      claimNamespace: isSet(object.claimNamespace)
-        ? globalThis.String(object.claimNamespace)
-        : isSet(object.claim_namespace)
-        ? globalThis.String(object.claim_namespace)
-        : "",
-      claimResources: globalThis.Array.isArray(object?.claimResources)
-        ? object.claimResources.map((e: any) => ClaimResource.fromJSON(e))
-        : globalThis.Array.isArray(object?.claim_resources)
-        ? object.claim_resources.map((e: any) => ClaimResource.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: DynamicResource): unknown {
-    const obj: any = {};
-    if (message.claimName !== "") {
-      obj.claimName = message.claimName;
-    }
-    if (message.claimNamespace !== "") {
-      obj.claimNamespace = message.claimNamespace;
-    }
-    if (message.claimResources?.length) {
-      obj.claimResources = message.claimResources.map((e) => ClaimResource.toJSON(e));
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<DynamicResource>, I>>(base?: I): DynamicResource {
-    return DynamicResource.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<DynamicResource>, I>>(object: I): DynamicResource {
-    const message = createBaseDynamicResource();
-    message.claimName = object.claimName ?? "";
-    message.claimNamespace = object.claimNamespace ?? "";
-    message.claimResources = object.claimResources?.map((e) => ClaimResource.fromPartial(e)) || [];
-    return message;
   },
 };
 
@@ -1281,69 +904,6 @@ export const ClaimResource: MessageFns<ClaimResource> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): ClaimResource {
-    return {
-      cdiDevices: globalThis.Array.isArray(object?.cdiDevices)
-        ? object.cdiDevices.map((e: any) => CDIDevice.fromJSON(e))
-        : globalThis.Array.isArray(object?.cdi_devices)
-        ? object.cdi_devices.map((e: any) => CDIDevice.fromJSON(e))
-        : [],
-      driverName: isSet(object.driverName)
-        ? globalThis.String(object.driverName)
-        : isSet(object.driver_name)
-        ? globalThis.String(object.driver_name)
-        : "",
-      poolName: isSet(object.poolName)
-        ? globalThis.String(object.poolName)
-        : isSet(object.pool_name)
-        ? globalThis.String(object.pool_name)
-        : "",
-      deviceName: isSet(object.deviceName)
-        ? globalThis.String(object.deviceName)
-        : isSet(object.device_name)
-        ? globalThis.String(object.device_name)
-        : "",
-      shareId: isSet(object.shareId)
-        ? globalThis.String(object.shareId)
-        : isSet(object.share_id)
-        ? globalThis.String(object.share_id)
-        : undefined,
-    };
-  },
-
-  toJSON(message: ClaimResource): unknown {
-    const obj: any = {};
-    if (message.cdiDevices?.length) {
-      obj.cdiDevices = message.cdiDevices.map((e) => CDIDevice.toJSON(e));
-    }
-    if (message.driverName !== "") {
-      obj.driverName = message.driverName;
-    }
-    if (message.poolName !== "") {
-      obj.poolName = message.poolName;
-    }
-    if (message.deviceName !== "") {
-      obj.deviceName = message.deviceName;
-    }
-    if (message.shareId !== undefined) {
-      obj.shareId = message.shareId;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<ClaimResource>, I>>(base?: I): ClaimResource {
-    return ClaimResource.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<ClaimResource>, I>>(object: I): ClaimResource {
-    const message = createBaseClaimResource();
-    message.cdiDevices = object.cdiDevices?.map((e) => CDIDevice.fromPartial(e)) || [];
-    message.driverName = object.driverName ?? "";
-    message.poolName = object.poolName ?? "";
-    message.deviceName = object.deviceName ?? "";
-    message.shareId = object.shareId ?? undefined;
-    return message;
-  },
 };
 
 function createBaseCDIDevice(): CDIDevice {
@@ -1389,27 +949,6 @@ export const CDIDevice: MessageFns<CDIDevice> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): CDIDevice {
-    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
-  },
-
-  toJSON(message: CDIDevice): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<CDIDevice>, I>>(base?: I): CDIDevice {
-    return CDIDevice.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<CDIDevice>, I>>(object: I): CDIDevice {
-    const message = createBaseCDIDevice();
-    message.name = object.name ?? "";
-    return message;
   },
 };
 
@@ -1468,42 +1007,6 @@ export const GetPodResourcesRequest: MessageFns<GetPodResourcesRequest> = {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
   },
-
-  fromJSON(object: any): GetPodResourcesRequest {
-    return {
-      podName: isSet(object.podName)
-        ? globalThis.String(object.podName)
-        : isSet(object.pod_name)
-        ? globalThis.String(object.pod_name)
-        : "",
-      podNamespace: isSet(object.podNamespace)
-        ? globalThis.String(object.podNamespace)
-        : isSet(object.pod_namespace)
-        ? globalThis.String(object.pod_namespace)
-        : "",
-    };
-  },
-
-  toJSON(message: GetPodResourcesRequest): unknown {
-    const obj: any = {};
-    if (message.podName !== "") {
-      obj.podName = message.podName;
-    }
-    if (message.podNamespace !== "") {
-      obj.podNamespace = message.podNamespace;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<GetPodResourcesRequest>, I>>(base?: I): GetPodResourcesRequest {
-    return GetPodResourcesRequest.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<GetPodResourcesRequest>, I>>(object: I): GetPodResourcesRequest {
-    const message = createBaseGetPodResourcesRequest();
-    message.podName = object.podName ?? "";
-    message.podNamespace = object.podNamespace ?? "";
-    return message;
-  },
 };
 
 function createBaseGetPodResourcesResponse(): GetPodResourcesResponse {
@@ -1549,35 +1052,6 @@ export const GetPodResourcesResponse: MessageFns<GetPodResourcesResponse> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): GetPodResourcesResponse {
-    return {
-      podResources: isSet(object.podResources)
-        ? PodResources.fromJSON(object.podResources)
-        : isSet(object.pod_resources)
-        ? PodResources.fromJSON(object.pod_resources)
-        : undefined,
-    };
-  },
-
-  toJSON(message: GetPodResourcesResponse): unknown {
-    const obj: any = {};
-    if (message.podResources !== undefined) {
-      obj.podResources = PodResources.toJSON(message.podResources);
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<GetPodResourcesResponse>, I>>(base?: I): GetPodResourcesResponse {
-    return GetPodResourcesResponse.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<GetPodResourcesResponse>, I>>(object: I): GetPodResourcesResponse {
-    const message = createBaseGetPodResourcesResponse();
-    message.podResources = (object.podResources !== undefined && object.podResources !== null)
-      ? PodResources.fromPartial(object.podResources)
-      : undefined;
-    return message;
   },
 };
 
@@ -1631,18 +1105,6 @@ export interface PodResourcesListerServer extends UntypedServiceImplementation {
   get: handleUnaryCall<GetPodResourcesRequest, GetPodResourcesResponse>;
 }
 
-type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
-
-export type DeepPartial<T> = T extends Builtin ? T
-  : T extends globalThis.Array<infer U> ? globalThis.Array<DeepPartial<U>>
-  : T extends ReadonlyArray<infer U> ? ReadonlyArray<DeepPartial<U>>
-  : T extends {} ? { [K in keyof T]?: DeepPartial<T[K]> }
-  : Partial<T>;
-
-type KeysOfUnion<T> = T extends T ? keyof T : never;
-export type Exact<P, I extends P> = P extends Builtin ? P
-  : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
-
 function longToNumber(int64: { toString(): string }): number {
   const num = globalThis.Number(int64.toString());
   if (num > globalThis.Number.MAX_SAFE_INTEGER) {
@@ -1654,15 +1116,7 @@ function longToNumber(int64: { toString(): string }): number {
   return num;
 }
 
-function isSet(value: any): boolean {
-  return value !== null && value !== undefined;
-}
-
 export interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;
   decode(input: BinaryReader | Uint8Array, length?: number): T;
-  fromJSON(object: any): T;
-  toJSON(message: T): unknown;
-  create<I extends Exact<DeepPartial<T>, I>>(base?: I): T;
-  fromPartial<I extends Exact<DeepPartial<T>, I>>(object: I): T;
 }
