@@ -355,6 +355,7 @@ describe("imageNodeFlags", () => {
     const dockerfile = readFileSync(join(import.meta.dirname, "..", "..", "Dockerfile"), "utf8");
     expect(imageNodeFlags(dockerfile)).toEqual([
       "--max-semi-space-size=1",
+      "--min-semi-space-size=1",
       "--lite-mode",
       "--no-icu-timezone-data",
     ]);

@@ -78,6 +78,7 @@ export const dpoImage: DpoImageDefinition = {
     Entrypoint: [
       "node",
       "--max-semi-space-size=1",
+      "--min-semi-space-size=1",
       "--lite-mode",
       "--no-icu-timezone-data",
       "/app/dist/dpo.js",

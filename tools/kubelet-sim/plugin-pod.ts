@@ -296,7 +296,7 @@ export function simulatedPluginConfigText(text: string, hostPath: (path: string)
 
 /**
  * The Node.js flags a Dockerfile's exec-form ENTRYPOINT starts `dist/dpo.js` with (for this
- * repository's image: `["node", "--max-semi-space-size=1", "--lite-mode", "--no-icu-timezone-data", "/app/dist/dpo.js"]`), so the
+ * repository's image: `["node", "--max-semi-space-size=1", "--min-semi-space-size=1", "--lite-mode", "--no-icu-timezone-data", "/app/dist/dpo.js"]`), so the
  * simulator runs a plugin with the same V8 settings as its image. Empty when there is no such line.
  */
 export function imageNodeFlags(dockerfile: string): string[] {
