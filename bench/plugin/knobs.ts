@@ -27,6 +27,12 @@ export const HEALTH_CHANGES = Number(process.env["BENCH_HEALTH_CHANGES"] ?? 100)
 export const WARMUP = Number(process.env["BENCH_WARMUP"] ?? 2_000);
 /** The Allocates of each plugin are made in this many blocks, the two plugins taking turns block by block. */
 export const BLOCKS = Number(process.env["BENCH_BLOCKS"] ?? 10);
+/**
+ * Seconds the idle plugin and the floor are read again after, idle all along: V8's memory reducer has run
+ * (8 s in) and the idle plugin's few allocations have cycled its young generation, whose freed pages V8
+ * keeps in its page pool (docs/benchmarks.md); the figure a node holds for the plugin's life.
+ */
+export const IDLE_SETTLE_S = Number(process.env["BENCH_IDLE_SETTLE_S"] ?? 60);
 /** The Node.js flags the container image starts the runtime with (its Dockerfile's ENTRYPOINT). */
 export const NODE_FLAGS =
   process.env["BENCH_NODE_FLAGS"] !== undefined
