@@ -183,7 +183,12 @@ describe("node labels from the plugin's report", () => {
   });
 
   it("writes the node again when the report changes what the labels say, and not when it changes nothing", async () => {
-    const before = labelWrites();
+    // The API server applies a write before the operator has its answer and logs it, so the H100 labels can
+    // show before their write's line does: counted from after that line, or it would show up as a third.
+    const before = await waitFor(
+      `${configName}: the H100 labels' write logged`,
+      () => labelWrites() || false,
+    );
     await publish({ ...H100, devices: H100.devices.slice(0, 7), advertised: 7, healthy: 7 });
     await labelsBecome("a GPU fewer", { ...expected(7), [FOREIGN_KEY]: "999" });
     // A refresh that changes no labelled fact (only the update time), then one that does: two passes of
