@@ -19,6 +19,11 @@ type SetupListenHandle = (
 /** Starts `server` listening on `target`; resolves once it accepts connections, rejects with its bind error. */
 export function listenOn(server: Server, target: ListenTarget): Promise<void> {
   return new Promise((resolve, reject) => {
+    // As listen(): setupListenHandle would take the handle it already has and listen on it again.
+    if (server.listening) {
+      reject(new Error("the server is already listening; close it before listening again"));
+      return;
+    }
     const onError = (err: Error): void => {
       server.off("listening", onListening);
       reject(err);

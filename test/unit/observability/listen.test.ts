@@ -65,6 +65,15 @@ describe("listenOn", () => {
     expect(await greeting({ host: connect, port })).toBe("hello");
   });
 
+  it("a server already listening: rejects, as listen() throws, and keeps listening where it was", async () => {
+    const s = server();
+    const path = join(work, "e.sock");
+    await listenOn(s, { path });
+    await expect(listenOn(s, { host: "127.0.0.1", port: 0 })).rejects.toThrow(/already listening/);
+    expect(s.address()).toBe(path);
+    expect(await greeting({ path })).toBe("hello");
+  });
+
   it("a TCP port in use: rejects with EADDRINUSE", async () => {
     const first = server();
     await listenOn(first, { host: "127.0.0.1", port: 0 });
