@@ -78,15 +78,9 @@ describe("plugin metrics", () => {
     // One sample per metric, with the label sets the runtime records (runtime.ts, device-plugin-server.ts,
     // dra/dra-runtime.ts, report/writer.ts), so that the label names show up in the exposition.
     m.devices.set({ resource: "example.com/foo", health: "Healthy" }, 2);
-    const holder = {
-      resource: "example.com/foo",
-      device: "foo-0",
-      namespace: "ml",
-      pod: "p",
-      container: "c",
-    };
-    m.deviceAllocated.set(holder, 1);
-    m.deviceHealthy.set(holder, 1);
+    m.recordDeviceSeries("example.com/foo", [
+      { device: "foo-0", namespace: "ml", pod: "p", container: "c", allocated: 1, healthy: 1 },
+    ]);
     m.podResourcesUp.set({ resource: "example.com/foo" }, 1);
     m.podResourcesErrors.inc({ resource: "example.com/foo", code: "UNAVAILABLE" });
     m.allocations.inc({ resource: "example.com/foo", result: "OK" });

@@ -3,7 +3,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { collectProcessMetrics, Counter, Gauge, Histogram } from "../../../src/observability/metrics.js";
 import { OperatorMetrics } from "../../../src/operator/metrics.js";
-import { PluginMetrics } from "../../../src/plugin-runtime/metrics.js";
+import { DeviceSeriesGauge, PluginMetrics } from "../../../src/plugin-runtime/metrics.js";
 import {
   buildPromlint,
   PROM_CLIENT_DEFAULT_PROBLEMS,
@@ -23,6 +23,19 @@ beforeAll(async () => {
 function sampleEvery(component: object): number {
   let count = 0;
   for (const metric of Object.values(component)) {
+    if (metric instanceof DeviceSeriesGauge) {
+      count++;
+      const row = {
+        device: "x",
+        namespace: "x",
+        pod: "x",
+        container: "x",
+        allocated: 1,
+        healthy: 1,
+      } as const;
+      metric.set("x", [row]);
+      continue;
+    }
     if (!(metric instanceof Counter || metric instanceof Gauge || metric instanceof Histogram)) continue;
     count++;
     const names = (metric as unknown as { labelNames?: readonly string[] }).labelNames ?? [];
