@@ -6,18 +6,20 @@ import { Counter, Gauge, Histogram, Registry } from "../observability/metrics.js
 import type { Health } from "./devices/types.js";
 import type { DeviceSeries } from "./podresources/allocations.js";
 
-type DeviceLabel = "resource" | "device" | "namespace" | "pod" | "container";
+const DEVICE_LABELS = ["resource", "device", "namespace", "pod", "container"] as const;
+type DeviceLabel = (typeof DEVICE_LABELS)[number];
 
 /**
  * A gauge with one series per row of the last recordDeviceSeries, made from the rows when scraped. Nothing
  * is kept per series in between but the rows: prom-client's Gauge keeps a label object, a hash key and a
  * value object per series in a map: for the two device gauges at 800 time-sliced replicas, about 0.2 MiB
- * of the idle plugin's heap and 0.3 MiB of its RSS (docs/benchmarks.md). It is what prom-client's Registry reads of a metric: the
- * name, help, type and `get()`.
+ * of the idle plugin's heap and 0.3 MiB of its RSS (docs/benchmarks.md). It has what prom-client's Registry
+ * reads of a metric (the name, help, type and `get()`) and its label names, as prom-client's metrics have.
  */
 export class DeviceSeriesGauge {
   readonly type = "gauge" as const;
   readonly aggregator = "sum" as const;
+  readonly labelNames = DEVICE_LABELS;
   private resource = "";
   private rows: readonly DeviceSeries[] = [];
 
