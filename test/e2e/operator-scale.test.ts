@@ -210,7 +210,16 @@ describe(`${NODES} report writers and the operator`, () => {
   it(`make no write in ${IDLE_SECONDS} s when nothing changes`, async () => {
     const writes = await watchWrites();
     const requests = fleet!.requests();
-    const statusWrites = await operator.metric("dpo_operator_status_writes_total");
+    // The operator counts a status write when the API server's answer reaches it, which can be after
+    // beforeAll read the stored status: take the count once it has held through one status interval.
+    let seen: { count: number; since: number } | undefined;
+    const statusWrites = await waitFor("the status write count to hold for one interval", async (observe) => {
+      const count = await operator.metric("dpo_operator_status_writes_total");
+      const now = performance.now();
+      if (seen?.count !== count) seen = { count, since: now };
+      observe(seen);
+      return now - seen.since >= INTERVAL_MS ? count : undefined;
+    });
     // A fixed observation window: what is measured is that nothing happens in it.
     await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1_000));
     writes.stop();

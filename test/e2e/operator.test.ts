@@ -261,11 +261,15 @@ describe("a DevicePluginConfig on three simulated device nodes", () => {
       (s) => (s.problems ?? []).length === 0 && s.devices?.summary === "12/12",
     );
     expect(condition(recovered, "Degraded")?.status).toBe("False");
-    const events = (
-      await kubectl(["get", "events", "-n", "default", "--field-selector", `involvedObject.name=${NAME}`])
-    ).stdout;
-    expect(events).toContain("Degraded");
-    expect(events).toContain("Recovered");
+    // The operator records a transition's Event after the status write's answer, so the Event can come after
+    // the status this test read.
+    await waitFor("the Degraded and Recovered Events", async (observe) => {
+      const events = (
+        await kubectl(["get", "events", "-n", "default", "--field-selector", `involvedObject.name=${NAME}`])
+      ).stdout;
+      observe(events);
+      return events.includes("Degraded") && events.includes("Recovered");
+    });
   });
 
   it("reports a stopped plugin and recovers when it is back", async () => {

@@ -291,6 +291,22 @@ describe("upgrading from a CRD that stored v1alpha1", () => {
     expect(daemonSetAfter.metadata.generation).toBe(daemonSetBefore.metadata.generation);
     expect(await pluginPods()).toEqual(podsBefore);
 
+    // After trimming storedVersions the operator removes its progress annotation, then records the Event:
+    // wait for the last of them.
+    const events = await waitFor("the StorageMigrated Event", async (observe) => {
+      const listed = await kubectl([
+        "get",
+        "events",
+        "-A",
+        "--field-selector",
+        `involvedObject.name=${CRD},reason=StorageMigrated`,
+        "-o",
+        "jsonpath={.items[*].message}",
+      ]);
+      observe(listed.stdout);
+      return listed.stdout === "" ? undefined : listed.stdout;
+    });
+    expect(events).toContain("v1beta1");
     const crd = await getJson(["crd", CRD]);
     expect(crd.metadata.annotations?.["dpo.dev/storage-migration"]).toBeUndefined();
     const discovery = JSON.parse((await kubectl(["get", "--raw", "/apis/dpo.dev/v1beta1"])).stdout) as {
@@ -299,15 +315,5 @@ describe("upgrading from a CRD that stored v1alpha1", () => {
     expect(discovery.resources.find((r) => r.name === "devicepluginconfigs")?.storageVersionHash).toBe(
       storageVersionHash("dpo.dev", "v1beta1", "DevicePluginConfig"),
     );
-    const events = await kubectl([
-      "get",
-      "events",
-      "-A",
-      "--field-selector",
-      `involvedObject.name=${CRD},reason=StorageMigrated`,
-      "-o",
-      "jsonpath={.items[*].message}",
-    ]);
-    expect(events.stdout).toContain("v1beta1");
   });
 });

@@ -129,7 +129,8 @@ export async function startOperator(
   const logs: string[] = [];
   child.stdout.setEncoding("utf8").on("data", (d: string) => logs.push(d));
   child.stderr.setEncoding("utf8").on("data", (d: string) => logs.push(d));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  // 'close', not 'exit': the process has exited and its stdout and stderr are read to the end.
+  const exited = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));
   // An operator that does not come up is killed here: the caller never gets a handle to stop it, and
   // one left running would reconcile every later test file's configs.
   const started = await waitFor(

@@ -383,7 +383,7 @@ describe("charts/dpo on the API server", () => {
         let output = "";
         child.stdout.on("data", (d: Buffer) => (output += d.toString()));
         child.stderr.on("data", (d: Buffer) => (output += d.toString()));
-        child.once("exit", (code) => resolve({ code, output }));
+        child.once("close", (code) => resolve({ code, output }));
       });
       expect(run.code, run.output).toBe(0);
       expect(run.output).toContain("devicepluginconfigs.dpo.dev serverside-applied");

@@ -43,7 +43,8 @@ function start(args: string[], env: Record<string, string> = {}): Running {
   child.stdout.setEncoding("utf8").on("data", (d: string) => stdout.push(d));
   child.stderr.setEncoding("utf8").on("data", (d: string) => stderr.push(d));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once("exit", (code, signal) => resolve({ code, signal })),
+    // 'close', not 'exit': the process has exited and its output is read to the end.
+    child.once("close", (code, signal) => resolve({ code, signal })),
   );
   cleanups.push(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
