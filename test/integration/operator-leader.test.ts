@@ -63,6 +63,25 @@ async function renderedDevices(configName: string): Promise<number | undefined> 
   return m ? Number(m[1]) : undefined;
 }
 
+/**
+ * Waits until the config's DaemonSet has a config hash (other than `before`) and `op` counted at least two
+ * applies (the ConfigMap and the DaemonSet). The API server stores a write, and this test can read it, before
+ * the operator has the answer and counts it: the count is waited for, not read once.
+ */
+async function writtenAndCounted(
+  what: string,
+  op: OperatorProcess,
+  configName: string,
+  before?: string,
+): Promise<void> {
+  await waitFor(`${what}, written and counted`, async (observe) => {
+    const hash = await configHashOf(configName);
+    const applies = await op.metric("dpo_operator_applies_total");
+    observe({ before, hash, applies });
+    return hash !== undefined && hash !== before && applies >= 2;
+  });
+}
+
 describe("leader election", () => {
   it("lets only the leader reconcile, and a follower takes over within the lease duration when it dies", async () => {
     const leaseName = uniqueName("dpo-leader");
@@ -83,14 +102,7 @@ describe("leader election", () => {
     const name = uniqueName("leader-cfg");
     created.push(name);
     await custom.createClusterCustomObject({ ...GROUP, body: config(name, 2) });
-    // The API server stores a write, and this test can read it, before the operator has the answer and counts
-    // it: wait for the count too.
-    await waitFor("the leader's ConfigMap and DaemonSet, written and counted", async (observe) => {
-      const hash = await configHashOf(name);
-      const applies = await leader.metric("dpo_operator_applies_total");
-      observe({ hash, applies });
-      return hash !== undefined && applies >= 2;
-    });
+    await writtenAndCounted("the leader's ConfigMap and DaemonSet", leader, name);
     expect(await follower.metric("dpo_operator_applies_total")).toBe(0);
     expect(await follower.metric("dpo_operator_status_writes_total")).toBe(0);
 
@@ -110,12 +122,7 @@ describe("leader election", () => {
       name,
       body: [{ op: "replace", path: "/spec/backend/mock/devices", value: 3 }],
     });
-    await waitFor("the new leader to roll the DaemonSet, its writes counted", async (observe) => {
-      const hash = await configHashOf(name);
-      const applies = await follower.metric("dpo_operator_applies_total");
-      observe({ before, hash, applies });
-      return hash !== undefined && hash !== before && applies >= 2;
-    });
+    await writtenAndCounted("the new leader's ConfigMap and rolled DaemonSet", follower, name, before);
   });
 });
 
